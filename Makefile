@@ -1,0 +1,14 @@
+# The two commands: `make run` (the main job) and `make test` (the test suite).
+.PHONY: run test deps release
+
+deps:
+	@./Scripts/install-deps.sh
+
+release: deps
+	swift build -c release
+
+run: release
+	./.build/release/strata decode Fixtures/jpeg/landscape-2560.jpg --size 512x512 --out /tmp/strata-out.webp
+
+test: deps
+	swift test

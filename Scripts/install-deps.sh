@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Strata builds against, only when they are missing.
+set -euo pipefail
+need=()
+for pkg in libturbojpeg0-dev libwebp-dev libpng-dev pkg-config; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi

@@ -1,0 +1,6 @@
+#ifndef STRATA_CWEBP_SHIM_H
+#define STRATA_CWEBP_SHIM_H
+#include <webp/decode.h>
+#include <webp/encode.h>
+#include <webp/demux.h>
+#endif

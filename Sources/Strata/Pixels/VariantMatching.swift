@@ -1,0 +1,115 @@
+/// What distinguishes two cached variants of one key: their size, content mode and style.
+public struct VariantDescriptor: Hashable, Sendable, CustomStringConvertible {
+    public var size: PixelSize
+    public var mode: ContentMode
+    public var style: PixelStyle
+
+    @inlinable
+    public init(size: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default) {
+        self.size = size
+        self.mode = mode
+        self.style = style
+    }
+
+    public var description: String { "\(size)-\(mode.code)\(style.code)" }
+}
+
+/// A request for "an image about this big": a bounding box, a content mode, a style and a
+/// tolerance (DESIGN.md, "Tolerance matching").
+public struct SizeQuery: Hashable, Sendable {
+    /// The bounding box W×H.
+    public var box: PixelSize
+    public var mode: ContentMode
+    public var style: PixelStyle
+    /// Accepted relative deviation of the fill ratio from 1; 0 means exact. Default 0.20.
+    public var tolerance: Double
+
+    public static let defaultTolerance = 0.20
+
+    @inlinable
+    public init(box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default,
+                tolerance: Double = SizeQuery.defaultTolerance) {
+        precondition(tolerance >= 0 && tolerance.isFinite, "tolerance must be finite and ≥ 0")
+        self.box = box
+        self.mode = mode
+        self.style = style
+        self.tolerance = tolerance
+    }
+}
+
+/// The one implementation of DESIGN.md's tolerance rule; every tier calls it on its own
+/// in-memory index.
+///
+/// For a variant w×h (same key, mode and style) and a box W×H, the *fill ratio* is
+/// `q = max(w/W, h/H)` for `fit` and `q = w/W` for `fill` (whose variants must have the box's
+/// aspect, within one pixel of rounding). A variant matches when `1 − t ≤ q ≤ 1 + t`; the match
+/// closest to `q = 1` wins, and the larger wins a tie. Cost: O(n) over the candidates, no
+/// allocation.
+public enum VariantMatcher {
+    /// The fill ratio of `variant` for `query`, or `nil` when it cannot serve the query at any
+    /// tolerance (another mode or style, or a `fill` variant of another aspect).
+    @inlinable
+    public static func fillRatio(of variant: VariantDescriptor, for query: SizeQuery) -> Double? {
+        guard variant.mode == query.mode, variant.style == query.style else { return nil }
+        let w = Double(variant.size.width), h = Double(variant.size.height)
+        let bw = Double(query.box.width), bh = Double(query.box.height)
+        switch query.mode {
+        case .fit:
+            return Swift.max(w / bw, h / bh)
+        case .fill:
+            // Same aspect as the box: h ≈ w × H / W within one pixel of rounding.
+            guard abs(h - w * bh / bw) <= 1.0 else { return nil }
+            return w / bw
+        }
+    }
+
+    /// Whether `variant` is within the query's tolerance.
+    @inlinable
+    public static func matches(_ variant: VariantDescriptor, _ query: SizeQuery) -> Bool {
+        guard let q = fillRatio(of: variant, for: query) else { return false }
+        return withinTolerance(q, query.tolerance)
+    }
+
+    @inlinable
+    static func withinTolerance(_ q: Double, _ t: Double) -> Bool {
+        if t == 0 { return q == 1 }
+        // A hair of slack so that 0.8 and 1.2 themselves match despite binary rounding.
+        let eps = 1e-9
+        return q >= 1 - t - eps && q <= 1 + t + eps
+    }
+
+    /// Whether `a` is a better match than `b` (closer to q = 1; larger on a tie).
+    @inlinable
+    static func isBetter(_ qa: Double, than qb: Double) -> Bool {
+        let da = abs(qa - 1), db = abs(qb - 1)
+        // Distances within binary rounding of each other (0.9 vs 1.1) are a tie.
+        if abs(da - db) > 1e-9 { return da < db }
+        return qa > qb
+    }
+
+    /// The best match among `candidates`, or `nil`. `descriptor` extracts each candidate's
+    /// variant, so callers can scan their own index entries without building arrays.
+    @inlinable
+    public static func bestMatch<C: Sequence>(
+        in candidates: C, for query: SizeQuery, descriptor: (C.Element) -> VariantDescriptor
+    ) -> C.Element? {
+        var best: C.Element?
+        var bestQ = 0.0
+        for candidate in candidates {
+            guard let q = fillRatio(of: descriptor(candidate), for: query),
+                  withinTolerance(q, query.tolerance) else { continue }
+            if best == nil || isBetter(q, than: bestQ) {
+                best = candidate
+                bestQ = q
+            }
+        }
+        return best
+    }
+
+    /// The best match among plain descriptors.
+    @inlinable
+    public static func bestMatch<C: Sequence>(in candidates: C, for query: SizeQuery) -> VariantDescriptor?
+    where C.Element == VariantDescriptor {
+        bestMatch(in: candidates, for: query, descriptor: { $0 })
+    }
+}
