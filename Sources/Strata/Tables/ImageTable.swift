@@ -49,6 +49,8 @@ public final class ImageTable: Sendable {
         var seenChange: UInt64 = 0
         var clock: UInt64 = 0
         var freeCursor = 0
+        /// The table file's size as last seen; entries past it are not touched.
+        var fileSize = 0
     }
 
     /// Opens (creating if needed) the table for `format` in `directory` (created if missing).
@@ -351,8 +353,8 @@ public final class ImageTable: Sendable {
 
     /// The slot of `id`, re-reading the shared metadata if another writer changed it.
     private func lookup(_ s: inout State, _ id: ImageEntityID) -> Int? {
-        if let slot = s.index[id] { return slot }
         let meta = s.metaMap.base
+        if let slot = s.index[id], meta.u64(56) == 0 { return slot }
         if meta.u64(56) != 0 {
             if let fresh = try? Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: false) {
                 s = fresh
@@ -371,23 +373,20 @@ public final class ImageTable: Sendable {
     /// (writers, under the `flock`) the chunk's disk space is reserved first; without it a
     /// chunk the file does not cover yet is a miss.
     func entryPointer(_ s: inout State, _ slot: Int, create: Bool) -> (TableMapping, UnsafeMutableRawPointer)? {
-        let c = slot / layout.entriesPerChunk
-        if let chunk = s.chunks[c] {
-            return (chunk, chunk.base + (slot - c * layout.entriesPerChunk) * layout.entryLength)
-        }
-        let (offset, length) = layout.chunkRange(c)
+        let end = layout.entryOffset(slot) + layout.entryLength
         do {
             if create {
-                try s.file.reserve(offset: offset, length: length)
-            } else if try s.file.size() < offset + length {
-                return nil
+                // Always reserve the entry's own range: a larger file may still have a hole here.
+                try s.file.reserve(offset: layout.entryOffset(slot), length: layout.entryLength)
+                s.fileSize = max(s.fileSize, end)
+            } else if end > s.fileSize {
+                s.fileSize = try s.file.size()
+                guard end <= s.fileSize else { return nil }   // never touch pages past the end (SIGBUS)
             }
-            let chunk = try TableMapping(fd: s.file.fd, offset: offset, length: length, path: s.file.path)
-            s.chunks[c] = chunk
-            return (chunk, chunk.base + (slot - c * layout.entriesPerChunk) * layout.entryLength)
         } catch {
             return nil
         }
+        return Self.entryPointerStatic(file: s.file, chunks: &s.chunks, layout: layout, slot: slot)
     }
 
     /// Verifies `slot`'s trailer and pixel checksum; records the verified sequence.
@@ -444,6 +443,8 @@ public final class ImageTable: Sendable {
 
     /// Invalidates `slot` (record, index, trailer) and reports whether it is free to rewrite.
     private func claim(_ s: inout State, _ slot: Int) -> Bool {
+        // Held here, or (without a fence: a cheap early answer) by another instance: leave it be.
+        guard s.pins[slot] == 0, !pins.isPinnedElsewhere(slot, fence: false) else { return false }
         let r = record(&s, slot)
         if case .valid(let old) = MetadataLayout.readRecord(r, slot: slot), s.index[old.id] == slot {
             s.index.removeValue(forKey: old.id)
@@ -563,6 +564,7 @@ public final class ImageTable: Sendable {
         var s = State(file: file, chunks: chunks, meta: opened!.0, metaMap: opened!.1,
                       pins: Array(repeating: 0, count: layout.maximumCount),
                       verified: Array(repeating: 0, count: layout.maximumCount))
+        s.fileSize = (try? file.size()) ?? 0
         s.seenChange = s.metaMap.base.u64(40)
         let (index, corrupt) = scanRecords(s.metaMap, slots: layout.maximumCount)
         s.index = index
@@ -571,7 +573,8 @@ public final class ImageTable: Sendable {
             for slot in corrupt {
                 let r = s.metaMap.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength
                 var rec: MetadataLayout.Record?
-                if let (_, entry) = entryPointerStatic(file: s.file, chunks: &s.chunks, layout: layout, slot: slot),
+                if layout.entryOffset(slot) + layout.entryLength <= s.fileSize,
+                   let (_, entry) = entryPointerStatic(file: s.file, chunks: &s.chunks, layout: layout, slot: slot),
                    let f = EntryTrailer.read(entry + layout.trailerOffset, slot: slot), s.index[f.id] == nil {
                     rec = .init(id: f.id, sourceVersion: f.sourceVersion, sequence: f.sequence)
                     s.index[f.id] = slot
@@ -586,14 +589,15 @@ public final class ImageTable: Sendable {
         return s
     }
 
+    /// Maps `slot`'s chunk if needed (the mapping may extend past the end of the file; callers
+    /// only touch entries inside it).
     static func entryPointerStatic(
         file: TableFileHandle, chunks: inout [TableMapping?], layout: TableLayout, slot: Int
     ) -> (TableMapping, UnsafeMutableRawPointer)? {
         let c = slot / layout.entriesPerChunk
         if chunks[c] == nil {
             let (offset, length) = layout.chunkRange(c)
-            guard let size = try? file.size(), size >= offset + length,
-                  let chunk = try? TableMapping(fd: file.fd, offset: offset, length: length, path: file.path) else { return nil }
+            guard let chunk = try? TableMapping(fd: file.fd, offset: offset, length: length, path: file.path) else { return nil }
             chunks[c] = chunk
         }
         return (chunks[c]!, chunks[c]!.base + (slot - c * layout.entriesPerChunk) * layout.entryLength)

@@ -103,8 +103,8 @@ final class SharedPins: @unchecked Sendable {
 
     /// Whether another instance (any process) has a live image of `slot`. The caller has
     /// invalidated the slot's trailer and fenced before asking.
-    func isPinnedElsewhere(_ slot: Int) -> Bool {
-        atomicMemoryFence(ordering: .sequentiallyConsistent)
+    func isPinnedElsewhere(_ slot: Int, fence: Bool = true) -> Bool {
+        if fence { atomicMemoryFence(ordering: .sequentiallyConsistent) }
         let offset = slot >> 3
         let bit = UInt8(1) << UInt8(slot & 7)
         for k in 0..<Self.segments where k != own {
