@@ -296,16 +296,22 @@ public final class ImageDecoder {
     /// (MODE_bgrA, scaled to `scale` of the coded size) straight into `destination`, with no
     /// header check beyond the library's, no orientation and no colour conversion.
     ///
-    /// `destination` must be bgra32Premultiplied with the *coded* size scaled by `scale`
-    /// (``JPEGScalingFactor/scaled(_:)-(PixelSize)``). Reuse one destination across calls to
-    /// time the library rather than page faults. CMYK JPEGs are decoded as if RGB (garbage
-    /// colours); use it for timing only.
+    /// `destination` must be bgra32Premultiplied; its size picks the scale (for JPEG it must be
+    /// the coded size scaled by a libjpeg-turbo factor, checked against `scale` when given; for
+    /// WebP any size). Reuse one destination across calls to time the library rather than page
+    /// faults. CMYK JPEGs come out as libjpeg-turbo's CMYK→RGB guess; use it for timing only.
     public func decodeBare(_ bytes: UnsafeRawBufferPointer, scale: JPEGScalingFactor? = nil,
                            into destination: inout PixelImage) throws(ImageDecodingError) {
         guard let format = ImageFormatDetector.detect(bytes) else {
             throw ImageDecodingError(.unrecognizedFormat, format: nil)
         }
         let size = destination.size, stride = destination.bytesPerRow
+        precondition(destination.style == .bgra32Premultiplied, "decodeBare: destination must be bgra32Premultiplied")
+        if let scale, format == .jpeg {
+            let h = try jpeg.readHeader(bytes)
+            precondition(scale.scaled(h.size) == size,
+                         "decodeBare: destination is \(size), \(scale) of the JPEG is \(scale.scaled(h.size))")
+        }
         try destination.withUnsafeMutableBytes { (dst: UnsafeMutableRawBufferPointer) throws(ImageDecodingError) in
             switch format {
             case .jpeg:
@@ -317,6 +323,5 @@ public final class ImageDecoder {
                 try PNGCodec.decode(bytes, into: dst.baseAddress!, stride: stride)
             }
         }
-        _ = scale
     }
 }
