@@ -214,7 +214,7 @@ def main():
     write("broken/truncated.webp", wsmall[: len(wsmall) * 6 // 10])
     write("broken/empty.bin", b"")
     write("broken/garbage.bin", bytes((i * 7919 + 13) % 256 for i in range(4096)))
-    write("broken/not-an-image.png", (lambda b: (Image.new("RGB", (8, 8), (255, 0, 0)).save(b, "PNG"), b.getvalue())[1])(io.BytesIO()))
+    write("png/red-8x8.png", (lambda b: (Image.new("RGB", (8, 8), (255, 0, 0)).save(b, "PNG"), b.getvalue())[1])(io.BytesIO()))
     write("broken/jpeg-header-only.jpg", small[:sos])
 
     # Pixel bombs: valid files whose headers claim a huge size.
