@@ -149,28 +149,66 @@ public final class Resampler {
     }
 
     /// `out[j] = Σₖ weights[k] · rows[k][j]` for `j < values`.
+    ///
+    /// Taps are taken four at a time over the whole row: plain counted loops over bytes that
+    /// the compiler vectorises (byte → float widening and multiply-adds), with the row of
+    /// floats staying in L1/L2 between groups.
     @inline(__always)
     private static func blendRows(
-        _ rows: UnsafeMutablePointer<UnsafePointer<UInt8>>, weights: UnsafePointer<Float>, count n: Int,
+        _ rows: UnsafeMutablePointer<UnsafePointer<UInt8>>, weights w: UnsafePointer<Float>, count n: Int,
         values: Int, into out: UnsafeMutablePointer<Float>
     ) {
-        var j = 0
-        let raw = UnsafeMutableRawPointer(out)
-        while j + 16 <= values {
-            var acc = SIMD16<Float>()
-            for k in 0..<n {
-                let bytes = UnsafeRawPointer(rows[k] + j).loadUnaligned(as: SIMD16<UInt8>.self)
-                acc += SIMD16<Float>(bytes) * weights[k]
+        var k = 0
+        // First group initialises the row.
+        switch n {
+        case 1:
+            let a = rows[0], wa = w[0]
+            for j in 0..<values { out[j] = Float(a[j]) * wa }
+            return
+        case 2:
+            let a = rows[0], b = rows[1], wa = w[0], wb = w[1]
+            for j in 0..<values { out[j] = Float(a[j]) * wa + Float(b[j]) * wb }
+            return
+        case 3:
+            let a = rows[0], b = rows[1], c = rows[2], wa = w[0], wb = w[1], wc = w[2]
+            for j in 0..<values { out[j] = Float(a[j]) * wa + Float(b[j]) * wb + Float(c[j]) * wc }
+            return
+        default:
+            let a = rows[0], b = rows[1], c = rows[2], d = rows[3]
+            let wa = w[0], wb = w[1], wc = w[2], wd = w[3]
+            for j in 0..<values {
+                out[j] = (Float(a[j]) * wa + Float(b[j]) * wb) + (Float(c[j]) * wc + Float(d[j]) * wd)
             }
-            raw.storeBytes(of: acc, toByteOffset: j * 4, as: SIMD16<Float>.self)
-            j += 16
+            k = 4
         }
-        while j < values {
-            var acc: Float = 0
-            for k in 0..<n { acc += Float(rows[k][j]) * weights[k] }
-            out[j] = acc
-            j += 1
+        while n - k >= 4 {
+            let a = rows[k], b = rows[k + 1], c = rows[k + 2], d = rows[k + 3]
+            let wa = w[k], wb = w[k + 1], wc = w[k + 2], wd = w[k + 3]
+            for j in 0..<values {
+                out[j] += (Float(a[j]) * wa + Float(b[j]) * wb) + (Float(c[j]) * wc + Float(d[j]) * wd)
+            }
+            k += 4
         }
+        switch n - k {
+        case 1:
+            let a = rows[k], wa = w[k]
+            for j in 0..<values { out[j] += Float(a[j]) * wa }
+        case 2:
+            let a = rows[k], b = rows[k + 1], wa = w[k], wb = w[k + 1]
+            for j in 0..<values { out[j] += Float(a[j]) * wa + Float(b[j]) * wb }
+        case 3:
+            let a = rows[k], b = rows[k + 1], c = rows[k + 2], wa = w[k], wb = w[k + 1], wc = w[k + 2]
+            for j in 0..<values { out[j] += Float(a[j]) * wa + Float(b[j]) * wb + Float(c[j]) * wc }
+        default:
+            break
+        }
+    }
+
+    /// Rounds a filtered sample to a byte value: clamped to 0…255, half up.
+    @inline(__always)
+    private static func byte(_ v: Float) -> UInt32 {
+        // Truncation of a value in [0.5, 255.5] rounds half up; no libm call, no trap.
+        UInt32(Swift.min(Swift.max(v + 0.5, 0), 255))
     }
 
     /// Horizontal pass for 4-byte pixels: one `SIMD4<Float>` per pixel, rounded and clamped;
@@ -181,21 +219,25 @@ public final class Resampler {
         weights: UnsafePointer<Float>, taps: Int, width: Int, opaque: Bool, into out: UnsafeMutablePointer<UInt8>
     ) {
         let pixels = UnsafeRawPointer(row)
-        let limit = SIMD4<Float>(repeating: 255)
+        let output = UnsafeMutableRawPointer(out)
         for x in 0..<width {
             let first = starts[x] - span, n = counts[x]
             let w = weights + x * taps
             var acc = SIMD4<Float>()
+            let p = pixels + first * 16
             for k in 0..<n {
-                acc += pixels.loadUnaligned(fromByteOffset: (first + k) * 16, as: SIMD4<Float>.self) * w[k]
+                acc += p.loadUnaligned(fromByteOffset: k * 16, as: SIMD4<Float>.self) * w[k]
             }
-            var v = (acc + 0.5).rounded(.down)
-            v = pointwiseMin(pointwiseMax(v, .zero), limit)
-            // Premultiplied: colour never exceeds alpha (Lanczos ringing can push it over).
-            v = pointwiseMin(v, SIMD4(repeating: opaque ? 255 : v[3]))
-            if opaque { v[3] = 255 }
-            let bytes = SIMD4<UInt8>(truncatingIfNeeded: SIMD4<Int32>(v))
-            UnsafeMutableRawPointer(out + x * 4).storeBytes(of: bytes, as: SIMD4<UInt8>.self)
+            var b = byte(acc[0]), g = byte(acc[1]), r = byte(acc[2])
+            let a: UInt32
+            if opaque {
+                a = 255
+            } else {
+                // Premultiplied: colour never exceeds alpha (Lanczos ringing can push it over).
+                a = byte(acc[3])
+                b = Swift.min(b, a); g = Swift.min(g, a); r = Swift.min(r, a)
+            }
+            output.storeBytes(of: (b | g << 8 | r << 16 | a << 24).littleEndian, toByteOffset: x * 4, as: UInt32.self)
         }
     }
 
@@ -210,8 +252,7 @@ public final class Resampler {
             let w = weights + x * taps
             var acc: Float = 0
             for k in 0..<n { acc += row[first + k] * w[k] }
-            let v = min(max((acc + 0.5).rounded(.down), 0), 255)
-            out[x] = UInt8(v)
+            out[x] = UInt8(truncatingIfNeeded: byte(acc))
         }
     }
 }
