@@ -42,10 +42,8 @@ public final class ImageTable: Sendable {
         var meta: TableFileHandle
         var metaMap: TableMapping
         var index: [ImageEntityID: Int] = [:]
-        /// Live images (and writers) per slot in this instance.
-        var pins: [Int32]
-        /// The write sequence whose pixel checksum this instance verified, per slot (0 = none).
-        var verified: [UInt64]
+        /// Per-slot state of this instance (one 16-byte element: one cache line per hit).
+        var slots: [SlotState]
         var seenChange: UInt64 = 0
         var clock: UInt64 = 0
         var freeCursor = 0
@@ -89,15 +87,19 @@ public final class ImageTable: Sendable {
     /// last copy of the image goes away; it is read-only (mutating it copies).
     public func image(for id: ImageEntityID, sourceVersion: UInt64) -> PixelImage? {
         let hit = state.withLock { s -> (TableFileHandle, TableMapping, UnsafeMutableRawPointer, Int, Int, Int)? in
-            guard let slot = lookup(&s, id), let (chunk, entry) = entryPointer(&s, slot, create: false) else { return nil }
+            guard let slot = lookup(&s, id) else { return nil }
+            // Pin first (publishing the pin to other processes), then check the entry: a writer
+            // invalidates the record and trailer before it looks at pins (see SharedPins).
             pin(&s, slot)
-            let t = entry + layout.trailerOffset
+            guard let (chunk, entry) = entryPointer(&s, slot, create: false) else { unpinLocked(&s, slot); return nil }
+            let r = record(&s, slot)
+            let known = s.slots[slot]
             let w: Int, h: Int
-            if s.verified[slot] != 0, t.u32(0) == EntryTrailer.magic, t.u64(40) == s.verified[slot],
-               t.u64(16) == id.high, t.u64(24) == id.low {
-                guard t.u64(32) == sourceVersion else { unpinLocked(&s, slot); return nil }
-                w = Int(t.u32(8))
-                h = Int(t.u32(12))
+            if known.verified != 0, r.u64(24) == known.verified, r.u32(32) == 1, r.u64(0) == id.high, r.u64(8) == id.low {
+                // Fast path: the record still names the write whose pixels this instance verified.
+                guard r.u64(16) == sourceVersion else { unpinLocked(&s, slot); return nil }
+                w = Int(known.width)
+                h = Int(known.height)
             } else {
                 guard let f = verify(&s, slot, entry), f.id == id else {
                     s.index.removeValue(forKey: id)
@@ -108,7 +110,7 @@ public final class ImageTable: Sendable {
                 w = f.width
                 h = f.height
             }
-            touch(&s, slot)
+            r.set(40, tick(&s))
             return (s.file, chunk, entry, slot, w, h)
         }
         guard let (file, chunk, entry, slot, w, h) = hit else { return nil }
@@ -198,7 +200,9 @@ public final class ImageTable: Sendable {
                 MetadataLayout.writeRecord(record(&s, slot), slot: slot,
                                            .init(id: id, sourceVersion: sourceVersion, sequence: sequence), lastUsed: now)
                 s.index[id] = slot
-                s.verified[slot] = sequence
+                s.slots[slot].verified = sequence
+                s.slots[slot].width = UInt16(content.width)
+                s.slots[slot].height = UInt16(content.height)
                 bumpChange(&s)
                 pin(&s, slot)   // for the returned image
             }
@@ -227,7 +231,7 @@ public final class ImageTable: Sendable {
             s.index.removeValue(forKey: id)
             if let (_, entry) = entryPointer(&s, slot, create: false) { EntryTrailer.invalidate(entry + layout.trailerOffset) }
             MetadataLayout.writeRecord(record(&s, slot), slot: slot, nil, lastUsed: 0)
-            s.verified[slot] = 0
+            s.slots[slot].verified = 0
             bumpChange(&s)
         }
     }
@@ -265,7 +269,7 @@ public final class ImageTable: Sendable {
                                            .init(id: id, sourceVersion: f.sourceVersion, sequence: f.sequence),
                                            lastUsed: record(&s, slot).u64(40))
                 fresh.index[id] = next
-                fresh.verified[next] = f.sequence
+                fresh.slots[next] = SlotState(verified: f.sequence, pins: 0, width: UInt16(f.width), height: UInt16(f.height))
                 nextSequence = max(nextSequence, f.sequence + 1)
                 next += 1
             }
@@ -297,6 +301,16 @@ public final class ImageTable: Sendable {
 
     // MARK: - Internals (callers hold the state lock where `inout State` is passed)
 
+    struct SlotState {
+        /// The write sequence whose pixel checksum this instance verified (0 = none).
+        var verified: UInt64 = 0
+        /// Live images (and writers) of the slot in this instance.
+        var pins: Int32 = 0
+        /// Content size of the verified entry.
+        var width: UInt16 = 0
+        var height: UInt16 = 0
+    }
+
     private func writing<R>(_ body: (inout State) throws(ImageTableError) -> R) throws(ImageTableError) -> R {
         let result: Result<R, ImageTableError> = writerGate.withLock { _ in
             do throws(SystemCallError) { try lockFile.lockExclusive() } catch { return .failure(.system(error)) }
@@ -323,10 +337,6 @@ public final class ImageTable: Sendable {
         return s.clock
     }
 
-    private func touch(_ s: inout State, _ slot: Int) {
-        record(&s, slot).set(40, tick(&s))
-    }
-
     private func bumpChange(_ s: inout State) {
         let p = s.metaMap.base
         let old = p.u64(40)
@@ -335,13 +345,13 @@ public final class ImageTable: Sendable {
     }
 
     func pin(_ s: inout State, _ slot: Int) {
-        s.pins[slot] += 1
-        if s.pins[slot] == 1 { pins.set(slot, true) }
+        s.slots[slot].pins += 1
+        if s.slots[slot].pins == 1 { pins.set(slot, true) }
     }
 
     func unpinLocked(_ s: inout State, _ slot: Int) {
-        s.pins[slot] -= 1
-        if s.pins[slot] == 0 { pins.set(slot, false) }
+        s.slots[slot].pins -= 1
+        if s.slots[slot].pins == 0 { pins.set(slot, false) }
     }
 
     func unpin(_ slot: Int, file: TableFileHandle) {
@@ -393,10 +403,12 @@ public final class ImageTable: Sendable {
     private func verify(_ s: inout State, _ slot: Int, _ entry: UnsafeMutableRawPointer) -> EntryTrailer.Fields? {
         guard let f = EntryTrailer.read(entry + layout.trailerOffset, slot: slot),
               f.width >= 1, f.height >= 1, f.width <= layout.width, f.height <= layout.height else { return nil }
-        if s.verified[slot] != f.sequence {
+        if s.slots[slot].verified != f.sequence {
             let rows = UnsafeRawBufferPointer(start: entry, count: layout.rowsBytes)
             guard EntryTrailer.pixelChecksum(rows, id: f.id, sourceVersion: f.sourceVersion) == f.pixelChecksum else { return nil }
-            s.verified[slot] = f.sequence
+            s.slots[slot].verified = f.sequence
+            s.slots[slot].width = UInt16(f.width)
+            s.slots[slot].height = UInt16(f.height)
         }
         return f
     }
@@ -415,13 +427,13 @@ public final class ImageTable: Sendable {
             var candidate = -1
             var cursor = s.freeCursor
             while cursor < layout.maximumCount {
-                if s.pins[cursor] == 0, !excluded.contains(cursor), record(&s, cursor).u32(32) != 1 { candidate = cursor; break }
+                if s.slots[cursor].pins == 0, !excluded.contains(cursor), record(&s, cursor).u32(32) != 1 { candidate = cursor; break }
                 cursor += 1
             }
             s.freeCursor = cursor
             if candidate < 0 {
                 var oldest = UInt64.max
-                for slot in 0..<layout.maximumCount where s.pins[slot] == 0 && !excluded.contains(slot) {
+                for slot in 0..<layout.maximumCount where s.slots[slot].pins == 0 && !excluded.contains(slot) {
                     let r = record(&s, slot)
                     let used = r.u32(32) == 1 ? r.u64(40) : 0
                     if used < oldest { oldest = used; candidate = slot; if used == 0 { break } }
@@ -444,13 +456,13 @@ public final class ImageTable: Sendable {
     /// Invalidates `slot` (record, index, trailer) and reports whether it is free to rewrite.
     private func claim(_ s: inout State, _ slot: Int) -> Bool {
         // Held here, or (without a fence: a cheap early answer) by another instance: leave it be.
-        guard s.pins[slot] == 0, !pins.isPinnedElsewhere(slot, fence: false) else { return false }
+        guard s.slots[slot].pins == 0, !pins.isPinnedElsewhere(slot, fence: false) else { return false }
         let r = record(&s, slot)
         if case .valid(let old) = MetadataLayout.readRecord(r, slot: slot), s.index[old.id] == slot {
             s.index.removeValue(forKey: old.id)
         }
         MetadataLayout.writeRecord(r, slot: slot, nil, lastUsed: 0)
-        s.verified[slot] = 0
+        s.slots[slot].verified = 0
         bumpChange(&s)
         if let (_, entry) = entryPointer(&s, slot, create: false) {
             EntryTrailer.invalidate(entry + layout.trailerOffset)
@@ -562,8 +574,7 @@ public final class ImageTable: Sendable {
                                          generation: generation, metaPath: metaPath)
         }
         var s = State(file: file, chunks: chunks, meta: opened!.0, metaMap: opened!.1,
-                      pins: Array(repeating: 0, count: layout.maximumCount),
-                      verified: Array(repeating: 0, count: layout.maximumCount))
+                      slots: Array(repeating: SlotState(), count: layout.maximumCount))
         s.fileSize = (try? file.size()) ?? 0
         s.seenChange = s.metaMap.base.u64(40)
         let (index, corrupt) = scanRecords(s.metaMap, slots: layout.maximumCount)
@@ -670,8 +681,7 @@ public final class ImageTable: Sendable {
                 try Syscall.retrying("rename", path: metaPath) { rename(metaTemp, metaPath) }
             }
             var s = State(file: file, chunks: Array(repeating: nil, count: layout.chunkCount), meta: meta, metaMap: map,
-                          pins: Array(repeating: 0, count: layout.maximumCount),
-                          verified: Array(repeating: 0, count: layout.maximumCount))
+                          slots: Array(repeating: SlotState(), count: layout.maximumCount))
             s.seenChange = map.base.u64(40)
             return s
         } catch { throw .system(error) }
