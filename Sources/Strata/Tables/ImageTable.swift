@@ -49,6 +49,8 @@ public final class ImageTable: Sendable {
         var freeCursor = 0
         /// The table file's size as last seen; entries past it are not touched.
         var fileSize = 0
+        /// Slots whose recency is waiting to be written to the shared records.
+        var touched: [Int32] = []
     }
 
     /// Opens (creating if needed) the table for `format` in `directory` (created if missing).
@@ -80,6 +82,10 @@ public final class ImageTable: Sendable {
         state = Mutex(opened)
     }
 
+    deinit {
+        state.withLock { s in flushRecency(&s) }
+    }
+
     // MARK: - Reading
 
     /// The stored image of entity `id` drawn from `sourceVersion`, or `nil` at once when there is
@@ -92,12 +98,21 @@ public final class ImageTable: Sendable {
             // invalidates the record and trailer before it looks at pins (see SharedPins).
             pin(&s, slot)
             guard let (chunk, entry) = entryPointer(&s, slot, create: false) else { unpinLocked(&s, slot); return nil }
-            let r = record(&s, slot)
             let known = s.slots[slot]
+            var current = false
+            if known.verified != 0, known.id == id {
+                // Nothing was claimed anywhere since this instance synced its index (one hot
+                // header line), or else the slot's record still names the verified write.
+                if s.metaMap.base.u64(40) == s.seenChange {
+                    current = true
+                } else {
+                    let r = record(&s, slot)
+                    current = r.u64(24) == known.verified && r.u32(32) == 1 && r.u64(0) == id.high && r.u64(8) == id.low
+                }
+            }
             let w: Int, h: Int
-            if known.verified != 0, r.u64(24) == known.verified, r.u32(32) == 1, r.u64(0) == id.high, r.u64(8) == id.low {
-                // Fast path: the record still names the write whose pixels this instance verified.
-                guard r.u64(16) == sourceVersion else { unpinLocked(&s, slot); return nil }
+            if current {
+                guard known.sourceVersion == sourceVersion else { unpinLocked(&s, slot); return nil }
                 w = Int(known.width)
                 h = Int(known.height)
             } else {
@@ -110,7 +125,7 @@ public final class ImageTable: Sendable {
                 w = f.width
                 h = f.height
             }
-            r.set(40, tick(&s))
+            touch(&s, slot)
             return (s.file, chunk, entry, slot, w, h)
         }
         guard let (file, chunk, entry, slot, w, h) = hit else { return nil }
@@ -152,6 +167,7 @@ public final class ImageTable: Sendable {
             defer { lockFile.unlock() }
             let (file, chunk, entry, slot) = try state.withLock { s throws(ImageTableError) in
                 try refreshForWriting(&s)
+                flushRecency(&s)
                 let slot = try chooseSlot(&s, for: id)
                 guard let (chunk, entry) = entryPointer(&s, slot, create: true) else {
                     throw ImageTableError.system(SystemCallError(call: "mmap", path: tablePath, errno: EIO))
@@ -200,9 +216,9 @@ public final class ImageTable: Sendable {
                 MetadataLayout.writeRecord(record(&s, slot), slot: slot,
                                            .init(id: id, sourceVersion: sourceVersion, sequence: sequence), lastUsed: now)
                 s.index[id] = slot
-                s.slots[slot].verified = sequence
-                s.slots[slot].width = UInt16(content.width)
-                s.slots[slot].height = UInt16(content.height)
+                s.slots[slot].verified(fields)
+                s.slots[slot].lastUsed = now
+                s.slots[slot].flushedUsed = now
                 bumpChange(&s)
                 pin(&s, slot)   // for the returned image
             }
@@ -267,9 +283,9 @@ public final class ImageTable: Sendable {
                 EntryTrailer.write(f, to: to + layout.trailerOffset, slot: next)
                 MetadataLayout.writeRecord(record(&fresh, next), slot: next,
                                            .init(id: id, sourceVersion: f.sourceVersion, sequence: f.sequence),
-                                           lastUsed: record(&s, slot).u64(40))
+                                           lastUsed: max(record(&s, slot).u64(40), s.slots[slot].lastUsed))
                 fresh.index[id] = next
-                fresh.slots[next] = SlotState(verified: f.sequence, pins: 0, width: UInt16(f.width), height: UInt16(f.height))
+                fresh.slots[next].verified(f)
                 nextSequence = max(nextSequence, f.sequence + 1)
                 next += 1
             }
@@ -292,7 +308,10 @@ public final class ImageTable: Sendable {
     /// Writes the metadata and table files' dirty pages to disk (`msync` is implied by `fsync`
     /// on a shared mapping on Linux).
     public func flush() throws(ImageTableError) {
-        let (file, meta) = state.withLock { ($0.file, $0.meta) }
+        let (file, meta) = state.withLock { s in
+            flushRecency(&s)
+            return (s.file, s.meta)
+        }
         do {
             try file.sync()
             try meta.sync()
@@ -301,14 +320,55 @@ public final class ImageTable: Sendable {
 
     // MARK: - Internals (callers hold the state lock where `inout State` is passed)
 
+    /// What this instance knows about a slot (64 bytes: one cache line per hit).
     struct SlotState {
-        /// The write sequence whose pixel checksum this instance verified (0 = none).
+        /// The write sequence whose pixel checksum this instance verified (0 = none), and what
+        /// that write holds.
         var verified: UInt64 = 0
+        var id = ImageEntityID(high: 0, low: 0)
+        var sourceVersion: UInt64 = 0
+        /// Last use by this instance, and the value last written to the shared record.
+        var lastUsed: UInt64 = 0
+        var flushedUsed: UInt64 = 0
         /// Live images (and writers) of the slot in this instance.
         var pins: Int32 = 0
-        /// Content size of the verified entry.
         var width: UInt16 = 0
         var height: UInt16 = 0
+
+        mutating func verified(_ f: EntryTrailer.Fields) {
+            verified = f.sequence
+            id = f.id
+            sourceVersion = f.sourceVersion
+            width = UInt16(f.width)
+            height = UInt16(f.height)
+        }
+    }
+
+    /// Recency is kept per instance and written to the shared records in batches: a slot is
+    /// queued when its last use is a second newer than what the record holds.
+    static let recencyFlushInterval: UInt64 = 1_000_000_000
+    static let recencyBatch = 256
+
+    private func touch(_ s: inout State, _ slot: Int) {
+        let now = tick(&s)
+        s.slots[slot].lastUsed = now
+        if now - s.slots[slot].flushedUsed > Self.recencyFlushInterval {
+            s.slots[slot].flushedUsed = now
+            s.touched.append(Int32(slot))
+            if s.touched.count >= Self.recencyBatch { flushRecency(&s) }
+        }
+    }
+
+    /// Writes queued recency to the shared records (only where a record still names the write
+    /// this instance used).
+    func flushRecency(_ s: inout State) {
+        for slot in s.touched.map({ Int($0) }) {
+            let r = record(&s, slot)
+            if r.u32(32) == 1, r.u64(24) == s.slots[slot].verified {
+                r.set(40, max(r.u64(40), s.slots[slot].lastUsed))
+            }
+        }
+        s.touched.removeAll(keepingCapacity: true)
     }
 
     private func writing<R>(_ body: (inout State) throws(ImageTableError) -> R) throws(ImageTableError) -> R {
@@ -406,9 +466,7 @@ public final class ImageTable: Sendable {
         if s.slots[slot].verified != f.sequence {
             let rows = UnsafeRawBufferPointer(start: entry, count: layout.rowsBytes)
             guard EntryTrailer.pixelChecksum(rows, id: f.id, sourceVersion: f.sourceVersion) == f.pixelChecksum else { return nil }
-            s.slots[slot].verified = f.sequence
-            s.slots[slot].width = UInt16(f.width)
-            s.slots[slot].height = UInt16(f.height)
+            s.slots[slot].verified(f)
         }
         return f
     }
@@ -435,7 +493,7 @@ public final class ImageTable: Sendable {
                 var oldest = UInt64.max
                 for slot in 0..<layout.maximumCount where s.slots[slot].pins == 0 && !excluded.contains(slot) {
                     let r = record(&s, slot)
-                    let used = r.u32(32) == 1 ? r.u64(40) : 0
+                    let used = r.u32(32) == 1 ? max(r.u64(40), s.slots[slot].lastUsed) : 0
                     if used < oldest { oldest = used; candidate = slot; if used == 0 { break } }
                 }
             }
@@ -463,6 +521,7 @@ public final class ImageTable: Sendable {
         }
         MetadataLayout.writeRecord(r, slot: slot, nil, lastUsed: 0)
         s.slots[slot].verified = 0
+        s.slots[slot].lastUsed = 0
         bumpChange(&s)
         if let (_, entry) = entryPointer(&s, slot, create: false) {
             EntryTrailer.invalidate(entry + layout.trailerOffset)
@@ -517,8 +576,15 @@ public final class ImageTable: Sendable {
     @discardableResult
     private func rebuildIndex(_ s: inout State) -> [Int] {
         s.seenChange = s.metaMap.base.u64(40)
+        atomicMemoryFence(ordering: .sequentiallyConsistent)
         let (index, corrupt) = Self.scanRecords(s.metaMap, slots: layout.maximumCount)
         s.index = index
+        // Forget verifications of writes that another process has since replaced: the hit fast
+        // path trusts them while the change counter stays at `seenChange`.
+        for slot in 0..<layout.maximumCount where s.slots[slot].verified != 0 {
+            let r = record(&s, slot)
+            if r.u32(32) != 1 || r.u64(24) != s.slots[slot].verified { s.slots[slot].verified = 0 }
+        }
         return corrupt
     }
 
