@@ -57,6 +57,8 @@ struct BenchScrollCommand: ParsableCommand {
         var frame_max_ms: Double = 0
         var fill_s: Double = 0
         var misses: Int = 0
+        var rss_anon_mb: Double?
+        var rss_file_mb: Double?
     }
 
     func validate() throws {
@@ -86,7 +88,9 @@ struct BenchScrollCommand: ParsableCommand {
             let result = try JSONDecoder().decode(MethodResult.self, from: runChild(method))
             if method == "fill" { fill = result } else { methods.append(result) }
         }
-        let hits = try JSONDecoder().decode([String: Double].self, from: runChild("hits"))
+        var hits = try JSONDecoder().decode([String: Double].self, from: runChild("hits"))
+        let touched = hits.filter { $0.key.hasSuffix("+touch") }
+        for key in touched.keys { hits.removeValue(forKey: key) }
         if json {
             struct Row: Encodable {
                 var method: String, frame_p50_ms: Double, frame_p99_ms: Double, frames_over_budget: Int, rss_mb: Double
@@ -100,16 +104,18 @@ struct BenchScrollCommand: ParsableCommand {
             print(String(decoding: try encoder.encode(out), as: UTF8.self))
         } else {
             print("\(photos) photos, \(Self.columns)x\(Self.visibleRows) visible, \(rowsPerSecond) rows/s at 60 fps, thumbnails 100x100 + 50x50 (fill)")
-            print("method        frames  p50_ms   p99_ms   max_ms  over_16.7ms  rss_mb  misses")
+            print("method        frames  p50_ms   p99_ms   max_ms  over_16.7ms  rss_mb (anon + file)  misses")
             for m in methods {
-                print(String(format: "%-12@ %7d %7.3f %8.3f %8.3f %12d %7.1f %7d", m.method as NSString, m.frames,
-                             m.frame_p50_ms, m.frame_p99_ms, m.frame_max_ms, m.frames_over_budget, m.rss_mb, m.misses))
+                print(String(format: "%-12@ %7d %7.3f %8.3f %8.3f %12d %7.1f (%5.1f + %5.1f) %7d", m.method as NSString, m.frames,
+                             m.frame_p50_ms, m.frame_p99_ms, m.frame_max_ms, m.frames_over_budget, m.rss_mb,
+                             m.rss_anon_mb ?? 0, m.rss_file_mb ?? 0, m.misses))
             }
             if let fill { print(String(format: "table fill (separate process, both formats, one decode per photo): %.2f s", fill.fill_s)) }
             if methods.count == 2, methods[1].frame_p99_ms > 0 {
                 print(String(format: "table p99 = 1/%.0f of conventional p99", methods[0].frame_p99_ms / methods[1].frame_p99_ms))
             }
-            print("table_hit_ns: 1000 entries \(Int(hits["1000"] ?? 0)) ns, 100000 entries \(Int(hits["100000"] ?? 0)) ns")
+            print("table_hit_ns (retrieve + release): 1000 entries \(Int(hits["1000"] ?? 0)) ns, 100000 entries \(Int(hits["100000"] ?? 0)) ns")
+            print("  with a read of the first pixel:     1000 entries \(Int(touched["1000+touch"] ?? 0)) ns, 100000 entries \(Int(touched["100000+touch"] ?? 0)) ns")
         }
     }
 
@@ -253,7 +259,7 @@ struct BenchScrollCommand: ParsableCommand {
         return MethodResult(method: useTable ? "table" : "conventional", frame_p50_ms: percentile(0.50),
                             frame_p99_ms: percentile(0.99), frames_over_budget: frameMs.filter { $0 > Self.budgetMs }.count,
                             rss_mb: residentMegabytes(), frames: frameMs.count, frame_max_ms: sorted.last ?? 0,
-                            misses: misses)
+                            misses: misses, rss_anon_mb: residentMegabytes("RssAnon:"), rss_file_mb: residentMegabytes("RssFile:"))
     }
 
     private var tableFormats: [ImageTableFormat] {
@@ -332,33 +338,45 @@ struct BenchScrollCommand: ParsableCommand {
             for i in stride(from: order.count - 1, to: 0, by: -1) { order.swapAt(i, Int(rng.next() % UInt64(i + 1))) }
             var sink: UInt64 = 0
             for id in order { if let image = table.image(for: id, sourceVersion: 1) { sink &+= UInt64(image.pixelBytes(x: 0, y: 0)[0]) } }
-            let rounds = max(3, 1_000_000 / n)
-            var perHit: [Double] = []
+            let rounds = max(5, 1_000_000 / n)
+            var perHit: [Double] = [], perHitTouched: [Double] = []
             for _ in 0..<rounds {
+                // Retrieval only (the image is returned and released; no pixel is read) ...
                 var hits = 0
                 let t0 = DispatchTime.now().uptimeNanoseconds
+                for id in order {
+                    if let image = table.image(for: id, sourceVersion: 1) {
+                        sink &+= UInt64(image.width)
+                        hits += 1
+                    }
+                }
+                let t1 = DispatchTime.now().uptimeNanoseconds
+                // ... and retrieval plus reading the first pixel (a consumer's first touch).
                 for id in order {
                     if let image = table.image(for: id, sourceVersion: 1) {
                         sink &+= image.withUnsafeBytes { UInt64($0[0]) }
                         hits += 1
                     }
                 }
-                let t1 = DispatchTime.now().uptimeNanoseconds
-                guard hits == n else { throw ValidationError("table_hit_ns: only \(hits) of \(n) entries were hits") }
+                let t2 = DispatchTime.now().uptimeNanoseconds
+                guard hits == 2 * n else { throw ValidationError("table_hit_ns: only \(hits) of \(2 * n) retrievals were hits") }
                 perHit.append(Double(t1 - t0) / Double(n))
+                perHitTouched.append(Double(t2 - t1) / Double(n))
             }
             if sink == 42 { print("") }
             result["\(n)"] = median(perHit).rounded()
+            result["\(n)+touch"] = median(perHitTouched).rounded()
             try? FileManager.default.removeItem(atPath: dir)
         }
         return result
     }
 }
 
-/// Resident set size of this process in megabytes (`VmRSS`).
-func residentMegabytes() -> Double {
+/// Resident set size of this process in megabytes (`VmRSS`, or another /proc/self/status field:
+/// `RssAnon` is heap, `RssFile` clean file pages such as touched table entries).
+func residentMegabytes(_ field: String = "VmRSS:") -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+    for line in status.split(separator: "\n") where line.hasPrefix(field) {
         let kb = line.split(separator: " ").compactMap { Double($0) }.first ?? 0
         return (kb / 1024 * 10).rounded() / 10
     }
