@@ -296,6 +296,8 @@ public final class ImageTable: Sendable {
                 try fresh.meta.sync()
                 try Syscall.retrying("rename", path: tablePath) { rename(tablePath + ".compact", tablePath) }
                 try Syscall.retrying("rename", path: metaPath) { rename(metaPath + ".compact", metaPath) }
+                fresh.file.path = tablePath
+                fresh.meta.path = metaPath
             } catch { throw .system(error) }
             retire(&s)
             s = fresh
@@ -560,12 +562,21 @@ public final class ImageTable: Sendable {
 
     /// Before writing: follow a reset/compaction by another process, and pick up its changes.
     private func refreshForWriting(_ s: inout State) throws(ImageTableError) {
-        if s.metaMap.base.u64(56) != 0 {
+        if s.metaMap.base.u64(56) != 0 || !Self.isCurrent(s.meta) || !Self.isCurrent(s.file) {
+            // Replaced by another process (or removed): retire our view and reopen.
+            s.metaMap.base.set(56, UInt64(1))
             s = try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true)
             pins.clearOwn()
         } else if s.metaMap.base.u64(40) != s.seenChange {
             rebuildIndex(&s)
         }
+    }
+
+    /// Whether `file`'s path still names the file we have open (an `fstat` and a `stat`).
+    private static func isCurrent(_ file: TableFileHandle) -> Bool {
+        var byPath = stat()
+        guard let open = try? file.stat(), stat(file.path, &byPath) == 0 else { return false }
+        return open.st_ino == byPath.st_ino && open.st_dev == byPath.st_dev
     }
 
     private func retire(_ s: inout State) {
@@ -636,6 +647,13 @@ public final class ImageTable: Sendable {
         }
         if opened == nil {
             guard repair else { throw .system(SystemCallError(call: "open", path: metaPath, errno: EINVAL)) }
+            // A damaged file that other processes may still have mapped: flag it retired so
+            // they reopen once the rebuilt one is in place.
+            if let old = try? TableFileHandle.open(metaPath, flags: O_RDWR, permissions: format.filePermissions),
+               let size = try? old.size(), size >= MetadataLayout.headerLength,
+               let map = try? TableMapping(fd: old.fd, offset: 0, length: MetadataLayout.headerLength, path: metaPath) {
+                map.base.set(56, UInt64(1))
+            }
             opened = try rebuildMetadata(file: file, chunks: &chunks, layout: layout, format: format,
                                          generation: generation, metaPath: metaPath)
         }
@@ -716,6 +734,7 @@ public final class ImageTable: Sendable {
             MetadataLayout.writeHeader(map.base, generation: generation, slots: layout.maximumCount, nextSequence: maxSequence + 1)
             try meta.sync()
             try Syscall.retrying("rename", path: metaPath) { rename(temp, metaPath) }
+            meta.path = metaPath
             return (meta, map)
         } catch { throw .system(error) }
     }
@@ -745,6 +764,8 @@ public final class ImageTable: Sendable {
                 try meta.sync()
                 try Syscall.retrying("rename", path: tablePath) { rename(tableTemp, tablePath) }
                 try Syscall.retrying("rename", path: metaPath) { rename(metaTemp, metaPath) }
+                file.path = tablePath
+                meta.path = metaPath
             }
             var s = State(file: file, chunks: Array(repeating: nil, count: layout.chunkCount), meta: meta, metaMap: map,
                           slots: Array(repeating: SlotState(), count: layout.maximumCount))

@@ -25,7 +25,9 @@ final class TableMapping: @unchecked Sendable {
 /// An open file closed on deinit (a class so that mappings and images can share it).
 final class TableFileHandle: @unchecked Sendable {
     let fd: Int32
-    let path: String
+    /// The path the file is published under (set once after a rename, under the writer lock,
+    /// before the handle is shared).
+    var path: String
 
     init(adopting fd: Int32, path: String) {
         self.fd = fd

@@ -155,6 +155,20 @@ func patchFile(_ path: String, _ body: (inout [UInt8]) -> Void) throws {
         #expect(TableTestPattern.matches(try #require(hit(table, 1, version: 8)), n: 1, version: 8))
     }
 
+    @Test func aLiveInstanceFollowsAMetadataRebuildByAnother() throws {
+        let dir = TempDirectory()
+        let a = try ImageTable(directory: dir.path, format: testFormat(max: 4))
+        for n in 0..<4 { try storePattern(a, n) }
+        try patchFile(dir.path + "/t.meta") { bytes in for i in 0..<32 { bytes[i] ^= 0xFF } }   // corrupt header
+        let b = try ImageTable(directory: dir.path, format: testFormat(max: 4))   // rebuilds from trailers
+        #expect(b.count == 4)
+        for n in 4..<8 { try storePattern(b, n) }                                 // replaces all of a's entries
+        for n in 0..<8 {
+            if let image = hit(a, n) { #expect(TableTestPattern.matches(image, n: n, version: 1), "entity \(n)") }
+        }
+        #expect((0..<8).filter { hit(a, $0) != nil } == [4, 5, 6, 7])
+    }
+
     @Test func theMaximumCountIsHard() throws {
         let dir = TempDirectory()
         let format = testFormat(max: 4)
