@@ -24,6 +24,7 @@ public final class ImageTableCache: Sendable {
     public let formats: [ImageTableFormat]
     let tables: [String: ImageTable]
     let delegate: (any ImageTableCacheDelegate)?
+    let drawingPool: BlockingPool<Void>?
     let pending = Mutex<[RequestKey: Pending]>([:])
     let nextToken = Atomic<UInt64>(0)
 
@@ -37,10 +38,13 @@ public final class ImageTableCache: Sendable {
         var format: String
     }
 
-    /// Opens (or creates) a table for each format in `directory`.
-    public init(directory: String, formats: [ImageTableFormat], delegate: (any ImageTableCacheDelegate)? = nil)
-        throws(ImageTableError)
-    {
+    /// Opens (or creates) a table for each format in `directory`. With a `drawingPool`, the
+    /// entities' processing (CPU-bound drawing into the slots) runs on its threads instead of
+    /// Swift's cooperative pool.
+    public init(
+        directory: String, formats: [ImageTableFormat], delegate: (any ImageTableCacheDelegate)? = nil,
+        drawingPool: BlockingPool<Void>? = nil
+    ) throws(ImageTableError) {
         var tables: [String: ImageTable] = [:]
         for format in formats {
             guard tables[format.name] == nil else { throw .duplicateFormat(format.name) }
@@ -50,6 +54,7 @@ public final class ImageTableCache: Sendable {
         self.formats = formats
         self.tables = tables
         self.delegate = delegate
+        self.drawingPool = drawingPool
     }
 
     /// The table of format `name`.
@@ -154,9 +159,11 @@ public final class ImageTableCache: Sendable {
         var result: PixelImage?
         for format in targets {
             try Task.checkCancellation()
-            let image = try tables[format.name]!.store(entity.id, sourceVersion: entity.sourceVersion) { canvas in
-                try entity.process(source, &canvas)
+            let table = tables[format.name]!
+            let draw: @Sendable (()) throws -> PixelImage = { _ in
+                try table.store(entity.id, sourceVersion: entity.sourceVersion) { canvas in try entity.process(source, &canvas) }
             }
+            let image = try await drawingPool?.run(draw) ?? draw(())
             if format.name == requested.name { result = image }
         }
         return result!

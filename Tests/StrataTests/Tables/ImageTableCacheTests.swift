@@ -59,6 +59,17 @@ struct DeclineFamily: ImageTableCacheDelegate {
         #expect(probe.loads.load(ordering: .relaxed) == 1, "the second format was already there")
     }
 
+    @Test func drawingCanRunOnADedicatedPool() async throws {
+        let dir = TempDirectory()
+        let pool = try BlockingPool<Void>(width: 1, name: "table-draw", makeContext: {})
+        defer { pool.shutdown() }
+        let cache = try ImageTableCache(directory: dir.path, formats: formats, drawingPool: pool)
+        let entity = SourceProbe().entity(7)
+        let image = try await cache.image(for: entity, formatName: "thumb100")
+        #expect(TableTestPattern.matches(image, n: 7, version: 1))
+        #expect(TableTestPattern.matches(try #require(cache.cachedImage(for: entity, formatName: "thumb50")), n: 7, version: 1))
+    }
+
     @Test func theDelegateCanDeclineTheFamily() async throws {
         let dir = TempDirectory()
         let cache = try ImageTableCache(directory: dir.path, formats: formats, delegate: DeclineFamily())
