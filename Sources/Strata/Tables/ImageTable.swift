@@ -24,6 +24,18 @@ import Synchronization
 ///   when every slot is held, a write throws ``ImageTableError/tableFull(format:maximumCount:)``.
 /// - The file is never truncated or shrunk in place: ``reset()`` and ``compact()`` write new
 ///   files and rename them over the old ones, so existing images stay valid.
+///
+/// Limits worth knowing:
+/// - An entry's pixel checksum is verified once per instance and write (on its first
+///   retrieval); later corruption of the mapped bytes in memory is not re-detected.
+/// - After another process wrote, the first miss in this instance re-reads the whole metadata
+///   (64 bytes per slot) to pick up its entries.
+/// - The files must not be truncated or deleted by anything else while instances have them
+///   open (a truncated mapping raises SIGBUS; a deleted metadata file is only noticed by this
+///   instance's next write).
+/// - At most 32 instances (across processes) may have one table open at once.
+/// - `store`'s `draw` must not call `store` on the same table (the writer lock is not
+///   re-entrant).
 public final class ImageTable: Sendable {
     public let format: ImageTableFormat
     public let directory: String
@@ -76,7 +88,7 @@ public final class ImageTable: Sendable {
         } catch { throw .system(error) }
         defer { lock.unlock() }
         lockFile = lock
-        pins = try SharedPins(path: directory + "/" + format.name + ".pins", slots: format.maximumCount,
+        pins = try SharedPins(path: directory + "/" + format.name + ".pins", format: format.name, slots: format.maximumCount,
                               permissions: format.filePermissions, lockFile: lock)
         let opened = try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true)
         state = Mutex(opened)

@@ -154,6 +154,9 @@ public enum ImageTableError: Error, Sendable, Hashable, CustomStringConvertible 
     case tableFull(format: String, maximumCount: Int)
     /// The drawn or supplied image does not match the format.
     case imageDoesNotFit(format: String, size: PixelSize, style: PixelStyle)
+    /// More instances than the pin file has segments have this table open at once (across
+    /// all processes): close some, or share one instance per process.
+    case tooManyInstances(format: String, limit: Int)
     /// A file operation failed.
     case system(SystemCallError)
 
@@ -169,6 +172,8 @@ public enum ImageTableError: Error, Sendable, Hashable, CustomStringConvertible 
             return "image table '\(format)' is full: all \(max) slots are held by live images; release images or raise maximumCount"
         case .imageDoesNotFit(let format, let size, let style):
             return "a \(size) \(style) image does not fit image table '\(format)' (it needs the format's style and at most its size)"
+        case .tooManyInstances(let format, let limit):
+            return "image table '\(format)' is open in \(limit) instances already (the limit); share one ImageTable per process"
         case .system(let error):
             return "image table I/O failed: \(error)"
         }

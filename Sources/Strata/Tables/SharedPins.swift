@@ -32,7 +32,7 @@ final class SharedPins: @unchecked Sendable {
 
     /// Opens (creating or growing) the pins file and leases a free segment. Call with the
     /// writer `flock` held.
-    init(path: String, slots: Int, permissions: UInt32, lockFile: TableFileHandle) throws(ImageTableError) {
+    init(path: String, format: String, slots: Int, permissions: UInt32, lockFile: TableFileHandle) throws(ImageTableError) {
         segmentBytes = ((slots + 7) / 8 + 63) / 64 * 64
         let length = segmentBytes * Self.segments
         do {
@@ -47,9 +47,7 @@ final class SharedPins: @unchecked Sendable {
             leased = k
             break
         }
-        guard leased >= 0 else {
-            throw .system(SystemCallError(call: "fcntl(F_OFD_SETLK)", path: lockFile.path, errno: EAGAIN))
-        }
+        guard leased >= 0 else { throw .tooManyInstances(format: format, limit: Self.segments) }
         own = leased
         clear(segment: own)
     }
