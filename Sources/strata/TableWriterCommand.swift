@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import Strata
 
 /// `strata table-writer` (hidden): a child process for the image-table crash and sharing tests.
@@ -21,6 +22,8 @@ struct TableWriterCommand: ParsableCommand {
     @Option var seed: UInt64 = 1
     /// Also read and verify entries between writes (exits with status 3 on a wrong image).
     @Flag var verify = false
+    /// Sleep this long after each drawn row, so that a kill most likely lands mid-draw.
+    @Option var rowDelayMicroseconds: UInt32 = 0
 
     func run() throws {
         let format = ImageTableFormat(name: name, family: "test", size: PixelSize(width: width, height: height),
@@ -35,7 +38,8 @@ struct TableWriterCommand: ParsableCommand {
                 try table.delete(TableTestPattern.entityID(n))
             } else {
                 try table.store(TableTestPattern.entityID(n), sourceVersion: version) { canvas in
-                    TableTestPattern.draw(&canvas.image, n: n, version: version)
+                    TableTestPattern.draw(&canvas.image, n: n, version: version,
+                                          afterRow: rowDelayMicroseconds > 0 ? { usleep(rowDelayMicroseconds) } : nil)
                 }
             }
             if verify {

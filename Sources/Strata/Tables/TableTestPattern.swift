@@ -5,13 +5,14 @@ package enum TableTestPattern {
     package static func entityID(_ n: Int) -> ImageEntityID { ImageEntityID(high: 0x7465_7374, low: UInt64(n)) }
 
     /// Writes the pattern of (`n`, `version`) into `image`, one row at a time.
-    package static func draw(_ image: inout PixelImage, n: Int, version: UInt64) {
+    package static func draw(_ image: inout PixelImage, n: Int, version: UInt64, afterRow: (() -> Void)? = nil) {
         let (w, h, bpp, stride) = (image.width, image.height, image.style.bytesPerPixel, image.bytesPerRow)
         image.withUnsafeMutableBytes { raw in
             for y in 0..<h {
                 for x in 0..<w * bpp {
                     raw[y * stride + x] = byte(n: n, version: version, x: x, y: y)
                 }
+                afterRow?()
             }
         }
     }

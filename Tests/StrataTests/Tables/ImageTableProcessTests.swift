@@ -69,8 +69,10 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
         var totalHits = 0
         var killedWhileRunning = 0
         for cycle in 0..<Self.cycles {
+            // Every other cycle the child sleeps after each drawn row, so the kill lands mid-draw.
             let pid = try spawn(exe, ["table-writer", "--directory", dir.path, "--width", "48", "--height", "40",
-                                      "--max-count", "16", "--entities", "\(entities)", "--seed", "\(cycle + 1)"])
+                                      "--max-count", "16", "--entities", "\(entities)", "--seed", "\(cycle + 1)",
+                                      "--row-delay-microseconds", cycle % 2 == 0 ? "0" : "100"])
             usleep(UInt32.random(in: 2_000...40_000, using: &rng))
             kill(pid, SIGKILL)
             if waitFor(pid) == 128 + SIGKILL { killedWhileRunning += 1 }
