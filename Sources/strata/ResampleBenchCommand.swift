@@ -32,40 +32,37 @@ struct ResampleBenchCommand: ParsableCommand {
     func run() throws {
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: jpeg)))
         let decoder = try BareDecoder(bytes)
-        let full = try decoder.decode(scaledTo: decoder.size)
-        print("source \(jpeg): \(decoder.size), \(iterations) iterations, medians")
+        print("source \(jpeg): \(decoder.size); medians of \(iterations) runs; ratio = (decode + resample) / decode")
+        print("thumbnail  DCT  decoded     decode ms  resample ms  ratio  PSNR vs Pillow (dB)")
         let resampler = Resampler()
-        let fullRegion = SourceRect(x: 0, y: 0, width: Double(full.width), height: Double(full.height))
-
         for side in [256, 1024] {
-            let plan = SizingPlan(source: decoder.size, box: PixelSize(width: side, height: side), mode: .fit)
-            let target = plan.output
-            let scaled = decoder.scaledSize(atLeast: PixelSize(width: target.width * 2, height: target.height * 2))
-            var small = try decoder.decode(scaledTo: scaled)
-            let decodeTime = Self.median(iterations) { small = try! decoder.decode(scaledTo: scaled) }
-            let smallRegion = SourceRect(x: 0, y: 0, width: Double(small.width), height: Double(small.height))
-            var thumb = PixelImage(uninitializedWidth: target.width, height: target.height)
-            let resampleTime = Self.median(iterations) { resampler.resample(small, region: smallRegion, into: &thumb) }
-            var direct = PixelImage(uninitializedWidth: target.width, height: target.height)
-            let directTime = Self.median(max(3, iterations / 5)) { resampler.resample(full, region: fullRegion, into: &direct) }
-            print(String(format: "%4d px: decode 1/%d → %@ %7.2f ms; resample → %@ %6.2f ms; ratio %.3f",
-                         side, decoder.size.width / scaled.width, "\(scaled)", decodeTime, "\(target)",
-                         resampleTime, (decodeTime + resampleTime) / decodeTime))
-            print(String(format: "         full %@ → %@ resample %7.2f ms", "\(decoder.size)", "\(target)", directTime))
-            if let psnr = try quality(thumb, side: side) {
-                let full = try quality(direct, side: side) ?? .nan
-                print(String(format: "         PSNR vs Pillow: DCT-scaled pipeline %.2f dB, full decode → Lanczos %.2f dB", psnr, full))
+            let target = SizingPlan(source: decoder.size, box: PixelSize(width: side, height: side), mode: .fit).output
+            // Every DCT scale whose output is at least the thumbnail, smallest first.
+            let scales = [8, 4, 2, 1].filter {
+                (decoder.size.width + $0 - 1) / $0 >= target.width && (decoder.size.height + $0 - 1) / $0 >= target.height
             }
-            if let dump {
-                try Self.write(thumb, to: "\(dump)/strata-dct-\(target).bgra")
-                try Self.write(direct, to: "\(dump)/strata-full-\(target).bgra")
+            for denominator in scales {
+                let scaled = PixelSize(width: (decoder.size.width + denominator - 1) / denominator,
+                                       height: (decoder.size.height + denominator - 1) / denominator)
+                // The anchor decodes into one reused buffer: no allocation or page faults in it.
+                var decoded = try decoder.decode(scaledTo: scaled)
+                let runs = denominator == 1 ? max(3, iterations / 3) : iterations
+                let decodeTime = Self.median(runs) { try! decoder.decode(into: &decoded) }
+                let region = SourceRect(x: 0, y: 0, width: Double(scaled.width), height: Double(scaled.height))
+                var thumb = PixelImage(uninitializedWidth: target.width, height: target.height)
+                let resampleTime = Self.median(runs) { resampler.resample(decoded, region: region, into: &thumb) }
+                let psnr = try quality(thumb).map { String(format: "%.2f", $0) } ?? "-"
+                print(String(format: "%-9@  1/%d  %-10@ %9.2f  %11.2f  %5.2f  %@", "\(target)", denominator, "\(scaled)",
+                             decodeTime, resampleTime, (decodeTime + resampleTime) / decodeTime, psnr))
+                if let dump { try Self.write(thumb, to: "\(dump)/strata-dct\(denominator)-\(target).bgra") }
             }
         }
+        print("PSNR: whole 256 px thumbnail; for 1024 px the committed centre window (the whole image: --dump, then Scripts/quality/reference.py psnr).")
     }
 
     /// PSNR against the committed reference: the whole 256 px thumbnail, or the committed
     /// centre window of the 1024 px one.
-    private func quality(_ image: PixelImage, side: Int) throws -> Double? {
+    private func quality(_ image: PixelImage) throws -> Double? {
         let fm = FileManager.default
         guard let names = try? fm.contentsOfDirectory(atPath: references) else { return nil }
         let prefix = "path-lanczos-\(image.width)x\(image.height)"
@@ -152,17 +149,15 @@ private final class BareDecoder {
 
     deinit { tjDestroy(handle) }
 
-    /// The smallest DCT-scaled size (1/8 … 1) at least `minimum` on both sides.
-    func scaledSize(atLeast minimum: PixelSize) -> PixelSize {
-        for denominator in [8, 4, 2] {
-            let w = (size.width + denominator - 1) / denominator, h = (size.height + denominator - 1) / denominator
-            if w >= minimum.width && h >= minimum.height { return PixelSize(width: w, height: h) }
-        }
-        return size
-    }
-
     func decode(scaledTo target: PixelSize) throws -> PixelImage {
         var image = PixelImage(uninitializedWidth: target.width, height: target.height, style: .bgra32Premultiplied)
+        try decode(into: &image)
+        return image
+    }
+
+    /// Decodes at the DCT scale that gives `image`'s size, into its rows.
+    func decode(into image: inout PixelImage) throws {
+        let target = image.size
         let pitch = image.bytesPerRow
         let rc = image.withUnsafeMutableBytes { raw in
             bytes.withUnsafeBufferPointer {
@@ -172,6 +167,5 @@ private final class BareDecoder {
             }
         }
         guard rc == 0 else { throw Failure(description: "tjDecompress2: " + String(cString: tjGetErrorStr2(handle))) }
-        return image
     }
 }
