@@ -1,5 +1,4 @@
 import ArgumentParser
-import CTurboJPEG
 import Foundation
 import Strata
 
@@ -10,11 +9,13 @@ struct ResampleBenchCommand: ParsableCommand {
         commandName: "resample",
         abstract: "Resampler speed (vs. the bare DCT-scaled JPEG decode) and quality (PSNR vs. Pillow).",
         discussion: """
-        Decodes the JPEG with libjpeg-turbo (tjDecompress2, BGRA) at full size and at the DCT \
-        scale the source tier would pick (the smallest ≥ 2× the thumbnail), then times Lanczos-3 \
-        resampling to the thumbnail sizes. Reports medians and the ratio (decode + resample) / \
-        decode. With Fixtures/reference present, also reports PSNR against Pillow's Lanczos of \
-        the full decode (Scripts/quality/reference.py).
+        For 256 px and 1024 px thumbnails of the JPEG, and every power-of-two DCT scale that \
+        still covers the thumbnail, times the bare libjpeg-turbo decode at that scale (the \
+        anchor) and Lanczos-3 resampling of its output to the thumbnail, and reports the ratio \
+        (decode + resample) / decode. At the scale the source tier picks (≥ 2× the thumbnail, \
+        marked *) it also times Strata's whole pipeline (ImageDecoder.decode + Resampler.resize). \
+        With Fixtures/reference present, reports PSNR against Pillow's Lanczos of the full \
+        decode (Scripts/quality/reference.py).
         """)
 
     @Option(help: "The JPEG to decode (a 2048+ px photo).")
@@ -31,33 +32,51 @@ struct ResampleBenchCommand: ParsableCommand {
 
     func run() throws {
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: jpeg)))
-        let decoder = try BareDecoder(bytes)
-        print("source \(jpeg): \(decoder.size); medians of \(iterations) runs; ratio = (decode + resample) / decode")
-        print("thumbnail  DCT  decoded     decode ms  resample ms  ratio  PSNR vs Pillow (dB)")
+        let decoder = ImageDecoder()
+        let header = try decoder.readHeader(bytes)
+        print("source \(jpeg): \(header.size); medians of \(iterations) runs (1/1 decodes: a third as many)")
+        print("anchor: ImageDecoder.decodeBare (one tjDecompress2 into a reused buffer); ratio = (bare + resample) / bare")
+        print("thumbnail  DCT  decoded     bare ms  resample ms  ratio  pipeline ms  ratio  PSNR (dB)")
         let resampler = Resampler()
         for side in [256, 1024] {
-            let target = SizingPlan(source: decoder.size, box: PixelSize(width: side, height: side), mode: .fit).output
-            // Every DCT scale whose output is at least the thumbnail, smallest first.
-            let scales = [8, 4, 2, 1].filter {
-                (decoder.size.width + $0 - 1) / $0 >= target.width && (decoder.size.height + $0 - 1) / $0 >= target.height
+            let box = PixelSize(width: side, height: side)
+            let target = SizingPlan(source: header.size, box: box, mode: .fit).output
+            // The source tier's choice (shrink-on-load to ≥ 2× the output) is marked with *.
+            let headroom = PixelSize(width: target.width * 2, height: target.height * 2)
+            let chosen = decoder.jpegScalingFactor(for: header, minimumSize: headroom) ?? .one
+            // Every power-of-two DCT scale whose output still covers the thumbnail.
+            let factors = [8, 4, 2, 1].map { JPEGScalingFactor(1, $0) }.filter {
+                let s = $0.scaled(header.size)
+                return s.width >= target.width && s.height >= target.height
             }
-            for denominator in scales {
-                let scaled = PixelSize(width: (decoder.size.width + denominator - 1) / denominator,
-                                       height: (decoder.size.height + denominator - 1) / denominator)
-                // The anchor decodes into one reused buffer: no allocation or page faults in it.
-                var decoded = try decoder.decode(scaledTo: scaled)
-                let runs = denominator == 1 ? max(3, iterations / 3) : iterations
-                let decodeTime = Self.median(runs) { try! decoder.decode(into: &decoded) }
+            for factor in factors {
+                let scaled = factor.scaled(header.size)
+                var decoded = PixelImage(uninitializedWidth: scaled.width, height: scaled.height)
+                let runs = factor == .one ? max(3, iterations / 3) : iterations
+                let bare = Self.median(runs) {
+                    try! bytes.withUnsafeBytes { raw in try decoder.decodeBare(raw, scale: factor, into: &decoded) }
+                }
                 let region = SourceRect(x: 0, y: 0, width: Double(scaled.width), height: Double(scaled.height))
                 var thumb = PixelImage(uninitializedWidth: target.width, height: target.height)
-                let resampleTime = Self.median(runs) { resampler.resample(decoded, region: region, into: &thumb) }
+                let resample = Self.median(runs) { resampler.resample(decoded, region: region, into: &thumb) }
+                var pipelineText = "          -       -"
+                if factor == chosen {
+                    // What the source tier does: checked decode at the chosen scale, then resize.
+                    let pipeline = Self.median(runs) {
+                        let image = try! decoder.decode(bytes, minimumSize: headroom)
+                        _ = resampler.resize(image, box: box, mode: .fit)
+                    }
+                    pipelineText = String(format: "%11.2f  %5.2f", pipeline, pipeline / bare)
+                }
                 let psnr = try quality(thumb).map { String(format: "%.2f", $0) } ?? "-"
-                print(String(format: "%-9@  1/%d  %-10@ %9.2f  %11.2f  %5.2f  %@", "\(target)", denominator, "\(scaled)",
-                             decodeTime, resampleTime, (decodeTime + resampleTime) / decodeTime, psnr))
-                if let dump { try Self.write(thumb, to: "\(dump)/strata-dct\(denominator)-\(target).bgra") }
+                print(String(format: "%-9@  %@%-3@ %-10@ %8.2f  %11.2f  %5.2f  %@  %@", "\(target)",
+                             factor == chosen ? "*" : " ", "\(factor)", "\(scaled)", bare, resample,
+                             (bare + resample) / bare, pipelineText, psnr))
+                if let dump { try Self.write(thumb, to: "\(dump)/strata-dct\(factor.denominator)-\(target).bgra") }
             }
         }
-        print("PSNR: whole 256 px thumbnail; for 1024 px the committed centre window (the whole image: --dump, then Scripts/quality/reference.py psnr).")
+        print("PSNR vs Pillow's Lanczos of the full decode: whole 256 px thumbnail; for 1024 px the committed")
+        print("centre window (for the whole image: --dump DIR, then Scripts/quality/reference.py psnr).")
     }
 
     /// PSNR against the committed reference: the whole 256 px thumbnail, or the committed
@@ -119,53 +138,5 @@ struct ResampleBenchCommand: ParsableCommand {
         }
         times.sort()
         return times[times.count / 2]
-    }
-}
-
-/// libjpeg-turbo with nothing around it: the anchor the resampler's cost is compared with.
-private final class BareDecoder {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    private let handle: tjhandle
-    private let bytes: [UInt8]
-    let size: PixelSize
-
-    init(_ bytes: [UInt8]) throws {
-        guard let handle = tjInitDecompress() else { throw Failure(description: "tjInitDecompress failed") }
-        self.handle = handle
-        self.bytes = bytes
-        var w: Int32 = 0, h: Int32 = 0, subsampling: Int32 = 0, colorspace: Int32 = 0
-        let rc = bytes.withUnsafeBufferPointer {
-            tjDecompressHeader3(handle, $0.baseAddress, UInt(bytes.count), &w, &h, &subsampling, &colorspace)
-        }
-        guard rc == 0 else {
-            tjDestroy(handle)
-            throw Failure(description: "not a JPEG libjpeg-turbo can read: " + String(cString: tjGetErrorStr2(nil)))
-        }
-        size = PixelSize(width: Int(w), height: Int(h))
-    }
-
-    deinit { tjDestroy(handle) }
-
-    func decode(scaledTo target: PixelSize) throws -> PixelImage {
-        var image = PixelImage(uninitializedWidth: target.width, height: target.height, style: .bgra32Premultiplied)
-        try decode(into: &image)
-        return image
-    }
-
-    /// Decodes at the DCT scale that gives `image`'s size, into its rows.
-    func decode(into image: inout PixelImage) throws {
-        let target = image.size
-        let pitch = image.bytesPerRow
-        let rc = image.withUnsafeMutableBytes { raw in
-            bytes.withUnsafeBufferPointer {
-                tjDecompress2(handle, $0.baseAddress, UInt(bytes.count),
-                              raw.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                              Int32(target.width), Int32(pitch), Int32(target.height), Int32(TJPF_BGRA.rawValue), 0)
-            }
-        }
-        guard rc == 0 else { throw Failure(description: "tjDecompress2: " + String(cString: tjGetErrorStr2(handle))) }
     }
 }
