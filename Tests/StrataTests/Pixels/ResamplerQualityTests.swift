@@ -83,4 +83,16 @@ struct ResamplerQualityTests {
                                       to: PixelSize(width: 20, height: 12))
         #expect(part.hasSamePixels(as: Self.window(whole, x: 10, y: 5, size: PixelSize(width: 20, height: 12))))
     }
+
+    @Test func referenceFixturesAreConsistent() throws {
+        // The committed 1024 px window, downscaled by 4, must look like the matching window of
+        // the committed 256 px thumbnail (guards against stale or swapped reference files).
+        let small = try Self.reference("path-lanczos-256x160.rgb", width: 256, height: 160)
+        let window = try Self.reference("path-lanczos-1024x640-crop-320-200-384x240.rgb", width: 384, height: 240)
+        let shrunk = Resampler().resample(window, region: SourceRect(x: 0, y: 0, width: 384, height: 240),
+                                          to: PixelSize(width: 96, height: 60))
+        let matching = Self.window(small, x: 80, y: 50, size: PixelSize(width: 96, height: 60))
+        let psnr = shrunk.peakSignalToNoiseRatio(against: matching)
+        #expect(psnr > 30, "PSNR \(psnr) dB")
+    }
 }
