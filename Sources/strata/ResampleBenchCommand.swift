@@ -27,6 +27,9 @@ struct ResampleBenchCommand: ParsableCommand {
     @Option(help: "Timed repetitions per case (the median is reported).")
     var iterations = 30
 
+    @Flag(help: ArgumentHelp("Time only the resampler (for A/B runs under perf stat).", visibility: .hidden))
+    var resampleOnly = false
+
     @Option(help: "Write the thumbnails as raw BGRA (tightly packed) into this directory, for `reference.py psnr`.")
     var dump: String?
 
@@ -53,14 +56,14 @@ struct ResampleBenchCommand: ParsableCommand {
                 let scaled = factor.scaled(header.size)
                 var decoded = PixelImage(uninitializedWidth: scaled.width, height: scaled.height)
                 let runs = factor == .one ? max(3, iterations / 3) : iterations
-                let bare = Self.median(runs) {
-                    try! bytes.withUnsafeBytes { raw in try decoder.decodeBare(raw, scale: factor, into: &decoded) }
-                }
+                let decode = { try! bytes.withUnsafeBytes { raw in try decoder.decodeBare(raw, scale: factor, into: &decoded) } }
+                decode()
+                let bare = resampleOnly ? .nan : Self.median(runs, decode)
                 let region = SourceRect(x: 0, y: 0, width: Double(scaled.width), height: Double(scaled.height))
                 var thumb = PixelImage(uninitializedWidth: target.width, height: target.height)
                 let resample = Self.median(runs) { resampler.resample(decoded, region: region, into: &thumb) }
                 var pipelineText = "          -       -"
-                if factor == chosen {
+                if factor == chosen && !resampleOnly {
                     // What the source tier does: checked decode at the chosen scale, then resize.
                     let pipeline = Self.median(runs) {
                         let image = try! decoder.decode(bytes, minimumSize: headroom)
