@@ -45,7 +45,9 @@ public final class Resampler {
     /// Resamples `region` of `source` (source pixel coordinates, fractional allowed) onto all
     /// of `destination`, whose size is the output size and whose style must be the source's.
     ///
-    /// Pixels of `destination` are all overwritten (the row padding is left as it was). Taps
+    /// Pixels of `destination` are all overwritten (the row padding is left as it was); a
+    /// destination over mapped memory (a table slot) is written in place when it is the only
+    /// reference to its writable storage — otherwise copy-on-write gives it fresh heap rows. Taps
     /// that fall outside the source are dropped and the rest renormalised, so a region that
     /// touches the image border does not darken it.
     public func resample(_ source: PixelImage, region: SourceRect, into destination: inout PixelImage) {
