@@ -81,15 +81,15 @@ public final class Resampler {
         let channels = source.style.bytesPerPixel
         let spanValues = (h.spanEnd - h.spanStart) * channels
         let outValues = destination.width * channels
-        // Ring rows are padded to 16 floats so that each starts 64-byte aligned relative to the ring.
+        // Ring rows padded to a multiple of 16 floats (64 bytes); one slot more than the most
+        // taps an output row uses, so a row's window never evicts a row of the same window.
         let ringStride = (outValues + 15) & ~15
         let ringRows = v.taps + 1
-        // Slack of 64 values past each row: SIMD loops may read whole vectors past the end.
-        let sourceRow = self.sourceRow.reserve(spanValues + 64)
-        let ring = self.ring.reserve(ringRows * ringStride + 64)
+        let sourceRow = self.sourceRow.reserve(spanValues)
+        let ring = self.ring.reserve(ringRows * ringStride)
         let ringSourceRows = self.ringSourceRows.reserve(ringRows)
         let ringPointers = self.ringPointers.reserve(v.taps)
-        let outputRow = self.outputRow.reserve(outValues + 64)
+        let outputRow = self.outputRow.reserve(outValues)
         ringSourceRows.initialize(repeating: -1, count: ringRows)
         let style = source.style
         let sourceStride = source.bytesPerRow, destinationStride = destination.bytesPerRow
