@@ -153,7 +153,7 @@ public final class Resampler {
     /// Taps are taken four at a time over the whole row: plain counted loops over bytes that
     /// the compiler vectorises (byte → float widening and multiply-adds), with the row of
     /// floats staying in L1/L2 between groups.
-    @inline(__always)
+    @inline(never)
     private static func blendRows(
         _ rows: UnsafeMutablePointer<UnsafePointer<UInt8>>, weights w: UnsafePointer<Float>, count n: Int,
         values: Int, into out: UnsafeMutablePointer<Float>
@@ -204,15 +204,16 @@ public final class Resampler {
         }
     }
 
-    /// Rounds a filtered sample to a byte value: clamped to 0…255, half up.
+    /// Rounds a filtered sample to a byte value: clamped to 0…255, then rounded to nearest
+    /// (ties to even) by adding 2²³, whose float spacing is 1 — no libm call, no trap check.
     @inline(__always)
     private static func byte(_ v: Float) -> UInt32 {
-        // Truncation of a value in [0.5, 255.5] rounds half up; no libm call, no trap.
-        UInt32(Swift.min(Swift.max(v + 0.5, 0), 255))
+        (Swift.min(Swift.max(v, 0), 255) + 8_388_608).bitPattern & 0xFF
     }
 
-    /// Horizontal pass for 4-byte pixels: one `SIMD4<Float>` per pixel, rounded and clamped;
-    /// premultiplied colour is clamped to its alpha, BGRx gets an opaque fourth byte.
+    /// Horizontal pass for 4-byte pixels: one `SIMD4<Float>` per pixel (four accumulators to
+    /// keep the adds independent), rounded and clamped; premultiplied colour is clamped to its
+    /// alpha, BGRx gets an opaque fourth byte.
     @inline(__always)
     private static func filterRow4(
         _ row: UnsafeMutablePointer<Float>, span: Int, starts: UnsafePointer<Int>, counts: UnsafePointer<Int>,
@@ -221,13 +222,23 @@ public final class Resampler {
         let pixels = UnsafeRawPointer(row)
         let output = UnsafeMutableRawPointer(out)
         for x in 0..<width {
-            let first = starts[x] - span, n = counts[x]
+            let n = counts[x]
             let w = weights + x * taps
-            var acc = SIMD4<Float>()
-            let p = pixels + first * 16
-            for k in 0..<n {
-                acc += p.loadUnaligned(fromByteOffset: k * 16, as: SIMD4<Float>.self) * w[k]
+            let p = pixels + (starts[x] - span) * 16
+            var a0 = SIMD4<Float>(), a1 = SIMD4<Float>(), a2 = SIMD4<Float>(), a3 = SIMD4<Float>()
+            var k = 0
+            while k + 4 <= n {
+                a0 += p.loadUnaligned(fromByteOffset: k * 16, as: SIMD4<Float>.self) * w[k]
+                a1 += p.loadUnaligned(fromByteOffset: k * 16 + 16, as: SIMD4<Float>.self) * w[k + 1]
+                a2 += p.loadUnaligned(fromByteOffset: k * 16 + 32, as: SIMD4<Float>.self) * w[k + 2]
+                a3 += p.loadUnaligned(fromByteOffset: k * 16 + 48, as: SIMD4<Float>.self) * w[k + 3]
+                k += 4
             }
+            while k < n {
+                a0 += p.loadUnaligned(fromByteOffset: k * 16, as: SIMD4<Float>.self) * w[k]
+                k += 1
+            }
+            let acc = (a0 + a1) + (a2 + a3)
             var b = byte(acc[0]), g = byte(acc[1]), r = byte(acc[2])
             let a: UInt32
             if opaque {
