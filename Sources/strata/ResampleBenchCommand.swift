@@ -13,7 +13,7 @@ struct ResampleBenchCommand: ParsableCommand {
         still covers the thumbnail, times the bare libjpeg-turbo decode at that scale (the \
         anchor) and Lanczos-3 resampling of its output to the thumbnail, and reports the ratio \
         (decode + resample) / decode. At the scale the source tier picks (≥ 2× the thumbnail, \
-        marked *) it also times Strata's whole pipeline (ImageDecoder.decode + Resampler.resize). \
+        marked *) it also times Strata's whole pipeline (ImageRenderer.render). \
         With Fixtures/reference present, reports PSNR against Pillow's Lanczos of the full \
         decode (Scripts/quality/reference.py).
         """)
@@ -41,12 +41,13 @@ struct ResampleBenchCommand: ParsableCommand {
         print("anchor: ImageDecoder.decodeBare (one tjDecompress2 into a reused buffer); ratio = (bare + resample) / bare")
         print("thumbnail  DCT  decoded     bare ms  resample ms  ratio  pipeline ms  ratio  PSNR (dB)")
         let resampler = Resampler()
+        let renderer = ImageRenderer()
         for side in [256, 1024] {
             let box = PixelSize(width: side, height: side)
             let target = SizingPlan(source: header.size, box: box, mode: .fit).output
-            // The source tier's choice (shrink-on-load to ≥ 2× the output) is marked with *.
-            let headroom = PixelSize(width: target.width * 2, height: target.height * 2)
-            let chosen = decoder.jpegScalingFactor(for: header, minimumSize: headroom) ?? .one
+            // The source tier's choice (ImageRenderer: shrink-on-load to ≥ 2× the output) is marked *.
+            let request = RenderRequest(box: box, mode: .fit)
+            let chosen = decoder.jpegScalingFactor(for: header, minimumSize: renderer.plan(for: header, request: request).minimumDecode) ?? .one
             // Every power-of-two DCT scale whose output still covers the thumbnail.
             let factors = [8, 4, 2, 1].map { JPEGScalingFactor(1, $0) }.filter {
                 let s = $0.scaled(header.size)
@@ -64,11 +65,9 @@ struct ResampleBenchCommand: ParsableCommand {
                 let resample = Self.median(runs) { resampler.resample(decoded, region: region, into: &thumb) }
                 var pipelineText = "          -       -"
                 if factor == chosen && !resampleOnly {
-                    // What the source tier does: checked decode at the chosen scale, then resize.
-                    let pipeline = Self.median(runs) {
-                        let image = try! decoder.decode(bytes, minimumSize: headroom)
-                        _ = resampler.resize(image, box: box, mode: .fit)
-                    }
+                    // What the source tier does: ImageRenderer.render (header check, decode at the
+                    // chosen scale into its reused buffer, Lanczos to the output).
+                    let pipeline = Self.median(runs) { _ = try! renderer.render(bytes, request: request) }
                     pipelineText = String(format: "%11.2f  %5.2f", pipeline, pipeline / bare)
                 }
                 let psnr = try quality(thumb).map { String(format: "%.2f", $0) } ?? "-"
