@@ -79,6 +79,11 @@ public final class Resampler {
             sourceLength: source.height, regionStart: region.y, regionLength: region.height,
             destinationLength: destination.height, filter: filter))
         let channels = source.style.bytesPerPixel
+        if h.isShift && v.isShift {
+            // Integer-aligned 1:1 (e.g. a source no larger than the box): a plain row copy.
+            copy(source, x: h.starts[0], y: v.starts[0], into: &destination)
+            return
+        }
         let spanValues = (h.spanEnd - h.spanStart) * channels
         let outValues = destination.width * channels
         // Ring rows padded to a multiple of 16 floats (64 bytes); one slot more than the most
@@ -158,6 +163,21 @@ public final class Resampler {
     }
 
     // MARK: - Internals
+
+    private func copy(_ source: PixelImage, x: Int, y: Int, into destination: inout PixelImage) {
+        let bpp = source.style.bytesPerPixel
+        let rowBytes = destination.width * bpp
+        let sourceStride = source.bytesPerRow, destinationStride = destination.bytesPerRow
+        let height = destination.height
+        source.withUnsafeBytes { src in
+            destination.withUnsafeMutableBytes { dst in
+                for row in 0..<height {
+                    (dst.baseAddress! + row * destinationStride)
+                        .copyMemory(from: src.baseAddress! + (y + row) * sourceStride + x * bpp, byteCount: rowBytes)
+                }
+            }
+        }
+    }
 
     private func table(_ cache: inout ResamplerTable?, _ key: ResamplerTable.Key) -> ResamplerTable {
         if let cached = cache, cached.key == key { return cached }

@@ -213,6 +213,32 @@ struct ResamplerTests {
         #expect(out.hasSamePixels(as: source))
     }
 
+    @Test(arguments: ResamplingFilter.allCases)
+    func anIntegerAlignedSameSizeRegionIsAnExactCrop(filter: ResamplingFilter) {
+        let source = Self.pattern(40, 30, .bgra32Premultiplied)
+        let out = Resampler(filter: filter).resample(source, region: SourceRect(x: 5, y: 3, width: 20, height: 12),
+                                                     to: PixelSize(width: 20, height: 12))
+        let expected = Self.image(20, 12, .bgra32Premultiplied) { x, y, c in source.pixelBytes(x: x + 5, y: y + 3)[c] }
+        #expect(out.hasSamePixels(as: expected))
+        // Half a pixel off is a real interpolation, not a copy.
+        let shifted = Resampler(filter: filter).resample(source, region: SourceRect(x: 5.5, y: 3, width: 20, height: 12),
+                                                         to: PixelSize(width: 20, height: 12))
+        #expect(!shifted.hasSamePixels(as: expected))
+    }
+
+    @Test(arguments: ResamplingFilter.allCases)
+    func tablesRecogniseAPureShift(filter: ResamplingFilter) {
+        func table(_ start: Double, _ length: Double, _ count: Int) -> ResamplerTable {
+            ResamplerTable(.init(sourceLength: 50, regionStart: start, regionLength: length,
+                                 destinationLength: count, filter: filter))
+        }
+        let aligned = table(7, 30, 30)
+        #expect(aligned.isShift && aligned.starts.first == 7 && aligned.counts.allSatisfy { $0 == 1 })
+        // Half a pixel off interpolates, except for the box filter, which then picks one neighbour.
+        #expect(table(7.5, 30, 30).isShift == (filter == .box))
+        #expect(!table(0, 50, 25).isShift)
+    }
+
     // MARK: - fit and fill
 
     @Test func fitKeepsAspectInsideTheBox() {
