@@ -190,6 +190,14 @@ def main():
     back = Image.open(io.BytesIO(data))
     assert back.mode == "RGBA" and back.getpixel((0, 0))[3] == 0 and back.getpixel((320, 200))[3] == 255
 
+    # WebP with an EXIF chunk (Orientation 6): the orientation crop stored rotated, lossless.
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = webp_bytes(upright.transpose(to_stored[6]), lossless=True, exif=exif.tobytes())
+    write("webp/orientation-6-lossless.webp", data)
+    assert b"EXIF" in data and Image.open(io.BytesIO(data)).size == (96, 160)
+    assert mad(ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB"), upright) == 0
+
     # Animated: three 96x64 frames (different crops), 100 ms each.
     frames = [photo(n).resize((96, 64), Image.LANCZOS) for n in ("Path", "Kite", "FallenLeaf")]
     buf = io.BytesIO()
