@@ -166,6 +166,15 @@ def main():
         fixed = ImageOps.exif_transpose(Image.open(io.BytesIO(data)))
         assert fixed.size == (160, 96) and mad(fixed.convert("RGB"), upright) < 1.5, n
 
+    # Grayscale with an orientation (gray JPEGs take their own path through the decoder).
+    gray = upright.convert("L")
+    write("jpeg/orientation-gray-reference-160x96.jpg", jpeg_bytes(gray, quality=100))
+    exif = Image.Exif()
+    exif[0x0112] = 8
+    data = jpeg_bytes(gray.transpose(to_stored[8]), quality=100, exif=exif.tobytes())
+    write("jpeg/orientation-gray-8.jpg", data)
+    assert mad(ImageOps.exif_transpose(Image.open(io.BytesIO(data))), gray) < 1.5
+
     # A larger photo with orientation 6 (stored 640x1024 portrait-rotated), for scaled decodes.
     rot = photo("ColdRipple").resize((1024, 640), Image.LANCZOS)
     exif = Image.Exif()
