@@ -246,6 +246,13 @@ def main():
     assert wtiny[23:26] == b"\x9d\x01\x2a"
     struct.pack_into("<HH", wtiny, 26, 16383, 16383)
     write("broken/bomb-16383x16383.webp", bytes(wtiny))
+    # PNG: IHDR claims 65000x65000 (CRC recomputed so that the header itself is valid).
+    import zlib
+    ptiny = bytearray((lambda b: (Image.new("RGB", (16, 16), (90, 120, 200)).save(b, "PNG"), b.getvalue())[1])(io.BytesIO()))
+    assert ptiny[12:16] == b"IHDR"
+    struct.pack_into(">II", ptiny, 16, 65000, 65000)
+    struct.pack_into(">I", ptiny, 29, zlib.crc32(bytes(ptiny[12:29])) & 0xFFFFFFFF)
+    write("broken/bomb-65000x65000.png", bytes(ptiny))
 
 
 if __name__ == "__main__":

@@ -80,7 +80,9 @@ final class TurboJPEGDecompressor {
     private func error() -> ImageDecodingError {
         let message = tjGetErrorStr2(handle).map { String(cString: $0) } ?? "unknown libjpeg-turbo error"
         let lower = message.lowercased()
-        if lower.contains("premature end") || lower.contains("ran out of data") || lower.contains("truncated") {
+        // "missing SOS": the data ended (libjpeg-turbo's source inserts an EOI) before any scan.
+        if lower.contains("premature end") || lower.contains("ran out of data") || lower.contains("truncated")
+            || lower.contains("missing sos") {
             return ImageDecodingError(.truncated, format: .jpeg)
         }
         if lower.contains("unsupported") || lower.contains("not supported") {
