@@ -243,21 +243,24 @@ public final class ImageDecoder {
         let coded = factor.scaled(header.codedSize)
         let h = try jpeg.readHeader(bytes)
         let isCMYK = h.colorspace == TJCS_CMYK.rawValue || h.colorspace == TJCS_YCCK.rawValue
-        if !isCMYK && header.orientation == 1 {
+        let isGray = h.colorspace == TJCS_GRAY.rawValue
+        if !isCMYK && !isGray && header.orientation == 1 {
             try jpeg.decompress(bytes, scaledSize: coded, pixelFormat: TJPF_BGRA, into: out, pitch: stride)
             return
         }
-        let scratchStride = coded.width * 4
+        // Gray: libjpeg-turbo's gray → BGRA conversion is scalar; decoding TJPF_GRAY and
+        // expanding here measured faster (see `strata bench codecs`).
+        let scratchStride = isGray ? (coded.width + 63) & ~63 : coded.width * 4
         let buffer = scratchBuffer(scratchStride * coded.height)
-        try jpeg.decompress(bytes, scaledSize: coded, pixelFormat: isCMYK ? TJPF_CMYK : TJPF_BGRA,
+        try jpeg.decompress(bytes, scaledSize: coded, pixelFormat: isCMYK ? TJPF_CMYK : isGray ? TJPF_GRAY : TJPF_BGRA,
                             into: buffer, pitch: scratchStride)
         if isCMYK {
             // Adobe-marked files (APP14) store inverted CMYK, as Photoshop writes them.
             let inverted = Metadata.jpegMarkers(bytes).adobeTransform != nil
             PixelOps.cmykToBGRA(buffer, size: coded, stride: scratchStride, inverted: inverted)
         }
-        PixelOps.orient32(from: buffer, codedSize: coded, sourceStride: scratchStride,
-                          to: out, destinationStride: stride, orientation: header.orientation)
+        PixelOps.orient(from: buffer, codedSize: coded, sourceStride: scratchStride, gray: isGray,
+                        to: out, destinationStride: stride, orientation: header.orientation)
     }
 
     private func decodeWebP(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, size: PixelSize,
@@ -270,8 +273,8 @@ public final class ImageDecoder {
             }
             let buffer = scratchBuffer(coded.width * 4 * coded.height)
             try WebPCodec.decodeFirstFrame(bytes, canvas: header.codedSize, into: buffer, stride: coded.width * 4)
-            PixelOps.orient32(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
-                              to: out, destinationStride: stride, orientation: header.orientation)
+            PixelOps.orient(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+                            to: out, destinationStride: stride, orientation: header.orientation)
             return
         }
         if header.orientation == 1 {
@@ -280,7 +283,7 @@ public final class ImageDecoder {
         }
         let buffer = scratchBuffer(coded.width * 4 * coded.height)
         try WebPCodec.decode(bytes, codedSize: header.codedSize, size: coded, into: buffer, stride: coded.width * 4)
-        PixelOps.orient32(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+        PixelOps.orient(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
                           to: out, destinationStride: stride, orientation: header.orientation)
     }
 

@@ -9,33 +9,36 @@ import Darwin
 /// Pixel loops the codecs need: orientation copies, CMYK conversion, (un)premultiplication.
 /// Internal; every pointer stays inside the caller that owns it.
 enum PixelOps {
-    /// Copies a 32-bit image of `codedSize` (rows `sourceStride` bytes apart) into `destination`,
-    /// applying EXIF `orientation` (1...8). The destination has the displayed size.
-    static func orient32(
-        from source: UnsafeRawPointer, codedSize: PixelSize, sourceStride: Int,
+    /// Copies a 32-bit BGRA image (or, with `gray`, an 8-bit gray image expanded to opaque
+    /// BGRA) of `codedSize` (rows `sourceStride` bytes apart) into `destination`, applying EXIF
+    /// `orientation` (1...8). The destination has the displayed size.
+    static func orient(
+        from source: UnsafeRawPointer, codedSize: PixelSize, sourceStride: Int, gray: Bool = false,
         to destination: UnsafeMutableRawPointer, destinationStride: Int, orientation: Int
     ) {
         let w = codedSize.width, h = codedSize.height, s = sourceStride
-        let rowBytes = w * 4
-        switch orientation {
-        case 1:
-            for y in 0..<h { (destination + y * destinationStride).copyMemory(from: source + y * s, byteCount: rowBytes) }
+        let bpp = gray ? 1 : 4
+        if orientation == 1 || orientation == 4 {
+            for y in 0..<h {
+                let src = source + (orientation == 1 ? y : h - 1 - y) * s
+                let dst = destination + y * destinationStride
+                if gray {
+                    expandGrayRow(src.assumingMemoryBound(to: UInt8.self), dst.assumingMemoryBound(to: UInt32.self), w)
+                } else {
+                    dst.copyMemory(from: src, byteCount: w * 4)
+                }
+            }
             return
-        case 4:
-            for y in 0..<h { (destination + y * destinationStride).copyMemory(from: source + (h - 1 - y) * s, byteCount: rowBytes) }
-            return
-        default:
-            break
         }
         // dst(x, y) = source + origin + x * stepX + y * stepY (bytes).
         let origin: Int, stepX: Int, stepY: Int
         switch orientation {
-        case 2: (origin, stepX, stepY) = ((w - 1) * 4, -4, s)
-        case 3: (origin, stepX, stepY) = ((h - 1) * s + (w - 1) * 4, -4, -s)
-        case 5: (origin, stepX, stepY) = (0, s, 4)
-        case 6: (origin, stepX, stepY) = ((h - 1) * s, -s, 4)
-        case 7: (origin, stepX, stepY) = ((h - 1) * s + (w - 1) * 4, -s, -4)
-        default: (origin, stepX, stepY) = ((w - 1) * 4, s, -4)  // 8
+        case 2: (origin, stepX, stepY) = ((w - 1) * bpp, -bpp, s)
+        case 3: (origin, stepX, stepY) = ((h - 1) * s + (w - 1) * bpp, -bpp, -s)
+        case 5: (origin, stepX, stepY) = (0, s, bpp)
+        case 6: (origin, stepX, stepY) = ((h - 1) * s, -s, bpp)
+        case 7: (origin, stepX, stepY) = ((h - 1) * s + (w - 1) * bpp, -s, -bpp)
+        default: (origin, stepX, stepY) = ((w - 1) * bpp, s, -bpp)  // 8
         }
         let dw = orientation >= 5 ? h : w, dh = orientation >= 5 ? w : h
         let tile = 32
@@ -48,15 +51,28 @@ enum PixelOps {
                 for y in ty..<yEnd {
                     let dRow = (destination + y * destinationStride).assumingMemoryBound(to: UInt32.self)
                     var src = source + origin + tx * stepX + y * stepY
-                    for x in tx..<xEnd {
-                        dRow[x] = src.loadUnaligned(as: UInt32.self)
-                        src += stepX
+                    if gray {
+                        for x in tx..<xEnd {
+                            dRow[x] = 0xFF00_0000 | UInt32(src.load(as: UInt8.self)) &* 0x01_0101
+                            src += stepX
+                        }
+                    } else {
+                        for x in tx..<xEnd {
+                            dRow[x] = src.loadUnaligned(as: UInt32.self)
+                            src += stepX
+                        }
                     }
                 }
                 tx = xEnd
             }
             ty = yEnd
         }
+    }
+
+    /// Gray bytes to opaque BGRA words (little-endian: B = G = R = gray, A = 255).
+    @inline(__always)
+    static func expandGrayRow(_ src: UnsafePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt32>, _ count: Int) {
+        for x in 0..<count { dst[x] = 0xFF00_0000 | UInt32(src[x]) &* 0x01_0101 }
     }
 
     /// x × y / 255, rounded.
