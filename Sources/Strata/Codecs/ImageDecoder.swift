@@ -259,6 +259,9 @@ public final class ImageDecoder {
         let factor = jpegScalingFactor(for: header, minimumSize: minimumSize) ?? .one
         let coded = factor.scaled(header.codedSize)
         let h = try jpeg.readHeader(bytes)
+        guard h.size == header.codedSize else {
+            throw ImageDecodingError(.corrupt("the header passed in (\(header.codedSize)) is not these bytes' (\(h.size))"), format: .jpeg)
+        }
         let isCMYK = h.colorspace == TJCS_CMYK.rawValue || h.colorspace == TJCS_YCCK.rawValue
         let isGray = h.colorspace == TJCS_GRAY.rawValue
         if !isCMYK && !isGray && header.orientation == 1 {
@@ -306,7 +309,7 @@ public final class ImageDecoder {
 
     private func decodePNG(_ bytes: UnsafeRawBufferPointer, header: ImageHeader,
                            into out: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
-        try PNGCodec.decode(bytes, into: out, stride: stride)
+        try PNGCodec.decode(bytes, expectedSize: header.codedSize, into: out, stride: stride)
     }
 
     // MARK: Bare library calls (benchmarks)
@@ -340,7 +343,7 @@ public final class ImageDecoder {
                 let f = try WebPCodec.features(bytes)
                 try WebPCodec.decode(bytes, codedSize: f.size, size: size, into: dst.baseAddress!, stride: stride)
             case .png:
-                try PNGCodec.decode(bytes, into: dst.baseAddress!, stride: stride)
+                try PNGCodec.decode(bytes, expectedSize: size, into: dst.baseAddress!, stride: stride)
             }
         }
     }
