@@ -78,6 +78,18 @@ struct ResampleBenchCommand: ParsableCommand {
                 if let dump { try Self.write(thumb, to: "\(dump)/strata-dct\(factor.denominator)-\(target).bgra") }
             }
         }
+        // Style conversion of a 1024×640 BGRA thumbnail (one pass each way).
+        var thumb = resampler.resize(try decoder.decode(bytes), box: PixelSize(width: 1024, height: 1024), mode: .fit)
+        thumb = PixelConversion.convert(thumb, to: .bgra32Premultiplied)
+        var line = "convert \(thumb.size) from BGRA:"
+        for style in [PixelStyle.bgrx32, .rgb565, .gray8] {
+            var out = PixelImage(uninitializedWidth: thumb.width, height: thumb.height, style: style)
+            let there = Self.median(iterations) { PixelConversion.convert(thumb, into: &out) }
+            var back = PixelImage(uninitializedWidth: thumb.width, height: thumb.height, style: .bgra32Premultiplied)
+            let returning = Self.median(iterations) { PixelConversion.convert(out, into: &back) }
+            line += String(format: " → %@ %.2f ms, back %.2f ms;", "\(style)", there, returning)
+        }
+        print(line)
         print("PSNR vs Pillow's Lanczos of the full decode: whole 256 px thumbnail; for 1024 px the committed")
         print("centre window (for the whole image: --dump DIR, then Scripts/quality/reference.py psnr).")
     }
