@@ -41,8 +41,24 @@ enum PixelOps {
         default: (origin, stepX, stepY) = ((w - 1) * bpp, s, -bpp)  // 8
         }
         let dw = orientation >= 5 ? h : w, dh = orientation >= 5 ? w : h
+        var scalarFrom = 0  // first destination row the scalar loop below must still write
+        if orientation >= 5 && !gray && dw >= 4 && dh >= 4 {
+            transpose32(from: source, codedSize: codedSize, sourceStride: s, to: destination,
+                        destinationStride: destinationStride, orientation: orientation)
+            // 4×4 blocks covered everything but the right strip (dw % 4) and bottom rows (dh % 4).
+            let rightStrip = dw & ~3
+            if rightStrip < dw {
+                for y in 0..<(dh & ~3) {
+                    let dRow = (destination + y * destinationStride).assumingMemoryBound(to: UInt32.self)
+                    for x in rightStrip..<dw {
+                        dRow[x] = (source + origin + x * stepX + y * stepY).loadUnaligned(as: UInt32.self)
+                    }
+                }
+            }
+            scalarFrom = dh & ~3
+        }
         let tile = 32
-        var ty = 0
+        var ty = scalarFrom
         while ty < dh {
             let yEnd = min(ty + tile, dh)
             var tx = 0
@@ -62,6 +78,51 @@ enum PixelOps {
                             src += stepX
                         }
                     }
+                }
+                tx = xEnd
+            }
+            ty = yEnd
+        }
+    }
+
+    /// Orientations 5–8 of 32-bit pixels in 4×4 blocks: four 16-byte source row loads, a
+    /// register transpose, four 16-byte stores. Writes the destination's whole 4×4 blocks
+    /// (width and height rounded down to multiples of 4); the caller finishes the edges.
+    static func transpose32(
+        from source: UnsafeRawPointer, codedSize: PixelSize, sourceStride s: Int,
+        to destination: UnsafeMutableRawPointer, destinationStride: Int, orientation: Int
+    ) {
+        let w = codedSize.width, h = codedSize.height
+        let dw = h, dh = w  // destination size
+        let reverseColumns = orientation == 7 || orientation == 8  // source column = W−1−y
+        let reverseRows = orientation == 6 || orientation == 7     // source row = H−1−x
+        let tile = 64
+        var ty = 0
+        while ty + 4 <= dh {
+            let yEnd = min(ty + tile, dh & ~3)
+            var tx = 0
+            while tx + 4 <= dw {
+                let xEnd = min(tx + tile, dw & ~3)
+                var y0 = ty
+                while y0 < yEnd {
+                    let column = reverseColumns ? w - 4 - y0 : y0
+                    var x0 = tx
+                    while x0 < xEnd {
+                        @inline(__always) func row(_ i: Int) -> SIMD4<UInt32> {
+                            let sy = reverseRows ? h - 1 - (x0 + i) : x0 + i
+                            var v = (source + sy * s + column * 4).loadUnaligned(as: SIMD4<UInt32>.self)
+                            if reverseColumns { v = SIMD4(v[3], v[2], v[1], v[0]) }
+                            return v
+                        }
+                        let r0 = row(0), r1 = row(1), r2 = row(2), r3 = row(3)
+                        let d = destination + y0 * destinationStride + x0 * 4
+                        d.storeBytes(of: SIMD4(r0[0], r1[0], r2[0], r3[0]), as: SIMD4<UInt32>.self)
+                        (d + destinationStride).storeBytes(of: SIMD4(r0[1], r1[1], r2[1], r3[1]), as: SIMD4<UInt32>.self)
+                        (d + 2 * destinationStride).storeBytes(of: SIMD4(r0[2], r1[2], r2[2], r3[2]), as: SIMD4<UInt32>.self)
+                        (d + 3 * destinationStride).storeBytes(of: SIMD4(r0[3], r1[3], r2[3], r3[3]), as: SIMD4<UInt32>.self)
+                        x0 += 4
+                    }
+                    y0 += 4
                 }
                 tx = xEnd
             }

@@ -60,6 +60,22 @@ struct BrokenInputTests {
         }
     }
 
+    @Test("a header from other bytes is refused, never overflows the destination",
+          arguments: ["png/red-8x8.png", "jpeg/orientation-6.jpg"])
+    func mismatchedHeader(path: String) throws {
+        let decoder = ImageDecoder()
+        let other = try decoder.readHeader(Fixtures.bytes("webp/animated-96x64-3frames.webp"))
+        var header = try decoder.readHeader(Fixtures.bytes(path))
+        header = ImageHeader(format: header.format, codedSize: PixelSize(width: 4, height: 4),
+                             orientation: header.orientation, isAnimated: other.isAnimated)
+        var destination = PixelImage(width: 4, height: 4)
+        let bytes = Fixtures.bytes(path)
+        let error = decodingError {
+            try bytes.withUnsafeBytes { raw in try decoder.decode(raw, header: header, minimumSize: nil, into: &destination) }
+        }
+        #expect(error != nil)
+    }
+
     @Test("empty and garbage bytes are unrecognized", arguments: ["broken/empty.bin", "broken/garbage.bin"])
     func unrecognized(path: String) {
         let decoder = ImageDecoder()
