@@ -61,6 +61,12 @@ extension DiskTier {
         let inotifyFD: Int32
         let wakeFD: Int32
         let watch = Atomic<Int32>(-1)
+        /// Watch on the parent directory: while the tier holds the directory open, deleting it
+        /// does not produce `IN_DELETE_SELF` (the inode lives on), but the parent sees the
+        /// `IN_DELETE`/`IN_MOVED_FROM` of its name.
+        let parentWatch = Atomic<Int32>(-1)
+        let parentPath: String
+        let baseName: [UInt8]
         let stopping = Atomic<Bool>(false)
         let paused = Atomic<Bool>(false)
         let pauseAcknowledged = Atomic<Bool>(false)
@@ -81,6 +87,15 @@ extension DiskTier {
 
         init(path: String, configuration: Configuration) throws(DiskTierError) {
             self.path = path
+            var trimmed = Substring(path)
+            while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+            if let slash = trimmed.lastIndex(of: "/") {
+                parentPath = slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+                baseName = Array(trimmed[trimmed.index(after: slash)...].utf8)
+            } else {
+                parentPath = "."
+                baseName = Array(trimmed.utf8)
+            }
             self.configuration = configuration
             self.logger = configuration.logger
             let directory: DirectoryHandle
@@ -114,6 +129,7 @@ extension DiskTier {
                                    metadata: ["directory": "\(path)", "error": "\(SystemCallError(call: "inotify_add_watch", path: path, errno: errno))"])
                 } else {
                     watch.store(wd, ordering: .releasing)
+                    parentWatch.store(inotify_add_watch(inotify, parentPath, Self.parentMask), ordering: .releasing)
                 }
             }
             removeStaleTemporaries(stale, in: directory)
@@ -126,6 +142,7 @@ extension DiskTier {
             }
         }
 
+        static let parentMask: UInt32 = UInt32(IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
         static let watchMask: UInt32 = UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_DELETE
             | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
@@ -552,6 +569,7 @@ extension DiskTier {
 
         private func processEvents(_ events: UnsafeRawBufferPointer, rescan: inout Bool, recover: inout Bool) {
             let current = watch.load(ordering: .acquiring)
+            let parent = parentWatch.load(ordering: .acquiring)
             var offset = 0
             while offset + 16 <= events.count {
                 let wd = events.loadUnaligned(fromByteOffset: offset, as: Int32.self)
@@ -560,6 +578,15 @@ extension DiskTier {
                 let nameStart = offset + 16
                 offset = nameStart + length
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 { rescan = true; continue }
+                if wd == parent && wd != current {
+                    // Our directory deleted or renamed away?
+                    if mask & UInt32(IN_ISDIR) != 0, length > 0, offset <= events.count {
+                        let raw = events.baseAddress!.advanced(by: nameStart).assumingMemoryBound(to: UInt8.self)
+                        let nameLength = strnlen(UnsafeRawPointer(raw).assumingMemoryBound(to: CChar.self), length)
+                        if UnsafeBufferPointer(start: raw, count: nameLength).elementsEqual(baseName) { recover = true }
+                    }
+                    continue
+                }
                 guard wd == current else { continue }
                 if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT) != 0 { recover = true; continue }
                 guard length > 0, offset <= events.count else { continue }
@@ -630,6 +657,7 @@ extension DiskTier {
             let wd = inotify_add_watch(inotifyFD, path, Self.watchMask)
             if wd >= 0 {
                 watch.store(wd, ordering: .releasing)
+                parentWatch.store(inotify_add_watch(inotifyFD, parentPath, Self.parentMask), ordering: .releasing)
             } else {
                 logger.warning("cannot re-watch recreated directory; rescanning periodically",
                                metadata: ["directory": "\(path)", "errno": "\(errno)"])
