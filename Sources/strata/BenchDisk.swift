@@ -180,9 +180,20 @@ struct BenchDiskCommand: ParsableCommand {
         // Index builds from names alone.
         var buildMs: [String: Double] = [:]
         var bytesPerEntry: [String: Double] = [:]
+        var readdirMs: [String: Double] = [:]
         for count in indexCounts.split(separator: ",").compactMap({ Int($0) }) {
             let dir = fixturesDir + "/\(count)"
             try Self.makeIndexFixture(dir, count: count, quiet: json)
+            // The floor: the same getdents64 pass, counting names only.
+            var floor = Double.infinity
+            for _ in 0..<3 {
+                let start = Self.now()
+                let handle = try DirectoryHandle(path: dir, create: false)
+                var names = 0
+                try DirectoryScan.forEachName(in: handle) { _ in names += 1 }
+                floor = min(floor, Double(Self.now() - start) / 1e6)
+                Self.sink &+= names
+            }
             var best = Double.infinity
             var perEntry = 0.0
             for _ in 0..<3 {
@@ -196,6 +207,8 @@ struct BenchDiskCommand: ParsableCommand {
                 t.close()
             }
             buildMs["\(count)"] = (best * 1000).rounded() / 1000
+            readdirMs["\(count)"] = (floor * 1000).rounded() / 1000
+            table.append(("index_readdir_floor_ms[\(count)]", String(format: "%.1f ms (names only, best of 3)", floor)))
             bytesPerEntry["\(count)"] = (perEntry * 100).rounded() / 100
             table.append(("index_build_ms[\(count)]", String(format: "%.1f ms (best of 3, warm dentries)", best)))
             table.append(("index_bytes_per_entry[\(count)]", String(format: "%.1f B", perEntry)))
@@ -204,6 +217,7 @@ struct BenchDiskCommand: ParsableCommand {
         if !keepFixtures { try? FileManager.default.removeItem(atPath: fixturesDir) }
         results["index_build_ms"] = buildMs
         results["index_bytes_per_entry"] = bytesPerEntry
+        results["index_readdir_floor_ms"] = readdirMs
 
         if json {
             let data = try JSONSerialization.data(withJSONObject: results, options: [.sortedKeys])

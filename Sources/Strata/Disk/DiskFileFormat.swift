@@ -26,45 +26,51 @@ package struct DiskFileName: Hashable, Sendable {
     }
 
     /// Parses a directory entry's name (raw bytes, no terminator); `nil` unless it is exactly a
-    /// canonical published name. No allocation.
+    /// canonical published name. No allocation (start-up parses a million of these).
     package init?(bytes: UnsafeBufferPointer<UInt8>) {
         let n = bytes.count
         // 32 hex + "-" + ≥1 + "x" + ≥1 + "-" + 2 + ".px"
-        guard n >= 32 + 1 + 3 + 1 + 2 + 3, n <= 32 + 1 + 15 + 1 + 2 + 3 else { return nil }
+        guard n >= 32 + 1 + 3 + 1 + 2 + 3, n <= 32 + 1 + 15 + 1 + 2 + 3, let p = bytes.baseAddress else { return nil }
         var high: UInt64 = 0, low: UInt64 = 0
         for i in 0..<32 {
-            let c = bytes[i]
-            let v: UInt64
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt64(c - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = UInt64(c - UInt8(ascii: "a") + 10)
-            default: return nil
+            let c = p[i]
+            var v = c &- 48  // "0"
+            if v > 9 {
+                v = c &- 97  // "a"
+                guard v < 6 else { return nil }
+                v += 10
             }
-            if i < 16 { high = high << 4 | v } else { low = low << 4 | v }
+            if i < 16 { high = high << 4 | UInt64(v) } else { low = low << 4 | UInt64(v) }
         }
-        guard bytes[32] == UInt8(ascii: "-") else { return nil }
+        guard p[32] == 45 else { return nil }  // "-"
+        // Width: digits up to "x"; height: digits up to "-"; no leading zeros, at most 7 digits.
         var i = 33
-        func number(_ i: inout Int, terminator: UInt8) -> Int? {
-            let start = i
-            var value = 0
-            while i < n, bytes[i] != terminator {
-                let c = bytes[i]
-                guard c >= UInt8(ascii: "0"), c <= UInt8(ascii: "9"), i - start < 8 else { return nil }
-                value = value * 10 + Int(c - UInt8(ascii: "0"))
-                i += 1
-            }
-            guard i < n, i > start, bytes[start] != UInt8(ascii: "0") else { return nil }
-            i += 1  // the terminator
-            return value
+        var w = 0
+        let wStart = i
+        while i < n, p[i] &- 48 < 10, i - wStart < 7 { w = w * 10 + Int(p[i] &- 48); i += 1 }
+        guard i > wStart, p[wStart] != 48, i < n, p[i] == 120 else { return nil }  // "x"
+        i += 1
+        var h = 0
+        let hStart = i
+        while i < n, p[i] &- 48 < 10, i - hStart < 7 { h = h * 10 + Int(p[i] &- 48); i += 1 }
+        guard i > hStart, p[hStart] != 48, i < n, p[i] == 45 else { return nil }  // "-"
+        i += 1
+        guard n - i == 5, p[i + 2] == 46, p[i + 3] == 112, p[i + 4] == 120,  // ".px"
+              w <= Self.maximumSide, h <= Self.maximumSide else { return nil }
+        let mode: ContentMode
+        switch p[i] {
+        case 102: mode = .fit  // "f"
+        case 99: mode = .fill  // "c"
+        default: return nil
         }
-        guard let w = number(&i, terminator: UInt8(ascii: "x")),
-              let h = number(&i, terminator: UInt8(ascii: "-")),
-              w <= Self.maximumSide, h <= Self.maximumSide,
-              n - i == 5,
-              let mode = ContentMode(code: Character(Unicode.Scalar(bytes[i]))),
-              let style = PixelStyle(code: Character(Unicode.Scalar(bytes[i + 1]))),
-              bytes[i + 2] == UInt8(ascii: "."), bytes[i + 3] == UInt8(ascii: "p"), bytes[i + 4] == UInt8(ascii: "x")
-        else { return nil }
+        let style: PixelStyle
+        switch p[i + 1] {
+        case 97: style = .bgra32Premultiplied  // "a"
+        case 120: style = .bgrx32  // "x"
+        case 114: style = .rgb565  // "r"
+        case 103: style = .gray8  // "g"
+        default: return nil
+        }
         self.digest = KeyDigest(high: high, low: low)
         self.variant = VariantDescriptor(size: PixelSize(width: w, height: h), mode: mode, style: style)
     }

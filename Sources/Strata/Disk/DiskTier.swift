@@ -17,6 +17,8 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
     /// The image alone is bigger than the directory's byte limit: raise
     /// ``DiskTier/Configuration/byteLimit`` or do not store it on disk.
     case imageLargerThanLimit(key: String, bytes: Int, limit: Int)
+    /// The image cannot be stored on disk (e.g. absurd dimensions); nothing was written.
+    case invalidImage(key: String, reason: String)
     /// The tier was closed.
     case closed
 
@@ -29,6 +31,9 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
         case .imageLargerThanLimit(let key, let bytes, let limit):
             let shown = key.count > 80 ? String(key.prefix(80)) + "…" : key
             return "disk tier: image for key \"\(shown)\" needs \(bytes) bytes, more than the byte limit \(limit); raise byteLimit"
+        case .invalidImage(let key, let reason):
+            let shown = key.count > 80 ? String(key.prefix(80)) + "…" : key
+            return "disk tier: cannot store image for key \"\(shown)\": \(reason)"
         case .closed:
             return "disk tier: used after close()"
         }
@@ -73,7 +78,9 @@ public final class DiskTier: Sendable {
     /// Settings of a disk tier. Every field has a default.
     public struct Configuration: Sendable {
         /// Upper bound for the files in the directory (pixels plus a 4 KiB header allowance
-        /// per file), enforced before every publish. Default 1 GiB.
+        /// per file), enforced before every publish: when a store would exceed it, the least
+        /// recently used files are deleted first, down to 1/128 of the limit below it (so a full
+        /// cache pays the O(n) victim scan once per many stores). Default 1 GiB.
         public var byteLimit: Int = 1 << 30
         /// Pixel checksum verification on hits. Default ``ChecksumPolicy/firstHit``.
         public var checksumPolicy: ChecksumPolicy = .firstHit

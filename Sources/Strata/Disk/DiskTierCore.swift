@@ -231,7 +231,7 @@ extension DiskTier {
                     }
                     if n == 0 { break }
                     done += n
-                    if done == expected && n > 0 && done < expected + 1 { break }
+                    if done == expected { break }  // asked for one byte more and got none: exact length
                 }
                 guard done == expected else {
                     return .invalid(.lengthMismatch(expected: expected, actual: done), identity: identity(of: file))
@@ -378,7 +378,7 @@ extension DiskTier {
             let digest = KeyDigest(key: key)
             let variant = VariantDescriptor(size: image.size, mode: mode, style: image.style)
             guard image.width <= DiskFileName.maximumSide, image.height <= DiskFileName.maximumSide else {
-                throw .imageLargerThanLimit(key: key, bytes: image.byteCount, limit: configuration.byteLimit)
+                throw .invalidImage(key: key, reason: "sides above \(DiskFileName.maximumSide) pixels cannot be stored on disk")
             }
             let newEntry = DiskIndexEntry(digest: digest, variant: variant, recency: 0)
             let charge = newEntry.chargedBytes
@@ -393,7 +393,9 @@ extension DiskTier {
                 let excess = s.index.chargedBytes - replacing + s.reserved + charge - limit
                 var victims: [DiskIndexEntry] = []
                 if excess > 0 {
-                    victims = s.index.leastRecentlyUsed(atLeast: excess, excluding: newEntry)
+                    // Free a little more than needed (1/128 of the limit) so that a full cache
+                    // scans its index for victims once per many writes, not on every one.
+                    victims = s.index.leastRecentlyUsed(atLeast: excess + limit / 128, excluding: newEntry)
                     for victim in victims { s.index.remove(victim) }
                 }
                 s.reserved += charge

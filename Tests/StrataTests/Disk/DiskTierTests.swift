@@ -296,11 +296,12 @@ struct DiskTierTests {
         for key in ["a", "b", "c"] { try tier.storeSynchronously(image, forKey: key) }
         _ = try tier.image(forKey: "a", matching: q)  // "b" is now the least recently used
         try tier.storeSynchronously(image, forKey: "d")
+        // "b" goes first; the 1/128 slack may take the next oldest ("c") too, never "a" or "d".
         #expect(tier.statistics.bytes <= charge * 3)
-        #expect(tier.statistics.evictions == 1)
+        #expect((1...2).contains(tier.statistics.evictions))
         #expect(!tier.contains(key: "b", matching: q))
-        #expect(tier.contains(key: "a", matching: q) && tier.contains(key: "c", matching: q) && tier.contains(key: "d", matching: q))
-        #expect(scratch.names().count == 3)
+        #expect(tier.contains(key: "a", matching: q) && tier.contains(key: "d", matching: q))
+        #expect(scratch.names().count == 4 - tier.statistics.evictions)
         for i in 0..<10 {
             try tier.storeSynchronously(image, forKey: "more\(i)")
             #expect(tier.statistics.bytes <= charge * 3)
