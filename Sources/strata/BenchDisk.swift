@@ -29,6 +29,9 @@ struct BenchDiskCommand: ParsableCommand {
     @Option(help: "Perform N tolerance misses after warm-up and exit (for strace -c).")
     var misses: Int?
 
+    @Option(help: "Perform N hits of the small variant after warm-up and exit (for perf/strace).")
+    var smallHits: Int?
+
     @Option(help: "The large photo (JPEG).")
     var photo = "Fixtures/jpeg/path-2560x1600.jpg"
 
@@ -68,6 +71,13 @@ struct BenchDiskCommand: ParsableCommand {
 
         if let misses {
             try missesOnly(count: misses, directory: cacheDir, configuration: configuration, query: largeQuery)
+            return
+        }
+
+        if let smallHits {
+            let tier = try DiskTier(directory: cacheDir, configuration: configuration)
+            for _ in 0..<smallHits { try Self.touchHit(tier, key: "bench/small", query: smallQuery) }
+            print("hits: \(tier.statistics.hits)")
             return
         }
 

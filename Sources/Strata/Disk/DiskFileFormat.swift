@@ -25,6 +25,41 @@ package struct DiskFileName: Hashable, Sendable {
         "\(digest)-\(variant.size.width)x\(variant.size.height)-\(variant.mode.code)\(variant.style.code).\(Self.fileExtension)"
     }
 
+    /// Calls `body` with the name as a NUL-terminated C string built on the stack (the hit
+    /// path opens files by name without allocating a `String`).
+    package func withCString<R>(_ body: (UnsafePointer<CChar>) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buffer in
+            let hex: StaticString = "0123456789abcdef"
+            let digits = hex.utf8Start
+            var n = 0
+            for i in 0..<32 {
+                let word = i < 16 ? digest.high : digest.low
+                buffer[n] = digits[Int((word >> UInt64(60 - 4 * (i & 15))) & 0xF)]
+                n += 1
+            }
+            func put(_ byte: UInt8) { buffer[n] = byte; n += 1 }
+            func putNumber(_ value: Int) {
+                var divisor = 1
+                while divisor * 10 <= value { divisor *= 10 }
+                var rest = value
+                while divisor > 0 {
+                    put(UInt8(48 + rest / divisor))
+                    rest %= divisor
+                    divisor /= 10
+                }
+            }
+            put(45)
+            putNumber(variant.size.width)
+            put(120)
+            putNumber(variant.size.height)
+            put(45)
+            put(variant.mode.code.asciiValue!)
+            put(variant.style.code.asciiValue!)
+            put(46); put(112); put(120); put(0)
+            return UnsafeRawPointer(buffer.baseAddress!).withMemoryRebound(to: CChar.self, capacity: n) { body($0) }
+        }
+    }
+
     /// Parses a directory entry's name (raw bytes, no terminator); `nil` unless it is exactly a
     /// canonical published name. No allocation (start-up parses a million of these).
     package init?(bytes: UnsafeBufferPointer<UInt8>) {

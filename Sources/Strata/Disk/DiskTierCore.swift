@@ -207,15 +207,21 @@ extension DiskTier {
         struct FileIdentity: Equatable { var device: UInt; var inode: UInt }
 
         private func load(_ entry: DiskIndexEntry, key: UnsafeRawBufferPointer, directory: DirectoryHandle) -> LoadOutcome {
-            let name = entry.name.string
-            let file: FileDescriptor
-            do {
-                file = try FileDescriptor(openAt: directory.descriptor, name: name, flags: O_RDONLY | O_NOFOLLOW)
-            } catch {
-                if error.errno == ENOENT { return .vanished }
-                if error.errno == ELOOP { return .invalid(.badMagic, identity: nil) }  // a planted symlink
-                return .failed(error)
+            var rawFD: Int32 = -1
+            let openErrno: Int32 = entry.name.withCString { name in
+                while true {
+                    rawFD = openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                    if rawFD >= 0 { return 0 }
+                    if errno != EINTR { return errno }
+                }
             }
+            if openErrno == ENOENT { return .vanished }
+            if openErrno == ELOOP { return .invalid(.badMagic, identity: nil) }  // a planted symlink
+            if openErrno != 0 {
+                return .failed(SystemCallError(call: "openat", path: path + "/" + entry.name.string, errno: openErrno))
+            }
+            // The path (for error messages) is the directory's; no string is built on a hit.
+            let file = FileDescriptor(adopting: rawFD, path: directory.path)
             let variant = entry.variant
             let expected = DiskFileHeader.fileLength(of: variant, keyLength: key.count)
             let storage: PixelStorage

@@ -50,6 +50,7 @@ struct DiskFormatTests {
             for style in PixelStyle.allCases {
                 let name = DiskFileName(digest: digest, variant: VariantDescriptor(size: PixelSize(width: 640, height: 427), mode: mode, style: style))
                 #expect(DiskFileName(name.string) == name)
+                #expect(name.withCString { String(cString: $0) } == name.string)
             }
         }
         let good = DiskFileName(digest: digest, variant: VariantDescriptor(size: PixelSize(width: 640, height: 427))).string
