@@ -166,6 +166,15 @@ def main():
         fixed = ImageOps.exif_transpose(Image.open(io.BytesIO(data)))
         assert fixed.size == (160, 96) and mad(fixed.convert("RGB"), upright) < 1.5, n
 
+    # Grayscale with an orientation (gray JPEGs take their own path through the decoder).
+    gray = upright.convert("L")
+    write("jpeg/orientation-gray-reference-160x96.jpg", jpeg_bytes(gray, quality=100))
+    exif = Image.Exif()
+    exif[0x0112] = 8
+    data = jpeg_bytes(gray.transpose(to_stored[8]), quality=100, exif=exif.tobytes())
+    write("jpeg/orientation-gray-8.jpg", data)
+    assert mad(ImageOps.exif_transpose(Image.open(io.BytesIO(data))), gray) < 1.5
+
     # A larger photo with orientation 6 (stored 640x1024 portrait-rotated), for scaled decodes.
     rot = photo("ColdRipple").resize((1024, 640), Image.LANCZOS)
     exif = Image.Exif()
@@ -189,6 +198,14 @@ def main():
     write("webp/cups-640x400-alpha.webp", data)
     back = Image.open(io.BytesIO(data))
     assert back.mode == "RGBA" and back.getpixel((0, 0))[3] == 0 and back.getpixel((320, 200))[3] == 255
+
+    # WebP with an EXIF chunk (Orientation 6): the orientation crop stored rotated, lossless.
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = webp_bytes(upright.transpose(to_stored[6]), lossless=True, exif=exif.tobytes())
+    write("webp/orientation-6-lossless.webp", data)
+    assert b"EXIF" in data and Image.open(io.BytesIO(data)).size == (96, 160)
+    assert mad(ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB"), upright) == 0
 
     # Animated: three 96x64 frames (different crops), 100 ms each.
     frames = [photo(n).resize((96, 64), Image.LANCZOS) for n in ("Path", "Kite", "FallenLeaf")]
@@ -229,6 +246,13 @@ def main():
     assert wtiny[23:26] == b"\x9d\x01\x2a"
     struct.pack_into("<HH", wtiny, 26, 16383, 16383)
     write("broken/bomb-16383x16383.webp", bytes(wtiny))
+    # PNG: IHDR claims 65000x65000 (CRC recomputed so that the header itself is valid).
+    import zlib
+    ptiny = bytearray((lambda b: (Image.new("RGB", (16, 16), (90, 120, 200)).save(b, "PNG"), b.getvalue())[1])(io.BytesIO()))
+    assert ptiny[12:16] == b"IHDR"
+    struct.pack_into(">II", ptiny, 16, 65000, 65000)
+    struct.pack_into(">I", ptiny, 29, zlib.crc32(bytes(ptiny[12:29])) & 0xFFFFFFFF)
+    write("broken/bomb-65000x65000.png", bytes(ptiny))
 
 
 if __name__ == "__main__":

@@ -105,13 +105,14 @@ struct BenchSourceCommand: ParsableCommand {
             struct Output: Codable { var results: [Row] }
             print(String(decoding: try encoder.encode(Output(results: rows)), as: UTF8.self))
         } else {
-            print("file                                   fmt   size       target  thumb_ms  full_ms  scaled_ms  thumb/scaled  thumb/full")
+            func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0) }
+            print(pad("file", 38), pad("fmt", 5), pad("size", 10), "target  thumb_ms  full_ms  scaled_ms  thumb/scaled  thumb/full")
             for r in rows {
                 let scaled = r.decode_scaled_ms.map { String(format: "%9.2f", $0) } ?? "        -"
                 let ratio = r.decode_scaled_ms.map { String(format: "%12.2f", r.thumbnail_ms / $0) } ?? "           -"
-                print(String(format: "%-38@ %-5@ %-10@ %6d %9.2f %8.2f", r.file as NSString, r.format as NSString,
-                             "\(r.width)x\(r.height)" as NSString, r.target, r.thumbnail_ms, r.decode_full_ms)
-                      + " \(scaled)  \(ratio) " + String(format: "%10.2f", r.thumbnail_ms / r.decode_full_ms))
+                print(pad(r.file, 38), pad(r.format, 5), pad("\(r.width)x\(r.height)", 10),
+                      String(format: "%6d %9.2f %8.2f", r.target, r.thumbnail_ms, r.decode_full_ms),
+                      scaled, ratio, String(format: "%11.2f", r.thumbnail_ms / r.decode_full_ms))
             }
         }
     }

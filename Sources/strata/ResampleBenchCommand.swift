@@ -1,5 +1,4 @@
 import ArgumentParser
-import CTurboJPEG
 import Foundation
 import Strata
 
@@ -10,11 +9,13 @@ struct ResampleBenchCommand: ParsableCommand {
         commandName: "resample",
         abstract: "Resampler speed (vs. the bare DCT-scaled JPEG decode) and quality (PSNR vs. Pillow).",
         discussion: """
-        Decodes the JPEG with libjpeg-turbo (tjDecompress2, BGRA) at full size and at the DCT \
-        scale the source tier would pick (the smallest ≥ 2× the thumbnail), then times Lanczos-3 \
-        resampling to the thumbnail sizes. Reports medians and the ratio (decode + resample) / \
-        decode. With Fixtures/reference present, also reports PSNR against Pillow's Lanczos of \
-        the full decode (Scripts/quality/reference.py).
+        For 256 px and 1024 px thumbnails of the JPEG, and every power-of-two DCT scale that \
+        still covers the thumbnail, times the bare libjpeg-turbo decode at that scale (the \
+        anchor) and Lanczos-3 resampling of its output to the thumbnail, and reports the ratio \
+        (decode + resample) / decode. At the scale the source tier picks (≥ 2× the thumbnail, \
+        marked *) it also times Strata's whole pipeline (ImageRenderer.render). \
+        With Fixtures/reference present, reports PSNR against Pillow's Lanczos of the full \
+        decode (Scripts/quality/reference.py).
         """)
 
     @Option(help: "The JPEG to decode (a 2048+ px photo).")
@@ -26,46 +27,75 @@ struct ResampleBenchCommand: ParsableCommand {
     @Option(help: "Timed repetitions per case (the median is reported).")
     var iterations = 30
 
+    @Flag(help: ArgumentHelp("Time only the resampler (for A/B runs under perf stat).", visibility: .hidden))
+    var resampleOnly = false
+
     @Option(help: "Write the thumbnails as raw BGRA (tightly packed) into this directory, for `reference.py psnr`.")
     var dump: String?
 
     func run() throws {
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: jpeg)))
-        let decoder = try BareDecoder(bytes)
-        let full = try decoder.decode(scaledTo: decoder.size)
-        print("source \(jpeg): \(decoder.size), \(iterations) iterations, medians")
+        let decoder = ImageDecoder()
+        let header = try decoder.readHeader(bytes)
+        print("source \(jpeg): \(header.size); medians of \(iterations) runs (1/1 decodes: a third as many)")
+        print("anchor: ImageDecoder.decodeBare (one tjDecompress2 into a reused buffer); ratio = (bare + resample) / bare")
+        print("thumbnail  DCT  decoded     bare ms  resample ms  ratio  pipeline ms  ratio  PSNR (dB)")
         let resampler = Resampler()
-        let fullRegion = SourceRect(x: 0, y: 0, width: Double(full.width), height: Double(full.height))
-
+        let renderer = ImageRenderer()
         for side in [256, 1024] {
-            let plan = SizingPlan(source: decoder.size, box: PixelSize(width: side, height: side), mode: .fit)
-            let target = plan.output
-            let scaled = decoder.scaledSize(atLeast: PixelSize(width: target.width * 2, height: target.height * 2))
-            var small = try decoder.decode(scaledTo: scaled)
-            let decodeTime = Self.median(iterations) { small = try! decoder.decode(scaledTo: scaled) }
-            let smallRegion = SourceRect(x: 0, y: 0, width: Double(small.width), height: Double(small.height))
-            var thumb = PixelImage(uninitializedWidth: target.width, height: target.height)
-            let resampleTime = Self.median(iterations) { resampler.resample(small, region: smallRegion, into: &thumb) }
-            var direct = PixelImage(uninitializedWidth: target.width, height: target.height)
-            let directTime = Self.median(max(3, iterations / 5)) { resampler.resample(full, region: fullRegion, into: &direct) }
-            print(String(format: "%4d px: decode 1/%d → %@ %7.2f ms; resample → %@ %6.2f ms; ratio %.3f",
-                         side, decoder.size.width / scaled.width, "\(scaled)", decodeTime, "\(target)",
-                         resampleTime, (decodeTime + resampleTime) / decodeTime))
-            print(String(format: "         full %@ → %@ resample %7.2f ms", "\(decoder.size)", "\(target)", directTime))
-            if let psnr = try quality(thumb, side: side) {
-                let full = try quality(direct, side: side) ?? .nan
-                print(String(format: "         PSNR vs Pillow: DCT-scaled pipeline %.2f dB, full decode → Lanczos %.2f dB", psnr, full))
+            let box = PixelSize(width: side, height: side)
+            let target = SizingPlan(source: header.size, box: box, mode: .fit).output
+            // The source tier's choice (ImageRenderer: shrink-on-load to ≥ 2× the output) is marked *.
+            let request = RenderRequest(box: box, mode: .fit)
+            let chosen = decoder.jpegScalingFactor(for: header, minimumSize: renderer.plan(for: header, request: request).minimumDecode) ?? .one
+            // Every power-of-two DCT scale whose output still covers the thumbnail.
+            let factors = [8, 4, 2, 1].map { JPEGScalingFactor(1, $0) }.filter {
+                let s = $0.scaled(header.size)
+                return s.width >= target.width && s.height >= target.height
             }
-            if let dump {
-                try Self.write(thumb, to: "\(dump)/strata-dct-\(target).bgra")
-                try Self.write(direct, to: "\(dump)/strata-full-\(target).bgra")
+            for factor in factors {
+                let scaled = factor.scaled(header.size)
+                var decoded = PixelImage(uninitializedWidth: scaled.width, height: scaled.height)
+                let runs = factor == .one ? max(3, iterations / 3) : iterations
+                let decode = { try! bytes.withUnsafeBytes { raw in try decoder.decodeBare(raw, scale: factor, into: &decoded) } }
+                decode()
+                let bare = resampleOnly ? .nan : Self.median(runs, decode)
+                let region = SourceRect(x: 0, y: 0, width: Double(scaled.width), height: Double(scaled.height))
+                var thumb = PixelImage(uninitializedWidth: target.width, height: target.height)
+                let resample = Self.median(runs) { resampler.resample(decoded, region: region, into: &thumb) }
+                var pipelineText = "          -       -"
+                if factor == chosen && !resampleOnly {
+                    // What the source tier does: ImageRenderer.render (header check, decode at the
+                    // chosen scale into its reused buffer, Lanczos to the output).
+                    let pipeline = Self.median(runs) { _ = try! renderer.render(bytes, request: request) }
+                    pipelineText = String(format: "%11.2f  %5.2f", pipeline, pipeline / bare)
+                }
+                let psnr = try quality(thumb).map { String(format: "%.2f", $0) } ?? "-"
+                print(String(format: "%-9@  %@%-3@ %-10@ %8.2f  %11.2f  %5.2f  %@  %@", "\(target)",
+                             factor == chosen ? "*" : " ", "\(factor)", "\(scaled)", bare, resample,
+                             (bare + resample) / bare, pipelineText, psnr))
+                if let dump { try Self.write(thumb, to: "\(dump)/strata-dct\(factor.denominator)-\(target).bgra") }
             }
         }
+        // Style conversion of a 1024×640 BGRA thumbnail (one pass each way).
+        var thumb = resampler.resize(try decoder.decode(bytes), box: PixelSize(width: 1024, height: 1024), mode: .fit)
+        thumb = PixelConversion.convert(thumb, to: .bgra32Premultiplied)
+        var line = "convert \(thumb.size) from BGRA:"
+        for style in [PixelStyle.bgrx32, .rgb565, .gray8] {
+            var out = PixelImage(uninitializedWidth: thumb.width, height: thumb.height, style: style)
+            let there = Self.median(iterations) { PixelConversion.convert(thumb, into: &out) }
+            var back = PixelImage(uninitializedWidth: thumb.width, height: thumb.height, style: .bgra32Premultiplied)
+            let returning = Self.median(iterations) { PixelConversion.convert(out, into: &back) }
+            line += String(format: " → %@ %.2f ms, back %.2f ms;", "\(style)", there, returning)
+        }
+        print(line)
+        print("PSNR vs Pillow's Lanczos of the full decode: whole 256 px thumbnail; for 1024 px the committed")
+        print("centre window (for the whole image: --dump DIR, then Scripts/quality/reference.py psnr).")
     }
 
     /// PSNR against the committed reference: the whole 256 px thumbnail, or the committed
     /// centre window of the 1024 px one.
-    private func quality(_ image: PixelImage, side: Int) throws -> Double? {
+    private func quality(_ image: PixelImage) throws -> Double? {
         let fm = FileManager.default
         guard let names = try? fm.contentsOfDirectory(atPath: references) else { return nil }
         let prefix = "path-lanczos-\(image.width)x\(image.height)"
@@ -122,56 +152,5 @@ struct ResampleBenchCommand: ParsableCommand {
         }
         times.sort()
         return times[times.count / 2]
-    }
-}
-
-/// libjpeg-turbo with nothing around it: the anchor the resampler's cost is compared with.
-private final class BareDecoder {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    private let handle: tjhandle
-    private let bytes: [UInt8]
-    let size: PixelSize
-
-    init(_ bytes: [UInt8]) throws {
-        guard let handle = tjInitDecompress() else { throw Failure(description: "tjInitDecompress failed") }
-        self.handle = handle
-        self.bytes = bytes
-        var w: Int32 = 0, h: Int32 = 0, subsampling: Int32 = 0, colorspace: Int32 = 0
-        let rc = bytes.withUnsafeBufferPointer {
-            tjDecompressHeader3(handle, $0.baseAddress, UInt(bytes.count), &w, &h, &subsampling, &colorspace)
-        }
-        guard rc == 0 else {
-            tjDestroy(handle)
-            throw Failure(description: "not a JPEG libjpeg-turbo can read: " + String(cString: tjGetErrorStr2(nil)))
-        }
-        size = PixelSize(width: Int(w), height: Int(h))
-    }
-
-    deinit { tjDestroy(handle) }
-
-    /// The smallest DCT-scaled size (1/8 … 1) at least `minimum` on both sides.
-    func scaledSize(atLeast minimum: PixelSize) -> PixelSize {
-        for denominator in [8, 4, 2] {
-            let w = (size.width + denominator - 1) / denominator, h = (size.height + denominator - 1) / denominator
-            if w >= minimum.width && h >= minimum.height { return PixelSize(width: w, height: h) }
-        }
-        return size
-    }
-
-    func decode(scaledTo target: PixelSize) throws -> PixelImage {
-        var image = PixelImage(uninitializedWidth: target.width, height: target.height, style: .bgra32Premultiplied)
-        let pitch = image.bytesPerRow
-        let rc = image.withUnsafeMutableBytes { raw in
-            bytes.withUnsafeBufferPointer {
-                tjDecompress2(handle, $0.baseAddress, UInt(bytes.count),
-                              raw.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                              Int32(target.width), Int32(pitch), Int32(target.height), Int32(TJPF_BGRA.rawValue), 0)
-            }
-        }
-        guard rc == 0 else { throw Failure(description: "tjDecompress2: " + String(cString: tjGetErrorStr2(handle))) }
-        return image
     }
 }

@@ -15,6 +15,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmark Strata's tiers (build with -c release).",
-        subcommands: [BenchSourceCommand.self, ResampleBenchCommand.self, BenchScrollCommand.self]
+        subcommands: [BenchSourceCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
+                      BenchScrollCommand.self]
     )
 }

@@ -20,8 +20,25 @@ import CTurboJPEG
 /// creating one: a TurboJPEG handle (a few kilobytes); keep it for many decodes.
 ///
 /// The scratch buffer is used only when the pixels cannot go straight into the destination:
-/// an EXIF orientation other than 1, or CMYK/YCCK JPEGs. It keeps its largest size up to
-/// ``scratchRetentionLimit`` bytes and is freed after a larger decode.
+/// an EXIF orientation other than 1, grayscale or CMYK/YCCK JPEGs, animated WebPs. It keeps
+/// its largest size up to ``scratchRetentionLimit`` bytes and is freed after a larger decode.
+///
+/// Decisions (measured with `strata bench codecs` / `strata bench resample`, release build):
+/// - **Shrink-on-load.** ``decodedSize(for:minimumSize:)`` returns the smallest decode that
+///   covers `minimumSize`; the caller picks the headroom. Asking for ≥ 2× the final size costs
+///   1.2–2× the time of decoding straight to ≥ 1× but gains ~8 dB PSNR after the Lanczos reduce
+///   (vs Pillow's Lanczos of the full decode: 2560×1600 photo → 256 px: 41 dB at 1/8, 50 dB at
+///   1/4; → 1024 px: 40 dB at 1/2, 56 dB at 1/1), so the source tier asks for 2×.
+/// - **JPEG factors.** Only 1, 1/2, 1/4, 1/8 by default: libjpeg-turbo's 7/8, 3/4, 5/8 and
+///   3/8 IDCTs are scalar and measured slower than the next power of two (7/8 and 3/4 slower
+///   than a full decode). ``jpegScaling`` = `.all` allows them.
+/// - **Grayscale JPEG** decodes as TJPF_GRAY and is expanded here (0.78× the time of
+///   libjpeg-turbo's own gray → BGRA conversion at 2048×1280).
+/// - **Animated WebP** decodes its *first frame* (composited on the canvas, via
+///   WebPAnimDecoder) at the full canvas size (no scaled decode): a still preview is what a
+///   thumbnail cache can serve, and an error would make such sources unusable.
+/// - **CMYK/YCCK JPEG**: files with an Adobe APP14 marker are taken as inverted (Photoshop's
+///   polarity), files without it as straight CMYK; converted with R = (255−C)(255−K)/255.
 public final class ImageDecoder {
     public let limits: DecodingLimits
     /// Scratch buffers up to this many bytes are kept between decodes (default 64 MiB).
@@ -242,22 +259,28 @@ public final class ImageDecoder {
         let factor = jpegScalingFactor(for: header, minimumSize: minimumSize) ?? .one
         let coded = factor.scaled(header.codedSize)
         let h = try jpeg.readHeader(bytes)
+        guard h.size == header.codedSize else {
+            throw ImageDecodingError(.corrupt("the header passed in (\(header.codedSize)) is not these bytes' (\(h.size))"), format: .jpeg)
+        }
         let isCMYK = h.colorspace == TJCS_CMYK.rawValue || h.colorspace == TJCS_YCCK.rawValue
-        if !isCMYK && header.orientation == 1 {
+        let isGray = h.colorspace == TJCS_GRAY.rawValue
+        if !isCMYK && !isGray && header.orientation == 1 {
             try jpeg.decompress(bytes, scaledSize: coded, pixelFormat: TJPF_BGRA, into: out, pitch: stride)
             return
         }
-        let scratchStride = coded.width * 4
+        // Gray: libjpeg-turbo's gray → BGRA conversion is scalar; decoding TJPF_GRAY and
+        // expanding here measured faster (see `strata bench codecs`).
+        let scratchStride = isGray ? (coded.width + 63) & ~63 : coded.width * 4
         let buffer = scratchBuffer(scratchStride * coded.height)
-        try jpeg.decompress(bytes, scaledSize: coded, pixelFormat: isCMYK ? TJPF_CMYK : TJPF_BGRA,
+        try jpeg.decompress(bytes, scaledSize: coded, pixelFormat: isCMYK ? TJPF_CMYK : isGray ? TJPF_GRAY : TJPF_BGRA,
                             into: buffer, pitch: scratchStride)
         if isCMYK {
             // Adobe-marked files (APP14) store inverted CMYK, as Photoshop writes them.
             let inverted = Metadata.jpegMarkers(bytes).adobeTransform != nil
             PixelOps.cmykToBGRA(buffer, size: coded, stride: scratchStride, inverted: inverted)
         }
-        PixelOps.orient32(from: buffer, codedSize: coded, sourceStride: scratchStride,
-                          to: out, destinationStride: stride, orientation: header.orientation)
+        PixelOps.orient(from: buffer, codedSize: coded, sourceStride: scratchStride, gray: isGray,
+                        to: out, destinationStride: stride, orientation: header.orientation)
     }
 
     private func decodeWebP(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, size: PixelSize,
@@ -270,8 +293,8 @@ public final class ImageDecoder {
             }
             let buffer = scratchBuffer(coded.width * 4 * coded.height)
             try WebPCodec.decodeFirstFrame(bytes, canvas: header.codedSize, into: buffer, stride: coded.width * 4)
-            PixelOps.orient32(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
-                              to: out, destinationStride: stride, orientation: header.orientation)
+            PixelOps.orient(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+                            to: out, destinationStride: stride, orientation: header.orientation)
             return
         }
         if header.orientation == 1 {
@@ -280,13 +303,13 @@ public final class ImageDecoder {
         }
         let buffer = scratchBuffer(coded.width * 4 * coded.height)
         try WebPCodec.decode(bytes, codedSize: header.codedSize, size: coded, into: buffer, stride: coded.width * 4)
-        PixelOps.orient32(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+        PixelOps.orient(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
                           to: out, destinationStride: stride, orientation: header.orientation)
     }
 
     private func decodePNG(_ bytes: UnsafeRawBufferPointer, header: ImageHeader,
                            into out: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
-        try PNGCodec.decode(bytes, into: out, stride: stride)
+        try PNGCodec.decode(bytes, expectedSize: header.codedSize, into: out, stride: stride)
     }
 
     // MARK: Bare library calls (benchmarks)
@@ -320,7 +343,7 @@ public final class ImageDecoder {
                 let f = try WebPCodec.features(bytes)
                 try WebPCodec.decode(bytes, codedSize: f.size, size: size, into: dst.baseAddress!, stride: stride)
             case .png:
-                try PNGCodec.decode(bytes, into: dst.baseAddress!, stride: stride)
+                try PNGCodec.decode(bytes, expectedSize: size, into: dst.baseAddress!, stride: stride)
             }
         }
     }

@@ -40,8 +40,12 @@ public struct JPEGScalingFactor: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Owns a TurboJPEG decompressor handle (freed in deinit). Not thread-safe: one per decoder.
+///
+/// After a failed call the handle is replaced: libjpeg-turbo 2.1 leaves a decompressor that
+/// aborted inside `jpeg_read_header` in a state where the next good image fails too
+/// ("invalid dimensions 0x0"), and one bad input must not break the following ones.
 final class TurboJPEGDecompressor {
-    private let handle: tjhandle
+    private var handle: tjhandle
 
     init() {
         guard let h = tjInitDecompress() else { fatalError("tjInitDecompress failed: out of memory") }
@@ -79,8 +83,14 @@ final class TurboJPEGDecompressor {
 
     private func error() -> ImageDecodingError {
         let message = tjGetErrorStr2(handle).map { String(cString: $0) } ?? "unknown libjpeg-turbo error"
+        if let fresh = tjInitDecompress() {
+            tjDestroy(handle)
+            handle = fresh
+        }
         let lower = message.lowercased()
-        if lower.contains("premature end") || lower.contains("ran out of data") || lower.contains("truncated") {
+        // "missing SOS": the data ended (libjpeg-turbo's source inserts an EOI) before any scan.
+        if lower.contains("premature end") || lower.contains("ran out of data") || lower.contains("truncated")
+            || lower.contains("missing sos") {
             return ImageDecodingError(.truncated, format: .jpeg)
         }
         if lower.contains("unsupported") || lower.contains("not supported") {

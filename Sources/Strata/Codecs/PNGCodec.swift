@@ -37,12 +37,18 @@ enum PNGCodec {
                         isGrayscale: image.format & UInt32(PNG_FORMAT_FLAG_COLOR) == 0)
     }
 
-    /// Decodes at full size to premultiplied BGRA.
-    static func decode(_ bytes: UnsafeRawBufferPointer, into destination: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
+    /// Decodes at full size to premultiplied BGRA; `expectedSize` (the destination's size) must
+    /// be the file's size.
+    static func decode(_ bytes: UnsafeRawBufferPointer, expectedSize: PixelSize,
+                       into destination: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
         var image = png_image()
         image.version = UInt32(PNG_IMAGE_VERSION)
         guard png_image_begin_read_from_memory(&image, bytes.baseAddress, bytes.count) != 0 else {
             throw failure(&image)
+        }
+        guard Int(image.width) == expectedSize.width, Int(image.height) == expectedSize.height else {
+            png_image_free(&image)
+            throw ImageDecodingError(.corrupt("PNG is \(image.width)x\(image.height), expected \(expectedSize)"), format: .png)
         }
         image.format = UInt32(PNG_FORMAT_BGRA)
         let ok = png_image_finish_read(&image, nil, destination, Int32(stride), nil)

@@ -9,37 +9,56 @@ import Darwin
 /// Pixel loops the codecs need: orientation copies, CMYK conversion, (un)premultiplication.
 /// Internal; every pointer stays inside the caller that owns it.
 enum PixelOps {
-    /// Copies a 32-bit image of `codedSize` (rows `sourceStride` bytes apart) into `destination`,
-    /// applying EXIF `orientation` (1...8). The destination has the displayed size.
-    static func orient32(
-        from source: UnsafeRawPointer, codedSize: PixelSize, sourceStride: Int,
+    /// Copies a 32-bit BGRA image (or, with `gray`, an 8-bit gray image expanded to opaque
+    /// BGRA) of `codedSize` (rows `sourceStride` bytes apart) into `destination`, applying EXIF
+    /// `orientation` (1...8). The destination has the displayed size.
+    static func orient(
+        from source: UnsafeRawPointer, codedSize: PixelSize, sourceStride: Int, gray: Bool = false,
         to destination: UnsafeMutableRawPointer, destinationStride: Int, orientation: Int
     ) {
         let w = codedSize.width, h = codedSize.height, s = sourceStride
-        let rowBytes = w * 4
-        switch orientation {
-        case 1:
-            for y in 0..<h { (destination + y * destinationStride).copyMemory(from: source + y * s, byteCount: rowBytes) }
+        let bpp = gray ? 1 : 4
+        if orientation == 1 || orientation == 4 {
+            for y in 0..<h {
+                let src = source + (orientation == 1 ? y : h - 1 - y) * s
+                let dst = destination + y * destinationStride
+                if gray {
+                    expandGrayRow(src.assumingMemoryBound(to: UInt8.self), dst.assumingMemoryBound(to: UInt32.self), w)
+                } else {
+                    dst.copyMemory(from: src, byteCount: w * 4)
+                }
+            }
             return
-        case 4:
-            for y in 0..<h { (destination + y * destinationStride).copyMemory(from: source + (h - 1 - y) * s, byteCount: rowBytes) }
-            return
-        default:
-            break
         }
         // dst(x, y) = source + origin + x * stepX + y * stepY (bytes).
         let origin: Int, stepX: Int, stepY: Int
         switch orientation {
-        case 2: (origin, stepX, stepY) = ((w - 1) * 4, -4, s)
-        case 3: (origin, stepX, stepY) = ((h - 1) * s + (w - 1) * 4, -4, -s)
-        case 5: (origin, stepX, stepY) = (0, s, 4)
-        case 6: (origin, stepX, stepY) = ((h - 1) * s, -s, 4)
-        case 7: (origin, stepX, stepY) = ((h - 1) * s + (w - 1) * 4, -s, -4)
-        default: (origin, stepX, stepY) = ((w - 1) * 4, s, -4)  // 8
+        case 2: (origin, stepX, stepY) = ((w - 1) * bpp, -bpp, s)
+        case 3: (origin, stepX, stepY) = ((h - 1) * s + (w - 1) * bpp, -bpp, -s)
+        case 5: (origin, stepX, stepY) = (0, s, bpp)
+        case 6: (origin, stepX, stepY) = ((h - 1) * s, -s, bpp)
+        case 7: (origin, stepX, stepY) = ((h - 1) * s + (w - 1) * bpp, -s, -bpp)
+        default: (origin, stepX, stepY) = ((w - 1) * bpp, s, -bpp)  // 8
         }
         let dw = orientation >= 5 ? h : w, dh = orientation >= 5 ? w : h
+        var scalarFrom = 0  // first destination row the scalar loop below must still write
+        if orientation >= 5 && !gray && dw >= 4 && dh >= 4 {
+            transpose32(from: source, codedSize: codedSize, sourceStride: s, to: destination,
+                        destinationStride: destinationStride, orientation: orientation)
+            // 4×4 blocks covered everything but the right strip (dw % 4) and bottom rows (dh % 4).
+            let rightStrip = dw & ~3
+            if rightStrip < dw {
+                for y in 0..<(dh & ~3) {
+                    let dRow = (destination + y * destinationStride).assumingMemoryBound(to: UInt32.self)
+                    for x in rightStrip..<dw {
+                        dRow[x] = (source + origin + x * stepX + y * stepY).loadUnaligned(as: UInt32.self)
+                    }
+                }
+            }
+            scalarFrom = dh & ~3
+        }
         let tile = 32
-        var ty = 0
+        var ty = scalarFrom
         while ty < dh {
             let yEnd = min(ty + tile, dh)
             var tx = 0
@@ -48,15 +67,73 @@ enum PixelOps {
                 for y in ty..<yEnd {
                     let dRow = (destination + y * destinationStride).assumingMemoryBound(to: UInt32.self)
                     var src = source + origin + tx * stepX + y * stepY
-                    for x in tx..<xEnd {
-                        dRow[x] = src.loadUnaligned(as: UInt32.self)
-                        src += stepX
+                    if gray {
+                        for x in tx..<xEnd {
+                            dRow[x] = 0xFF00_0000 | UInt32(src.load(as: UInt8.self)) &* 0x01_0101
+                            src += stepX
+                        }
+                    } else {
+                        for x in tx..<xEnd {
+                            dRow[x] = src.loadUnaligned(as: UInt32.self)
+                            src += stepX
+                        }
                     }
                 }
                 tx = xEnd
             }
             ty = yEnd
         }
+    }
+
+    /// Orientations 5–8 of 32-bit pixels in 4×4 blocks: four 16-byte source row loads, a
+    /// register transpose, four 16-byte stores. Writes the destination's whole 4×4 blocks
+    /// (width and height rounded down to multiples of 4); the caller finishes the edges.
+    static func transpose32(
+        from source: UnsafeRawPointer, codedSize: PixelSize, sourceStride s: Int,
+        to destination: UnsafeMutableRawPointer, destinationStride: Int, orientation: Int
+    ) {
+        let w = codedSize.width, h = codedSize.height
+        let dw = h, dh = w  // destination size
+        let reverseColumns = orientation == 7 || orientation == 8  // source column = W−1−y
+        let reverseRows = orientation == 6 || orientation == 7     // source row = H−1−x
+        let tile = 64
+        var ty = 0
+        while ty + 4 <= dh {
+            let yEnd = min(ty + tile, dh & ~3)
+            var tx = 0
+            while tx + 4 <= dw {
+                let xEnd = min(tx + tile, dw & ~3)
+                var y0 = ty
+                while y0 < yEnd {
+                    let column = reverseColumns ? w - 4 - y0 : y0
+                    var x0 = tx
+                    while x0 < xEnd {
+                        @inline(__always) func row(_ i: Int) -> SIMD4<UInt32> {
+                            let sy = reverseRows ? h - 1 - (x0 + i) : x0 + i
+                            var v = (source + sy * s + column * 4).loadUnaligned(as: SIMD4<UInt32>.self)
+                            if reverseColumns { v = SIMD4(v[3], v[2], v[1], v[0]) }
+                            return v
+                        }
+                        let r0 = row(0), r1 = row(1), r2 = row(2), r3 = row(3)
+                        let d = destination + y0 * destinationStride + x0 * 4
+                        d.storeBytes(of: SIMD4(r0[0], r1[0], r2[0], r3[0]), as: SIMD4<UInt32>.self)
+                        (d + destinationStride).storeBytes(of: SIMD4(r0[1], r1[1], r2[1], r3[1]), as: SIMD4<UInt32>.self)
+                        (d + 2 * destinationStride).storeBytes(of: SIMD4(r0[2], r1[2], r2[2], r3[2]), as: SIMD4<UInt32>.self)
+                        (d + 3 * destinationStride).storeBytes(of: SIMD4(r0[3], r1[3], r2[3], r3[3]), as: SIMD4<UInt32>.self)
+                        x0 += 4
+                    }
+                    y0 += 4
+                }
+                tx = xEnd
+            }
+            ty = yEnd
+        }
+    }
+
+    /// Gray bytes to opaque BGRA words (little-endian: B = G = R = gray, A = 255).
+    @inline(__always)
+    static func expandGrayRow(_ src: UnsafePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt32>, _ count: Int) {
+        for x in 0..<count { dst[x] = 0xFF00_0000 | UInt32(src[x]) &* 0x01_0101 }
     }
 
     /// x × y / 255, rounded.

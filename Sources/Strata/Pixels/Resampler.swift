@@ -7,45 +7,55 @@
 /// ``PixelStyle/rgb565`` is expanded to BGRx, resampled and quantised back (rounded, not
 /// dithered), so prefer resampling before converting to 565.
 ///
-/// The work is two passes per output row: a vertical pass that blends the contributing source
-/// rows into one row of floats (SIMD over the row's bytes), then a horizontal pass over that row
-/// (one `SIMD4<Float>` per BGRA pixel). Only the source columns the output needs are read (a
-/// `fill` crop reads only its crop). Coefficient tables and the row buffer are kept between
-/// calls, so a resampler reused for the same geometry allocates nothing but the output.
+/// The work is separable and streams the source once, top to bottom: each source row the output
+/// needs is widened to floats and filtered horizontally (one `SIMD4<Float>` per BGRA pixel) into
+/// a small ring of output-width rows; each output row is then a vertical blend of ring rows (a
+/// plain loop the compiler vectorises), rounded to bytes. Only the source rows and columns the
+/// output needs are read (a `fill` crop reads only its crop). Cost is about
+/// `sourceRows × outputWidth × tapsX + outputRows × outputWidth × tapsY` multiply-adds per
+/// channel, with `taps ≈ 6 × reduction` for Lanczos-3. Coefficient tables and scratch rows are
+/// kept between calls, so a resampler reused for the same geometry allocates nothing but the
+/// output.
 ///
-/// A `Resampler` is a reusable scratch object: it is not thread-safe; use one per thread (they
-/// are cheap to create).
+/// A `Resampler` is a reusable scratch object: it is not thread-safe; use one per thread. It is
+/// cheap to create (a few small allocations; the tables are built on first use).
 public final class Resampler {
     /// The kernel this resampler convolves with.
     public let filter: ResamplingFilter
 
     private var horizontal: ResamplerTable?
     private var vertical: ResamplerTable?
-    /// One row of vertically blended samples (`span × channels` floats).
-    private var row: UnsafeMutablePointer<Float>
-    private var rowCapacity: Int
-    /// Start of each source row blended into the current output row.
-    private var rowPointers: UnsafeMutablePointer<UnsafePointer<UInt8>>
-    private var rowPointerCapacity: Int
+    /// One source row widened to floats (`span × channels`).
+    private var sourceRow = ScratchBuffer<Float>()
+    /// Horizontally filtered rows (`ringRows × outputWidth × channels`), indexed by source row
+    /// modulo the ring size.
+    private var ring = ScratchBuffer<Float>()
+    /// Which source row each ring slot holds (−1: none).
+    private var ringSourceRows = ScratchBuffer<Int>()
+    /// The ring rows blended into the current output row.
+    private var ringPointers = ScratchBuffer<UnsafePointer<Float>>()
+    /// One output row of floats before rounding.
+    private var outputRow = ScratchBuffer<Float>()
 
     /// A resampler using `filter` (Lanczos-3 unless told otherwise).
     public init(filter: ResamplingFilter = .lanczos3) {
         self.filter = filter
-        rowCapacity = 0
-        row = UnsafeMutablePointer<Float>.allocate(capacity: 1)
-        rowPointerCapacity = 0
-        rowPointers = UnsafeMutablePointer<UnsafePointer<UInt8>>.allocate(capacity: 1)
     }
 
     deinit {
-        row.deallocate()
-        rowPointers.deallocate()
+        sourceRow.free()
+        ring.free()
+        ringSourceRows.free()
+        ringPointers.free()
+        outputRow.free()
     }
 
     /// Resamples `region` of `source` (source pixel coordinates, fractional allowed) onto all
     /// of `destination`, whose size is the output size and whose style must be the source's.
     ///
-    /// Pixels of `destination` are all overwritten (the row padding is left as it was). Taps
+    /// Pixels of `destination` are all overwritten (the row padding is left as it was); a
+    /// destination over mapped memory (a table slot) is written in place when it is the only
+    /// reference to its writable storage — otherwise copy-on-write gives it fresh heap rows. Taps
     /// that fall outside the source are dropped and the rest renormalised, so a region that
     /// touches the image border does not darken it.
     public func resample(_ source: PixelImage, region: SourceRect, into destination: inout PixelImage) {
@@ -69,9 +79,23 @@ public final class Resampler {
             sourceLength: source.height, regionStart: region.y, regionLength: region.height,
             destinationLength: destination.height, filter: filter))
         let channels = source.style.bytesPerPixel
+        if h.isShift && v.isShift {
+            // Integer-aligned 1:1 (e.g. a source no larger than the box): a plain row copy.
+            copy(source, x: h.starts[0], y: v.starts[0], into: &destination)
+            return
+        }
         let spanValues = (h.spanEnd - h.spanStart) * channels
-        reserve(rowValues: spanValues, rowPointers: v.taps)
-        let row = self.row, rowPointers = self.rowPointers
+        let outValues = destination.width * channels
+        // Ring rows padded to a multiple of 16 floats (64 bytes); one slot more than the most
+        // taps an output row uses, so a row's window never evicts a row of the same window.
+        let ringStride = (outValues + 15) & ~15
+        let ringRows = v.taps + 1
+        let sourceRow = self.sourceRow.reserve(spanValues)
+        let ring = self.ring.reserve(ringRows * ringStride)
+        let ringSourceRows = self.ringSourceRows.reserve(ringRows)
+        let ringPointers = self.ringPointers.reserve(v.taps)
+        let outputRow = self.outputRow.reserve(outValues)
+        ringSourceRows.initialize(repeating: -1, count: ringRows)
         let style = source.style
         let sourceStride = source.bytesPerRow, destinationStride = destination.bytesPerRow
         let width = destination.width
@@ -86,20 +110,33 @@ public final class Resampler {
                 v.weights.withUnsafeBufferPointer { vw in
                     for y in 0..<v.starts.count {
                         let first = v.starts[y], n = v.counts[y]
-                        for k in 0..<n { rowPointers[k] = srcBase + (first + k) * sourceStride }
-                        Self.blendRows(rowPointers, weights: vw.baseAddress! + y * v.taps, count: n,
-                                       values: spanValues, into: row)
+                        for k in 0..<n {
+                            let r = first + k
+                            let slot = r % ringRows
+                            let ringRow = ring + slot * ringStride
+                            if ringSourceRows[slot] != r {
+                                Self.widen(srcBase + r * sourceStride, count: spanValues, into: sourceRow)
+                                if channels == 4 {
+                                    Self.filterRow4(sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                    counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                    width: width, into: ringRow)
+                                } else {
+                                    Self.filterRow1(sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                    counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                    width: width, into: ringRow)
+                                }
+                                ringSourceRows[slot] = r
+                            }
+                            ringPointers[k] = UnsafePointer(ringRow)
+                        }
+                        Self.blendRows(ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
+                                       values: outValues, into: outputRow)
                         let out = dstBase + y * destinationStride
                         switch style {
-                        case .bgra32Premultiplied, .bgrx32:
-                            Self.filterRow4(row, span: h.spanStart, starts: hs.baseAddress!, counts: hc.baseAddress!,
-                                            weights: hw.baseAddress!, taps: h.taps, width: width,
-                                            opaque: style == .bgrx32, into: out)
-                        case .gray8:
-                            Self.filterRow1(row, span: h.spanStart, starts: hs.baseAddress!, counts: hc.baseAddress!,
-                                            weights: hw.baseAddress!, taps: h.taps, width: width, into: out)
-                        case .rgb565:
-                            preconditionFailure("handled above")
+                        case .bgra32Premultiplied: Self.store4(outputRow, width: width, opaque: false, into: out)
+                        case .bgrx32: Self.store4(outputRow, width: width, opaque: true, into: out)
+                        case .gray8: Self.store1(outputRow, width: width, into: out)
+                        case .rgb565: preconditionFailure("handled above")
                         }
                     }
                 }}}}
@@ -127,6 +164,21 @@ public final class Resampler {
 
     // MARK: - Internals
 
+    private func copy(_ source: PixelImage, x: Int, y: Int, into destination: inout PixelImage) {
+        let bpp = source.style.bytesPerPixel
+        let rowBytes = destination.width * bpp
+        let sourceStride = source.bytesPerRow, destinationStride = destination.bytesPerRow
+        let height = destination.height
+        source.withUnsafeBytes { src in
+            destination.withUnsafeMutableBytes { dst in
+                for row in 0..<height {
+                    (dst.baseAddress! + row * destinationStride)
+                        .copyMemory(from: src.baseAddress! + (y + row) * sourceStride + x * bpp, byteCount: rowBytes)
+                }
+            }
+        }
+    }
+
     private func table(_ cache: inout ResamplerTable?, _ key: ResamplerTable.Key) -> ResamplerTable {
         if let cached = cache, cached.key == key { return cached }
         let fresh = ResamplerTable(key)
@@ -134,125 +186,166 @@ public final class Resampler {
         return fresh
     }
 
-    private func reserve(rowValues: Int, rowPointers count: Int) {
-        // Slack of 64 values so that the SIMD loops may store whole vectors past the end.
-        if rowValues + 64 > rowCapacity {
-            row.deallocate()
-            rowCapacity = rowValues + 64
-            row = UnsafeMutablePointer<Float>.allocate(capacity: rowCapacity)
-        }
-        if count > rowPointerCapacity {
-            rowPointers.deallocate()
-            rowPointerCapacity = count
-            rowPointers = UnsafeMutablePointer<UnsafePointer<UInt8>>.allocate(capacity: count)
-        }
+    /// `out[j] = Float(row[j])` for `j < count` (vectorised widening).
+    @inline(__always)
+    private static func widen(_ row: UnsafePointer<UInt8>, count: Int, into out: UnsafeMutablePointer<Float>) {
+        for j in 0..<count { out[j] = Float(row[j]) }
     }
 
     /// `out[j] = Σₖ weights[k] · rows[k][j]` for `j < values`.
     ///
-    /// Taps are taken four at a time over the whole row: plain counted loops over bytes that
-    /// the compiler vectorises (byte → float widening and multiply-adds), with the row of
-    /// floats staying in L1/L2 between groups.
+    /// Taps are taken four at a time over the whole row: plain counted loops that the compiler
+    /// vectorises, with the output row staying in L1 between groups.
     @inline(__always)
     private static func blendRows(
-        _ rows: UnsafeMutablePointer<UnsafePointer<UInt8>>, weights w: UnsafePointer<Float>, count n: Int,
+        _ rows: UnsafeMutablePointer<UnsafePointer<Float>>, weights w: UnsafePointer<Float>, count n: Int,
         values: Int, into out: UnsafeMutablePointer<Float>
     ) {
         var k = 0
-        // First group initialises the row.
+        // The first group initialises the row.
         switch n {
         case 1:
             let a = rows[0], wa = w[0]
-            for j in 0..<values { out[j] = Float(a[j]) * wa }
+            for j in 0..<values { out[j] = a[j] * wa }
             return
         case 2:
             let a = rows[0], b = rows[1], wa = w[0], wb = w[1]
-            for j in 0..<values { out[j] = Float(a[j]) * wa + Float(b[j]) * wb }
+            for j in 0..<values { out[j] = a[j] * wa + b[j] * wb }
             return
         case 3:
             let a = rows[0], b = rows[1], c = rows[2], wa = w[0], wb = w[1], wc = w[2]
-            for j in 0..<values { out[j] = Float(a[j]) * wa + Float(b[j]) * wb + Float(c[j]) * wc }
+            for j in 0..<values { out[j] = a[j] * wa + b[j] * wb + c[j] * wc }
             return
         default:
             let a = rows[0], b = rows[1], c = rows[2], d = rows[3]
             let wa = w[0], wb = w[1], wc = w[2], wd = w[3]
-            for j in 0..<values {
-                out[j] = (Float(a[j]) * wa + Float(b[j]) * wb) + (Float(c[j]) * wc + Float(d[j]) * wd)
-            }
+            for j in 0..<values { out[j] = (a[j] * wa + b[j] * wb) + (c[j] * wc + d[j] * wd) }
             k = 4
         }
         while n - k >= 4 {
             let a = rows[k], b = rows[k + 1], c = rows[k + 2], d = rows[k + 3]
             let wa = w[k], wb = w[k + 1], wc = w[k + 2], wd = w[k + 3]
-            for j in 0..<values {
-                out[j] += (Float(a[j]) * wa + Float(b[j]) * wb) + (Float(c[j]) * wc + Float(d[j]) * wd)
-            }
+            for j in 0..<values { out[j] += (a[j] * wa + b[j] * wb) + (c[j] * wc + d[j] * wd) }
             k += 4
         }
         switch n - k {
         case 1:
             let a = rows[k], wa = w[k]
-            for j in 0..<values { out[j] += Float(a[j]) * wa }
+            for j in 0..<values { out[j] += a[j] * wa }
         case 2:
             let a = rows[k], b = rows[k + 1], wa = w[k], wb = w[k + 1]
-            for j in 0..<values { out[j] += Float(a[j]) * wa + Float(b[j]) * wb }
+            for j in 0..<values { out[j] += a[j] * wa + b[j] * wb }
         case 3:
             let a = rows[k], b = rows[k + 1], c = rows[k + 2], wa = w[k], wb = w[k + 1], wc = w[k + 2]
-            for j in 0..<values { out[j] += Float(a[j]) * wa + Float(b[j]) * wb + Float(c[j]) * wc }
+            for j in 0..<values { out[j] += a[j] * wa + b[j] * wb + c[j] * wc }
         default:
             break
         }
     }
 
-    /// Rounds a filtered sample to a byte value: clamped to 0…255, half up.
-    @inline(__always)
-    private static func byte(_ v: Float) -> UInt32 {
-        // Truncation of a value in [0.5, 255.5] rounds half up; no libm call, no trap.
-        UInt32(Swift.min(Swift.max(v + 0.5, 0), 255))
-    }
-
-    /// Horizontal pass for 4-byte pixels: one `SIMD4<Float>` per pixel, rounded and clamped;
-    /// premultiplied colour is clamped to its alpha, BGRx gets an opaque fourth byte.
+    /// Horizontal pass for 4-channel pixels: one `SIMD4<Float>` per output pixel, with four
+    /// independent accumulators so that the adds overlap.
     @inline(__always)
     private static func filterRow4(
         _ row: UnsafeMutablePointer<Float>, span: Int, starts: UnsafePointer<Int>, counts: UnsafePointer<Int>,
-        weights: UnsafePointer<Float>, taps: Int, width: Int, opaque: Bool, into out: UnsafeMutablePointer<UInt8>
+        weights: UnsafePointer<Float>, taps: Int, width: Int, into out: UnsafeMutablePointer<Float>
     ) {
         let pixels = UnsafeRawPointer(row)
         let output = UnsafeMutableRawPointer(out)
         for x in 0..<width {
+            let n = counts[x]
+            let w = weights + x * taps
+            let p = pixels + (starts[x] - span) * 16
+            var a0 = SIMD4<Float>(), a1 = SIMD4<Float>(), a2 = SIMD4<Float>(), a3 = SIMD4<Float>()
+            var k = 0
+            while k + 4 <= n {
+                a0 += p.loadUnaligned(fromByteOffset: k * 16, as: SIMD4<Float>.self) * w[k]
+                a1 += p.loadUnaligned(fromByteOffset: k * 16 + 16, as: SIMD4<Float>.self) * w[k + 1]
+                a2 += p.loadUnaligned(fromByteOffset: k * 16 + 32, as: SIMD4<Float>.self) * w[k + 2]
+                a3 += p.loadUnaligned(fromByteOffset: k * 16 + 48, as: SIMD4<Float>.self) * w[k + 3]
+                k += 4
+            }
+            while k < n {
+                a0 += p.loadUnaligned(fromByteOffset: k * 16, as: SIMD4<Float>.self) * w[k]
+                k += 1
+            }
+            output.storeBytes(of: (a0 + a1) + (a2 + a3), toByteOffset: x * 16, as: SIMD4<Float>.self)
+        }
+    }
+
+    /// Horizontal pass for one-channel pixels.
+    @inline(__always)
+    private static func filterRow1(
+        _ row: UnsafeMutablePointer<Float>, span: Int, starts: UnsafePointer<Int>, counts: UnsafePointer<Int>,
+        weights: UnsafePointer<Float>, taps: Int, width: Int, into out: UnsafeMutablePointer<Float>
+    ) {
+        for x in 0..<width {
             let first = starts[x] - span, n = counts[x]
             let w = weights + x * taps
-            var acc = SIMD4<Float>()
-            let p = pixels + first * 16
-            for k in 0..<n {
-                acc += p.loadUnaligned(fromByteOffset: k * 16, as: SIMD4<Float>.self) * w[k]
+            var a0: Float = 0, a1: Float = 0
+            var k = 0
+            while k + 2 <= n {
+                a0 += row[first + k] * w[k]
+                a1 += row[first + k + 1] * w[k + 1]
+                k += 2
             }
-            var b = byte(acc[0]), g = byte(acc[1]), r = byte(acc[2])
+            if k < n { a0 += row[first + k] * w[k] }
+            out[x] = a0 + a1
+        }
+    }
+
+    /// Rounds a filtered sample to a byte value: clamped to 0…255, then rounded to nearest
+    /// (ties to even) by adding 2²³, whose float spacing is 1 — no libm call, no trap check.
+    @inline(__always)
+    private static func byte(_ v: Float) -> UInt32 {
+        (Swift.min(Swift.max(v, 0), 255) + 8_388_608).bitPattern & 0xFF
+    }
+
+    /// Rounds a row of 4-channel samples to bytes. Premultiplied colour is clamped to its alpha
+    /// (Lanczos ringing can push it over); BGRx gets an opaque fourth byte.
+    @inline(__always)
+    private static func store4(_ row: UnsafeMutablePointer<Float>, width: Int, opaque: Bool,
+                               into out: UnsafeMutablePointer<UInt8>) {
+        let output = UnsafeMutableRawPointer(out)
+        for x in 0..<width {
+            let p = row + 4 * x
+            var b = byte(p[0]), g = byte(p[1]), r = byte(p[2])
             let a: UInt32
             if opaque {
                 a = 255
             } else {
-                // Premultiplied: colour never exceeds alpha (Lanczos ringing can push it over).
-                a = byte(acc[3])
+                a = byte(p[3])
                 b = Swift.min(b, a); g = Swift.min(g, a); r = Swift.min(r, a)
             }
             output.storeBytes(of: (b | g << 8 | r << 16 | a << 24).littleEndian, toByteOffset: x * 4, as: UInt32.self)
         }
     }
 
-    /// Horizontal pass for one-byte pixels.
+    /// Rounds a row of one-channel samples to bytes.
     @inline(__always)
-    private static func filterRow1(
-        _ row: UnsafeMutablePointer<Float>, span: Int, starts: UnsafePointer<Int>, counts: UnsafePointer<Int>,
-        weights: UnsafePointer<Float>, taps: Int, width: Int, into out: UnsafeMutablePointer<UInt8>
-    ) {
-        for x in 0..<width {
-            let first = starts[x] - span, n = counts[x]
-            let w = weights + x * taps
-            var acc: Float = 0
-            for k in 0..<n { acc += row[first + k] * w[k] }
-            out[x] = UInt8(truncatingIfNeeded: byte(acc))
-        }
+    private static func store1(_ row: UnsafeMutablePointer<Float>, width: Int, into out: UnsafeMutablePointer<UInt8>) {
+        for x in 0..<width { out[x] = UInt8(truncatingIfNeeded: byte(row[x])) }
+    }
+}
+
+/// A growable, uninitialised scratch allocation owned by one ``Resampler`` (freed by its deinit).
+private struct ScratchBuffer<Element> {
+    private(set) var pointer: UnsafeMutablePointer<Element>?
+    private(set) var capacity = 0
+
+    /// At least `count` elements (contents unspecified after growing).
+    mutating func reserve(_ count: Int) -> UnsafeMutablePointer<Element> {
+        if let pointer, capacity >= count { return pointer }
+        pointer?.deallocate()
+        let fresh = UnsafeMutablePointer<Element>.allocate(capacity: Swift.max(count, 1))
+        pointer = fresh
+        capacity = Swift.max(count, 1)
+        return fresh
+    }
+
+    mutating func free() {
+        pointer?.deallocate()
+        pointer = nil
+        capacity = 0
     }
 }

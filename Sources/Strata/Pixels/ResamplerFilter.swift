@@ -50,8 +50,9 @@ public enum ResamplingFilter: Sendable, Hashable, CaseIterable, CustomStringConv
             let ax = abs(x)
             return ax < 1 ? 1 - ax : 0
         case .box:
-            // Half-open so that a pixel exactly on a boundary counts once.
-            return x >= -0.5 && x < 0.5 ? 1 : 0
+            // Half-open so that a pixel exactly on a boundary counts once; (−½, ½] as Pillow,
+            // which matches the tap window (first tap ⌊centre − support + ½⌋).
+            return x > -0.5 && x <= 0.5 ? 1 : 0
         }
     }
 
@@ -94,6 +95,8 @@ struct ResamplerTable {
     /// The source indices any output reads: `spanStart ..< spanEnd`.
     let spanStart: Int
     let spanEnd: Int
+    /// Whether output `i` is exactly source `starts[0] + i` (an integer-aligned 1:1 mapping).
+    let isShift: Bool
 
     /// Builds the table the way Pillow's and libvips' reducers do: output sample `i` is centred
     /// on source coordinate `regionStart + (i + ½) · scale`; the kernel is stretched by
@@ -122,7 +125,10 @@ struct ResamplerTable {
             var n = 0
             if first < end {
                 for j in first..<end {
-                    let w = key.filter.weight(at: (Double(j) - centre + 0.5) * inverse)
+                    var w = key.filter.weight(at: (Double(j) - centre + 0.5) * inverse)
+                    // sin(kπ) is ~1e-16, not 0: make the kernel's zeros exact so that they are
+                    // trimmed (an integer-aligned 1:1 mapping becomes a single tap of weight 1).
+                    if abs(w) < 1e-9 { w = 0 }
                     scratch[j - first] = w
                     total += w
                 }
@@ -151,5 +157,12 @@ struct ResamplerTable {
         self.weights = weights
         self.spanStart = spanStart
         self.spanEnd = spanEnd
+        // A pure shift: every output sample is one source sample with weight 1, in order.
+        var shift = true
+        for i in 0..<key.destinationLength where counts[i] != 1 || weights[i * taps] != 1 || starts[i] != starts[0] + i {
+            shift = false
+            break
+        }
+        self.isShift = shift
     }
 }

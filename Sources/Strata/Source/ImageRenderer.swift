@@ -57,11 +57,19 @@ public final class ImageRenderer {
         let (sizing, minimum) = plan(for: header, request: request)
         let decodedSize = decoder.decodedSize(for: header, minimumSize: minimum)
 
+        // Shrink-on-load already produced the exact output (a small source, or a scale that
+        // lands on it): decode straight into the output, no scratch and no resample.
+        if decodedSize == sizing.output && sizing.sourceRect == SourceRect(x: 0, y: 0, width: Double(header.size.width), height: Double(header.size.height)) {
+            var output = PixelImage(uninitializedWidth: decodedSize.width, height: decodedSize.height, style: .bgra32Premultiplied)
+            try decoder.decode(bytes, header: header, minimumSize: minimum, into: &output)
+            return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
+        }
+
         // The scratch storage is moved into `decoded` (so the image is its sole owner and the
         // decoder writes in place) and moved back afterwards, even when decoding throws.
         var decoded = takeScratchImage(decodedSize)
         defer { scratch = decoded.storage }
-        try decoder.decode(bytes, minimumSize: minimum, into: &decoded)
+        try decoder.decode(bytes, header: header, minimumSize: minimum, into: &decoded)
 
         // The plan's source rectangle, in decoded pixels.
         let fx = Double(decodedSize.width) / Double(header.size.width)
@@ -70,10 +78,7 @@ public final class ImageRenderer {
                                 width: sizing.sourceRect.width * fx, height: sizing.sourceRect.height * fy)
         var output = PixelImage(uninitializedWidth: sizing.output.width, height: sizing.output.height, style: .bgra32Premultiplied)
         resampler.resample(decoded, region: region, into: &output)
-        if request.style != .bgra32Premultiplied {
-            output = PixelConversion.convert(output, to: request.style)
-        }
-        return output
+        return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
     }
 
     /// Convenience for arrays.

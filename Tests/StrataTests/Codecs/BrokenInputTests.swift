@@ -33,13 +33,47 @@ struct BrokenInputTests {
         }
     }
 
-    @Test("a JPEG cut before its scan data fails")
+    @Test("a JPEG cut before its scan data is truncated")
     func headerOnly() {
         let decoder = ImageDecoder()
         let bytes = Fixtures.bytes("broken/jpeg-header-only.jpg")
         let error = decodingError { _ = try decoder.decode(bytes) }
-        #expect(error != nil)
+        #expect(error?.reason == .truncated)
         #expect(error?.format == .jpeg)
+    }
+
+    @Test("flipped bytes in WebP and PNG files fail cleanly or decode fully")
+    func flippedBytes() {
+        let decoder = ImageDecoder()
+        for path in ["webp/kite-320x200-lossless.webp", "webp/cups-640x400-alpha.webp", "png/red-8x8.png"] {
+            var bytes = Fixtures.bytes(path)
+            for i in Swift.stride(from: 12, to: bytes.count, by: max(1, bytes.count / 61)) {
+                let saved = bytes[i]
+                bytes[i] ^= 0x5A
+                let mutated = bytes
+                var image: PixelImage?
+                let error = decodingError { image = try decoder.decode(mutated) }
+                #expect((image == nil) != (error == nil))
+                if let image { #expect(image.width > 0) }
+                bytes[i] = saved
+            }
+        }
+    }
+
+    @Test("a header from other bytes is refused, never overflows the destination",
+          arguments: ["png/red-8x8.png", "jpeg/orientation-6.jpg"])
+    func mismatchedHeader(path: String) throws {
+        let decoder = ImageDecoder()
+        let other = try decoder.readHeader(Fixtures.bytes("webp/animated-96x64-3frames.webp"))
+        var header = try decoder.readHeader(Fixtures.bytes(path))
+        header = ImageHeader(format: header.format, codedSize: PixelSize(width: 4, height: 4),
+                             orientation: header.orientation, isAnimated: other.isAnimated)
+        var destination = PixelImage(width: 4, height: 4)
+        let bytes = Fixtures.bytes(path)
+        let error = decodingError {
+            try bytes.withUnsafeBytes { raw in try decoder.decode(raw, header: header, minimumSize: nil, into: &destination) }
+        }
+        #expect(error != nil)
     }
 
     @Test("empty and garbage bytes are unrecognized", arguments: ["broken/empty.bin", "broken/garbage.bin"])
@@ -53,7 +87,8 @@ struct BrokenInputTests {
     @Test("every prefix of a small JPEG and WebP fails cleanly or decodes completely")
     func everyPrefix() throws {
         let decoder = ImageDecoder()
-        for path in ["jpeg/orientation-6.jpg", "webp/animated-96x64-3frames.webp", "webp/kite-320x200-lossless.webp"] {
+        for path in ["jpeg/orientation-6.jpg", "webp/animated-96x64-3frames.webp", "webp/kite-320x200-lossless.webp",
+                     "webp/kite-320x200-lossless-reference.png"] {
             let bytes = Fixtures.bytes(path)
             let complete = try decoder.decode(bytes)
             var cut = 0

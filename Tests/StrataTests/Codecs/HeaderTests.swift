@@ -60,6 +60,7 @@ struct HeaderTests {
     @Test("pixel bombs are refused before allocation (default 100 MP)", arguments: [
         ("broken/bomb-65000x65000.jpg", ImageFormat.jpeg, 65000 * 65000),
         ("broken/bomb-16383x16383.webp", .webp, 16383 * 16383),
+        ("broken/bomb-65000x65000.png", .png, 65000 * 65000),
     ])
     func bombs(path: String, format: ImageFormat, pixels: Int) {
         let decoder = ImageDecoder()

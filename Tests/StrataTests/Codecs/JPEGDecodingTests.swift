@@ -64,6 +64,18 @@ struct JPEGDecodingTests {
         }
     }
 
+    @Test("grayscale with an EXIF orientation, full and scaled")
+    func grayscaleOriented() throws {
+        for minimum in [nil, PixelSize(width: 80, height: 48)] {
+            let reference = try decodeFixture("jpeg/orientation-gray-reference-160x96.jpg", minimumSize: minimum)
+            let image = try decodeFixture("jpeg/orientation-gray-8.jpg", minimumSize: minimum)
+            #expect(image.size == reference.size)
+            #expect(PixelDiff.meanDifference(image, reference) < (minimum == nil ? 1.5 : 3))
+            let p = image.pixelBytes(x: 5, y: 7)
+            #expect(p[0] == p[1] && p[1] == p[2] && p[3] == 255)
+        }
+    }
+
     @Test("CMYK, Adobe-inverted CMYK and YCCK decode to the RGB reference's colours", arguments: [
         "jpeg/cups-320x200-cmyk-adobe-inverted.jpg", "jpeg/cups-320x200-cmyk-plain.jpg", "jpeg/cups-320x200-ycck-adobe.jpg",
     ])

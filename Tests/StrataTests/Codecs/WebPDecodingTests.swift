@@ -111,6 +111,20 @@ struct WebPDecodingTests {
         destination.withUnsafeBytes { raw in #expect(raw[stride - 1] == 0xCD) }
     }
 
+    @Test("EXIF orientation in a WebP's EXIF chunk is applied, also when scaled")
+    func orientation() throws {
+        let header = try headerOfFixture("webp/orientation-6-lossless.webp")
+        #expect(header.orientation == 6 && header.codedSize == PixelSize(width: 96, height: 160))
+        let reference = try decodeFixture("jpeg/orientation-reference-160x96.jpg")
+        let image = try decodeFixture("webp/orientation-6-lossless.webp")
+        #expect(image.size == PixelSize(width: 160, height: 96))
+        #expect(PixelDiff.meanDifference(image, reference) < 1.5)
+        let half = try decodeFixture("webp/orientation-6-lossless.webp", minimumSize: PixelSize(width: 80, height: 48))
+        let referenceHalf = try decodeFixture("jpeg/orientation-reference-160x96.jpg", minimumSize: PixelSize(width: 80, height: 48))
+        #expect(half.size == PixelSize(width: 80, height: 48))
+        #expect(PixelDiff.meanDifference(half, referenceHalf) < 4)
+    }
+
     @Test func png() throws {
         let image = try decodeFixture("png/red-8x8.png")
         #expect(image.size == PixelSize(width: 8, height: 8))

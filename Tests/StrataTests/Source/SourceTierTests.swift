@@ -53,7 +53,7 @@ import Testing
         let renderer = ImageRenderer()
         let bytes = Fixtures.bytes("jpeg/path-2560x1600.jpg")
         let small = try renderer.render(bytes, request: RenderRequest(box: PixelSize(width: 256, height: 256), style: .bgrx32))
-        let reference256 = try ResamplerTests.reference("path-lanczos-256x160.rgb", width: 256, height: 160)
+        let reference256 = try ResamplerQualityTests.reference("path-lanczos-256x160.rgb", width: 256, height: 160)
         let psnr256 = small.peakSignalToNoiseRatio(against: reference256)
         #expect(psnr256 >= 44, "256 px: \(psnr256) dB")
 
@@ -61,7 +61,7 @@ import Testing
         #expect(large.size == PixelSize(width: 1024, height: 640))
         let window = Resampler().resample(large, region: SourceRect(x: 320, y: 200, width: 384, height: 240),
                                           to: PixelSize(width: 384, height: 240))
-        let reference1024 = try ResamplerTests.reference("path-lanczos-1024x640-crop-320-200-384x240.rgb", width: 384, height: 240)
+        let reference1024 = try ResamplerQualityTests.reference("path-lanczos-1024x640-crop-320-200-384x240.rgb", width: 384, height: 240)
         let psnr1024 = window.peakSignalToNoiseRatio(against: reference1024)
         #expect(psnr1024 >= 44, "1024 px: \(psnr1024) dB")
     }
