@@ -10,6 +10,8 @@ import Strata
 /// of the cells that became visible:
 /// - `conventional`: read the JPEG, decode it with shrink-on-load, Lanczos to 100×100, then
 ///   100×100 → 50×50, every time a cell becomes visible;
+/// - `disk`: the disk tier (raw BGRA files, in-memory index) filled beforehand with both
+///   thumbnails, then one exact-size lookup per thumbnail;
 /// - `table`: two image tables (one family) filled beforehand from the same pipeline, then
 ///   one synchronous table retrieval per thumbnail.
 /// Each method runs in its own child process (so resident memory is its own).
@@ -20,7 +22,7 @@ struct BenchScrollCommand: ParsableCommand {
         discussion: """
             Photos: --photos distinct JPEGs (640x480 to 1024x768 crops of the Fixtures photos, \
             encoded at quality 80-92 with Strata's encoder), generated once into --workdir/photos. \
-            The disk tier is not part of this build, so there is no `disk` method.
+            `disk` and `table` are filled beforehand in separate processes (an earlier session).
             """
     )
 
@@ -70,10 +72,10 @@ struct BenchScrollCommand: ParsableCommand {
 
     func run() throws {
         switch childMethod {
-        case "conventional": return try emit(runScroll(table: false))
-        case "table": return try emit(runScroll(table: true))
+        case "conventional", "disk", "table": return try emit(runScroll(method: childMethod!))
         case "hits": return try emit(measureHits())
         case "fill": return try emit(fillTables())
+        case "fill-disk": return try emit(fillDisk())
         case nil: break
         default: throw ValidationError("unknown --child-method")
         }
@@ -81,12 +83,16 @@ struct BenchScrollCommand: ParsableCommand {
         if !json { print("warning: this is a debug build; benchmark with `swift build -c release`") }
         #endif
         let generated = try ensurePhotos()
-        var fill: MethodResult?
+        var fill: MethodResult?, fillDisk: MethodResult?
         if !json && generated > 0 { print("generated \(generated) photos in \(workdir)/photos") }
         var methods: [MethodResult] = []
-        for method in ["conventional", "fill", "table"] {
+        for method in ["conventional", "fill-disk", "disk", "fill", "table"] {
             let result = try JSONDecoder().decode(MethodResult.self, from: runChild(method))
-            if method == "fill" { fill = result } else { methods.append(result) }
+            switch method {
+            case "fill": fill = result
+            case "fill-disk": fillDisk = result
+            default: methods.append(result)
+            }
         }
         var hits = try JSONDecoder().decode([String: Double].self, from: runChild("hits"))
         let touched = hits.filter { $0.key.hasSuffix("+touch") }
@@ -110,9 +116,10 @@ struct BenchScrollCommand: ParsableCommand {
                              m.frame_p50_ms, m.frame_p99_ms, m.frame_max_ms, m.frames_over_budget, m.rss_mb,
                              m.rss_anon_mb ?? 0, m.rss_file_mb ?? 0, m.misses))
             }
+            if let fillDisk { print(String(format: "disk fill (separate process, both sizes, one decode per photo): %.2f s", fillDisk.fill_s)) }
             if let fill { print(String(format: "table fill (separate process, both formats, one decode per photo): %.2f s", fill.fill_s)) }
-            if methods.count == 2, methods[1].frame_p99_ms > 0 {
-                print(String(format: "table p99 = 1/%.0f of conventional p99", methods[0].frame_p99_ms / methods[1].frame_p99_ms))
+            for m in methods.dropFirst() where m.frame_p99_ms > 0 {
+                print(String(format: "%@ p99 = 1/%.0f of conventional p99", m.method as NSString, methods[0].frame_p99_ms / m.frame_p99_ms))
             }
             print("table_hit_ns (retrieve + release): 1000 entries \(Int(hits["1000"] ?? 0)) ns, 100000 entries \(Int(hits["100000"] ?? 0)) ns")
             print("  with a read of the first pixel:     1000 entries \(Int(touched["1000+touch"] ?? 0)) ns, 100000 entries \(Int(touched["100000+touch"] ?? 0)) ns")
@@ -213,14 +220,29 @@ struct BenchScrollCommand: ParsableCommand {
         }
     }
 
-    private func runScroll(table useTable: Bool) throws -> MethodResult {
+    private func runScroll(method: String) throws -> MethodResult {
         let renderer = ImageRenderer()
         let resampler = Resampler()
-        var cache: ImageTableCache?
-        let entities = (0..<photos).map { i in scrollEntity(i) }
-        if useTable {
-            // The tables were filled by another process (`fill`), as by an earlier session.
-            cache = try ImageTableCache(directory: workdir + "/tables", formats: tableFormats)
+        // Tables and the disk directory were filled by another process (`fill`, `fill-disk`),
+        // as by an earlier session.
+        var lookup: (Int) throws -> (PixelImage, PixelImage)? = { _ in nil }
+        if method == "table" {
+            let cache = try ImageTableCache(directory: workdir + "/tables", formats: tableFormats)
+            let entities = (0..<photos).map { i in scrollEntity(i) }
+            lookup = { cell in
+                guard let a = cache.cachedImage(for: entities[cell], formatName: "thumb100"),
+                      let b = cache.cachedImage(for: entities[cell], formatName: "thumb50") else { return nil }
+                return (a, b)
+            }
+        } else if method == "disk" {
+            let disk = try DiskTier(directory: workdir + "/disk")
+            let keys = (0..<photos).map { photoPath($0) }
+            let big = SizeQuery(box: Self.big, mode: .fill, tolerance: 0), small = SizeQuery(box: Self.small, mode: .fill, tolerance: 0)
+            lookup = { cell in
+                guard let a = try disk.image(forKey: keys[cell], matching: big),
+                      let b = try disk.image(forKey: keys[cell], matching: small) else { return nil }
+                return (a, b)
+            }
         }
         let rowsPerFrame = rowsPerSecond / 60
         let totalRows = photos / Self.columns
@@ -239,11 +261,10 @@ struct BenchScrollCommand: ParsableCommand {
             for gone in visible.keys where !cells.contains(gone) { visible.removeValue(forKey: gone) }
             for cell in cells where visible[cell] == nil {
                 let pair: (PixelImage, PixelImage)
-                if let cache, let a = cache.cachedImage(for: entities[cell], formatName: "thumb100"),
-                   let b = cache.cachedImage(for: entities[cell], formatName: "thumb50") {
-                    pair = (a, b)
+                if let found = try lookup(cell) {
+                    pair = found
                 } else {
-                    if useTable { misses += 1 }
+                    if method != "conventional" { misses += 1 }
                     pair = try Self.thumbnails(try readPhoto(cell), renderer: renderer, resampler: resampler)
                 }
                 sink &+= Self.touch(pair.0) &+ Self.touch(pair.1)
@@ -256,7 +277,7 @@ struct BenchScrollCommand: ParsableCommand {
         if sink == 42 { print("") }   // keep the touches
         let sorted = frameMs.sorted()
         func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)] }
-        return MethodResult(method: useTable ? "table" : "conventional", frame_p50_ms: percentile(0.50),
+        return MethodResult(method: method, frame_p50_ms: percentile(0.50),
                             frame_p99_ms: percentile(0.99), frames_over_budget: frameMs.filter { $0 > Self.budgetMs }.count,
                             rss_mb: residentMegabytes(), frames: frameMs.count, frame_max_ms: sorted.last ?? 0,
                             misses: misses, rss_anon_mb: residentMegabytes("RssAnon:"), rss_file_mb: residentMegabytes("RssFile:"))
@@ -286,6 +307,27 @@ struct BenchScrollCommand: ParsableCommand {
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
         return MethodResult(method: "fill", frame_p50_ms: 0, frame_p99_ms: 0, frames_over_budget: 0, rss_mb: residentMegabytes(),
+                            fill_s: seconds)
+    }
+
+    /// Stores both thumbnails of every photo in a fresh disk-tier directory (same pipeline).
+    private func fillDisk() throws -> MethodResult {
+        let dir = workdir + "/disk"
+        try? FileManager.default.removeItem(atPath: dir)
+        var configuration = DiskTier.Configuration()
+        configuration.durable = false
+        let disk = try DiskTier(directory: dir, configuration: configuration)
+        let renderer = ImageRenderer()
+        let resampler = Resampler()
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        for i in 0..<photos {
+            let (big, small) = try Self.thumbnails(try readPhoto(i), renderer: renderer, resampler: resampler)
+            try disk.storeSynchronously(big, forKey: photoPath(i), mode: .fill)
+            try disk.storeSynchronously(small, forKey: photoPath(i), mode: .fill)
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+        disk.close()
+        return MethodResult(method: "fill-disk", frame_p50_ms: 0, frame_p99_ms: 0, frames_over_budget: 0, rss_mb: residentMegabytes(),
                             fill_s: seconds)
     }
 
