@@ -15,6 +15,6 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmark Strata's tiers (build with -c release).",
-        subcommands: []
+        subcommands: [BenchMemoryCommand.self]
     )
 }
