@@ -203,7 +203,9 @@ struct TinyLFUCore<Key: Hashable, Value> {
             return false
         }
         insertions &+= 1
+        let slot: Int32
         if let i = index[key] {
+            slot = i
             sketch.increment(nodes[Int(i)].hash)
             let queue = nodes[Int(i)].queue
             let delta = cost - nodes[Int(i)].cost
@@ -226,13 +228,14 @@ struct TinyLFUCore<Key: Hashable, Value> {
                 nodes.append(node)
             }
             index[key] = i
+            slot = i
             totalCost += cost
             append(i, to: .window)
             if index.count > sketch.capacity, sketch.capacity < countLimit {
                 sketch.grow(to: Swift.min(countLimit, index.count.multipliedReportingOverflow(by: 2).partialValue))
             }
         }
-        evictIfNeeded(evicted)
+        evictIfNeeded(sparing: slot, evicted)
         return true
     }
 
@@ -241,8 +244,9 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     /// Moves window overflow to probation, then evicts while over the limits, each time
     /// dropping the less frequent of (oldest candidate from the window, probation's LRU).
+    /// `keep` (the entry just inserted) is never chosen: it fits the limits on its own.
     @inlinable
-    mutating func evictIfNeeded(_ evicted: (Key, Value) -> Void) {
+    mutating func evictIfNeeded(sparing keep: Int32 = -1, _ evicted: (Key, Value) -> Void) {
         var candidate: Int32 = -1
         while window.count > 1, window.cost > windowCostLimit || window.count > windowCountLimit {
             let w = window.head
@@ -251,7 +255,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
         }
         while isOverLimits {
             let victim = probation.head
-            if candidate >= 0, victim >= 0, candidate != victim {
+            if candidate >= 0, victim >= 0, candidate != victim, candidate != keep, victim != keep {
                 if sketch.frequency(nodes[Int(candidate)].hash) > sketch.frequency(nodes[Int(victim)].hash) {
                     evict(victim, evicted)
                 } else {
@@ -260,18 +264,25 @@ struct TinyLFUCore<Key: Hashable, Value> {
                     candidate = next
                 }
             } else {
-                if candidate == victim { candidate = nodes[Int(candidate)].next }
-                evictOne(evicted)
+                if candidate >= 0, candidate == victim || candidate == keep { candidate = nodes[Int(candidate)].next }
+                evictOne(sparing: keep, evicted)
             }
         }
     }
 
     /// Evicts in policy order: probation LRU, then protected LRU, then window LRU.
     @inlinable
-    mutating func evictOne(_ evicted: (Key, Value) -> Void) {
-        let i = probation.head >= 0 ? probation.head : protected.head >= 0 ? protected.head : window.head
-        precondition(i >= 0, "over limits with no entries")
+    mutating func evictOne(sparing keep: Int32 = -1, _ evicted: (Key, Value) -> Void) {
+        var i = pick(probation.head, sparing: keep)
+        if i < 0 { i = pick(protected.head, sparing: keep) }
+        if i < 0 { i = pick(window.head, sparing: keep) }
+        precondition(i >= 0, "over limits with nothing to evict")
         evict(i, evicted)
+    }
+
+    @inlinable
+    func pick(_ head: Int32, sparing keep: Int32) -> Int32 {
+        head >= 0 && head == keep ? nodes[Int(head)].next : head
     }
 
     @inlinable
@@ -310,9 +321,11 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     /// Changes the limits, evicting at once if the cache is now over them.
     @usableFromInline
-    mutating func setLimits(costLimit: Int, countLimit: Int, _ evicted: (Key, Value) -> Void) {
+    mutating func setLimits(costLimit: Int, countLimit: Int, maxEntryShare: Double? = nil,
+                            _ evicted: (Key, Value) -> Void) {
         self.costLimit = costLimit
         self.countLimit = countLimit
+        if let maxEntryShare { self.maxEntryShare = maxEntryShare }
         computeBudgets()
         while protected.count > 1,
               protected.cost > protectedCostLimit || protected.count > protectedCountLimit {
