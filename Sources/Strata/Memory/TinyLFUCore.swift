@@ -26,6 +26,9 @@ struct TinyLFUCore<Key: Hashable, Value> {
         @usableFromInline var prev: Int32
         @usableFromInline var next: Int32
         @usableFromInline var queue: Queue
+        /// Set by a hit in the window or protected; gives the entry a second pass there
+        /// instead of a list move on every hit (CLOCK's approximation of LRU).
+        @usableFromInline var referenced: Bool
 
         @inlinable
         init(key: Key, value: Value, hash: Int, cost: Int) {
@@ -36,6 +39,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
             self.prev = -1
             self.next = -1
             self.queue = .window
+            self.referenced = false
         }
     }
 
@@ -130,6 +134,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     @inlinable
     mutating func append(_ i: Int32, to queue: Queue) {
+        nodes[Int(i)].referenced = false
         let cost = nodes[Int(i)].cost
         let oldTail = withList(queue) { list -> Int32 in
             let t = list.tail
@@ -179,15 +184,27 @@ struct TinyLFUCore<Key: Hashable, Value> {
     mutating func onAccess(_ i: Int32) {
         switch nodes[Int(i)].queue {
         case .window, .protected:
-            move(i, to: nodes[Int(i)].queue)
+            nodes[Int(i)].referenced = true
         case .probation:
             move(i, to: .protected)
-            while protected.count > 1,
-                  protected.cost > protectedCostLimit || protected.count > protectedCountLimit {
-                move(protected.head, to: .probation)
-            }
+            rebalanceProtected()
         case .free:
             preconditionFailure("index points at a free slot")
+        }
+    }
+
+    /// Demotes protected overflow to probation, giving referenced entries a second pass.
+    @inlinable
+    mutating func rebalanceProtected() {
+        while protected.count > 1,
+              protected.cost > protectedCostLimit || protected.count > protectedCountLimit {
+            let h = protected.head
+            if nodes[Int(h)].referenced {
+                nodes[Int(h)].referenced = false
+                move(h, to: .protected)
+            } else {
+                move(h, to: .probation)
+            }
         }
     }
 
@@ -250,6 +267,11 @@ struct TinyLFUCore<Key: Hashable, Value> {
         var candidate: Int32 = -1
         while window.count > 1, window.cost > windowCostLimit || window.count > windowCountLimit {
             let w = window.head
+            if nodes[Int(w)].referenced {
+                nodes[Int(w)].referenced = false
+                move(w, to: .window)
+                continue
+            }
             move(w, to: .probation)
             if candidate < 0 { candidate = w }
         }
@@ -327,10 +349,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
         self.countLimit = countLimit
         if let maxEntryShare { self.maxEntryShare = maxEntryShare }
         computeBudgets()
-        while protected.count > 1,
-              protected.cost > protectedCostLimit || protected.count > protectedCountLimit {
-            move(protected.head, to: .probation)
-        }
+        rebalanceProtected()
         evictIfNeeded(evicted)
     }
 
