@@ -168,7 +168,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         let admitted = state.withLock { state -> Bool in
             // The index learns the variant first, so that every later removal (an eviction of
             // this very entry included) finds it there.
-            if state.cache.index[vkey] == nil { state.variants[key, default: []].append(variant) }
+            if state.cache.slot(for: vkey) == nil { state.variants[key, default: []].append(variant) }
             var gone: [VariantKey] = []
             let admitted = state.cache.insert(image, forKey: vkey, cost: cost) { evictedKey, evictedImage in
                 gone.append(evictedKey)
@@ -254,7 +254,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     package func indexIsConsistent() -> Bool {
         state.withLock { state in
             let fromIndex = state.variants.flatMap { key, list in list.map { VariantKey(key: key, variant: $0) } }
-            return fromIndex.count == state.cache.count && Set(fromIndex) == Set(state.cache.index.keys)
+            return fromIndex.count == state.cache.count && Set(fromIndex) == Set(state.cache.keys)
         }
     }
 }

@@ -49,7 +49,7 @@ extension TinyLFUCore {
     @usableFromInline
     var statistics: CacheStatistics {
         CacheStatistics(hits: hits, misses: misses, insertions: insertions, evictions: evictions,
-                        rejections: rejections, totalCost: totalCost, count: index.count,
+                        rejections: rejections, totalCost: totalCost, count: count,
                         costLimit: costLimit, countLimit: countLimit)
     }
 }
@@ -99,7 +99,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     /// Whether `key` is resident, without counting a lookup or touching recency.
     @inlinable
     public func contains(_ key: Key) -> Bool {
-        state.withLock { $0.index[key] != nil }
+        state.withLock { $0.slot(for: key) != nil }
     }
 
     /// Inserts or replaces the value for `key`, evicting others as the limits require.
@@ -142,7 +142,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     public var totalCost: Int { state.withLock { $0.totalCost } }
 
     /// Number of resident values.
-    public var count: Int { state.withLock { $0.index.count } }
+    public var count: Int { state.withLock { $0.count } }
 
     /// The resident keys, in no particular order (O(count); for diagnostics and tests).
     public var keys: [Key] { state.withLock { $0.keys } }

@@ -52,7 +52,12 @@ struct TinyLFUCore<Key: Hashable, Value> {
         @usableFromInline init() {}
     }
 
-    @usableFromInline var index: [Key: Int32] = [:]
+    /// Open-addressing hash index (linear probing, load ≤ ½): each word is the low 32 bits of
+    /// the key's hash (which also give its home bucket) and, above them, slot + 1; 0 is empty.
+    /// One probe usually touches one cache line, then the node confirms the key.
+    @usableFromInline var table: [UInt64] = Array(repeating: 0, count: 16)
+    @usableFromInline var tableMask = 15
+    @usableFromInline private(set) var count = 0
     @usableFromInline var nodes: [Node] = []
     @usableFromInline var freeHead: Int32 = -1
     @usableFromInline var window = List()
@@ -104,7 +109,74 @@ struct TinyLFUCore<Key: Hashable, Value> {
         protectedCountLimit = Swift.max(1, Int(Double(countLimit - windowCountLimit) * Self.protectedShare))
     }
 
-    @usableFromInline var count: Int { index.count }
+    // MARK: hash index
+
+    @inlinable @inline(__always)
+    static func tag(_ hash: Int) -> UInt64 { UInt64(UInt32(truncatingIfNeeded: hash)) }
+
+    /// The slot holding `key`, or `nil`.
+    @inlinable
+    func find(_ key: Key, hash: Int) -> Int32? {
+        let tag = Self.tag(hash)
+        var p = hash & tableMask
+        while true {
+            let e = table[p]
+            if e == 0 { return nil }
+            if e & 0xFFFF_FFFF == tag {
+                let slot = Int32(truncatingIfNeeded: e >> 32) - 1
+                if nodes[Int(slot)].key == key { return slot }
+            }
+            p = (p + 1) & tableMask
+        }
+    }
+
+    /// The slot holding `key`, or `nil` (hashes the key).
+    @inlinable
+    func slot(for key: Key) -> Int32? { find(key, hash: key.hashValue) }
+
+    @inlinable
+    mutating func tableInsert(slot: Int32, hash: Int) {
+        if (count + 1) * 2 > table.count { resizeTable(to: table.count * 2) }
+        var p = hash & tableMask
+        while table[p] != 0 { p = (p + 1) & tableMask }
+        table[p] = Self.tag(hash) | (UInt64(slot + 1) << 32)
+        count += 1
+    }
+
+    /// Removes the word of `slot` and closes the gap by shifting later entries of the same
+    /// probe run back (no tombstones, so lookups never slow down).
+    @inlinable
+    mutating func tableRemove(slot: Int32, hash: Int) {
+        let word = Self.tag(hash) | (UInt64(slot + 1) << 32)
+        var i = hash & tableMask
+        while table[i] != word { i = (i + 1) & tableMask }
+        var j = i
+        while true {
+            j = (j + 1) & tableMask
+            let e = table[j]
+            if e == 0 { break }
+            let home = Int(e & 0xFFFF_FFFF) & tableMask
+            // The entry at j may fill the hole at i unless its home lies cyclically in (i, j].
+            let stays = i <= j ? (i < home && home <= j) : (i < home || home <= j)
+            if stays { continue }
+            table[i] = e
+            i = j
+        }
+        table[i] = 0
+        count -= 1
+    }
+
+    @usableFromInline
+    mutating func resizeTable(to size: Int) {
+        let old = table
+        table = Array(repeating: 0, count: size)
+        tableMask = size - 1
+        for e in old where e != 0 {
+            var p = Int(e & 0xFFFF_FFFF) & tableMask
+            while table[p] != 0 { p = (p + 1) & tableMask }
+            table[p] = e
+        }
+    }
 
     // MARK: lists
 
@@ -118,15 +190,26 @@ struct TinyLFUCore<Key: Hashable, Value> {
         }
     }
 
+    // Lists are circular (the tail's next is the head), so that giving the head a second
+    // pass — CLOCK's "advance the hand" — is O(1) and writes no node.
+
     @inlinable
     mutating func unlink(_ i: Int32) {
         let prev = nodes[Int(i)].prev, next = nodes[Int(i)].next, cost = nodes[Int(i)].cost
         let queue = nodes[Int(i)].queue
-        if prev >= 0 { nodes[Int(prev)].next = next }
-        if next >= 0 { nodes[Int(next)].prev = prev }
+        let alone = next == i
+        if !alone {
+            nodes[Int(prev)].next = next
+            nodes[Int(next)].prev = prev
+        }
         withList(queue) { list in
-            if list.head == i { list.head = next }
-            if list.tail == i { list.tail = prev }
+            if alone {
+                list.head = -1
+                list.tail = -1
+            } else {
+                if list.head == i { list.head = next }
+                if list.tail == i { list.tail = prev }
+            }
             list.count -= 1
             list.cost -= cost
         }
@@ -136,17 +219,23 @@ struct TinyLFUCore<Key: Hashable, Value> {
     mutating func append(_ i: Int32, to queue: Queue) {
         nodes[Int(i)].referenced = false
         let cost = nodes[Int(i)].cost
-        let oldTail = withList(queue) { list -> Int32 in
-            let t = list.tail
-            if t < 0 { list.head = i }
+        let (oldHead, oldTail) = withList(queue) { list -> (Int32, Int32) in
+            let ends = (list.head, list.tail)
+            if list.tail < 0 { list.head = i }
             list.tail = i
             list.count += 1
             list.cost += cost
-            return t
+            return ends
         }
-        if oldTail >= 0 { nodes[Int(oldTail)].next = i }
-        nodes[Int(i)].prev = oldTail
-        nodes[Int(i)].next = -1
+        if oldTail >= 0 {
+            nodes[Int(oldTail)].next = i
+            nodes[Int(oldHead)].prev = i
+            nodes[Int(i)].prev = oldTail
+            nodes[Int(i)].next = oldHead
+        } else {
+            nodes[Int(i)].prev = i
+            nodes[Int(i)].next = i
+        }
         nodes[Int(i)].queue = queue
     }
 
@@ -157,18 +246,44 @@ struct TinyLFUCore<Key: Hashable, Value> {
         append(i, to: queue)
     }
 
+    /// Clears the head's referenced bit and makes it the tail (a second chance).
+    @inlinable
+    mutating func rotate(_ queue: Queue) {
+        let h = withList(queue) { $0.head }
+        nodes[Int(h)].referenced = false
+        let n = nodes[Int(h)].next
+        withList(queue) { list in
+            list.head = n
+            list.tail = h
+        }
+    }
+
+    /// The entry after `i` in its list, or -1 after the tail.
+    @inlinable
+    func successor(_ i: Int32) -> Int32 {
+        let isTail: Bool
+        switch nodes[Int(i)].queue {
+        case .window: isTail = window.tail == i
+        case .probation: isTail = probation.tail == i
+        case .protected: isTail = protected.tail == i
+        case .free: isTail = true
+        }
+        return isTail ? -1 : nodes[Int(i)].next
+    }
+
     // MARK: operations
 
     /// The value for `key`, recording a hit (and the access in the sketch) or a miss.
     @inlinable
     mutating func value(forKey key: Key) -> Value? {
-        guard let i = index[key] else {
+        let hash = key.hashValue
+        guard let i = find(key, hash: hash) else {
             misses &+= 1
-            sketch.increment(key.hashValue)
+            sketch.increment(hash)
             return nil
         }
         hits &+= 1
-        sketch.increment(nodes[Int(i)].hash)
+        sketch.increment(hash)
         onAccess(i)
         return nodes[Int(i)].value
     }
@@ -176,7 +291,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
     /// The value for `key` without touching recency, frequency or statistics.
     @inlinable
     func peek(_ key: Key) -> Value? {
-        guard let i = index[key] else { return nil }
+        guard let i = slot(for: key) else { return nil }
         return nodes[Int(i)].value
     }
 
@@ -200,8 +315,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
               protected.cost > protectedCostLimit || protected.count > protectedCountLimit {
             let h = protected.head
             if nodes[Int(h)].referenced {
-                nodes[Int(h)].referenced = false
-                move(h, to: .protected)
+                rotate(.protected)
             } else {
                 move(h, to: .probation)
             }
@@ -221,9 +335,10 @@ struct TinyLFUCore<Key: Hashable, Value> {
         }
         insertions &+= 1
         let slot: Int32
-        if let i = index[key] {
+        let hash = key.hashValue
+        if let i = find(key, hash: hash) {
             slot = i
-            sketch.increment(nodes[Int(i)].hash)
+            sketch.increment(hash)
             let queue = nodes[Int(i)].queue
             let delta = cost - nodes[Int(i)].cost
             withList(queue) { $0.cost += delta }
@@ -232,7 +347,6 @@ struct TinyLFUCore<Key: Hashable, Value> {
             nodes[Int(i)].value = value
             onAccess(i)
         } else {
-            let hash = key.hashValue
             sketch.increment(hash)
             let node = Node(key: key, value: value, hash: hash, cost: cost)
             let i: Int32
@@ -244,12 +358,12 @@ struct TinyLFUCore<Key: Hashable, Value> {
                 i = Int32(nodes.count)
                 nodes.append(node)
             }
-            index[key] = i
+            tableInsert(slot: i, hash: hash)
             slot = i
             totalCost += cost
             append(i, to: .window)
-            if index.count > sketch.capacity, sketch.capacity < countLimit {
-                sketch.grow(to: Swift.min(countLimit, index.count.multipliedReportingOverflow(by: 2).partialValue))
+            if count > sketch.capacity, sketch.capacity < countLimit {
+                sketch.grow(to: Swift.min(countLimit, count.multipliedReportingOverflow(by: 2).partialValue))
             }
         }
         evictIfNeeded(sparing: slot, evicted)
@@ -257,7 +371,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
     }
 
     @inlinable
-    var isOverLimits: Bool { totalCost > costLimit || index.count > countLimit }
+    var isOverLimits: Bool { totalCost > costLimit || count > countLimit }
 
     /// Moves window overflow to probation, then evicts while over the limits, each time
     /// dropping the less frequent of (oldest candidate from the window, probation's LRU).
@@ -268,8 +382,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
         while window.count > 1, window.cost > windowCostLimit || window.count > windowCountLimit {
             let w = window.head
             if nodes[Int(w)].referenced {
-                nodes[Int(w)].referenced = false
-                move(w, to: .window)
+                rotate(.window)
                 continue
             }
             move(w, to: .probation)
@@ -281,12 +394,12 @@ struct TinyLFUCore<Key: Hashable, Value> {
                 if sketch.frequency(nodes[Int(candidate)].hash) > sketch.frequency(nodes[Int(victim)].hash) {
                     evict(victim, evicted)
                 } else {
-                    let next = nodes[Int(candidate)].next
+                    let next = successor(candidate)
                     evict(candidate, evicted)
                     candidate = next
                 }
             } else {
-                if candidate >= 0, candidate == victim || candidate == keep { candidate = nodes[Int(candidate)].next }
+                if candidate >= 0, candidate == victim || candidate == keep { candidate = successor(candidate) }
                 evictOne(sparing: keep, evicted)
             }
         }
@@ -304,7 +417,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     @inlinable
     func pick(_ head: Int32, sparing keep: Int32) -> Int32 {
-        head >= 0 && head == keep ? nodes[Int(head)].next : head
+        head >= 0 && head == keep ? successor(head) : head
     }
 
     @inlinable
@@ -318,27 +431,27 @@ struct TinyLFUCore<Key: Hashable, Value> {
     @inlinable
     mutating func release(_ i: Int32) -> (Key, Value) {
         unlink(i)
+        tableRemove(slot: i, hash: nodes[Int(i)].hash)
         let key = nodes[Int(i)].key.take()!
         let value = nodes[Int(i)].value.take()!
         totalCost -= nodes[Int(i)].cost
         nodes[Int(i)].queue = .free
         nodes[Int(i)].next = freeHead
         freeHead = i
-        index.removeValue(forKey: key)
         return (key, value)
     }
 
     /// Removes `key`; returns its value if it was present.
     @inlinable
     mutating func remove(_ key: Key) -> Value? {
-        guard let i = index[key] else { return nil }
+        guard let i = slot(for: key) else { return nil }
         return release(i).1
     }
 
     /// Evicts (counted as evictions) in policy order until the total cost is at most `target`.
     @usableFromInline
     mutating func trim(toCost target: Int, _ evicted: (Key, Value) -> Void) {
-        while totalCost > Swift.max(0, target), index.count > 0 { evictOne(evicted) }
+        while totalCost > Swift.max(0, target), count > 0 { evictOne(evicted) }
     }
 
     /// Changes the limits, evicting at once if the cache is now over them.
@@ -356,7 +469,9 @@ struct TinyLFUCore<Key: Hashable, Value> {
     /// Drops every entry (not counted as evictions) and the frequency history.
     @usableFromInline
     mutating func removeAll() {
-        index.removeAll()
+        table = Array(repeating: 0, count: 16)
+        tableMask = 15
+        count = 0
         nodes.removeAll()
         freeHead = -1
         window = List()
@@ -368,5 +483,5 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     /// Every resident key (in no particular order), for diagnostics and tests.
     @usableFromInline
-    var keys: [Key] { Array(index.keys) }
+    var keys: [Key] { nodes.compactMap(\.key) }
 }
