@@ -73,10 +73,13 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 /// - Limits: the total cost never exceeds `costLimit` and the count never exceeds
 ///   `countLimit` once a call returns. A value costing more than `maxEntryShare × costLimit`
 ///   (default 10 %) is refused: it would flush most of the cache for one entry.
-/// - Concurrency: one `Synchronization.Mutex` around the whole state; a hit is a hash lookup,
-///   a list relink and a sketch update under it. Values evicted by an operation are released
-///   under the lock (use ``ImageMemoryTier`` for values whose release is a syscall).
-/// - Cost: about 64 bytes per entry plus 32 bytes per entry of frequency sketch (capped at 32 MiB).
+/// - Concurrency: one `Synchronization.Mutex` around the whole state; a hit is one hash, an
+///   index probe, a bit set in the entry and a sketch update under it. Sharding did not pay in
+///   a two-thread benchmark on the 2-core build machine (see `strata bench memory --only
+///   sharded`), so there is one lock. Values evicted by an operation are released under the
+///   lock (``ImageMemoryTier`` releases its images after unlocking, as theirs may `munmap`).
+/// - Memory: about 56 bytes per entry of nodes, 8–16 of index and 32 of frequency sketch
+///   (the sketch is capped at 32 MiB), besides the keys and values themselves.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: MemoryTrimmable, Sendable {
     @usableFromInline let state: Mutex<TinyLFUCore<Key, Value>>
 

@@ -134,6 +134,20 @@ struct MemoryCacheTests {
         #expect(cache.insert(7, forKey: 7, cost: 50) && cache.value(forKey: 7) == 7)
     }
 
+    @Test("the hash index finds every resident key through growth and many removals")
+    func indexThroughRemovals() {
+        let cache = MemoryCache<String, Int>(costLimit: 1 << 30, countLimit: 1 << 20, maxEntryShare: 1)
+        for k in 0..<5_000 { cache.insert(k, forKey: "key-\(k)", cost: 1) }
+        for k in stride(from: 0, to: 5_000, by: 3) { #expect(cache.removeValue(forKey: "key-\(k)") == k) }
+        for k in stride(from: 1, to: 5_000, by: 7) { cache.insert(k + 1, forKey: "key-\(k)", cost: 1) }
+        for k in 0..<5_000 {
+            let expected: Int? = k % 7 == 1 ? k + 1 : (k % 3 == 0 ? nil : k)
+            #expect(cache.value(forKey: "key-\(k)") == expected)
+        }
+        #expect(cache.count == 5_000 - (0..<5_000).filter { $0 % 3 == 0 && $0 % 7 != 1 }.count)
+        #expect(Set(cache.keys).count == cache.count)
+    }
+
     @Test("a zero count limit admits nothing")
     func zeroCountLimit() {
         let cache = MemoryCache<Int, Int>(costLimit: 100, countLimit: 0)
