@@ -128,7 +128,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         case .heap, .tableSlot:
             return image.byteCount
         case .fileMapping:
-            return Swift.max(pageSize, Int(Double(image.byteCount) * fileMappingShare))
+            return Swift.max(pageSize, cacheShare(of: image.byteCount, fileMappingShare))
         }
     }
 

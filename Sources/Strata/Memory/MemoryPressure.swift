@@ -62,13 +62,13 @@ public struct MemoryPressurePolicy: Sendable, Hashable {
         var target: Int?
         if let high = cgroupHighWatermark, let current = reading.cgroupCurrent, let limit = reading.cgroupLimit,
            limit > 0, Double(current) >= high * Double(limit) {
-            let excess = current - Int(cgroupTargetFraction * Double(limit))
+            let excess = current - cacheShare(of: limit, cgroupTargetFraction)
             target = Swift.max(0, cacheCost - excess)
         }
         let psiHit = (someAvg10Threshold.map { t in reading.someAvg10.map { $0 >= t } ?? false } ?? false)
             || (fullAvg10Threshold.map { t in reading.fullAvg10.map { $0 >= t } ?? false } ?? false)
         if psiHit {
-            let psiTarget = Int(Double(cacheCost) * (1 - psiTrimShare))
+            let psiTarget = cacheShare(of: cacheCost, 1 - psiTrimShare)
             target = Swift.min(target ?? psiTarget, psiTarget)
         }
         guard let target, target < cacheCost else { return nil }

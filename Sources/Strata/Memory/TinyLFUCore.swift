@@ -20,6 +20,14 @@
 /// Every operation is O(1) amortised (eviction is O(entries evicted); second passes are paid
 /// for by the hits that set the bits; the sketch's periodic halving is spread over its
 /// updates). Not thread-safe: ``MemoryCache`` and ``ImageMemoryTier`` own one under a mutex.
+/// `fraction` (0...1) of `value` (≥ 0), rounded down, without trapping near `Int.max`
+/// (where `Double` rounds up past the largest `Int`).
+@usableFromInline
+func cacheShare(of value: Int, _ fraction: Double) -> Int {
+    let scaled = Double(value) * fraction
+    return scaled >= Double(Int.max) ? value : Swift.min(value, Int(scaled.rounded(.down)))
+}
+
 @usableFromInline
 struct TinyLFUCore<Key: Hashable, Value> {
     @usableFromInline
@@ -110,11 +118,11 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     @usableFromInline
     mutating func computeBudgets() {
-        maxEntryCost = Int((Double(costLimit) * maxEntryShare).rounded(.down))
-        windowCostLimit = Int(Double(costLimit) * Self.windowShare)
-        windowCountLimit = Swift.max(1, Int(Double(countLimit) * Self.windowShare))
-        protectedCostLimit = Int(Double(costLimit - windowCostLimit) * Self.protectedShare)
-        protectedCountLimit = Swift.max(1, Int(Double(countLimit - windowCountLimit) * Self.protectedShare))
+        maxEntryCost = cacheShare(of: costLimit, maxEntryShare)
+        windowCostLimit = cacheShare(of: costLimit, Self.windowShare)
+        windowCountLimit = Swift.max(1, cacheShare(of: countLimit, Self.windowShare))
+        protectedCostLimit = cacheShare(of: costLimit - windowCostLimit, Self.protectedShare)
+        protectedCountLimit = Swift.max(1, cacheShare(of: countLimit - windowCountLimit, Self.protectedShare))
     }
 
     // MARK: hash index

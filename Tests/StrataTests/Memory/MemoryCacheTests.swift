@@ -148,6 +148,16 @@ struct MemoryCacheTests {
         #expect(Set(cache.keys).count == cache.count)
     }
 
+    @Test("unbounded limits work (count-only and cost-only caches)")
+    func unboundedLimits() {
+        let countOnly = MemoryCache<Int, Int>(costLimit: .max, countLimit: 3, maxEntryShare: 1)
+        for k in 0..<10 { #expect(countOnly.insert(k, forKey: k, cost: 1)) }
+        #expect(countOnly.count == 3)
+        let costOnly = MemoryCache<Int, Int>(costLimit: 100)
+        for k in 0..<100 { costOnly.insert(k, forKey: k, cost: 10) }
+        #expect(costOnly.totalCost == 100 && costOnly.count == 10)
+    }
+
     @Test("a zero count limit admits nothing")
     func zeroCountLimit() {
         let cache = MemoryCache<Int, Int>(costLimit: 100, countLimit: 0)
