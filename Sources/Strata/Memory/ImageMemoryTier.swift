@@ -94,6 +94,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     struct State: ~Copyable {
         var cache: TinyLFUCore<VariantKey, PixelImage>
+        var configuration: Configuration
         /// Variants held per key; always exactly the keys of `cache`, grouped.
         var variants: [String: [VariantDescriptor]] = [:]
         var hits: UInt64 = 0
@@ -110,16 +111,25 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     private let state: Mutex<State>
     /// The configuration in force.
-    public var configuration: Configuration { configurationBox.withLock { $0 } }
-    private let configurationBox: Mutex<Configuration>
+    public var configuration: Configuration { locked { $0.configuration } }
 
     /// A tier with `configuration`; traps on values ``Configuration/validate()`` rejects
     /// (validate first to turn them into an error).
     public init(configuration: Configuration = Configuration()) {
         do { try configuration.validate() } catch { preconditionFailure("\(error)") }
         state = Mutex(State(cache: TinyLFUCore(costLimit: configuration.costLimit, countLimit: configuration.countLimit,
-                                               maxEntryShare: configuration.maxEntryShare)))
-        configurationBox = Mutex(configuration)
+                                               maxEntryShare: configuration.maxEntryShare),
+                            configuration: configuration))
+    }
+
+    /// Runs `body` on the state under the mutex (with ThreadSanitizer annotations).
+    private func locked<R: Sendable>(_ body: (inout State) -> R) -> R {
+        let token = Unmanaged.passUnretained(self).toOpaque()
+        return state.withLock { state in
+            ThreadSanitizerHooks.acquire?(token)
+            defer { ThreadSanitizerHooks.release?(token) }
+            return body(&state)
+        }
     }
 
     /// Bytes `image` pins while held (see the type's discussion).
@@ -138,7 +148,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Counts a hit or a miss; a hit also counts as an access for the eviction policy.
     /// Cost: a hash lookup and a scan of the key's variants, under the lock.
     public func image(forKey key: String, matching query: SizeQuery) -> (PixelImage, VariantDescriptor)? {
-        state.withLock { state -> (PixelImage, VariantDescriptor)? in
+        locked { state -> (PixelImage, VariantDescriptor)? in
             guard let held = state.variants[key],
                   let best = VariantMatcher.bestMatch(in: held, for: query),
                   let image = state.cache.value(forKey: VariantKey(key: key, variant: best))
@@ -153,7 +163,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     /// The variants of `key` held now (a snapshot, in no particular order).
     public func variants(forKey key: String) -> [VariantDescriptor] {
-        state.withLock { $0.variants[key] ?? [] }
+        locked { $0.variants[key] ?? [] }
     }
 
     /// Holds `image` as the variant (its size, `mode`, its style) of `key`, replacing an equal
@@ -162,10 +172,10 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     @discardableResult
     public func insert(_ image: PixelImage, forKey key: String, mode: ContentMode) -> Bool {
         let variant = VariantDescriptor(size: image.size, mode: mode, style: image.style)
-        let cost = Self.cost(of: image, fileMappingShare: configuration.fileMappingShare)
         let vkey = VariantKey(key: key, variant: variant)
         var released: [PixelImage] = []
-        let admitted = state.withLock { state -> Bool in
+        let admitted = locked { state -> Bool in
+            let cost = Self.cost(of: image, fileMappingShare: state.configuration.fileMappingShare)
             // The index learns the variant first, so that every later removal (an eviction of
             // this very entry included) finds it there.
             if state.cache.slot(for: vkey) == nil { state.variants[key, default: []].append(variant) }
@@ -185,7 +195,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Drops every variant of `key`.
     public func remove(key: String) {
         var released: [PixelImage] = []
-        state.withLock { state in
+        locked { state in
             guard let held = state.variants.removeValue(forKey: key) else { return }
             for variant in held {
                 if let image = state.cache.remove(VariantKey(key: key, variant: variant)) { released.append(image) }
@@ -197,7 +207,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Drops every image.
     public func removeAll() {
         var released: [PixelImage] = []
-        state.withLock { state in
+        locked { state in
             released = state.cache.nodes.compactMap(\.value)
             state.cache.removeAll()
             state.variants.removeAll()
@@ -208,7 +218,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Evicts, least valuable first, until the held images cost at most `cost` bytes.
     public func trim(toCost cost: Int) {
         var released: [PixelImage] = []
-        state.withLock { state in
+        locked { state in
             var gone: [VariantKey] = []
             state.cache.trim(toCost: cost) { key, image in
                 gone.append(key)
@@ -223,8 +233,8 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     public func reconfigure(_ configuration: Configuration) throws(MemoryTierConfigurationError) {
         try configuration.validate()
         var released: [PixelImage] = []
-        configurationBox.withLock { $0 = configuration }
-        state.withLock { state in
+        locked { state in
+            state.configuration = configuration
             var gone: [VariantKey] = []
             state.cache.setLimits(costLimit: configuration.costLimit, countLimit: configuration.countLimit,
                                   maxEntryShare: configuration.maxEntryShare) { key, image in
@@ -237,11 +247,11 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     }
 
     /// Bytes pinned by the held images.
-    public var totalCost: Int { state.withLock { $0.cache.totalCost } }
+    public var totalCost: Int { locked { $0.cache.totalCost } }
 
     /// Counters and occupancy, consistent with each other.
     public var statistics: Statistics {
-        state.withLock { state in
+        locked { state in
             let c = state.cache
             return Statistics(hits: state.hits, misses: state.misses, insertions: c.insertions,
                               evictions: c.evictions, rejections: c.rejections, totalCost: c.totalCost,
@@ -252,7 +262,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     /// Checks that the per-key index lists exactly the held variants (for tests).
     package func indexIsConsistent() -> Bool {
-        state.withLock { state in
+        locked { state in
             let fromIndex = state.variants.flatMap { key, list in list.map { VariantKey(key: key, variant: $0) } }
             return fromIndex.count == state.cache.count && Set(fromIndex) == Set(state.cache.keys)
         }

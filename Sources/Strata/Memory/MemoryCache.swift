@@ -93,16 +93,27 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         state = Mutex(TinyLFUCore(costLimit: costLimit, countLimit: countLimit, maxEntryShare: maxEntryShare))
     }
 
+    /// Runs `body` on the state under the mutex (with ThreadSanitizer annotations).
+    @inlinable
+    func locked<R: Sendable>(_ body: (inout TinyLFUCore<Key, Value>) -> R) -> R {
+        let token = Unmanaged.passUnretained(self).toOpaque()
+        return state.withLock { core in
+            ThreadSanitizerHooks.acquire?(token)
+            defer { ThreadSanitizerHooks.release?(token) }
+            return body(&core)
+        }
+    }
+
     /// The value for `key`, or `nil`. Counts a hit or a miss and records the access.
     @inlinable
     public func value(forKey key: Key) -> Value? {
-        state.withLock { $0.value(forKey: key) }
+        locked { $0.value(forKey: key) }
     }
 
     /// Whether `key` is resident, without counting a lookup or touching recency.
     @inlinable
     public func contains(_ key: Key) -> Bool {
-        state.withLock { $0.slot(for: key) != nil }
+        locked { $0.slot(for: key) != nil }
     }
 
     /// Inserts or replaces the value for `key`, evicting others as the limits require.
@@ -112,41 +123,41 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     @inlinable
     @discardableResult
     public func insert(_ value: Value, forKey key: Key, cost: Int) -> Bool {
-        state.withLock { $0.insert(value, forKey: key, cost: cost, evicted: { _, _ in }) }
+        locked { $0.insert(value, forKey: key, cost: cost, evicted: { _, _ in }) }
     }
 
     /// Removes the value for `key` and returns it (not counted as an eviction).
     @inlinable
     @discardableResult
     public func removeValue(forKey key: Key) -> Value? {
-        state.withLock { $0.remove(key) }
+        locked { $0.remove(key) }
     }
 
     /// Removes every value and forgets the access history; statistics counters are kept.
     public func removeAll() {
-        state.withLock { $0.removeAll() }
+        locked { $0.removeAll() }
     }
 
     /// Evicts, least valuable first, until the total cost is at most `cost`.
     public func trim(toCost cost: Int) {
-        state.withLock { $0.trim(toCost: cost, { _, _ in }) }
+        locked { $0.trim(toCost: cost, { _, _ in }) }
     }
 
     /// Changes the limits (for configuration reloads), evicting at once if needed.
     public func setLimits(costLimit: Int, countLimit: Int) {
         precondition(costLimit >= 0 && countLimit >= 0, "cache limits must be ≥ 0")
-        state.withLock { $0.setLimits(costLimit: costLimit, countLimit: countLimit, { _, _ in }) }
+        locked { $0.setLimits(costLimit: costLimit, countLimit: countLimit, { _, _ in }) }
     }
 
     /// Counters and occupancy, consistent with each other.
-    public var statistics: CacheStatistics { state.withLock { $0.statistics } }
+    public var statistics: CacheStatistics { locked { $0.statistics } }
 
     /// Sum of the resident values' costs.
-    public var totalCost: Int { state.withLock { $0.totalCost } }
+    public var totalCost: Int { locked { $0.totalCost } }
 
     /// Number of resident values.
-    public var count: Int { state.withLock { $0.count } }
+    public var count: Int { locked { $0.count } }
 
     /// The resident keys, in no particular order (O(count); for diagnostics and tests).
-    public var keys: [Key] { state.withLock { $0.keys } }
+    public var keys: [Key] { locked { $0.keys } }
 }
