@@ -8,7 +8,8 @@
 /// - *probation* and *protected* (the main space, protected up to 80 % of it): an entry that
 ///   leaves the window is a *candidate*; while the cache is over its limits, the candidate and
 ///   the oldest probation entry (the *victim*) are compared by sketch frequency and the less
-///   frequent one is evicted. A probation hit moves the entry to protected; protected
+///   frequent one is evicted. A probation entry hit since it arrived is promoted to protected
+///   when it reaches probation's head (lazily, as in S3-FIFO, so hits never relink); protected
 ///   overflow goes back to probation.
 ///
 /// Recency inside the window and protected is CLOCK's approximation of LRU: a hit only sets a
@@ -313,15 +314,9 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     @inlinable
     mutating func onAccess(_ i: Int32) {
-        switch nodes[Int(i)].queue {
-        case .window, .protected:
-            nodes[Int(i)].referenced = true
-        case .probation:
-            move(i, to: .protected)
-            rebalanceProtected()
-        case .free:
-            preconditionFailure("index points at a free slot")
-        }
+        // Promotion out of probation is lazy: it happens when the entry reaches probation's
+        // head during an eviction (see evictIfNeeded), so a hit never relinks a list.
+        nodes[Int(i)].referenced = true
     }
 
     /// Demotes protected overflow to probation, giving referenced entries a second pass.
@@ -394,7 +389,9 @@ struct TinyLFUCore<Key: Hashable, Value> {
     /// `keep` (the entry just inserted) is never chosen: it fits the limits on its own.
     @inlinable
     mutating func evictIfNeeded(sparing keep: Int32 = -1, _ evicted: (Key, Value) -> Void) {
-        var candidate: Int32 = -1
+        // Candidates: the entries this call moves from the window to probation's tail, in order
+        // from `candidate` to `lastCandidate`.
+        var candidate: Int32 = -1, lastCandidate: Int32 = -1
         while window.count > 1, window.cost > windowCostLimit || window.count > windowCountLimit {
             let w = window.head
             if nodes[Int(w)].referenced {
@@ -403,19 +400,28 @@ struct TinyLFUCore<Key: Hashable, Value> {
             }
             move(w, to: .probation)
             if candidate < 0 { candidate = w }
+            lastCandidate = w
         }
+        func nextCandidate(after c: Int32) -> Int32 { c == lastCandidate ? -1 : successor(c) }
         while isOverLimits {
+            // A probation entry hit since it arrived is promoted instead of becoming the victim.
+            while true {
+                let h = probation.head
+                guard h >= 0, h != keep, h != candidate, nodes[Int(h)].referenced else { break }
+                move(h, to: .protected)
+                rebalanceProtected()
+            }
             let victim = probation.head
             if candidate >= 0, victim >= 0, candidate != victim, candidate != keep, victim != keep {
                 if sketch.frequency(nodes[Int(candidate)].hash) > sketch.frequency(nodes[Int(victim)].hash) {
                     evict(victim, evicted)
                 } else {
-                    let next = successor(candidate)
+                    let next = nextCandidate(after: candidate)
                     evict(candidate, evicted)
                     candidate = next
                 }
             } else {
-                if candidate >= 0, candidate == victim || candidate == keep { candidate = successor(candidate) }
+                if candidate >= 0, candidate == victim || candidate == keep { candidate = nextCandidate(after: candidate) }
                 evictOne(sparing: keep, evicted)
             }
         }
