@@ -5,7 +5,7 @@
 /// slots, and a ``FrequencySketch``.
 /// - *window* (1 % of the limits): every new entry lands here, so a burst of new keys cannot
 ///   push out the established ones, and the newest entry is always resident after its insert;
-/// - *probation* and *protected* (the main space, protected up to 80 % of it): an entry that
+/// - *probation* and *protected* (the main space, protected up to 90 % of it — 80 % and 90 % were measured, 90 % is better on Zipf 0.8 at 1 %): an entry that
 ///   leaves the window is a *candidate*; while the cache is over its limits, the candidate and
 ///   the oldest probation entry (the *victim*) are compared by sketch frequency and the less
 ///   frequent one is evicted. A probation entry hit since it arrived is promoted to protected
@@ -102,7 +102,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
     /// Share of the limits given to the window.
     @usableFromInline static var windowShare: Double { 0.01 }
     /// Share of the main space given to protected.
-    @usableFromInline static var protectedShare: Double { 0.80 }
+    @usableFromInline static var protectedShare: Double { 0.90 }
 
     @usableFromInline
     init(costLimit: Int, countLimit: Int, maxEntryShare: Double) {
