@@ -13,6 +13,8 @@ struct FrequencySketch {
     @usableFromInline var table: [UInt64]
     @usableFromInline var blockMask: Int
     @usableFromInline var additions: Int = 0
+    /// Number of halvings so far (wrapping); entries keep their own hit counts stamped with it.
+    @usableFromInline var epoch: UInt8 = 0
     @usableFromInline var sampleSize: Int
     /// The capacity (entries) the table was sized for.
     @usableFromInline private(set) var capacity: Int
@@ -97,9 +99,38 @@ struct FrequencySketch {
         if additions >= sampleSize { age() }
     }
 
+    /// Counts one access towards the next halving without touching the table: a resident
+    /// entry's hits are counted in the entry itself (see ``TinyLFUCore``) and added to the
+    /// table when it leaves.
+    @inlinable
+    mutating func tick() {
+        additions += 1
+        if additions >= sampleSize { age() }
+    }
+
+    /// Adds `amount` occurrences of `hash` (conservatively: the counters below the new
+    /// estimate are raised to it), without counting them towards the next halving.
+    @inlinable
+    mutating func add(_ hash: Int, _ amount: Int) {
+        guard amount > 0 else { return }
+        let h = Self.mix(hash)
+        var minimum: UInt64 = 15
+        for i in 0..<4 {
+            let (w, s) = position(h, i)
+            minimum = Swift.min(minimum, (table[w] >> s) & 15)
+        }
+        let target = Swift.min(15, minimum + UInt64(amount))
+        for i in 0..<4 {
+            let (w, s) = position(h, i)
+            let c = (table[w] >> s) & 15
+            if c < target { table[w] = table[w] & ~(15 << s) | (target << s) }
+        }
+    }
+
     /// Halves every counter (the "reset" of TinyLFU). O(table), amortised O(1) per update.
     @usableFromInline
     mutating func age() {
+        epoch &+= 1
         additions /= 2
         for i in table.indices {
             table[i] = (table[i] >> 1) & 0x7777_7777_7777_7777

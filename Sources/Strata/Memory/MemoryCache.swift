@@ -74,7 +74,7 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   `countLimit` once a call returns. A value costing more than `maxEntryShare × costLimit`
 ///   (default 10 %) is refused: it would flush most of the cache for one entry.
 /// - Concurrency: one `Synchronization.Mutex` around the whole state; a hit is one hash, an
-///   index probe, a bit set in the entry and a sketch update under it. Sharding did not pay in
+///   index probe and a bit and a counter set in the entry under it. Sharding did not pay in
 ///   a two-thread benchmark on the 2-core build machine (see `strata bench memory --only
 ///   sharded`), so there is one lock. Values evicted by an operation are released under the
 ///   lock (``ImageMemoryTier`` releases its images after unlocking, as theirs may `munmap`).
