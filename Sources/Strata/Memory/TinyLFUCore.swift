@@ -1,3 +1,11 @@
+/// `fraction` (0...1) of `value` (≥ 0), rounded down, without trapping near `Int.max`
+/// (where `Double` rounds up past the largest `Int`).
+@usableFromInline
+func cacheShare(of value: Int, _ fraction: Double) -> Int {
+    let scaled = Double(value) * fraction
+    return scaled >= Double(Int.max) ? value : Swift.min(value, Int(scaled.rounded(.down)))
+}
+
 /// The single-threaded heart of ``MemoryCache``: W-TinyLFU with cost and count limits.
 ///
 /// Layout: an open-addressing hash index (one 8-byte word per entry, load ≤ ½) from key to a
@@ -23,14 +31,6 @@
 /// Every operation is O(1) amortised (eviction is O(entries evicted); second passes are paid
 /// for by the hits that set the bits; the sketch's periodic halving is spread over its
 /// updates). Not thread-safe: ``MemoryCache`` and ``ImageMemoryTier`` own one under a mutex.
-/// `fraction` (0...1) of `value` (≥ 0), rounded down, without trapping near `Int.max`
-/// (where `Double` rounds up past the largest `Int`).
-@usableFromInline
-func cacheShare(of value: Int, _ fraction: Double) -> Int {
-    let scaled = Double(value) * fraction
-    return scaled >= Double(Int.max) ? value : Swift.min(value, Int(scaled.rounded(.down)))
-}
-
 @usableFromInline
 struct TinyLFUCore<Key: Hashable, Value> {
     @usableFromInline
