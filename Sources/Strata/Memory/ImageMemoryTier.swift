@@ -178,7 +178,11 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
             let cost = Self.cost(of: image, fileMappingShare: state.configuration.fileMappingShare)
             // The index learns the variant first, so that every later removal (an eviction of
             // this very entry included) finds it there.
-            if state.cache.slot(for: vkey) == nil { state.variants[key, default: []].append(variant) }
+            if let old = state.cache.peek(vkey) {
+                released.append(old)  // a replaced image is also released after the lock
+            } else {
+                state.variants[key, default: []].append(variant)
+            }
             var gone: [VariantKey] = []
             let admitted = state.cache.insert(image, forKey: vkey, cost: cost) { evictedKey, evictedImage in
                 gone.append(evictedKey)
