@@ -78,7 +78,7 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   a two-thread benchmark on the 2-core build machine (see `strata bench memory --only
 ///   sharded`), so there is one lock. Values evicted by an operation are released under the
 ///   lock (``ImageMemoryTier`` releases its images after unlocking, as theirs may `munmap`).
-/// - Memory: about 56 bytes per entry of nodes, 8–16 of index and 32 of frequency sketch
+/// - Memory: about 56 bytes per entry of nodes, 10–20 of index and 32 of frequency sketch
 ///   (the sketch is capped at 32 MiB), besides the keys and values themselves.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: MemoryTrimmable, Sendable {
     @usableFromInline let state: Mutex<TinyLFUCore<Key, Value>>

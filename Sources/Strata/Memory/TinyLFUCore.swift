@@ -8,7 +8,7 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 
 /// The single-threaded heart of ``MemoryCache``: W-TinyLFU with cost and count limits.
 ///
-/// Layout: an open-addressing hash index (one 8-byte word per entry, load ≤ ½) from key to a
+/// Layout: an open-addressing hash index (one 8-byte word per entry, load ≤ 0.8) from key to a
 /// slot in a node array (no per-entry allocation), three intrusive circular lists over the
 /// slots, and a ``FrequencySketch``.
 /// - *window* (1 % of the limits): every new entry lands here, so a burst of new keys cannot
@@ -77,9 +77,11 @@ struct TinyLFUCore<Key: Hashable, Value> {
         @usableFromInline init() {}
     }
 
-    /// Open-addressing hash index (linear probing, load ≤ ½): each word is the low 32 bits of
-    /// the key's hash (which also give its home bucket) and, above them, slot + 1; 0 is empty.
-    /// One probe usually touches one cache line, then the node confirms the key.
+    /// Open-addressing hash index (linear probing): each word is the low 32 bits of the key's
+    /// hash (which also give its home bucket) and, above them, slot + 1; 0 is empty. One probe
+    /// run usually stays in one cache line, then the node confirms the key. The load goes up
+    /// to 0.8 so the index stays cache-sized (1 MiB at 100 000 entries); at a load of ½ the
+    /// hit took about twice as long there.
     @usableFromInline var table: [UInt64] = Array(repeating: 0, count: 16)
     @usableFromInline var tableMask = 15
     @usableFromInline private(set) var count = 0
@@ -161,7 +163,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     @inlinable
     mutating func tableInsert(slot: Int32, hash: Int) {
-        if (count + 1) * 2 > table.count { resizeTable(to: table.count * 2) }
+        if (count + 1) * 5 > table.count * 4 { resizeTable(to: table.count * 2) }
         var p = hash & tableMask
         while table[p] != 0 { p = (p + 1) & tableMask }
         table[p] = Self.tag(hash) | (UInt64(slot + 1) << 32)
