@@ -36,14 +36,11 @@ struct TinyLFUCore<Key: Hashable, Value> {
     @usableFromInline
     enum Queue: UInt8 { case free, window, probation, protected }
 
+    /// One entry. Field order is layout order: what a hit touches (key, the small flags, value)
+    /// comes first and packs into the key's padding, so a hit usually reads one cache line.
     @usableFromInline
     struct Node {
         @usableFromInline var key: Key?
-        @usableFromInline var value: Value?
-        @usableFromInline var hash: Int
-        @usableFromInline var cost: Int
-        @usableFromInline var prev: Int32
-        @usableFromInline var next: Int32
         @usableFromInline var queue: Queue
         /// Set by a hit in the window or protected; gives the entry a second pass there
         /// instead of a list move on every hit (CLOCK's approximation of LRU).
@@ -52,6 +49,11 @@ struct TinyLFUCore<Key: Hashable, Value> {
         /// updated). Keeping them here spares a hit the sketch's cache line.
         @usableFromInline var localHits: UInt8
         @usableFromInline var epoch: UInt8
+        @usableFromInline var value: Value?
+        @usableFromInline var hash: Int
+        @usableFromInline var cost: Int
+        @usableFromInline var prev: Int32
+        @usableFromInline var next: Int32
 
         @inlinable
         init(key: Key, value: Value, hash: Int, cost: Int) {
