@@ -8,7 +8,7 @@ release: deps
 	swift build -c release
 
 run: release
-	./.build/release/strata decode Fixtures/jpeg/landscape-2560.jpg --size 512x512 --out /tmp/strata-out.webp
+	./.build/release/strata decode Fixtures/jpeg/path-2560x1600.jpg --size 512x512 --out /tmp/strata-out.webp
 
 test: deps
 	swift test

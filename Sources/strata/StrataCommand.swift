@@ -6,7 +6,7 @@ struct StrataCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata",
         abstract: "Strata: a multi-tier cache of decoded images.",
-        subcommands: [BenchCommand.self]
+        subcommands: [DecodeCommand.self, BenchCommand.self, TableWriterCommand.self]
     )
 }
 
@@ -15,6 +15,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmark Strata's tiers (build with -c release).",
-        subcommands: [BenchMemoryCommand.self]
+        subcommands: [BenchSourceCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
+                      BenchScrollCommand.self, BenchMemoryCommand.self]
     )
 }

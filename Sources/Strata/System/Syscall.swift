@@ -132,15 +132,10 @@ public struct FileDescriptor: ~Copyable, @unchecked Sendable {
             let old = result.count
             result.reserveCapacity(old + chunk)
             result.append(contentsOf: repeatElement(0, count: chunk))
-            let n: Int
-            do {
-                n = try result.withUnsafeMutableBytes { raw in
+            let n = try rethrowingTyped(SystemCallError.self) {
+                try result.withUnsafeMutableBytes { raw in
                     try read(into: UnsafeMutableRawBufferPointer(rebasing: raw[old...]), at: offset)
                 }
-            } catch let error as SystemCallError {
-                throw error
-            } catch {
-                fatalError("unreachable: \(error)")
             }
             result.removeLast(chunk - n)
             offset += n

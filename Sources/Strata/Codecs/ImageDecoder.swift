@@ -1,0 +1,350 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CTurboJPEG
+
+/// Decodes JPEG (libjpeg-turbo), WebP (libwebp) and PNG (libpng) into premultiplied BGRA,
+/// applying the EXIF orientation, with shrink-on-load (JPEG DCT scaling, WebP scaled decode).
+///
+/// The format is detected from the bytes. The header is read first and the pixel limit
+/// (``DecodingLimits``) checked before any pixel memory is allocated. Truncated or corrupt
+/// data throws (libjpeg-turbo warnings are errors); a decode that throws never reports
+/// partial pixels as a result.
+///
+/// One decoder per thread: it owns a TurboJPEG handle and a scratch buffer that is reused
+/// across decodes (fresh anonymous pages are expensive), so it is not `Sendable`. Cost of
+/// creating one: a TurboJPEG handle (a few kilobytes); keep it for many decodes.
+///
+/// The scratch buffer is used only when the pixels cannot go straight into the destination:
+/// an EXIF orientation other than 1, grayscale or CMYK/YCCK JPEGs, animated WebPs. It keeps
+/// its largest size up to ``scratchRetentionLimit`` bytes and is freed after a larger decode.
+///
+/// Decisions (measured with `strata bench codecs` / `strata bench resample`, release build):
+/// - **Shrink-on-load.** ``decodedSize(for:minimumSize:)`` returns the smallest decode that
+///   covers `minimumSize`; the caller picks the headroom. Asking for ≥ 2× the final size costs
+///   1.2–2× the time of decoding straight to ≥ 1× but gains ~8 dB PSNR after the Lanczos reduce
+///   (vs Pillow's Lanczos of the full decode: 2560×1600 photo → 256 px: 41 dB at 1/8, 50 dB at
+///   1/4; → 1024 px: 40 dB at 1/2, 56 dB at 1/1), so the source tier asks for 2×.
+/// - **JPEG factors.** Only 1, 1/2, 1/4, 1/8 by default: libjpeg-turbo's 7/8, 3/4, 5/8 and
+///   3/8 IDCTs are scalar and measured slower than the next power of two (7/8 and 3/4 slower
+///   than a full decode). ``jpegScaling`` = `.all` allows them.
+/// - **Grayscale JPEG** decodes as TJPF_GRAY and is expanded here (0.78× the time of
+///   libjpeg-turbo's own gray → BGRA conversion at 2048×1280).
+/// - **Animated WebP** decodes its *first frame* (composited on the canvas, via
+///   WebPAnimDecoder) at the full canvas size (no scaled decode): a still preview is what a
+///   thumbnail cache can serve, and an error would make such sources unusable.
+/// - **CMYK/YCCK JPEG**: files with an Adobe APP14 marker are taken as inverted (Photoshop's
+///   polarity), files without it as straight CMYK; converted with R = (255−C)(255−K)/255.
+public final class ImageDecoder {
+    public let limits: DecodingLimits
+    /// Scratch buffers up to this many bytes are kept between decodes (default 64 MiB).
+    public var scratchRetentionLimit = 64 << 20
+    /// How JPEG DCT scaling factors are chosen (see ``JPEGScaling``).
+    public var jpegScaling: JPEGScaling = .powersOfTwo
+
+    /// Which libjpeg-turbo scaling factors ``ImageDecoder/decodedSize(for:minimumSize:)`` may use.
+    public enum JPEGScaling: Sendable, Hashable {
+        /// 1, 1/2, 1/4, 1/8 only: the factors with fast (SIMD) inverse DCTs. The default
+        /// (the other factors' scalar IDCTs measured slower than a full decode; see the Codecs
+        /// documentation).
+        case powersOfTwo
+        /// Every factor ≤ 1 that libjpeg-turbo offers (15/16 … 1/8).
+        case all
+        /// Never scale (full-size decode).
+        case none
+    }
+
+    private let jpeg = TurboJPEGDecompressor()
+    private var scratch: UnsafeMutableRawPointer?
+    private var scratchCapacity = 0
+
+    public init(limits: DecodingLimits = .init()) {
+        self.limits = limits
+    }
+
+    deinit { free(scratch) }
+
+    /// Bytes currently held by the scratch buffer (for diagnostics and tests).
+    public var scratchByteCount: Int { scratchCapacity }
+
+    /// Frees the scratch buffer now.
+    public func releaseScratch() {
+        free(scratch)
+        scratch = nil
+        scratchCapacity = 0
+    }
+
+    private func scratchBuffer(_ bytes: Int) -> UnsafeMutableRawPointer {
+        if let scratch, scratchCapacity >= bytes { return scratch }
+        free(scratch)
+        var raw: UnsafeMutableRawPointer?
+        guard posix_memalign(&raw, PixelLayout.rowAlignment, max(bytes, 1)) == 0, let raw else {
+            fatalError("ImageDecoder: cannot allocate \(bytes) scratch bytes")
+        }
+        scratch = raw
+        scratchCapacity = bytes
+        return raw
+    }
+
+    private func trimScratch() {
+        if scratchCapacity > scratchRetentionLimit { releaseScratch() }
+    }
+
+    // MARK: Header
+
+    /// Reads the header: format, sizes, orientation, alpha, animation. Never allocates pixel
+    /// memory; throws ``ImageDecodingError/Reason/tooLarge(pixels:limit:)`` when the image
+    /// exceeds ``limits``, and refuses zero or absurd dimensions.
+    public func readHeader(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) -> ImageHeader {
+        guard bytes.count > 0, let format = ImageFormatDetector.detect(bytes) else {
+            throw ImageDecodingError(.unrecognizedFormat, format: nil)
+        }
+        let header: ImageHeader
+        switch format {
+        case .jpeg:
+            let h = try jpeg.readHeader(bytes)
+            let markers = Metadata.jpegMarkers(bytes)
+            header = ImageHeader(format: .jpeg, codedSize: h.size, orientation: markers.orientation,
+                                 isGrayscale: h.colorspace == TJCS_GRAY.rawValue)
+        case .webp:
+            let f = try WebPCodec.features(bytes)
+            header = ImageHeader(format: .webp, codedSize: f.size, orientation: Metadata.webpOrientation(bytes),
+                                 hasAlpha: f.hasAlpha, isAnimated: f.isAnimated)
+        case .png:
+            let f = try PNGCodec.features(bytes)
+            header = ImageHeader(format: .png, codedSize: f.size, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale)
+        }
+        try check(header)
+        return header
+    }
+
+    private func check(_ header: ImageHeader) throws(ImageDecodingError) {
+        let size = header.codedSize
+        guard size.width > 0, size.height > 0, size.width <= 1 << 20, size.height <= 1 << 20 else {
+            throw ImageDecodingError(.corrupt("invalid dimensions \(size)"), format: header.format)
+        }
+        if size.pixelCount > limits.maxPixels {
+            throw ImageDecodingError(.tooLarge(pixels: size.pixelCount, limit: limits.maxPixels), format: header.format)
+        }
+    }
+
+    // MARK: Sizes
+
+    /// The JPEG scaling factor a decode with `minimumSize` uses: the smallest allowed factor
+    /// whose (oriented) result is at least `minimumSize` on both sides. `nil` for other formats.
+    public func jpegScalingFactor(for header: ImageHeader, minimumSize: PixelSize?) -> JPEGScalingFactor? {
+        guard header.format == .jpeg else { return nil }
+        guard let minimumSize, jpegScaling != .none else { return .one }
+        let factors = jpegScaling == .all ? JPEGScalingFactor.reducing : JPEGScalingFactor.powersOfTwo
+        // Compare in coded orientation.
+        let need = header.swapsSides ? PixelSize(width: minimumSize.height, height: minimumSize.width) : minimumSize
+        var best = JPEGScalingFactor.one
+        for factor in factors {  // largest first
+            let s = factor.scaled(header.codedSize)
+            if s.width >= need.width && s.height >= need.height { best = factor } else { break }
+        }
+        return best
+    }
+
+    /// The (oriented) size a decode with `minimumSize` produces. JPEG: the smallest DCT scale
+    /// whose result covers `minimumSize` on both sides; WebP: `minimumSize` grown to the
+    /// image's aspect (libwebp scales to any size); PNG and animated WebP: the full size.
+    /// Never larger than the full size; `nil` means the full size.
+    public func decodedSize(for header: ImageHeader, minimumSize: PixelSize?) -> PixelSize {
+        guard let minimumSize, !minimumSize.isEmpty else { return header.size }
+        switch header.format {
+        case .jpeg:
+            let factor = jpegScalingFactor(for: header, minimumSize: minimumSize) ?? .one
+            let coded = factor.scaled(header.codedSize)
+            return header.swapsSides ? PixelSize(width: coded.height, height: coded.width) : coded
+        case .webp:
+            if header.isAnimated { return header.size }
+            let full = header.size
+            if minimumSize.width >= full.width || minimumSize.height >= full.height { return full }
+            let w: Int, h: Int
+            if minimumSize.width * full.height >= minimumSize.height * full.width {
+                w = minimumSize.width
+                h = (full.height * minimumSize.width + full.width - 1) / full.width
+            } else {
+                h = minimumSize.height
+                w = (full.width * minimumSize.height + full.height - 1) / full.height
+            }
+            return PixelSize(width: max(1, min(w, full.width)), height: max(1, min(h, full.height)))
+        case .png:
+            return header.size
+        }
+    }
+
+    // MARK: Decoding
+
+    /// Decodes into `destination`, which must be ``PixelStyle/bgra32Premultiplied`` with
+    /// exactly ``decodedSize(for:minimumSize:)`` pixels and any `bytesPerRow ≥ width × 4`
+    /// (heap or mapped memory). EXIF orientation is applied.
+    ///
+    /// Opaque JPEGs with orientation 1 and still WebPs are decoded straight into the
+    /// destination; other cases go through the decoder's reused scratch buffer.
+    /// When this throws, the destination's bytes are unspecified (possibly partly written)
+    /// and must not be used.
+    public func decode(_ bytes: UnsafeRawBufferPointer, minimumSize: PixelSize?, into destination: inout PixelImage) throws(ImageDecodingError) {
+        let header = try readHeader(bytes)
+        try decode(bytes, header: header, minimumSize: minimumSize, into: &destination)
+    }
+
+    /// Like ``decode(_:minimumSize:into:)`` with a header already read by ``readHeader(_:)``
+    /// from the same bytes.
+    public func decode(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimumSize: PixelSize?,
+                       into destination: inout PixelImage) throws(ImageDecodingError) {
+        let size = decodedSize(for: header, minimumSize: minimumSize)
+        precondition(destination.style == .bgra32Premultiplied,
+                     "ImageDecoder.decode: destination must be bgra32Premultiplied, not \(destination.style)")
+        precondition(destination.size == size,
+                     "ImageDecoder.decode: destination is \(destination.size), decodedSize is \(size)")
+        let stride = destination.bytesPerRow
+        defer { trimScratch() }
+        try destination.withUnsafeMutableBytes { (dst: UnsafeMutableRawBufferPointer) throws(ImageDecodingError) in
+            let out = dst.baseAddress!
+            switch header.format {
+            case .jpeg:
+                try decodeJPEG(bytes, header: header, minimumSize: minimumSize, into: out, stride: stride)
+            case .webp:
+                try decodeWebP(bytes, header: header, size: size, into: out, stride: stride)
+            case .png:
+                try decodePNG(bytes, header: header, into: out, stride: stride)
+            }
+        }
+    }
+
+    /// Convenience: decodes into a new heap image of ``decodedSize(for:minimumSize:)``.
+    public func decode(_ bytes: UnsafeRawBufferPointer, minimumSize: PixelSize? = nil) throws(ImageDecodingError) -> PixelImage {
+        let header = try readHeader(bytes)
+        let size = decodedSize(for: header, minimumSize: minimumSize)
+        var image = PixelImage(uninitializedWidth: size.width, height: size.height, style: .bgra32Premultiplied)
+        try decode(bytes, header: header, minimumSize: minimumSize, into: &image)
+        return image
+    }
+
+    /// Convenience for byte arrays.
+    public func readHeader(_ bytes: [UInt8]) throws(ImageDecodingError) -> ImageHeader {
+        try Self.withBytes(bytes) { raw throws(ImageDecodingError) in try readHeader(raw) }
+    }
+
+    /// Convenience for byte arrays.
+    public func decode(_ bytes: [UInt8], minimumSize: PixelSize? = nil) throws(ImageDecodingError) -> PixelImage {
+        try Self.withBytes(bytes) { raw throws(ImageDecodingError) in try decode(raw, minimumSize: minimumSize) }
+    }
+
+    /// Convenience for byte arrays.
+    public func decode(_ bytes: [UInt8], minimumSize: PixelSize?, into destination: inout PixelImage) throws(ImageDecodingError) {
+        try Self.withBytes(bytes) { raw throws(ImageDecodingError) in
+            try decode(raw, minimumSize: minimumSize, into: &destination)
+        }
+    }
+
+    /// `Array.withUnsafeBytes` rethrows untyped errors; this keeps the typed one.
+    private static func withBytes<R>(
+        _ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) throws(ImageDecodingError) -> R
+    ) throws(ImageDecodingError) -> R {
+        let result: Result<R, ImageDecodingError> = bytes.withUnsafeBytes { raw in
+            do throws(ImageDecodingError) { return .success(try body(raw)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    private func decodeJPEG(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimumSize: PixelSize?,
+                            into out: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
+        let factor = jpegScalingFactor(for: header, minimumSize: minimumSize) ?? .one
+        let coded = factor.scaled(header.codedSize)
+        let h = try jpeg.readHeader(bytes)
+        guard h.size == header.codedSize else {
+            throw ImageDecodingError(.corrupt("the header passed in (\(header.codedSize)) is not these bytes' (\(h.size))"), format: .jpeg)
+        }
+        let isCMYK = h.colorspace == TJCS_CMYK.rawValue || h.colorspace == TJCS_YCCK.rawValue
+        let isGray = h.colorspace == TJCS_GRAY.rawValue
+        if !isCMYK && !isGray && header.orientation == 1 {
+            try jpeg.decompress(bytes, scaledSize: coded, pixelFormat: TJPF_BGRA, into: out, pitch: stride)
+            return
+        }
+        // Gray: libjpeg-turbo's gray → BGRA conversion is scalar; decoding TJPF_GRAY and
+        // expanding here measured faster (see `strata bench codecs`).
+        let scratchStride = isGray ? (coded.width + 63) & ~63 : coded.width * 4
+        let buffer = scratchBuffer(scratchStride * coded.height)
+        try jpeg.decompress(bytes, scaledSize: coded, pixelFormat: isCMYK ? TJPF_CMYK : isGray ? TJPF_GRAY : TJPF_BGRA,
+                            into: buffer, pitch: scratchStride)
+        if isCMYK {
+            // Adobe-marked files (APP14) store inverted CMYK, as Photoshop writes them.
+            let inverted = Metadata.jpegMarkers(bytes).adobeTransform != nil
+            PixelOps.cmykToBGRA(buffer, size: coded, stride: scratchStride, inverted: inverted)
+        }
+        PixelOps.orient(from: buffer, codedSize: coded, sourceStride: scratchStride, gray: isGray,
+                        to: out, destinationStride: stride, orientation: header.orientation)
+    }
+
+    private func decodeWebP(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, size: PixelSize,
+                            into out: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
+        let coded = header.swapsSides ? PixelSize(width: size.height, height: size.width) : size
+        if header.isAnimated {
+            if header.orientation == 1 {
+                try WebPCodec.decodeFirstFrame(bytes, canvas: header.codedSize, into: out, stride: stride)
+                return
+            }
+            let buffer = scratchBuffer(coded.width * 4 * coded.height)
+            try WebPCodec.decodeFirstFrame(bytes, canvas: header.codedSize, into: buffer, stride: coded.width * 4)
+            PixelOps.orient(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+                            to: out, destinationStride: stride, orientation: header.orientation)
+            return
+        }
+        if header.orientation == 1 {
+            try WebPCodec.decode(bytes, codedSize: header.codedSize, size: coded, into: out, stride: stride)
+            return
+        }
+        let buffer = scratchBuffer(coded.width * 4 * coded.height)
+        try WebPCodec.decode(bytes, codedSize: header.codedSize, size: coded, into: buffer, stride: coded.width * 4)
+        PixelOps.orient(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+                          to: out, destinationStride: stride, orientation: header.orientation)
+    }
+
+    private func decodePNG(_ bytes: UnsafeRawBufferPointer, header: ImageHeader,
+                           into out: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
+        try PNGCodec.decode(bytes, expectedSize: header.codedSize, into: out, stride: stride)
+    }
+
+    // MARK: Bare library calls (benchmarks)
+
+    /// The bare library decode the benchmarks time as their anchor and floor: one
+    /// `tjDecompress2` (JPEG, TJPF_BGRA, at `scale`, default 1/1) or one `WebPDecode`
+    /// (MODE_bgrA, scaled to `scale` of the coded size) straight into `destination`, with no
+    /// header check beyond the library's, no orientation and no colour conversion.
+    ///
+    /// `destination` must be bgra32Premultiplied; its size picks the scale (for JPEG it must be
+    /// the coded size scaled by a libjpeg-turbo factor, checked against `scale` when given; for
+    /// WebP any size). Reuse one destination across calls to time the library rather than page
+    /// faults. CMYK JPEGs come out as libjpeg-turbo's CMYK→RGB guess; use it for timing only.
+    public func decodeBare(_ bytes: UnsafeRawBufferPointer, scale: JPEGScalingFactor? = nil,
+                           into destination: inout PixelImage) throws(ImageDecodingError) {
+        guard let format = ImageFormatDetector.detect(bytes) else {
+            throw ImageDecodingError(.unrecognizedFormat, format: nil)
+        }
+        let size = destination.size, stride = destination.bytesPerRow
+        precondition(destination.style == .bgra32Premultiplied, "decodeBare: destination must be bgra32Premultiplied")
+        if let scale, format == .jpeg {
+            let h = try jpeg.readHeader(bytes)
+            precondition(scale.scaled(h.size) == size,
+                         "decodeBare: destination is \(size), \(scale) of the JPEG is \(scale.scaled(h.size))")
+        }
+        try destination.withUnsafeMutableBytes { (dst: UnsafeMutableRawBufferPointer) throws(ImageDecodingError) in
+            switch format {
+            case .jpeg:
+                try jpeg.decompress(bytes, scaledSize: size, pixelFormat: TJPF_BGRA, into: dst.baseAddress!, pitch: stride)
+            case .webp:
+                let f = try WebPCodec.features(bytes)
+                try WebPCodec.decode(bytes, codedSize: f.size, size: size, into: dst.baseAddress!, stride: stride)
+            case .png:
+                try PNGCodec.decode(bytes, expectedSize: size, into: dst.baseAddress!, stride: stride)
+            }
+        }
+    }
+}

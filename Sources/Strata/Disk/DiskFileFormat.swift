@@ -1,0 +1,322 @@
+/// The name of a published disk-tier file: `<32 hex digest>-<w>x<h>-<mode><style>.px`.
+///
+/// Everything the index needs is in the name, so the index is built from directory entries
+/// alone. The name is canonical (lower-case hex, no leading zeros), so one variant has exactly
+/// one name; anything else in the directory (temporary files start with `.`) is ignored.
+package struct DiskFileName: Hashable, Sendable {
+    package var digest: KeyDigest
+    package var variant: VariantDescriptor
+
+    /// Extension of published files.
+    package static let fileExtension = "px"
+    /// Prefix of temporary files (never parsed as a published name).
+    package static let temporaryPrefix = ".strata-tmp-"
+    /// Largest side accepted in a name (keeps every size inside `UInt32` and the
+    /// file-size arithmetic far from overflow).
+    package static let maximumSide = 1 << 20
+
+    package init(digest: KeyDigest, variant: VariantDescriptor) {
+        self.digest = digest
+        self.variant = variant
+    }
+
+    /// The file name.
+    package var string: String {
+        "\(digest)-\(variant.size.width)x\(variant.size.height)-\(variant.mode.code)\(variant.style.code).\(Self.fileExtension)"
+    }
+
+    /// Calls `body` with the name as a NUL-terminated C string built on the stack (the hit
+    /// path opens files by name without allocating a `String`).
+    package func withCString<R>(_ body: (UnsafePointer<CChar>) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buffer in
+            let hex: StaticString = "0123456789abcdef"
+            let digits = hex.utf8Start
+            var n = 0
+            for i in 0..<32 {
+                let word = i < 16 ? digest.high : digest.low
+                buffer[n] = digits[Int((word >> UInt64(60 - 4 * (i & 15))) & 0xF)]
+                n += 1
+            }
+            func put(_ byte: UInt8) { buffer[n] = byte; n += 1 }
+            func putNumber(_ value: Int) {
+                var divisor = 1
+                while divisor * 10 <= value { divisor *= 10 }
+                var rest = value
+                while divisor > 0 {
+                    put(UInt8(48 + rest / divisor))
+                    rest %= divisor
+                    divisor /= 10
+                }
+            }
+            put(45)
+            putNumber(variant.size.width)
+            put(120)
+            putNumber(variant.size.height)
+            put(45)
+            put(variant.mode.code.asciiValue!)
+            put(variant.style.code.asciiValue!)
+            put(46); put(112); put(120); put(0)
+            return UnsafeRawPointer(buffer.baseAddress!).withMemoryRebound(to: CChar.self, capacity: n) { body($0) }
+        }
+    }
+
+    /// Parses a directory entry's name (raw bytes, no terminator); `nil` unless it is exactly a
+    /// canonical published name. No allocation (start-up parses a million of these).
+    package init?(bytes: UnsafeBufferPointer<UInt8>) {
+        let n = bytes.count
+        // 32 hex + "-" + ≥1 + "x" + ≥1 + "-" + 2 + ".px"
+        guard n >= 32 + 1 + 3 + 1 + 2 + 3, n <= 32 + 1 + 15 + 1 + 2 + 3, let p = bytes.baseAddress else { return nil }
+        var high: UInt64 = 0, low: UInt64 = 0
+        for i in 0..<32 {
+            let c = p[i]
+            var v = c &- 48  // "0"
+            if v > 9 {
+                v = c &- 97  // "a"
+                guard v < 6 else { return nil }
+                v += 10
+            }
+            if i < 16 { high = high << 4 | UInt64(v) } else { low = low << 4 | UInt64(v) }
+        }
+        guard p[32] == 45 else { return nil }  // "-"
+        // Width: digits up to "x"; height: digits up to "-"; no leading zeros, at most 7 digits.
+        var i = 33
+        var w = 0
+        let wStart = i
+        while i < n, p[i] &- 48 < 10, i - wStart < 7 { w = w * 10 + Int(p[i] &- 48); i += 1 }
+        guard i > wStart, p[wStart] != 48, i < n, p[i] == 120 else { return nil }  // "x"
+        i += 1
+        var h = 0
+        let hStart = i
+        while i < n, p[i] &- 48 < 10, i - hStart < 7 { h = h * 10 + Int(p[i] &- 48); i += 1 }
+        guard i > hStart, p[hStart] != 48, i < n, p[i] == 45 else { return nil }  // "-"
+        i += 1
+        guard n - i == 5, p[i + 2] == 46, p[i + 3] == 112, p[i + 4] == 120,  // ".px"
+              w <= Self.maximumSide, h <= Self.maximumSide else { return nil }
+        let mode: ContentMode
+        switch p[i] {
+        case 102: mode = .fit  // "f"
+        case 99: mode = .fill  // "c"
+        default: return nil
+        }
+        let style: PixelStyle
+        switch p[i + 1] {
+        case 97: style = .bgra32Premultiplied  // "a"
+        case 120: style = .bgrx32  // "x"
+        case 114: style = .rgb565  // "r"
+        case 103: style = .gray8  // "g"
+        default: return nil
+        }
+        self.digest = KeyDigest(high: high, low: low)
+        self.variant = VariantDescriptor(size: PixelSize(width: w, height: h), mode: mode, style: style)
+    }
+
+    /// Parses a name given as a `String`.
+    package init?(_ name: String) {
+        var name = name
+        guard let parsed = name.withUTF8({ DiskFileName(bytes: $0) }) else { return nil }
+        self = parsed
+    }
+}
+
+/// The fixed header of a disk-tier file (all integers little-endian):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 8 | magic `89 53 54 52 44 0D 0A 1A` ("\x89STRD\r\n\x1A") |
+/// | 8 | 4 | format version (1) |
+/// | 12 | 4 | pixel offset = header length, a multiple of 64 |
+/// | 16 | 4 | width |
+/// | 20 | 4 | height |
+/// | 24 | 4 | bytesPerRow |
+/// | 28 | 1 | style (`PixelStyle.rawValue`) |
+/// | 29 | 1 | mode (`ContentMode.rawValue`) |
+/// | 30 | 2 | reserved (0) |
+/// | 32 | 8 | source version |
+/// | 40 | 4 | key length in bytes (UTF-8) |
+/// | 44 | 4 | reserved (0) |
+/// | 48 | 8 | pixel checksum: XXH64 of the `bytesPerRow × height` pixel bytes |
+/// | 56 | 8 | header checksum: XXH64 of bytes 0..<56, seeded with the XXH64 of the key area |
+/// | 64 | n | the full key, then zero padding to the pixel offset |
+///
+/// The file is exactly `pixelOffset + bytesPerRow × height` bytes long.
+package struct DiskFileHeader: Hashable, Sendable {
+    package static let magic: [UInt8] = [0x89, 0x53, 0x54, 0x52, 0x44, 0x0D, 0x0A, 0x1A]
+    package static let version: UInt32 = 1
+    package static let fixedLength = 64
+
+    package var width: Int
+    package var height: Int
+    package var bytesPerRow: Int
+    package var style: PixelStyle
+    package var mode: ContentMode
+    package var sourceVersion: UInt64
+    package var keyLength: Int
+    package var pixelChecksum: UInt64
+
+    /// Where the pixel rows start for a key of `keyLength` bytes.
+    package static func pixelOffset(keyLength: Int) -> Int {
+        (fixedLength + keyLength + PixelLayout.rowAlignment - 1) & ~(PixelLayout.rowAlignment - 1)
+    }
+
+    package var pixelOffset: Int { Self.pixelOffset(keyLength: keyLength) }
+    package var pixelByteCount: Int { bytesPerRow * height }
+    package var fileLength: Int { pixelOffset + pixelByteCount }
+
+    /// The exact file length of `variant` stored under a key of `keyLength` UTF-8 bytes.
+    package static func fileLength(of variant: VariantDescriptor, keyLength: Int) -> Int {
+        pixelOffset(keyLength: keyLength)
+            + PixelLayout.bytesPerRow(width: variant.size.width, style: variant.style) * variant.size.height
+    }
+
+    /// Writes the header and the key into `buffer` (at least `pixelOffset` bytes, zeroed
+    /// padding included).
+    package func write(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) {
+        precondition(key.count == keyLength && buffer.count >= pixelOffset)
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
+        for i in 0..<8 { buffer[i] = Self.magic[i] }
+        func put32(_ v: Int, _ at: Int) { buffer.storeBytes(of: UInt32(v).littleEndian, toByteOffset: at, as: UInt32.self) }
+        put32(Int(Self.version), 8)
+        put32(pixelOffset, 12)
+        put32(width, 16)
+        put32(height, 20)
+        put32(bytesPerRow, 24)
+        buffer[28] = style.rawValue
+        buffer[29] = mode.rawValue
+        buffer.storeBytes(of: sourceVersion.littleEndian, toByteOffset: 32, as: UInt64.self)
+        put32(keyLength, 40)
+        buffer.storeBytes(of: pixelChecksum.littleEndian, toByteOffset: 48, as: UInt64.self)
+        if keyLength > 0 {
+            UnsafeMutableRawBufferPointer(rebasing: buffer[64..<(64 + keyLength)]).copyMemory(from: key)
+        }
+        let sum = Self.headerChecksum(UnsafeRawBufferPointer(buffer), pixelOffset: pixelOffset)
+        buffer.storeBytes(of: sum.littleEndian, toByteOffset: 56, as: UInt64.self)
+    }
+
+    static func headerChecksum(_ bytes: UnsafeRawBufferPointer, pixelOffset: Int) -> UInt64 {
+        let keyArea = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[64..<pixelOffset]))
+        return XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[0..<56]), seed: keyArea)
+    }
+
+    /// Why a file's header was refused.
+    package enum Problem: Error, Hashable, Sendable, CustomStringConvertible {
+        case tooShort(Int)
+        case badMagic
+        case unsupportedVersion(UInt32)
+        case badHeaderChecksum
+        case badField(String)
+        case lengthMismatch(expected: Int, actual: Int)
+        case badPixelChecksum
+
+        package var description: String {
+            switch self {
+            case .tooShort(let n): return "file too short for a header (\(n) bytes)"
+            case .badMagic: return "not a Strata disk-tier file (bad magic)"
+            case .unsupportedVersion(let v): return "unsupported format version \(v)"
+            case .badHeaderChecksum: return "header checksum mismatch"
+            case .badField(let f): return "inconsistent header field: \(f)"
+            case .lengthMismatch(let e, let a): return "file length \(a), header says \(e)"
+            case .badPixelChecksum: return "pixel checksum mismatch"
+            }
+        }
+    }
+
+    /// Parses and checks the header at the start of `bytes` (which must hold at least the whole
+    /// header area: the fixed part and the key). Does not check the file length or the pixels.
+    package init(validating bytes: UnsafeRawBufferPointer) throws(Problem) {
+        guard bytes.count >= Self.fixedLength else { throw .tooShort(bytes.count) }
+        for i in 0..<8 where bytes[i] != Self.magic[i] { throw .badMagic }
+        func get32(_ at: Int) -> Int { Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self))) }
+        let version = UInt32(get32(8))
+        guard version == Self.version else { throw .unsupportedVersion(version) }
+        let offset = get32(12)
+        let keyLength = get32(40)
+        guard offset == Self.pixelOffset(keyLength: keyLength), offset <= bytes.count else {
+            throw offset > bytes.count && offset == Self.pixelOffset(keyLength: keyLength)
+                ? .tooShort(bytes.count) : .badField("pixel offset")
+        }
+        let stored = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 56, as: UInt64.self))
+        guard Self.headerChecksum(bytes, pixelOffset: offset) == stored else { throw .badHeaderChecksum }
+        guard let style = PixelStyle(rawValue: bytes[28]) else { throw .badField("style") }
+        guard let mode = ContentMode(rawValue: bytes[29]) else { throw .badField("mode") }
+        let width = get32(16), height = get32(20), stride = get32(24)
+        guard width > 0, height > 0, width <= DiskFileName.maximumSide, height <= DiskFileName.maximumSide else {
+            throw .badField("size")
+        }
+        guard stride == PixelLayout.bytesPerRow(width: width, style: style) else { throw .badField("bytesPerRow") }
+        self.width = width
+        self.height = height
+        self.bytesPerRow = stride
+        self.style = style
+        self.mode = mode
+        self.sourceVersion = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
+        self.keyLength = keyLength
+        self.pixelChecksum = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 48, as: UInt64.self))
+    }
+
+    package init(
+        width: Int, height: Int, bytesPerRow: Int, style: PixelStyle, mode: ContentMode,
+        sourceVersion: UInt64, keyLength: Int, pixelChecksum: UInt64
+    ) {
+        self.width = width
+        self.height = height
+        self.bytesPerRow = bytesPerRow
+        self.style = style
+        self.mode = mode
+        self.sourceVersion = sourceVersion
+        self.keyLength = keyLength
+        self.pixelChecksum = pixelChecksum
+    }
+
+    /// The variant this header describes.
+    package var variant: VariantDescriptor {
+        VariantDescriptor(size: PixelSize(width: width, height: height), mode: mode, style: style)
+    }
+
+    /// The key bytes stored after the fixed header.
+    package static func keyBytes(in bytes: UnsafeRawBufferPointer, keyLength: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: bytes[64..<(64 + keyLength)])
+    }
+}
+
+/// Encodes whole disk-tier files (used by the tier's writer, and by tests and benchmarks that
+/// play "another process").
+package enum DiskFileEncoder {
+    /// The complete bytes of the file for `image` stored under `key`.
+    package static func encode(_ image: PixelImage, key: String, mode: ContentMode, sourceVersion: UInt64) -> [UInt8] {
+        var key = key
+        return key.withUTF8 { keyBytes in
+            let stride = PixelLayout.bytesPerRow(width: image.width, style: image.style)
+            let header = DiskFileHeader(
+                width: image.width, height: image.height, bytesPerRow: stride, style: image.style, mode: mode,
+                sourceVersion: sourceVersion, keyLength: keyBytes.count, pixelChecksum: 0)
+            var file = [UInt8](repeating: 0, count: header.fileLength)
+            file.withUnsafeMutableBytes { raw in
+                let pixels = UnsafeMutableRawBufferPointer(rebasing: raw[header.pixelOffset...])
+                copyRows(of: image, into: pixels, stride: stride)
+                var h = header
+                h.pixelChecksum = XXH64.hash(UnsafeRawBufferPointer(pixels))
+                h.write(key: UnsafeRawBufferPointer(keyBytes), into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<header.pixelOffset]))
+            }
+            return file
+        }
+    }
+
+    /// Copies the image's rows into `destination` (`stride × height` bytes, zeroed beyond each
+    /// row's visible bytes when the image's own padding is shorter).
+    package static func copyRows(of image: PixelImage, into destination: UnsafeMutableRawBufferPointer, stride: Int) {
+        image.withUnsafeBytes { src in
+            if image.bytesPerRow == stride, src.count == stride * image.height {
+                destination.copyMemory(from: src)
+                return
+            }
+            let rowBytes = image.width * image.style.bytesPerPixel
+            for y in 0..<image.height {
+                let dst = UnsafeMutableRawBufferPointer(rebasing: destination[(y * stride)..<((y + 1) * stride)])
+                dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: src[(y * image.bytesPerRow)..<(y * image.bytesPerRow + rowBytes)]))
+                if stride > rowBytes {
+                    UnsafeMutableRawBufferPointer(rebasing: dst[rowBytes...]).initializeMemory(as: UInt8.self, repeating: 0)
+                }
+            }
+        }
+    }
+}

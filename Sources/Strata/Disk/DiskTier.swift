@@ -1,0 +1,226 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+import Logging
+import Synchronization
+
+/// Errors of the disk tier. Each says what failed and what to do about it.
+public enum DiskTierError: Error, Sendable, CustomStringConvertible {
+    /// The cache directory cannot be created, opened or read: fix the path or its permissions.
+    case cannotUseDirectory(path: String, underlying: SystemCallError)
+    /// A file operation failed for a reason that is not the file's fault (no space, too many
+    /// open files, I/O error): the entry was not stored or not served; retry later.
+    case io(SystemCallError)
+    /// The image alone is bigger than the directory's byte limit: raise
+    /// ``DiskTier/Configuration/byteLimit`` or do not store it on disk.
+    case imageLargerThanLimit(key: String, bytes: Int, limit: Int)
+    /// The image cannot be stored on disk (e.g. absurd dimensions); nothing was written.
+    case invalidImage(key: String, reason: String)
+    /// The tier was closed.
+    case closed
+
+    public var description: String {
+        switch self {
+        case .cannotUseDirectory(let path, let error):
+            return "disk tier: cannot use directory \(path): \(error)"
+        case .io(let error):
+            return "disk tier: \(error)"
+        case .imageLargerThanLimit(let key, let bytes, let limit):
+            let shown = key.count > 80 ? String(key.prefix(80)) + "…" : key
+            return "disk tier: image for key \"\(shown)\" needs \(bytes) bytes, more than the byte limit \(limit); raise byteLimit"
+        case .invalidImage(let key, let reason):
+            let shown = key.count > 80 ? String(key.prefix(80)) + "…" : key
+            return "disk tier: cannot store image for key \"\(shown)\": \(reason)"
+        case .closed:
+            return "disk tier: used after close()"
+        }
+    }
+}
+
+/// The disk tier: a directory of raw pixel files (one variant per file, see DESIGN.md), with an
+/// in-memory index kept current by inotify, so that deciding hit or miss never touches the disk.
+///
+/// - A **miss** costs a SHA-256 of the key and a probe of the in-memory index: no syscall, no
+///   allocation.
+/// - A **hit** opens the matching file and either maps it read-only (large files; the returned
+///   image's storage is the mapping, unmapped when the last copy goes away) or reads it into a
+///   heap buffer (small files, where `pread` beats the page-table work). The header, the file
+///   length and the full key are checked on every hit; the pixel checksum per
+///   ``ChecksumPolicy``. A file that fails is deleted and counts as a miss.
+/// - **Stores** are atomic (temporary file with `O_EXCL|O_NOFOLLOW`, `fsync`, `rename`, directory
+///   `fsync`) and enforce the byte limit before publishing, evicting least-recently-used files.
+///   ``store(_:forKey:mode:sourceVersion:)`` is write-behind through a bounded queue drained by
+///   a dedicated thread; a full queue drops the store, it never blocks.
+/// - Several processes (or instances) may share one directory; each sees the others' files
+///   through inotify. Without inotify (watch or instance limit) the tier rescans periodically
+///   and logs that it does.
+///
+/// Recency lives in memory only: after a restart every existing file is equally old (they are
+/// evicted in index order until used again). Thread-safe; all blocking work runs on the
+/// caller's thread (hits, ``storeSynchronously(_:forKey:mode:sourceVersion:)``) or on the tier's
+/// own two threads (writer, watcher), never on Swift's cooperative pool unless the caller is.
+public final class DiskTier: Sendable {
+    /// When a hit verifies the pixel checksum (XXH64 over all pixel bytes, ≈ 2 ms for a
+    /// 16 MB image on this class of machine — 20× the cost of the mapped hit itself).
+    public enum ChecksumPolicy: String, Sendable, CaseIterable {
+        /// Every hit reads every pixel once more to verify: safest, slowest.
+        case everyHit
+        /// The first hit of each file in this process verifies; later hits trust it (files are
+        /// immutable once published, and a replaced file is verified again). The default.
+        case firstHit
+        /// Never: header, length and key are still checked on every hit.
+        case never
+    }
+
+    /// Settings of a disk tier. Every field has a default.
+    public struct Configuration: Sendable {
+        /// Upper bound for the files in the directory (pixels plus a 4 KiB header allowance
+        /// per file), enforced before every publish: when a store would exceed it, the least
+        /// recently used files are deleted first, down to 1/128 of the limit below it (so a full
+        /// cache pays the O(n) victim scan once per many stores). Default 1 GiB.
+        public var byteLimit: Int = 1 << 30
+        /// Pixel checksum verification on hits. Default ``ChecksumPolicy/firstHit``.
+        public var checksumPolicy: ChecksumPolicy = .firstHit
+        /// Files shorter than this are read with `pread` into a heap buffer; longer ones are
+        /// mapped. Default 256 KiB (measured by `strata bench disk`, see the README).
+        public var mapThreshold: Int = 256 << 10
+        /// Build the page tables of a mapping up front (`MAP_POPULATE`). Measured slower than
+        /// letting the kernel's fault-around map 16 pages per fault when the pixels are read
+        /// (133 µs vs 77 µs for a 16 MB file), so off by default.
+        public var populateMappings: Bool = false
+        /// Maximum number of stores waiting for the writer thread. Default 64.
+        public var writeQueueCapacity: Int = 64
+        /// Maximum pixel bytes waiting for the writer thread. Default 256 MiB.
+        public var writeQueueByteLimit: Int = 256 << 20
+        /// `fsync` files and the directory on publish (the crash guarantee). Default true.
+        public var durable: Bool = true
+        /// Watch the directory with inotify. When false, or when inotify is unavailable, the tier
+        /// rescans every ``rescanInterval``.
+        public var useInotify: Bool = true
+        /// Interval of the fallback rescans. Default 5 s.
+        public var rescanInterval: Duration = .seconds(5)
+        /// Where the tier logs (fallbacks, invalid files, dropped writes).
+        public var logger: Logger = Logger(label: "strata.disk")
+
+        public init() {}
+    }
+
+    /// Counters since the tier was opened, and the index's current size.
+    public struct Statistics: Sendable, Hashable {
+        public var hits = 0
+        public var misses = 0
+        /// Files that failed validation on a hit or on `IN_CLOSE_WRITE` (deleted, counted as misses).
+        public var invalidFiles = 0
+        /// Files published by this instance.
+        public var stores = 0
+        /// Write-behind stores dropped because the queue was full.
+        public var droppedStores = 0
+        /// Write-behind stores that failed (logged).
+        public var failedStores = 0
+        /// Files deleted to stay under the byte limit.
+        public var evictions = 0
+        /// Full rescans of the directory (overflow, recovery, polling).
+        public var rescans = 0
+        /// Times the directory was recreated after being deleted or moved away.
+        public var recoveries = 0
+        /// Variants in the index.
+        public var entries = 0
+        /// Bytes charged against the limit.
+        public var bytes = 0
+        /// Bytes of the index's table.
+        public var indexMemoryBytes = 0
+        /// Whether inotify watches the directory (false: periodic rescans).
+        public var watching = false
+    }
+
+    /// A hit with its metadata.
+    public struct Hit: Sendable {
+        public var image: PixelImage
+        public var variant: VariantDescriptor
+        public var sourceVersion: UInt64
+    }
+
+    let core: Core
+
+    /// Opens (creating if needed) the cache directory at `directory`, builds the index from its
+    /// names and starts the watcher and writer threads.
+    ///
+    /// Cost: one `readdir` pass over the directory (≈ 1 s per million files).
+    public init(directory: String, configuration: Configuration = Configuration()) throws(DiskTierError) {
+        precondition(configuration.byteLimit > 0 && configuration.writeQueueCapacity > 0)
+        core = try Core(path: directory, configuration: configuration)
+    }
+
+    deinit { core.close() }
+
+    /// The directory's path.
+    public var directory: String { core.path }
+
+    /// The best variant of `key` for `query` (``VariantMatcher``'s rule over the in-memory
+    /// index), or `nil`. Invalid or vanished files are misses.
+    ///
+    /// - Throws: ``DiskTierError/io(_:)`` when the file could not be opened or read for a
+    ///   reason that is not the file's fault (e.g. too many open files).
+    public func image(forKey key: String, matching query: SizeQuery) throws(DiskTierError) -> PixelImage? {
+        try core.lookup(key: key, query: query)?.image
+    }
+
+    /// Like ``image(forKey:matching:)``, with the variant and the stored source version.
+    public func hit(forKey key: String, matching query: SizeQuery) throws(DiskTierError) -> Hit? {
+        try core.lookup(key: key, query: query)
+    }
+
+    /// Whether the index holds a variant matching `query` (no syscall).
+    public func contains(key: String, matching query: SizeQuery) -> Bool {
+        core.contains(digest: KeyDigest(key: key), query: query)
+    }
+
+    /// Queues `image` for publishing on the writer thread; returns at once. Returns false when
+    /// the queue is full (the store is dropped and counted) or the tier is closed.
+    @discardableResult
+    public func store(_ image: PixelImage, forKey key: String, mode: ContentMode = .fit, sourceVersion: UInt64 = 0) -> Bool {
+        core.enqueue(.init(image: image, key: key, mode: mode, sourceVersion: sourceVersion))
+    }
+
+    /// Publishes `image` now (evicting to stay under the limit); on return the file is durable
+    /// (with ``Configuration/durable``) and in the index.
+    public func storeSynchronously(
+        _ image: PixelImage, forKey key: String, mode: ContentMode = .fit, sourceVersion: UInt64 = 0
+    ) throws(DiskTierError) {
+        try core.publish(image: image, key: key, mode: mode, sourceVersion: sourceVersion)
+    }
+
+    /// Deletes every variant of `key`.
+    public func remove(key: String) {
+        core.remove(digest: KeyDigest(key: key))
+    }
+
+    /// Deletes every published file in the directory (other processes' too) and empties the index.
+    public func removeAll() throws(DiskTierError) {
+        try core.removeAll()
+    }
+
+    /// Current counters.
+    public var statistics: Statistics { core.statistics() }
+
+    /// Waits until every store queued before this call has been written (or dropped on error).
+    public func flush() { core.flush() }
+
+    /// Drains the write queue, stops the threads and closes the directory. Idempotent; also
+    /// done when the tier is deallocated. Later calls fail with ``DiskTierError/closed`` or miss.
+    public func close() { core.close() }
+
+    // MARK: Hooks for tests and benchmarks
+
+    /// Rescans the directory now and converges the index to it (as on `IN_Q_OVERFLOW`).
+    package func rescanNow() throws(DiskTierError) { try core.rescan(initial: false) }
+
+    /// Stops (true) or resumes reading inotify events, so tests can overflow the kernel queue.
+    package func pauseWatcher(_ paused: Bool) { core.pauseWatcher(paused) }
+
+    /// Index entries (diagnostics).
+    package var indexEntries: [DiskIndexEntry] { core.state.withLock { $0.index.entries } }
+}

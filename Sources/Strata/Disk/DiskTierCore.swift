@@ -1,0 +1,723 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+import Logging
+import Synchronization
+
+/// `eventfd(2)`; `<sys/eventfd.h>` is not part of the Glibc module Swift imports.
+@_silgen_name("eventfd")
+private func strataEventFD(_ initialValue: UInt32, _ flags: Int32) -> Int32
+
+extension DiskTier {
+    /// The shared state behind a ``DiskTier``, referenced by its writer and watcher threads.
+    final class Core: Sendable {
+        struct State {
+            var index: DiskIndex
+            var clock: UInt32 = 1
+            var directory: DirectoryHandle
+            /// Bytes of stores between eviction and publish (counted against the limit).
+            var reserved = 0
+            var closed = false
+
+            mutating func tick() -> UInt32 {
+                if clock == UInt32.max { clock = index.compactRecency() }
+                clock += 1
+                return clock
+            }
+        }
+
+        struct Job: Sendable {
+            var image: PixelImage
+            var key: String
+            var mode: ContentMode
+            var sourceVersion: UInt64
+        }
+
+        enum QueueItem: Sendable {
+            case job(Job)
+            case barrier(DispatchSemaphore)
+            case stop
+        }
+
+        struct Queue {
+            var items: [QueueItem] = []
+            var head = 0
+            var jobs = 0
+            var bytes = 0
+            var closed = false
+        }
+
+        let path: String
+        let configuration: Configuration
+        let logger: Logger
+        let state: Mutex<State>
+        let queue = Mutex(Queue())
+        let queueSignal = DispatchSemaphore(value: 0)
+
+        // Watcher.
+        let inotifyFD: Int32
+        let wakeFD: Int32
+        let watch = Atomic<Int32>(-1)
+        /// Watch on the parent directory: while the tier holds the directory open, deleting it
+        /// does not produce `IN_DELETE_SELF` (the inode lives on), but the parent sees the
+        /// `IN_DELETE`/`IN_MOVED_FROM` of its name.
+        let parentWatch = Atomic<Int32>(-1)
+        let parentPath: String
+        let baseName: [UInt8]
+        let stopping = Atomic<Bool>(false)
+        let paused = Atomic<Bool>(false)
+        let pauseAcknowledged = Atomic<Bool>(false)
+        let closeOnce = Atomic<Bool>(false)
+        let threads = Mutex<[OSThread]>([])
+        let temporaryCounter = Atomic<Int>(0)
+
+        // Counters.
+        let hits = Atomic<Int>(0)
+        let misses = Atomic<Int>(0)
+        let invalidFiles = Atomic<Int>(0)
+        let stores = Atomic<Int>(0)
+        let droppedStores = Atomic<Int>(0)
+        let failedStores = Atomic<Int>(0)
+        let evictions = Atomic<Int>(0)
+        let rescans = Atomic<Int>(0)
+        let recoveries = Atomic<Int>(0)
+
+        init(path: String, configuration: Configuration) throws(DiskTierError) {
+            self.path = path
+            var trimmed = Substring(path)
+            while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+            if let slash = trimmed.lastIndex(of: "/") {
+                parentPath = slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+                baseName = Array(trimmed[trimmed.index(after: slash)...].utf8)
+            } else {
+                parentPath = "."
+                baseName = Array(trimmed.utf8)
+            }
+            self.configuration = configuration
+            self.logger = configuration.logger
+            let directory: DirectoryHandle
+            do {
+                directory = try DirectoryHandle(path: path, create: true)
+            } catch {
+                throw .cannotUseDirectory(path: path, underlying: error)
+            }
+            var stale: [String] = []
+            let index: DiskIndex
+            do {
+                index = try DirectoryScan.buildIndex(of: directory, recency: 0, staleTemporaries: &stale)
+            } catch {
+                throw .cannotUseDirectory(path: path, underlying: error)
+            }
+            state = Mutex(State(index: index, directory: directory))
+            wakeFD = strataEventFD(0, O_CLOEXEC | O_NONBLOCK)  // EFD_CLOEXEC/EFD_NONBLOCK equal these
+            var inotify: Int32 = -1
+            if configuration.useInotify {
+                inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+                if inotify < 0 {
+                    logger.warning("inotify unavailable; rescanning every \(configuration.rescanInterval)",
+                                   metadata: ["directory": "\(path)", "error": "\(SystemCallError(call: "inotify_init1", errno: errno))"])
+                }
+            }
+            inotifyFD = inotify
+            if inotify >= 0 {
+                let wd = inotify_add_watch(inotify, path, Self.watchMask)
+                if wd < 0 {
+                    logger.warning("cannot watch directory (inotify watch limit?); rescanning every \(configuration.rescanInterval)",
+                                   metadata: ["directory": "\(path)", "error": "\(SystemCallError(call: "inotify_add_watch", path: path, errno: errno))"])
+                } else {
+                    watch.store(wd, ordering: .releasing)
+                    parentWatch.store(inotify_add_watch(inotify, parentPath, Self.parentMask), ordering: .releasing)
+                }
+            }
+            removeStaleTemporaries(stale, in: directory)
+            do {
+                let writer = try OSThread(name: "strata-disk-w") { [self] in writerLoop() }
+                let watcher = try OSThread(name: "strata-disk-i") { [self] in watcherLoop() }
+                threads.withLock { $0 = [writer, watcher] }
+            } catch {
+                throw .io(error)
+            }
+        }
+
+        static let parentMask: UInt32 = UInt32(IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
+        static let watchMask: UInt32 = UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_DELETE
+            | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+
+        /// Deletes temporary files older than an hour (left by crashed writers); younger ones
+        /// may belong to a writer in progress in another process.
+        private func removeStaleTemporaries(_ names: [String], in directory: DirectoryHandle) {
+            let now = time(nil)
+            for name in names {
+                var st = stat()
+                guard fstatat(directory.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+                if now - st.st_mtim.tv_sec > 3600 { _ = unlinkat(directory.fd, name, 0) }
+            }
+        }
+
+        // MARK: Lookups
+
+        func contains(digest: KeyDigest, query: SizeQuery) -> Bool {
+            state.withLock { $0.index.bestMatch(for: digest, query: query) != nil }
+        }
+
+        func lookup(key: String, query: SizeQuery) throws(DiskTierError) -> DiskTier.Hit? {
+            let digest = KeyDigest(key: key)
+            let found: (DiskIndexEntry, DirectoryHandle)? = state.withLock { s in
+                guard !s.closed, let slot = s.index.bestMatch(for: digest, query: query) else { return nil }
+                s.index.touch(slot, clock: s.tick())
+                return (s.index[slot], s.directory)
+            }
+            guard let (entry, directory) = found else {
+                misses.add(1, ordering: .relaxed)
+                return nil
+            }
+            var key = key
+            let outcome = key.withUTF8 { load(entry, key: UnsafeRawBufferPointer($0), directory: directory) }
+            switch outcome {
+            case .hit(let hit):
+                hits.add(1, ordering: .relaxed)
+                return hit
+            case .vanished:
+                _ = state.withLock { $0.index.remove(entry) }
+                misses.add(1, ordering: .relaxed)
+                return nil
+            case .otherKey:
+                misses.add(1, ordering: .relaxed)
+                return nil
+            case .invalid(let problem, let identity):
+                discardInvalid(entry, directory: directory, identity: identity, reason: "\(problem)")
+                misses.add(1, ordering: .relaxed)
+                return nil
+            case .failed(let error):
+                throw .io(error)
+            }
+        }
+
+        enum LoadOutcome {
+            case hit(DiskTier.Hit)
+            case vanished
+            case otherKey
+            case invalid(DiskFileHeader.Problem, identity: FileIdentity?)
+            case failed(SystemCallError)
+        }
+
+        struct FileIdentity: Equatable { var device: UInt; var inode: UInt }
+
+        private func load(_ entry: DiskIndexEntry, key: UnsafeRawBufferPointer, directory: DirectoryHandle) -> LoadOutcome {
+            var rawFD: Int32 = -1
+            let openErrno: Int32 = entry.name.withCString { name in
+                while true {
+                    rawFD = openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                    if rawFD >= 0 { return 0 }
+                    if errno != EINTR { return errno }
+                }
+            }
+            if openErrno == ENOENT { return .vanished }
+            if openErrno == ELOOP { return .invalid(.badMagic, identity: nil) }  // a planted symlink
+            if openErrno != 0 {
+                return .failed(SystemCallError(call: "openat", path: path + "/" + entry.name.string, errno: openErrno))
+            }
+            // The path (for error messages) is the directory's; no string is built on a hit.
+            let file = FileDescriptor(adopting: rawFD, path: directory.path)
+            let variant = entry.variant
+            let expected = DiskFileHeader.fileLength(of: variant, keyLength: key.count)
+            let storage: PixelStorage
+            if expected < configuration.mapThreshold {
+                // One pread of one byte more than expected: reading exactly `expected` proves the length.
+                let buffer = PixelStorage(uninitializedByteCount: expected + 1)
+                var done = 0
+                while done <= expected {
+                    let n = pread(file.rawValue, buffer.base + done, expected + 1 - done, off_t(done))
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        return .failed(SystemCallError(call: "pread", path: file.path, errno: errno))
+                    }
+                    if n == 0 { break }
+                    done += n
+                    if done == expected { break }  // asked for one byte more and got none: exact length
+                }
+                guard done == expected else {
+                    return .invalid(.lengthMismatch(expected: expected, actual: done), identity: identity(of: file))
+                }
+                storage = buffer
+            } else {
+                let length: Int
+                do { length = try file.size() } catch { return .failed(error) }
+                guard length == expected else {
+                    return .invalid(.lengthMismatch(expected: expected, actual: length), identity: identity(of: file))
+                }
+                do {
+                    storage = try MappedRegion(file: file, length: expected, populate: configuration.populateMappings)
+                        .intoPixelStorage(kind: .fileMapping)
+                } catch {
+                    return .failed(error)
+                }
+            }
+            let bytes = UnsafeRawBufferPointer(start: storage.base, count: expected)
+            let header: DiskFileHeader
+            do {
+                header = try DiskFileHeader(validating: bytes)
+            } catch {
+                return .invalid(error, identity: identity(of: file))
+            }
+            guard header.variant == variant else {
+                return .invalid(.badField("size, mode or style differ from the name"), identity: identity(of: file))
+            }
+            guard header.keyLength == key.count,
+                  memcmp(DiskFileHeader.keyBytes(in: bytes, keyLength: key.count).baseAddress!, key.baseAddress!, key.count) == 0
+            else { return .otherKey }
+            let verify: Bool
+            switch configuration.checksumPolicy {
+            case .everyHit: verify = true
+            case .firstHit: verify = !entry.isVerified
+            case .never: verify = false
+            }
+            if verify {
+                let pixels = UnsafeRawBufferPointer(rebasing: bytes[header.pixelOffset...])
+                guard XXH64.hash(pixels) == header.pixelChecksum else {
+                    return .invalid(.badPixelChecksum, identity: identity(of: file))
+                }
+                if configuration.checksumPolicy == .firstHit {
+                    state.withLock { $0.index.setVerified(entry) }
+                }
+            }
+            let image = PixelImage(
+                width: header.width, height: header.height, bytesPerRow: header.bytesPerRow, style: header.style,
+                storage: storage, offset: header.pixelOffset)
+            return .hit(DiskTier.Hit(image: image, variant: variant, sourceVersion: header.sourceVersion))
+        }
+
+        private func identity(of file: borrowing FileDescriptor) -> FileIdentity? {
+            var st = stat()
+            guard fstat(file.rawValue, &st) == 0 else { return nil }
+            return FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino))
+        }
+
+        /// Drops a file that failed validation: from the index, and from disk unless the name
+        /// meanwhile points at another file (a newer publish).
+        private func discardInvalid(_ entry: DiskIndexEntry, directory: DirectoryHandle, identity: FileIdentity?, reason: String) {
+            invalidFiles.add(1, ordering: .relaxed)
+            let name = entry.name.string
+            var st = stat()
+            var same = true
+            if let identity, fstatat(directory.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
+                same = FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino)) == identity
+            }
+            if same {
+                _ = unlinkat(directory.fd, name, 0)
+                _ = state.withLock { $0.index.remove(entry) }
+            }
+            logger.warning("removed invalid cache file", metadata: ["file": "\(path)/\(name)", "reason": "\(reason)"])
+        }
+
+        // MARK: Stores
+
+        func enqueue(_ job: Job) -> Bool {
+            let bytes = job.image.byteCount
+            let accepted = queue.withLock { q -> Bool in
+                guard !q.closed, q.jobs < configuration.writeQueueCapacity,
+                      q.bytes + bytes <= configuration.writeQueueByteLimit || q.jobs == 0 else { return false }
+                q.items.append(.job(job))
+                q.jobs += 1
+                q.bytes += bytes
+                return true
+            }
+            if accepted {
+                queueSignal.signal()
+            } else {
+                droppedStores.add(1, ordering: .relaxed)
+            }
+            return accepted
+        }
+
+        private func writerLoop() {
+            while true {
+                queueSignal.wait()
+                let item: QueueItem? = queue.withLock { q in
+                    guard q.head < q.items.count else { return nil }
+                    let item = q.items[q.head]
+                    q.head += 1
+                    if q.head > 64 && q.head * 2 > q.items.count {
+                        q.items.removeFirst(q.head)
+                        q.head = 0
+                    }
+                    return item
+                }
+                switch item {
+                case .none:
+                    continue
+                case .job(let job):
+                    do {
+                        try publish(image: job.image, key: job.key, mode: job.mode, sourceVersion: job.sourceVersion)
+                    } catch {
+                        failedStores.add(1, ordering: .relaxed)
+                        logger.warning("write-behind store failed", metadata: ["error": "\(error)"])
+                    }
+                    queue.withLock { q in
+                        q.jobs -= 1
+                        q.bytes -= job.image.byteCount
+                    }
+                case .barrier(let semaphore):
+                    semaphore.signal()
+                case .stop:
+                    return
+                }
+            }
+        }
+
+        func flush() {
+            let semaphore = DispatchSemaphore(value: 0)
+            let queued = queue.withLock { q -> Bool in
+                guard !q.closed else { return false }
+                q.items.append(.barrier(semaphore))
+                return true
+            }
+            guard queued else { return }
+            queueSignal.signal()
+            semaphore.wait()
+        }
+
+        func publish(image: PixelImage, key: String, mode: ContentMode, sourceVersion: UInt64) throws(DiskTierError) {
+            let digest = KeyDigest(key: key)
+            let variant = VariantDescriptor(size: image.size, mode: mode, style: image.style)
+            guard image.width <= DiskFileName.maximumSide, image.height <= DiskFileName.maximumSide else {
+                throw .invalidImage(key: key, reason: "sides above \(DiskFileName.maximumSide) pixels cannot be stored on disk")
+            }
+            let newEntry = DiskIndexEntry(digest: digest, variant: variant, recency: 0)
+            let charge = newEntry.chargedBytes
+            let limit = configuration.byteLimit
+            guard charge <= limit else { throw .imageLargerThanLimit(key: key, bytes: charge, limit: limit) }
+
+            // Reserve the bytes, evicting least-recently-used files first: the limit holds
+            // before the new file becomes visible.
+            let reservation: (victims: [DiskIndexEntry], directory: DirectoryHandle)? = state.withLock { s in
+                guard !s.closed else { return nil }
+                let replacing = s.index.slot(of: newEntry) != nil ? charge : 0
+                let excess = s.index.chargedBytes - replacing + s.reserved + charge - limit
+                var victims: [DiskIndexEntry] = []
+                if excess > 0 {
+                    // Free a little more than needed (1/128 of the limit) so that a full cache
+                    // scans its index for victims once per many writes, not on every one.
+                    victims = s.index.leastRecentlyUsed(atLeast: excess + limit / 128, excluding: newEntry)
+                    for victim in victims { s.index.remove(victim) }
+                }
+                s.reserved += charge
+                return (victims, s.directory)
+            }
+            guard let reservation else { throw .closed }
+            defer { state.withLock { $0.reserved -= charge } }
+            let directory = reservation.directory
+            for victim in reservation.victims {
+                _ = unlinkat(directory.fd, victim.name.string, 0)
+                evictions.add(1, ordering: .relaxed)
+            }
+
+            let bytes = DiskFileEncoder.encode(image, key: key, mode: mode, sourceVersion: sourceVersion)
+            let finalName = DiskFileName(digest: digest, variant: variant).string
+            let temporary = "\(DiskFileName.temporaryPrefix)\(digest)-\(getpid())-\(temporaryCounter.add(1, ordering: .relaxed).newValue)"
+            do throws(SystemCallError) {
+                let file = try FileDescriptor(
+                    openAt: directory.descriptor, name: temporary,
+                    flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644)
+                do throws(SystemCallError) {
+                    let failure = bytes.withUnsafeBytes { raw -> SystemCallError? in
+                        do throws(SystemCallError) { try file.write(raw, at: 0) } catch { return error }
+                        return nil
+                    }
+                    if let failure { throw failure }
+                    if configuration.durable { try file.sync() }
+                    try Syscall.retrying("renameat", path: "\(path)/\(finalName)") {
+                        renameat(directory.fd, temporary, directory.fd, finalName)
+                    }
+                } catch {
+                    _ = unlinkat(directory.fd, temporary, 0)
+                    throw error
+                }
+                if configuration.durable {
+                    try Syscall.retrying("fsync", path: path) { fsync(directory.fd) }
+                }
+            } catch {
+                throw .io(error)
+            }
+            state.withLock { s in
+                var entry = newEntry
+                entry.recency = s.tick()
+                entry.isVerified = true  // written from these very bytes
+                s.index.insert(entry, replacedFile: true)
+            }
+            stores.add(1, ordering: .relaxed)
+        }
+
+        func remove(digest: KeyDigest) {
+            let (victims, directory) = state.withLock { s in (s.index.removeAll(digest: digest), s.directory) }
+            for victim in victims { _ = unlinkat(directory.fd, victim.name.string, 0) }
+        }
+
+        func removeAll() throws(DiskTierError) {
+            let directory = state.withLock { $0.directory }
+            var names: [String] = []
+            do {
+                try DirectoryScan.forEachName(in: directory) { bytes in
+                    if DiskFileName(bytes: bytes) != nil { names.append(String(decoding: bytes, as: UTF8.self)) }
+                }
+            } catch {
+                throw .io(error)
+            }
+            for name in names { _ = unlinkat(directory.fd, name, 0) }
+            state.withLock { $0.index = DiskIndex() }
+        }
+
+        // MARK: Index maintenance
+
+        /// Rebuilds the index from the directory's names and converges to it, keeping the
+        /// recency and verification of files that are still there.
+        func rescan(initial: Bool) throws(DiskTierError) {
+            let directory = state.withLock { $0.directory }
+            var stale: [String] = []
+            var fresh: DiskIndex
+            do {
+                fresh = try DirectoryScan.buildIndex(of: directory, recency: 0, staleTemporaries: &stale)
+            } catch {
+                throw .io(error)
+            }
+            rescans.add(1, ordering: .relaxed)
+            state.withLock { s in
+                let now = s.clock
+                var merged = DiskIndex(minimumCapacity: fresh.count)
+                fresh.forEach { entry in
+                    var entry = entry
+                    if let slot = s.index.slot(of: entry) {
+                        let old = s.index[slot]
+                        entry.recency = old.recency
+                        entry.isVerified = old.isVerified
+                    } else {
+                        entry.recency = now  // appeared while we were not looking: treat as new
+                    }
+                    merged.insert(entry)
+                }
+                s.index = merged
+            }
+        }
+
+        func pauseWatcher(_ pause: Bool) {
+            pauseAcknowledged.store(false, ordering: .sequentiallyConsistent)
+            paused.store(pause, ordering: .sequentiallyConsistent)
+            wake()
+            if pause && watch.load(ordering: .acquiring) >= 0 {
+                while !pauseAcknowledged.load(ordering: .sequentiallyConsistent) { usleep(1000) }
+            }
+        }
+
+        private func wake() {
+            var one: UInt64 = 1
+            _ = Glibc.write(wakeFD, &one, 8)
+        }
+
+        // MARK: Watcher thread
+
+        private func watcherLoop() {
+            let bufferSize = 64 << 10
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferSize, alignment: 8)
+            defer { buffer.deallocate() }
+            var recoverPending = false
+            let pollMilliseconds = Int32(clamping: configuration.rescanInterval.components.seconds * 1000
+                + configuration.rescanInterval.components.attoseconds / 1_000_000_000_000_000)
+            while !stopping.load(ordering: .acquiring) {
+                if paused.load(ordering: .acquiring) {
+                    pauseAcknowledged.store(true, ordering: .sequentiallyConsistent)
+                    usleep(2000)
+                    continue
+                }
+                let watching = watch.load(ordering: .acquiring) >= 0
+                var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: watching ? inotifyFD : -1, events: Int16(POLLIN), revents: 0)]
+                let timeout: Int32 = recoverPending ? 100 : (watching ? -1 : max(pollMilliseconds, 10))
+                let ready = poll(&fds, 2, timeout)
+                if ready < 0 && errno != EINTR {
+                    logger.error("poll failed in directory watcher", metadata: ["errno": "\(errno)"])
+                    usleep(100_000)
+                    continue
+                }
+                if fds[0].revents != 0 {
+                    var value: UInt64 = 0
+                    _ = Glibc.read(wakeFD, &value, 8)
+                    continue
+                }
+                if recoverPending {
+                    recoverPending = !recoverDirectory()
+                    continue
+                }
+                if !watching {
+                    if ready == 0 { rescanLogging() }
+                    continue
+                }
+                guard fds[1].revents != 0 else { continue }
+                let n = Glibc.read(inotifyFD, buffer, bufferSize)
+                if n <= 0 { continue }
+                var needRescan = false
+                var needRecover = false
+                processEvents(UnsafeRawBufferPointer(start: buffer, count: n), rescan: &needRescan, recover: &needRecover)
+                if needRecover {
+                    recoverPending = !recoverDirectory()
+                } else if needRescan {
+                    logger.notice("inotify queue overflowed; rescanning", metadata: ["directory": "\(path)"])
+                    rescanLogging()
+                }
+            }
+        }
+
+        private func rescanLogging() {
+            do { try rescan(initial: false) } catch {
+                logger.warning("directory rescan failed", metadata: ["directory": "\(path)", "error": "\(error)"])
+            }
+        }
+
+        private func processEvents(_ events: UnsafeRawBufferPointer, rescan: inout Bool, recover: inout Bool) {
+            let current = watch.load(ordering: .acquiring)
+            let parent = parentWatch.load(ordering: .acquiring)
+            var offset = 0
+            while offset + 16 <= events.count {
+                let wd = events.loadUnaligned(fromByteOffset: offset, as: Int32.self)
+                let mask = events.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+                let length = Int(events.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                let nameStart = offset + 16
+                offset = nameStart + length
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 { rescan = true; continue }
+                if wd == parent && wd != current {
+                    // Our directory deleted or renamed away?
+                    if mask & UInt32(IN_ISDIR) != 0, length > 0, offset <= events.count {
+                        let raw = events.baseAddress!.advanced(by: nameStart).assumingMemoryBound(to: UInt8.self)
+                        let nameLength = strnlen(UnsafeRawPointer(raw).assumingMemoryBound(to: CChar.self), length)
+                        if UnsafeBufferPointer(start: raw, count: nameLength).elementsEqual(baseName) { recover = true }
+                    }
+                    continue
+                }
+                guard wd == current else { continue }
+                if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT) != 0 { recover = true; continue }
+                guard length > 0, offset <= events.count else { continue }
+                let raw = events.baseAddress!.advanced(by: nameStart).assumingMemoryBound(to: UInt8.self)
+                let nameLength = strnlen(UnsafeRawPointer(raw).assumingMemoryBound(to: CChar.self), length)
+                guard let name = DiskFileName(bytes: UnsafeBufferPointer(start: raw, count: nameLength)) else { continue }
+                if mask & UInt32(IN_MOVED_TO) != 0 {
+                    state.withLock { s in
+                        _ = s.index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: s.tick()), replacedFile: true)
+                    }
+                } else if mask & UInt32(IN_CLOSE_WRITE) != 0 {
+                    // A writer that does not rename: index only a complete, valid file.
+                    if validateClosedFile(name) {
+                        state.withLock { s in
+                            _ = s.index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: s.tick()), replacedFile: true)
+                        }
+                    }
+                } else if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
+                    _ = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: 0)) }
+                }
+            }
+        }
+
+        /// Header, key digest and length check of a file written in place (`IN_CLOSE_WRITE`).
+        private func validateClosedFile(_ name: DiskFileName) -> Bool {
+            let directory = state.withLock { $0.directory }
+            let fileName = name.string
+            guard let file = try? FileDescriptor(openAt: directory.descriptor, name: fileName, flags: O_RDONLY | O_NOFOLLOW)
+            else { return false }
+            var valid = false
+            let headerBytes = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { fixed -> Int? in
+                guard (try? file.read(into: fixed, at: 0)) == 64,
+                      let keyLength = Optional(Int(UInt32(littleEndian: UnsafeRawBufferPointer(fixed).loadUnaligned(fromByteOffset: 40, as: UInt32.self)))),
+                      keyLength <= 1 << 24 else { return nil }
+                return DiskFileHeader.pixelOffset(keyLength: keyLength)
+            }
+            if let headerLength = headerBytes {
+                var area = [UInt8](repeating: 0, count: headerLength)
+                valid = area.withUnsafeMutableBytes { raw -> Bool in
+                    guard (try? file.read(into: raw, at: 0)) == headerLength,
+                          let header = try? DiskFileHeader(validating: UnsafeRawBufferPointer(raw)),
+                          header.variant == name.variant,
+                          (try? file.size()) == header.fileLength else { return false }
+                    let key = DiskFileHeader.keyBytes(in: UnsafeRawBufferPointer(raw), keyLength: header.keyLength)
+                    let words = SHA256.hash(key)
+                    return KeyDigest(high: UInt64(words.0) << 32 | UInt64(words.1), low: UInt64(words.2) << 32 | UInt64(words.3)) == name.digest
+                }
+            }
+            if !valid {
+                invalidFiles.add(1, ordering: .relaxed)
+                logger.warning("ignored invalid file written in place", metadata: ["file": "\(path)/\(fileName)"])
+            }
+            return valid
+        }
+
+        /// Recreates and re-watches a directory that was deleted or moved away. Returns false
+        /// when it must be retried.
+        private func recoverDirectory() -> Bool {
+            let old = watch.exchange(-1, ordering: .acquiringAndReleasing)
+            if old >= 0 { _ = inotify_rm_watch(inotifyFD, old) }
+            let directory: DirectoryHandle
+            do {
+                directory = try DirectoryHandle(path: path, create: true)
+            } catch {
+                logger.error("cannot recreate cache directory; retrying", metadata: ["directory": "\(path)", "error": "\(error)"])
+                return false
+            }
+            let wd = inotify_add_watch(inotifyFD, path, Self.watchMask)
+            if wd >= 0 {
+                watch.store(wd, ordering: .releasing)
+                parentWatch.store(inotify_add_watch(inotifyFD, parentPath, Self.parentMask), ordering: .releasing)
+            } else {
+                logger.warning("cannot re-watch recreated directory; rescanning periodically",
+                               metadata: ["directory": "\(path)", "errno": "\(errno)"])
+            }
+            state.withLock { $0.directory = directory }
+            recoveries.add(1, ordering: .relaxed)
+            logger.warning("cache directory was deleted or moved; recreated it", metadata: ["directory": "\(path)"])
+            rescanLogging()
+            return true
+        }
+
+        // MARK: Lifecycle
+
+        func statistics() -> DiskTier.Statistics {
+            var stats = DiskTier.Statistics()
+            stats.hits = hits.load(ordering: .relaxed)
+            stats.misses = misses.load(ordering: .relaxed)
+            stats.invalidFiles = invalidFiles.load(ordering: .relaxed)
+            stats.stores = stores.load(ordering: .relaxed)
+            stats.droppedStores = droppedStores.load(ordering: .relaxed)
+            stats.failedStores = failedStores.load(ordering: .relaxed)
+            stats.evictions = evictions.load(ordering: .relaxed)
+            stats.rescans = rescans.load(ordering: .relaxed)
+            stats.recoveries = recoveries.load(ordering: .relaxed)
+            state.withLock { s in
+                stats.entries = s.index.count
+                stats.bytes = s.index.chargedBytes
+                stats.indexMemoryBytes = s.index.memoryBytes
+            }
+            stats.watching = watch.load(ordering: .relaxed) >= 0
+            return stats
+        }
+
+        func close() {
+            guard !closeOnce.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            // Drain the queue, then stop the writer.
+            queue.withLock { q in
+                q.items.append(.stop)
+                q.closed = true
+            }
+            queueSignal.signal()
+            stopping.store(true, ordering: .releasing)
+            wake()
+            let workers = threads.withLock { t in
+                let all = t
+                t = []
+                return all
+            }
+            for worker in workers { worker.join() }
+            state.withLock { $0.closed = true }
+            if inotifyFD >= 0 { _ = Glibc.close(inotifyFD) }
+            _ = Glibc.close(wakeFD)
+        }
+    }
+}

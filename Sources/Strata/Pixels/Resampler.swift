@@ -1,0 +1,351 @@
+/// Resizes ``PixelImage``s with a separable windowed-sinc (or cheaper) filter.
+///
+/// The filter is applied to the stored values; for ``PixelStyle/bgra32Premultiplied`` those
+/// are premultiplied, which is what makes the result alpha-correct (no dark fringes around
+/// transparent areas). All four channels of a 32-bit pixel are filtered alike; ``PixelStyle/bgrx32``
+/// output keeps its fourth byte at 0xFF; ``PixelStyle/gray8`` is filtered as one channel;
+/// ``PixelStyle/rgb565`` is expanded to BGRx, resampled and quantised back (rounded, not
+/// dithered), so prefer resampling before converting to 565.
+///
+/// The work is separable and streams the source once, top to bottom: each source row the output
+/// needs is widened to floats and filtered horizontally (one `SIMD4<Float>` per BGRA pixel) into
+/// a small ring of output-width rows; each output row is then a vertical blend of ring rows (a
+/// plain loop the compiler vectorises), rounded to bytes. Only the source rows and columns the
+/// output needs are read (a `fill` crop reads only its crop). Cost is about
+/// `sourceRows × outputWidth × tapsX + outputRows × outputWidth × tapsY` multiply-adds per
+/// channel, with `taps ≈ 6 × reduction` for Lanczos-3. Coefficient tables and scratch rows are
+/// kept between calls, so a resampler reused for the same geometry allocates nothing but the
+/// output.
+///
+/// A `Resampler` is a reusable scratch object: it is not thread-safe; use one per thread. It is
+/// cheap to create (a few small allocations; the tables are built on first use).
+public final class Resampler {
+    /// The kernel this resampler convolves with.
+    public let filter: ResamplingFilter
+
+    private var horizontal: ResamplerTable?
+    private var vertical: ResamplerTable?
+    /// One source row widened to floats (`span × channels`).
+    private var sourceRow = ScratchBuffer<Float>()
+    /// Horizontally filtered rows (`ringRows × outputWidth × channels`), indexed by source row
+    /// modulo the ring size.
+    private var ring = ScratchBuffer<Float>()
+    /// Which source row each ring slot holds (−1: none).
+    private var ringSourceRows = ScratchBuffer<Int>()
+    /// The ring rows blended into the current output row.
+    private var ringPointers = ScratchBuffer<UnsafePointer<Float>>()
+    /// One output row of floats before rounding.
+    private var outputRow = ScratchBuffer<Float>()
+
+    /// A resampler using `filter` (Lanczos-3 unless told otherwise).
+    public init(filter: ResamplingFilter = .lanczos3) {
+        self.filter = filter
+    }
+
+    deinit {
+        sourceRow.free()
+        ring.free()
+        ringSourceRows.free()
+        ringPointers.free()
+        outputRow.free()
+    }
+
+    /// Resamples `region` of `source` (source pixel coordinates, fractional allowed) onto all
+    /// of `destination`, whose size is the output size and whose style must be the source's.
+    ///
+    /// Pixels of `destination` are all overwritten (the row padding is left as it was); a
+    /// destination over mapped memory (a table slot) is written in place when it is the only
+    /// reference to its writable storage — otherwise copy-on-write gives it fresh heap rows. Taps
+    /// that fall outside the source are dropped and the rest renormalised, so a region that
+    /// touches the image border does not darken it.
+    public func resample(_ source: PixelImage, region: SourceRect, into destination: inout PixelImage) {
+        precondition(source.style == destination.style,
+                     "resample keeps the style: convert with PixelConversion first")
+        precondition(region.width > 0 && region.height > 0 && region.x.isFinite && region.y.isFinite
+                     && region.width.isFinite && region.height.isFinite,
+                     "the source region must be finite and non-empty")
+        if source.style == .rgb565 {
+            // Filter in 8-bit BGRx and quantise once at the end.
+            let wide = PixelConversion.convert(source, to: .bgrx32)
+            var out = PixelImage(uninitializedWidth: destination.width, height: destination.height, style: .bgrx32)
+            resample(wide, region: region, into: &out)
+            PixelConversion.convert(out, into: &destination)
+            return
+        }
+        let h = table(&horizontal, ResamplerTable.Key(
+            sourceLength: source.width, regionStart: region.x, regionLength: region.width,
+            destinationLength: destination.width, filter: filter))
+        let v = table(&vertical, ResamplerTable.Key(
+            sourceLength: source.height, regionStart: region.y, regionLength: region.height,
+            destinationLength: destination.height, filter: filter))
+        let channels = source.style.bytesPerPixel
+        if h.isShift && v.isShift {
+            // Integer-aligned 1:1 (e.g. a source no larger than the box): a plain row copy.
+            copy(source, x: h.starts[0], y: v.starts[0], into: &destination)
+            return
+        }
+        let spanValues = (h.spanEnd - h.spanStart) * channels
+        let outValues = destination.width * channels
+        // Ring rows padded to a multiple of 16 floats (64 bytes); one slot more than the most
+        // taps an output row uses, so a row's window never evicts a row of the same window.
+        let ringStride = (outValues + 15) & ~15
+        let ringRows = v.taps + 1
+        let sourceRow = self.sourceRow.reserve(spanValues)
+        let ring = self.ring.reserve(ringRows * ringStride)
+        let ringSourceRows = self.ringSourceRows.reserve(ringRows)
+        let ringPointers = self.ringPointers.reserve(v.taps)
+        let outputRow = self.outputRow.reserve(outValues)
+        ringSourceRows.initialize(repeating: -1, count: ringRows)
+        let style = source.style
+        let sourceStride = source.bytesPerRow, destinationStride = destination.bytesPerRow
+        let width = destination.width
+        source.withUnsafeBytes { src in
+            destination.withUnsafeMutableBytes { dst in
+                let srcBase = UnsafePointer(src.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                    + h.spanStart * channels
+                let dstBase = dst.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                h.weights.withUnsafeBufferPointer { hw in
+                h.starts.withUnsafeBufferPointer { hs in
+                h.counts.withUnsafeBufferPointer { hc in
+                v.weights.withUnsafeBufferPointer { vw in
+                    for y in 0..<v.starts.count {
+                        let first = v.starts[y], n = v.counts[y]
+                        for k in 0..<n {
+                            let r = first + k
+                            let slot = r % ringRows
+                            let ringRow = ring + slot * ringStride
+                            if ringSourceRows[slot] != r {
+                                Self.widen(srcBase + r * sourceStride, count: spanValues, into: sourceRow)
+                                if channels == 4 {
+                                    Self.filterRow4(sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                    counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                    width: width, into: ringRow)
+                                } else {
+                                    Self.filterRow1(sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                    counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                    width: width, into: ringRow)
+                                }
+                                ringSourceRows[slot] = r
+                            }
+                            ringPointers[k] = UnsafePointer(ringRow)
+                        }
+                        Self.blendRows(ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
+                                       values: outValues, into: outputRow)
+                        let out = dstBase + y * destinationStride
+                        switch style {
+                        case .bgra32Premultiplied: Self.store4(outputRow, width: width, opaque: false, into: out)
+                        case .bgrx32: Self.store4(outputRow, width: width, opaque: true, into: out)
+                        case .gray8: Self.store1(outputRow, width: width, into: out)
+                        case .rgb565: preconditionFailure("handled above")
+                        }
+                    }
+                }}}}
+            }
+        }
+    }
+
+    /// Resamples `region` of `source` into a new heap image of `size` (same style).
+    public func resample(_ source: PixelImage, region: SourceRect, to size: PixelSize) -> PixelImage {
+        var out = PixelImage(uninitializedWidth: size.width, height: size.height, style: source.style)
+        resample(source, region: region, into: &out)
+        return out
+    }
+
+    /// Sizes `source` into `box` as ``SizingPlan`` plans it (`fit`: aspect kept, inside the box;
+    /// `fill`: exactly the box, centre-cropped) and resamples. A source smaller than the box is
+    /// not enlarged unless `allowUpscale` is set. Returns `source` itself (no copy) when the
+    /// plan is the whole source at its own size.
+    public func resize(_ source: PixelImage, box: PixelSize, mode: ContentMode, allowUpscale: Bool = false) -> PixelImage {
+        let plan = SizingPlan(source: source.size, box: box, mode: mode, allowUpscale: allowUpscale)
+        let whole = SourceRect(x: 0, y: 0, width: Double(source.width), height: Double(source.height))
+        if plan.output == source.size && plan.sourceRect == whole { return source }
+        return resample(source, region: plan.sourceRect, to: plan.output)
+    }
+
+    // MARK: - Internals
+
+    private func copy(_ source: PixelImage, x: Int, y: Int, into destination: inout PixelImage) {
+        let bpp = source.style.bytesPerPixel
+        let rowBytes = destination.width * bpp
+        let sourceStride = source.bytesPerRow, destinationStride = destination.bytesPerRow
+        let height = destination.height
+        source.withUnsafeBytes { src in
+            destination.withUnsafeMutableBytes { dst in
+                for row in 0..<height {
+                    (dst.baseAddress! + row * destinationStride)
+                        .copyMemory(from: src.baseAddress! + (y + row) * sourceStride + x * bpp, byteCount: rowBytes)
+                }
+            }
+        }
+    }
+
+    private func table(_ cache: inout ResamplerTable?, _ key: ResamplerTable.Key) -> ResamplerTable {
+        if let cached = cache, cached.key == key { return cached }
+        let fresh = ResamplerTable(key)
+        cache = fresh
+        return fresh
+    }
+
+    /// `out[j] = Float(row[j])` for `j < count` (vectorised widening).
+    @inline(__always)
+    private static func widen(_ row: UnsafePointer<UInt8>, count: Int, into out: UnsafeMutablePointer<Float>) {
+        for j in 0..<count { out[j] = Float(row[j]) }
+    }
+
+    /// `out[j] = Σₖ weights[k] · rows[k][j]` for `j < values`.
+    ///
+    /// Taps are taken four at a time over the whole row: plain counted loops that the compiler
+    /// vectorises, with the output row staying in L1 between groups.
+    @inline(__always)
+    private static func blendRows(
+        _ rows: UnsafeMutablePointer<UnsafePointer<Float>>, weights w: UnsafePointer<Float>, count n: Int,
+        values: Int, into out: UnsafeMutablePointer<Float>
+    ) {
+        var k = 0
+        // The first group initialises the row.
+        switch n {
+        case 1:
+            let a = rows[0], wa = w[0]
+            for j in 0..<values { out[j] = a[j] * wa }
+            return
+        case 2:
+            let a = rows[0], b = rows[1], wa = w[0], wb = w[1]
+            for j in 0..<values { out[j] = a[j] * wa + b[j] * wb }
+            return
+        case 3:
+            let a = rows[0], b = rows[1], c = rows[2], wa = w[0], wb = w[1], wc = w[2]
+            for j in 0..<values { out[j] = a[j] * wa + b[j] * wb + c[j] * wc }
+            return
+        default:
+            let a = rows[0], b = rows[1], c = rows[2], d = rows[3]
+            let wa = w[0], wb = w[1], wc = w[2], wd = w[3]
+            for j in 0..<values { out[j] = (a[j] * wa + b[j] * wb) + (c[j] * wc + d[j] * wd) }
+            k = 4
+        }
+        while n - k >= 4 {
+            let a = rows[k], b = rows[k + 1], c = rows[k + 2], d = rows[k + 3]
+            let wa = w[k], wb = w[k + 1], wc = w[k + 2], wd = w[k + 3]
+            for j in 0..<values { out[j] += (a[j] * wa + b[j] * wb) + (c[j] * wc + d[j] * wd) }
+            k += 4
+        }
+        switch n - k {
+        case 1:
+            let a = rows[k], wa = w[k]
+            for j in 0..<values { out[j] += a[j] * wa }
+        case 2:
+            let a = rows[k], b = rows[k + 1], wa = w[k], wb = w[k + 1]
+            for j in 0..<values { out[j] += a[j] * wa + b[j] * wb }
+        case 3:
+            let a = rows[k], b = rows[k + 1], c = rows[k + 2], wa = w[k], wb = w[k + 1], wc = w[k + 2]
+            for j in 0..<values { out[j] += a[j] * wa + b[j] * wb + c[j] * wc }
+        default:
+            break
+        }
+    }
+
+    /// Horizontal pass for 4-channel pixels: one `SIMD4<Float>` per output pixel, with four
+    /// independent accumulators so that the adds overlap.
+    @inline(__always)
+    private static func filterRow4(
+        _ row: UnsafeMutablePointer<Float>, span: Int, starts: UnsafePointer<Int>, counts: UnsafePointer<Int>,
+        weights: UnsafePointer<Float>, taps: Int, width: Int, into out: UnsafeMutablePointer<Float>
+    ) {
+        let pixels = UnsafeRawPointer(row)
+        let output = UnsafeMutableRawPointer(out)
+        for x in 0..<width {
+            let n = counts[x]
+            let w = weights + x * taps
+            let p = pixels + (starts[x] - span) * 16
+            var a0 = SIMD4<Float>(), a1 = SIMD4<Float>(), a2 = SIMD4<Float>(), a3 = SIMD4<Float>()
+            var k = 0
+            while k + 4 <= n {
+                a0 += p.loadUnaligned(fromByteOffset: k * 16, as: SIMD4<Float>.self) * w[k]
+                a1 += p.loadUnaligned(fromByteOffset: k * 16 + 16, as: SIMD4<Float>.self) * w[k + 1]
+                a2 += p.loadUnaligned(fromByteOffset: k * 16 + 32, as: SIMD4<Float>.self) * w[k + 2]
+                a3 += p.loadUnaligned(fromByteOffset: k * 16 + 48, as: SIMD4<Float>.self) * w[k + 3]
+                k += 4
+            }
+            while k < n {
+                a0 += p.loadUnaligned(fromByteOffset: k * 16, as: SIMD4<Float>.self) * w[k]
+                k += 1
+            }
+            output.storeBytes(of: (a0 + a1) + (a2 + a3), toByteOffset: x * 16, as: SIMD4<Float>.self)
+        }
+    }
+
+    /// Horizontal pass for one-channel pixels.
+    @inline(__always)
+    private static func filterRow1(
+        _ row: UnsafeMutablePointer<Float>, span: Int, starts: UnsafePointer<Int>, counts: UnsafePointer<Int>,
+        weights: UnsafePointer<Float>, taps: Int, width: Int, into out: UnsafeMutablePointer<Float>
+    ) {
+        for x in 0..<width {
+            let first = starts[x] - span, n = counts[x]
+            let w = weights + x * taps
+            var a0: Float = 0, a1: Float = 0
+            var k = 0
+            while k + 2 <= n {
+                a0 += row[first + k] * w[k]
+                a1 += row[first + k + 1] * w[k + 1]
+                k += 2
+            }
+            if k < n { a0 += row[first + k] * w[k] }
+            out[x] = a0 + a1
+        }
+    }
+
+    /// Rounds a filtered sample to a byte value: clamped to 0…255, then rounded to nearest
+    /// (ties to even) by adding 2²³, whose float spacing is 1 — no libm call, no trap check.
+    @inline(__always)
+    private static func byte(_ v: Float) -> UInt32 {
+        (Swift.min(Swift.max(v, 0), 255) + 8_388_608).bitPattern & 0xFF
+    }
+
+    /// Rounds a row of 4-channel samples to bytes. Premultiplied colour is clamped to its alpha
+    /// (Lanczos ringing can push it over); BGRx gets an opaque fourth byte.
+    @inline(__always)
+    private static func store4(_ row: UnsafeMutablePointer<Float>, width: Int, opaque: Bool,
+                               into out: UnsafeMutablePointer<UInt8>) {
+        let output = UnsafeMutableRawPointer(out)
+        for x in 0..<width {
+            let p = row + 4 * x
+            var b = byte(p[0]), g = byte(p[1]), r = byte(p[2])
+            let a: UInt32
+            if opaque {
+                a = 255
+            } else {
+                a = byte(p[3])
+                b = Swift.min(b, a); g = Swift.min(g, a); r = Swift.min(r, a)
+            }
+            output.storeBytes(of: (b | g << 8 | r << 16 | a << 24).littleEndian, toByteOffset: x * 4, as: UInt32.self)
+        }
+    }
+
+    /// Rounds a row of one-channel samples to bytes.
+    @inline(__always)
+    private static func store1(_ row: UnsafeMutablePointer<Float>, width: Int, into out: UnsafeMutablePointer<UInt8>) {
+        for x in 0..<width { out[x] = UInt8(truncatingIfNeeded: byte(row[x])) }
+    }
+}
+
+/// A growable, uninitialised scratch allocation owned by one ``Resampler`` (freed by its deinit).
+private struct ScratchBuffer<Element> {
+    private(set) var pointer: UnsafeMutablePointer<Element>?
+    private(set) var capacity = 0
+
+    /// At least `count` elements (contents unspecified after growing).
+    mutating func reserve(_ count: Int) -> UnsafeMutablePointer<Element> {
+        if let pointer, capacity >= count { return pointer }
+        pointer?.deallocate()
+        let fresh = UnsafeMutablePointer<Element>.allocate(capacity: Swift.max(count, 1))
+        pointer = fresh
+        capacity = Swift.max(count, 1)
+        return fresh
+    }
+
+    mutating func free() {
+        pointer?.deallocate()
+        pointer = nil
+        capacity = 0
+    }
+}

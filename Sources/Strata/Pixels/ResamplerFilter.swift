@@ -1,0 +1,168 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The reconstruction kernel a ``Resampler`` convolves with.
+///
+/// When downscaling, every kernel is stretched by the reduction factor (its support grows with
+/// it), so it also acts as the anti-aliasing low-pass filter; this is what Pillow and libvips
+/// do, and what makes a resize comparable with theirs. Cost grows with the support: a
+/// `.lanczos3` reduction by `f` reads about `6f` source pixels per output pixel and axis,
+/// `.bilinear` `2f`, `.box` `f`.
+public enum ResamplingFilter: Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Lanczos windowed sinc with 3 lobes (support 3): the sharpest, the default, and the one
+    /// thumbnails are compared against.
+    case lanczos3
+    /// Catmull-Rom cubic (Keys, a = −0.5; support 2), as Pillow's `BICUBIC`.
+    case bicubic
+    /// Triangle (tent) filter (support 1): cheaper, slightly blurrier.
+    case bilinear
+    /// Area average (support ½): the cheapest antialiasing filter, for previews.
+    case box
+
+    /// Half-width of the kernel, in output-pixel units (before stretching for reduction).
+    public var support: Double {
+        switch self {
+        case .lanczos3: return 3
+        case .bicubic: return 2
+        case .bilinear: return 1
+        case .box: return 0.5
+        }
+    }
+
+    /// The kernel's value at distance `x` (in output-pixel units) from the sample centre.
+    public func weight(at x: Double) -> Double {
+        switch self {
+        case .lanczos3:
+            let ax = abs(x)
+            guard ax < 3 else { return 0 }
+            return Self.sinc(x) * Self.sinc(x / 3)
+        case .bicubic:
+            let a = -0.5, ax = abs(x)
+            if ax < 1 { return ((a + 2) * ax - (a + 3)) * ax * ax + 1 }
+            if ax < 2 { return (((ax - 5) * ax + 8) * ax - 4) * a }
+            return 0
+        case .bilinear:
+            let ax = abs(x)
+            return ax < 1 ? 1 - ax : 0
+        case .box:
+            // Half-open so that a pixel exactly on a boundary counts once; (−½, ½] as Pillow,
+            // which matches the tap window (first tap ⌊centre − support + ½⌋).
+            return x > -0.5 && x <= 0.5 ? 1 : 0
+        }
+    }
+
+    private static func sinc(_ x: Double) -> Double {
+        if x == 0 { return 1 }
+        let px = Double.pi * x
+        return sin(px) / px
+    }
+
+    public var description: String {
+        switch self {
+        case .lanczos3: return "lanczos3"
+        case .bicubic: return "bicubic"
+        case .bilinear: return "bilinear"
+        case .box: return "box"
+        }
+    }
+}
+
+/// Precomputed convolution weights for one axis: for each output sample, the first source
+/// index, the number of taps and their normalised weights (rows of `taps` floats, zero-padded).
+struct ResamplerTable {
+    struct Key: Hashable {
+        var sourceLength: Int
+        var regionStart: Double
+        var regionLength: Double
+        var destinationLength: Int
+        var filter: ResamplingFilter
+    }
+
+    let key: Key
+    /// Weights per output sample (the row stride of `weights`).
+    let taps: Int
+    /// First source index of each output sample.
+    let starts: [Int]
+    /// Number of taps of each output sample (≤ `taps`).
+    let counts: [Int]
+    /// `destinationLength × taps` weights, zero past each sample's count.
+    let weights: [Float]
+    /// The source indices any output reads: `spanStart ..< spanEnd`.
+    let spanStart: Int
+    let spanEnd: Int
+    /// Whether output `i` is exactly source `starts[0] + i` (an integer-aligned 1:1 mapping).
+    let isShift: Bool
+
+    /// Builds the table the way Pillow's and libvips' reducers do: output sample `i` is centred
+    /// on source coordinate `regionStart + (i + ½) · scale`; the kernel is stretched by
+    /// `max(scale, 1)`; taps outside `0 ..< sourceLength` are dropped and the rest renormalised
+    /// (edge pixels are not extended).
+    init(_ key: Key) {
+        precondition(key.sourceLength > 0 && key.destinationLength > 0)
+        self.key = key
+        let scale = key.regionLength / Double(key.destinationLength)
+        let stretch = max(scale, 1)
+        let support = key.filter.support * stretch
+        let inverse = 1 / stretch
+        let taps = max(1, Int((support * 2).rounded(.up)) + 1)
+        var starts = [Int](repeating: 0, count: key.destinationLength)
+        var counts = [Int](repeating: 0, count: key.destinationLength)
+        var weights = [Float](repeating: 0, count: key.destinationLength * taps)
+        var scratch = [Double](repeating: 0, count: taps)
+        var spanStart = Int.max, spanEnd = Int.min
+        for i in 0..<key.destinationLength {
+            let centre = key.regionStart + (Double(i) + 0.5) * scale
+            var first = Int((centre - support + 0.5).rounded(.down))
+            var end = Int((centre + support + 0.5).rounded(.down))
+            first = max(first, 0)
+            end = min(end, key.sourceLength, first + taps)
+            var total = 0.0
+            var n = 0
+            if first < end {
+                for j in first..<end {
+                    var w = key.filter.weight(at: (Double(j) - centre + 0.5) * inverse)
+                    // sin(kπ) is ~1e-16, not 0: make the kernel's zeros exact so that they are
+                    // trimmed (an integer-aligned 1:1 mapping becomes a single tap of weight 1).
+                    if abs(w) < 1e-9 { w = 0 }
+                    scratch[j - first] = w
+                    total += w
+                }
+                n = end - first
+            }
+            if n == 0 || total == 0 {
+                // Region outside the image (or a degenerate kernel): nearest clamped pixel.
+                first = min(max(Int(centre.rounded(.down)), 0), key.sourceLength - 1)
+                n = 1
+                scratch[0] = 1
+                total = 1
+            }
+            // Trim zero weights at both ends (keeps the inner loops short).
+            var lo = 0, hi = n
+            while hi - lo > 1 && scratch[lo] == 0 { lo += 1 }
+            while hi - lo > 1 && scratch[hi - 1] == 0 { hi -= 1 }
+            starts[i] = first + lo
+            counts[i] = hi - lo
+            for k in lo..<hi { weights[i * taps + k - lo] = Float(scratch[k] / total) }
+            spanStart = min(spanStart, first + lo)
+            spanEnd = max(spanEnd, first + hi)
+        }
+        self.taps = taps
+        self.starts = starts
+        self.counts = counts
+        self.weights = weights
+        self.spanStart = spanStart
+        self.spanEnd = spanEnd
+        // A pure shift: every output sample is one source sample with weight 1, in order.
+        var shift = true
+        for i in 0..<key.destinationLength where counts[i] != 1 || weights[i * taps] != 1 || starts[i] != starts[0] + i {
+            shift = false
+            break
+        }
+        self.isShift = shift
+    }
+}

@@ -1,0 +1,115 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Originals read from files under a root directory; the key is a relative path.
+///
+/// A key can never resolve outside the root: empty keys, absolute paths, `.`/`..` components,
+/// NUL bytes and over-long keys are refused before any I/O, and the path is opened one
+/// component at a time with `openat(O_NOFOLLOW)`, so a symbolic link anywhere on the way — even
+/// one planted after start-up — is refused rather than followed. The version string is derived
+/// from the file's device, inode, size and modification time (`fstat` on the open file).
+///
+/// Reads are blocking and run on the given ``BlockingPool`` (or a private one-thread pool).
+public struct DirectorySource: ImageSource {
+    /// The root directory.
+    public let root: String
+    /// Files larger than this are refused without being read (default 256 MiB).
+    public let maxFileBytes: Int
+    private let pool: BlockingPool<Void>
+
+    /// The longest key accepted (bytes of UTF-8).
+    public static let maxKeyBytes = 4096
+
+    /// Reads run on `pool`, or on a private one-thread pool when `nil` (creating it can fail
+    /// only when the system refuses a thread).
+    public init(root: String, maxFileBytes: Int = 256 << 20, pool: BlockingPool<Void>? = nil) throws(SystemCallError) {
+        self.root = root
+        self.maxFileBytes = maxFileBytes
+        if let pool {
+            self.pool = pool
+        } else {
+            self.pool = try BlockingPool(width: 1, name: "strata-src-io", makeContext: {})
+        }
+    }
+
+    public func fetch(key: String) async throws(SourceError) -> SourceData {
+        let components = try Self.validatedComponents(of: key)
+        let root = self.root, limit = maxFileBytes
+        return try await pool.run { (_) throws(SourceError) -> SourceData in
+            try Self.read(components: components, key: key, root: root, maxFileBytes: limit)
+        }
+    }
+
+    /// Reads synchronously on the calling thread (for command-line tools and benchmarks).
+    public func fetchBlocking(key: String) throws(SourceError) -> SourceData {
+        try Self.read(components: try Self.validatedComponents(of: key), key: key, root: root,
+                      maxFileBytes: maxFileBytes)
+    }
+
+    /// Splits `key` into path components, refusing anything that could leave the root.
+    static func validatedComponents(of key: String) throws(SourceError) -> [String] {
+        func refuse(_ why: String) -> SourceError { SourceError(key: key, reason: .invalidKey(why)) }
+        if key.isEmpty { throw refuse("empty key") }
+        if key.utf8.count > maxKeyBytes { throw refuse("longer than \(maxKeyBytes) bytes") }
+        if key.utf8.contains(0) { throw refuse("contains a NUL byte") }
+        if key.hasPrefix("/") { throw refuse("absolute paths are not allowed; give a path relative to the source root") }
+        let parts = key.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        if parts.isEmpty { throw refuse("no file name") }
+        for part in parts where part == "." || part == ".." {
+            throw refuse("'\(part)' path components are not allowed")
+        }
+        return parts
+    }
+
+    /// Whether `name` in `directory` is a symbolic link (`fstatat` without following; only on
+    /// the error path).
+    private static func isSymbolicLink(_ name: String, inDirectory dirFD: Int32) -> Bool {
+        var st = stat()
+        guard (try? Syscall.retrying("fstatat", path: name) { fstatat(dirFD, name, &st, AT_SYMLINK_NOFOLLOW) }) != nil else { return false }
+        return (st.st_mode & S_IFMT) == S_IFLNK
+    }
+
+    private static func read(components: [String], key: String, root: String, maxFileBytes: Int) throws(SourceError) -> SourceData {
+        func fail(_ error: SystemCallError) -> SourceError {
+            switch error.errno {
+            case ENOENT, ENOTDIR: return SourceError(key: key, reason: .notFound)
+            case ELOOP: return SourceError(key: key, reason: .invalidKey("a path component is a symbolic link"))
+            default: return SourceError(key: key, reason: .io(error))
+            }
+        }
+        do {
+            var directory = try FileDescriptor(open: root, flags: O_RDONLY | O_DIRECTORY)
+            for name in components.dropLast() {
+                let parent = directory.rawValue
+                do {
+                    directory = try FileDescriptor(openAt: directory, name: name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+                } catch {
+                    // O_DIRECTORY|O_NOFOLLOW on a symlink reports ENOTDIR; say what it really is.
+                    if error.errno == ENOTDIR && isSymbolicLink(name, inDirectory: parent) {
+                        throw SystemCallError(call: error.call, path: error.path, errno: ELOOP)
+                    }
+                    throw error
+                }
+            }
+            let file = try FileDescriptor(openAt: directory, name: components.last!, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+            var st = stat()
+            try Syscall.retrying("fstat", path: file.path) { fstat(file.rawValue, &st) }
+            guard (st.st_mode & S_IFMT) == S_IFREG else {
+                throw SourceError(key: key, reason: .invalidKey("not a regular file"))
+            }
+            guard Int(st.st_size) <= maxFileBytes else {
+                throw SourceError(key: key, reason: .failed("original is \(st.st_size) bytes, over the \(maxFileBytes)-byte limit"))
+            }
+            let bytes = try file.readAll()
+            let version = "\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
+            return SourceData(bytes: bytes, version: version)
+        } catch let error as SourceError {
+            throw error
+        } catch let error as SystemCallError {
+            throw fail(error)
+        } catch {
+            throw SourceError(key: key, reason: .failed(String(describing: error)))
+        }
+    }
+}

@@ -1,0 +1,81 @@
+/// The encoded bytes of an original image and a version string that changes whenever the
+/// original changes (used to tell a cached variant from a stale one).
+public struct SourceData: Sendable {
+    public var bytes: [UInt8]
+    public var version: String
+
+    public init(bytes: [UInt8], version: String) {
+        self.bytes = bytes
+        self.version = version
+    }
+}
+
+/// Where originals come from: a directory, an HTTP origin, a closure.
+///
+/// Implementations must be safe to call from many tasks at once. `fetch` may block on I/O only
+/// if it hops off Swift's cooperative pool itself (``DirectorySource`` runs its reads on the
+/// ``BlockingPool``).
+public protocol ImageSource: Sendable {
+    /// Returns the original for `key`, or throws a ``SourceError``.
+    func fetch(key: String) async throws(SourceError) -> SourceData
+}
+
+/// Why the source tier could not produce an image; every case names the key.
+public struct SourceError: Error, Sendable, CustomStringConvertible {
+    public enum Reason: Sendable {
+        /// The key is refused before any I/O (`..`, absolute path, NUL byte, symlink, empty).
+        case invalidKey(String)
+        /// No original exists for the key.
+        case notFound
+        /// The original exists but could not be read.
+        case io(SystemCallError)
+        /// The bytes are not a decodable image (corrupt, truncated, too large, unsupported).
+        case decoding(ImageDecodingError)
+        /// The source closure or origin failed.
+        case failed(String)
+        /// The requesting task was cancelled before the work finished.
+        case cancelled
+    }
+
+    public var key: String
+    public var reason: Reason
+
+    public init(key: String, reason: Reason) {
+        self.key = key
+        self.reason = reason
+    }
+
+    public var description: String {
+        let shownKey = key.count > 200 ? String(key.prefix(200)) + "…" : key
+        switch reason {
+        case .invalidKey(let why): return "\(shownKey.debugDescription): invalid key: \(why)"
+        case .notFound: return "\(shownKey.debugDescription): no such image in the source"
+        case .io(let error): return "\(shownKey.debugDescription): cannot read the original: \(error)"
+        case .decoding(let error): return "\(shownKey.debugDescription): \(error)"
+        case .failed(let why): return "\(shownKey.debugDescription): source failed: \(why)"
+        case .cancelled: return "\(shownKey.debugDescription): cancelled"
+        }
+    }
+}
+
+/// A source backed by a closure, for originals that live elsewhere (a database, an object
+/// store client, a test).
+public struct ClosureSource: ImageSource {
+    private let body: @Sendable (String) async throws -> SourceData
+
+    /// `body` returns the original for a key; any error it throws is reported as
+    /// ``SourceError/Reason/failed(_:)`` (or passed through when it already is a ``SourceError``).
+    public init(_ body: @escaping @Sendable (String) async throws -> SourceData) {
+        self.body = body
+    }
+
+    public func fetch(key: String) async throws(SourceError) -> SourceData {
+        do {
+            return try await body(key)
+        } catch let error as SourceError {
+            throw error
+        } catch {
+            throw SourceError(key: key, reason: .failed(String(describing: error)))
+        }
+    }
+}

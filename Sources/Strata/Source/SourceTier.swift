@@ -1,0 +1,77 @@
+/// The bottom tier: fetches an original from an ``ImageSource`` and renders the exact requested
+/// image (header check → shrink-on-load decode → Lanczos-3 → style conversion).
+///
+/// Rendering runs on a dedicated ``BlockingPool`` (one ``ImageRenderer`` with its reusable
+/// decode buffer per thread), never on Swift's cooperative pool. Safe to call from any number
+/// of tasks; at most `width` renders run at once and the rest queue.
+public final class SourceTier: Sendable {
+    /// Settings of the source tier.
+    public struct Configuration: Sendable, Hashable {
+        /// Images with more pixels than this are refused from their header (default 100 MP).
+        public var maxPixels: Int
+        /// Rendering threads (default: the number of cores).
+        public var width: Int
+        /// See ``ImageRenderer/decodeHeadroom`` (default 2).
+        public var decodeHeadroom: Double
+
+        public init(maxPixels: Int = DecodingLimits().maxPixels, width: Int = SourceTier.coreCount,
+                    decodeHeadroom: Double = 2.0) {
+            self.maxPixels = maxPixels
+            self.width = width
+            self.decodeHeadroom = decodeHeadroom
+        }
+    }
+
+    /// A rendered image and the version of the original it came from.
+    public struct Rendered: Sendable {
+        public var image: PixelImage
+        public var sourceVersion: String
+    }
+
+    public let source: any ImageSource
+    public let configuration: Configuration
+    private let pool: BlockingPool<ImageRenderer>
+
+    /// Starts the rendering threads; throws only when the system refuses a thread.
+    public init(source: any ImageSource, configuration: Configuration = Configuration()) throws(SystemCallError) {
+        precondition(configuration.maxPixels > 0 && configuration.width > 0 && configuration.decodeHeadroom >= 1)
+        self.source = source
+        self.configuration = configuration
+        let limits = DecodingLimits(maxPixels: configuration.maxPixels)
+        let headroom = configuration.decodeHeadroom
+        self.pool = try BlockingPool(width: configuration.width, name: "strata-render") {
+            ImageRenderer(limits: limits, decodeHeadroom: headroom)
+        }
+    }
+
+    deinit { pool.shutdown() }
+
+    /// Fetches `key` and renders it for `request`.
+    public func image(forKey key: String, request: RenderRequest) async throws(SourceError) -> Rendered {
+        let data = try await source.fetch(key: key)
+        try Task.checkCancellation(key: key)
+        let bytes = data.bytes
+        do {
+            let image = try await pool.run { (renderer) throws(ImageDecodingError) -> PixelImage in
+                try renderer.render(bytes, request: request)
+            }
+            return Rendered(image: image, sourceVersion: data.version)
+        } catch {
+            throw SourceError(key: key, reason: .decoding(error))
+        }
+    }
+
+    /// The number of online cores.
+    public static var coreCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+}
+
+extension Task where Success == Never, Failure == Never {
+    /// Throws a ``SourceError`` when the current task is cancelled.
+    static func checkCancellation(key: String) throws(SourceError) {
+        if Task.isCancelled { throw SourceError(key: key, reason: .cancelled) }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

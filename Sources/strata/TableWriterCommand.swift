@@ -1,0 +1,70 @@
+import ArgumentParser
+import Glibc
+import Strata
+
+/// `strata table-writer` (hidden): a child process for the image-table crash and sharing tests.
+/// Writes (and now and then deletes) deterministic test-pattern entries into one table, either
+/// for ever (until killed) or for `--iterations` writes.
+struct TableWriterCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "table-writer",
+        abstract: "Test helper: write test-pattern entries into an image table.",
+        shouldDisplay: false
+    )
+
+    @Option var directory: String
+    @Option var name = "t"
+    @Option var width = 32
+    @Option var height = 32
+    @Option var maxCount = 16
+    @Option var entities = 24
+    @Option var iterations = 0
+    @Option var seed: UInt64 = 1
+    /// Also read and verify entries between writes (exits with status 3 on a wrong image).
+    @Flag var verify = false
+    /// Sleep this long after each drawn row, so that a kill most likely lands mid-draw.
+    @Option var rowDelayMicroseconds: UInt32 = 0
+
+    func run() throws {
+        let format = ImageTableFormat(name: name, family: "test", size: PixelSize(width: width, height: height),
+                                      maximumCount: maxCount)
+        let table = try ImageTable(directory: directory, format: format)
+        var rng = SplitMix(state: seed)
+        var done = 0
+        while iterations == 0 || done < iterations {
+            let n = Int(rng.next() % UInt64(entities))
+            let version = 1 + rng.next() % 3
+            if rng.next() % 16 == 0 {
+                try table.delete(TableTestPattern.entityID(n))
+            } else {
+                try table.store(TableTestPattern.entityID(n), sourceVersion: version) { canvas in
+                    TableTestPattern.draw(&canvas.image, n: n, version: version,
+                                          afterRow: rowDelayMicroseconds > 0 ? { usleep(rowDelayMicroseconds) } : nil)
+                }
+            }
+            if verify {
+                let m = Int(rng.next() % UInt64(entities))
+                for v in UInt64(1)...3 {
+                    if let image = table.image(for: TableTestPattern.entityID(m), sourceVersion: v),
+                       !TableTestPattern.matches(image, n: m, version: v) {
+                        print("wrong image for entity \(m) version \(v)")
+                        throw ExitCode(3)
+                    }
+                }
+            }
+            done += 1
+        }
+    }
+}
+
+/// A tiny deterministic generator (SplitMix64) so runs are reproducible from `--seed`.
+struct SplitMix {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+@testable import Strata
+
+@Suite("Disk file format")
+struct DiskFormatTests {
+    private func sha256Hex(_ text: String) -> String {
+        var text = text
+        let words = text.withUTF8 { SHA256.hash(UnsafeRawBufferPointer($0)) }
+        return [words.0, words.1, words.2, words.3, words.4, words.5, words.6, words.7]
+            .map { word in
+                let hex = String(word, radix: 16)
+                return String(repeating: "0", count: 8 - hex.count) + hex
+            }.joined()
+    }
+
+    @Test("SHA-256 matches the FIPS 180-2 test vectors, across block boundaries")
+    func sha256Vectors() {
+        #expect(sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
+            == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(sha256Hex(String(repeating: "a", count: 1_000_000))
+            == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    @Test("The key digest is the first 128 bits of SHA-256, as 32 hex digits")
+    func digest() {
+        let digest = KeyDigest(key: "abc")
+        #expect(digest.description == "ba7816bf8f01cfea414140de5dae2223")
+        #expect(KeyDigest(key: "abd") != digest)
+    }
+
+    @Test("XXH64 matches reference values")
+    func xxh64() {
+        func hash(_ s: String, seed: UInt64 = 0) -> UInt64 {
+            Array(s.utf8).withUnsafeBytes { XXH64.hash($0, seed: seed) }
+        }
+        #expect(hash("") == 0xEF46_DB37_51D8_E999)
+        #expect(hash("a") == 0xD24E_C4F1_A98C_6E5B)
+        #expect(hash("abc") == 0x44BC_2CF5_AD77_0999)
+        // ≥ 32 bytes exercises the four-lane loop.
+        #expect(hash("Nobody inspects the spammish repetition") == 0xFBCE_A83C_8A37_8BF1)
+    }
+
+    @Test("Names round-trip and only canonical names parse")
+    func names() {
+        let digest = KeyDigest(key: "photo/1")
+        for mode in ContentMode.allCases {
+            for style in PixelStyle.allCases {
+                let name = DiskFileName(digest: digest, variant: VariantDescriptor(size: PixelSize(width: 640, height: 427), mode: mode, style: style))
+                #expect(DiskFileName(name.string) == name)
+                #expect(name.withCString { String(cString: $0) } == name.string)
+            }
+        }
+        let good = DiskFileName(digest: digest, variant: VariantDescriptor(size: PixelSize(width: 640, height: 427))).string
+        #expect(DiskFileName(good) != nil)
+        let rejected = [
+            good.uppercased(),
+            good.replacingOccurrences(of: "-640x", with: "-0640x"),
+            good.replacingOccurrences(of: "-640x", with: "-0x"),
+            good + ".tmp",
+            DiskFileName.temporaryPrefix + good,
+            good.replacingOccurrences(of: ".px", with: ".pz"),
+            good.replacingOccurrences(of: "-fa", with: "-za"),
+            good.replacingOccurrences(of: "-fa", with: "-fq"),
+            String(good.dropFirst()),
+            "..", ".", "", "x",
+        ]
+        for name in rejected { #expect(DiskFileName(name) == nil, "\(name)") }
+    }
+
+    @Test("Headers round-trip; any flipped header or key byte is refused")
+    func headers() throws {
+        var image = PixelImage(width: 5, height: 3, style: .bgra32Premultiplied)
+        image.withUnsafeMutableBytes { raw in for i in raw.indices { raw[i] = UInt8(truncatingIfNeeded: i &* 7) } }
+        let key = "key/ü/\u{0}/end"
+        let file = DiskFileEncoder.encode(image, key: key, mode: .fill, sourceVersion: 42)
+        let header = try file.withUnsafeBytes { try DiskFileHeader(validating: $0) }
+        #expect(header.width == 5 && header.height == 3 && header.mode == .fill && header.sourceVersion == 42)
+        #expect(header.pixelOffset % 64 == 0)
+        #expect(header.fileLength == file.count)
+        #expect(header.keyLength == key.utf8.count)
+        file.withUnsafeBytes { raw in
+            #expect(Array(DiskFileHeader.keyBytes(in: raw, keyLength: header.keyLength)) == Array(key.utf8))
+            #expect(XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[header.pixelOffset...])) == header.pixelChecksum)
+        }
+        for position in 0..<header.pixelOffset where position < 64 + header.keyLength {
+            var damaged = file
+            damaged[position] ^= 0x01
+            #expect(throws: DiskFileHeader.Problem.self) {
+                try damaged.withUnsafeBytes { try DiskFileHeader(validating: $0) }
+            }
+        }
+        #expect(throws: DiskFileHeader.Problem.self) {
+            try Array(file.prefix(40)).withUnsafeBytes { try DiskFileHeader(validating: $0) }
+        }
+    }
+}
+
+@Suite("Disk index")
+struct DiskIndexTests {
+    struct Model: Hashable { var digest: KeyDigest; var variant: VariantDescriptor }
+
+    @Test("Random inserts and removals agree with a set, and matching agrees with VariantMatcher")
+    func randomAgainstModel() {
+        var rng = SystemRandomNumberGenerator()
+        let digests = (0..<200).map { KeyDigest(key: "k\($0)") }
+        // Force collisions of the probe start: same low bits for some digests.
+        let colliding = (0..<20).map { KeyDigest(high: UInt64($0), low: 7) }
+        let allDigests = digests + colliding
+        var index = DiskIndex()
+        var model = Set<Model>()
+        for step in 0..<20_000 {
+            let digest = allDigests.randomElement(using: &rng)!
+            let variant = VariantDescriptor(
+                size: PixelSize(width: Int.random(in: 1...8, using: &rng) * 50, height: Int.random(in: 1...8, using: &rng) * 50),
+                mode: Bool.random(using: &rng) ? .fit : .fill, style: PixelStyle.allCases.randomElement(using: &rng)!)
+            let entry = DiskIndexEntry(digest: digest, variant: variant, recency: UInt32(step))
+            if Bool.random(using: &rng) {
+                #expect(index.insert(entry) == model.insert(Model(digest: digest, variant: variant)).inserted)
+            } else {
+                #expect(index.remove(entry) == (model.remove(Model(digest: digest, variant: variant)) != nil))
+            }
+        }
+        #expect(index.count == model.count)
+        #expect(Set(index.entries.map { Model(digest: $0.digest, variant: $0.variant) }) == model)
+        #expect(index.chargedBytes == index.entries.reduce(0) { $0 + $1.chargedBytes })
+        for digest in allDigests {
+            let query = SizeQuery(box: PixelSize(width: 200, height: 200), mode: .fit, style: .bgra32Premultiplied)
+            let expected = VariantMatcher.bestMatch(in: model.filter { $0.digest == digest }.map(\.variant), for: query)
+            let found = index.bestMatch(for: digest, query: query).map { index[$0].variant }
+            if let expected, let found {
+                // Equal quality (ties between equal-q variants of different shape are allowed).
+                #expect(VariantMatcher.fillRatio(of: expected, for: query) == VariantMatcher.fillRatio(of: found, for: query))
+            } else {
+                #expect(expected == nil && found == nil)
+            }
+        }
+    }
+
+    @Test("LRU selection takes the oldest entries first and frees enough")
+    func lru() {
+        var index = DiskIndex()
+        let variant = VariantDescriptor(size: PixelSize(width: 16, height: 16))
+        for i in 0..<300 {
+            index.insert(DiskIndexEntry(digest: KeyDigest(key: "\(i)"), variant: variant, recency: UInt32((i * 7919) % 300)))
+        }
+        let each = index.entries[0].chargedBytes
+        let victims = index.leastRecentlyUsed(atLeast: each * 100 + 1)
+        #expect(victims.count == 101)
+        #expect(victims.map(\.recency) == (0..<101).map(UInt32.init))
+    }
+
+    @Test("The table stays under 100 bytes per entry")
+    func compact() {
+        #expect(MemoryLayout<DiskIndexEntry>.stride == 32)
+        var index = DiskIndex()
+        let variant = VariantDescriptor(size: PixelSize(width: 16, height: 16))
+        for i in 0..<100_000 { index.insert(DiskIndexEntry(digest: KeyDigest(high: UInt64(i), low: UInt64(i) &* 0x9E37_79B9_7F4A_7C15), variant: variant, recency: 0)) }
+        #expect(index.memoryBytes / index.count < 100)
+    }
+}

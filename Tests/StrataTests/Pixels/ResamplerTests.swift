@@ -1,0 +1,299 @@
+import Foundation
+import Testing
+@testable import Strata
+
+@Suite("Resampler")
+struct ResamplerTests {
+    // MARK: - Helpers
+
+    /// An image of `style` whose channel bytes come from `value(x, y, channel)`.
+    static func image(_ width: Int, _ height: Int, _ style: PixelStyle,
+                      _ value: (Int, Int, Int) -> UInt8) -> PixelImage {
+        var image = PixelImage(width: width, height: height, style: style)
+        let stride = image.bytesPerRow, bpp = style.bytesPerPixel
+        image.withUnsafeMutableBytes { raw in
+            for y in 0..<height {
+                for x in 0..<width {
+                    for c in 0..<bpp { raw[y * stride + x * bpp + c] = value(x, y, c) }
+                }
+            }
+        }
+        return image
+    }
+
+    /// A smooth-plus-detail test pattern with premultiplied-valid BGRA (colour ≤ alpha).
+    static func pattern(_ width: Int, _ height: Int, _ style: PixelStyle) -> PixelImage {
+        image(width, height, style) { x, y, c in
+            let alpha = 128 + 127 * sin(Double(x + 2 * y) * 0.05)
+            if style == .bgra32Premultiplied && c == 3 { return UInt8(alpha.rounded()) }
+            let v = 0.5 + 0.3 * sin(Double(x) * (0.11 + 0.07 * Double(c)) + Double(y) * 0.23)
+                + 0.2 * cos(Double(x * y) * 0.013)
+            let scaled = min(max(v, 0), 1) * (style == .bgra32Premultiplied ? alpha : 255)
+            return style == .bgrx32 && c == 3 ? 255 : UInt8(scaled.rounded(.down))
+        }
+    }
+
+    /// Straightforward double-precision separable resampling, written independently of the
+    /// Resampler's tables: the expected result of Lanczos-3 with Pillow's geometry.
+    static func naiveLanczos(_ source: PixelImage, region: SourceRect, size: PixelSize) -> [[Double]] {
+        func lanczos(_ x: Double) -> Double {
+            if x == 0 { return 1 }
+            if abs(x) >= 3 { return 0 }
+            let p = Double.pi * x
+            return 3 * sin(p) * sin(p / 3) / (p * p)
+        }
+        func weights(_ n: Int, _ start: Double, _ length: Double, _ count: Int) -> [[Double]] {
+            let scale = length / Double(count), stretch = max(scale, 1)
+            return (0..<count).map { i in
+                let centre = start + (Double(i) + 0.5) * scale
+                var w = (0..<n).map { lanczos((Double($0) + 0.5 - centre) / stretch) }
+                let total = w.reduce(0, +)
+                w = w.map { $0 / total }
+                return w
+            }
+        }
+        let wx = weights(source.width, region.x, region.width, size.width)
+        let wy = weights(source.height, region.y, region.height, size.height)
+        let bpp = source.style.bytesPerPixel
+        var out = [[Double]](repeating: [], count: size.width * size.height)
+        source.withUnsafeBytes { raw in
+            for oy in 0..<size.height {
+                for ox in 0..<size.width {
+                    var acc = [Double](repeating: 0, count: bpp)
+                    for sy in 0..<source.height where wy[oy][sy] != 0 {
+                        for sx in 0..<source.width where wx[ox][sx] != 0 {
+                            let w = wy[oy][sy] * wx[ox][sx]
+                            for c in 0..<bpp { acc[c] += w * Double(raw[sy * source.bytesPerRow + sx * bpp + c]) }
+                        }
+                    }
+                    out[oy * size.width + ox] = acc
+                }
+            }
+        }
+        return out
+    }
+
+    /// Largest difference between `image` and the naive result (rounded, clamped).
+    static func worstDifference(_ image: PixelImage, _ expected: [[Double]]) -> Int {
+        var worst = 0
+        for y in 0..<image.height {
+            for x in 0..<image.width {
+                let got = image.pixelBytes(x: x, y: y)
+                for c in 0..<got.count {
+                    var e = min(max(expected[y * image.width + x][c], 0), 255)
+                    if image.style == .bgra32Premultiplied && c < 3 {
+                        e = min(e, min(max(expected[y * image.width + x][3], 0), 255))
+                    }
+                    if image.style == .bgrx32 && c == 3 { e = 255 }
+                    worst = max(worst, abs(Int(got[c]) - Int(e.rounded())))
+                }
+            }
+        }
+        return worst
+    }
+
+    // MARK: - Correctness against an independent implementation
+
+    @Test(arguments: [PixelStyle.bgra32Premultiplied, .bgrx32, .gray8])
+    func matchesNaiveLanczosWhenDownscaling(style: PixelStyle) {
+        // Odd sizes exercise the SIMD tails; a fractional region exercises the crop geometry.
+        let source = Self.pattern(83, 47, style)
+        let region = SourceRect(x: 3.25, y: 1.5, width: 71.5, height: 43)
+        let size = PixelSize(width: 23, height: 13)
+        let out = Resampler().resample(source, region: region, to: size)
+        #expect(out.size == size && out.style == style)
+        let worst = Self.worstDifference(out, Self.naiveLanczos(source, region: region, size: size))
+        #expect(worst <= 1, "worst difference \(worst)")
+    }
+
+    @Test func matchesNaiveLanczosWhenUpscaling() {
+        let source = Self.pattern(13, 9, .bgra32Premultiplied)
+        let region = SourceRect(x: 0, y: 0, width: 13, height: 9)
+        let size = PixelSize(width: 31, height: 20)
+        let out = Resampler().resample(source, region: region, to: size)
+        let worst = Self.worstDifference(out, Self.naiveLanczos(source, region: region, size: size))
+        #expect(worst <= 1, "worst difference \(worst)")
+    }
+
+    @Test func aResamplerIsReusableAcrossGeometries() {
+        let resampler = Resampler()
+        let a = Self.pattern(64, 40, .bgra32Premultiplied)
+        let b = Self.pattern(50, 90, .gray8)
+        let first = resampler.resample(a, region: SourceRect(x: 0, y: 0, width: 64, height: 40), to: PixelSize(width: 16, height: 10))
+        _ = resampler.resample(b, region: SourceRect(x: 0, y: 0, width: 50, height: 90), to: PixelSize(width: 7, height: 30))
+        let again = resampler.resample(a, region: SourceRect(x: 0, y: 0, width: 64, height: 40), to: PixelSize(width: 16, height: 10))
+        #expect(again.hasSamePixels(as: first))
+        #expect(first.hasSamePixels(as: Resampler().resample(a, region: SourceRect(x: 0, y: 0, width: 64, height: 40),
+                                                             to: PixelSize(width: 16, height: 10))))
+    }
+
+    // MARK: - Filtering properties
+
+    @Test(arguments: ResamplingFilter.allCases)
+    func aFlatImageStaysFlat(filter: ResamplingFilter) {
+        let source = Self.image(101, 67, .bgra32Premultiplied) { _, _, c in [40, 90, 120, 200][c] }
+        let out = Resampler(filter: filter).resample(source, region: SourceRect(x: 0, y: 0, width: 101, height: 67),
+                                                     to: PixelSize(width: 17, height: 29))
+        for y in 0..<out.height {
+            for x in 0..<out.width { #expect(out.pixelBytes(x: x, y: y) == [40, 90, 120, 200]) }
+        }
+    }
+
+    @Test(arguments: ResamplingFilter.allCases)
+    func downscalingAntialiases(filter: ResamplingFilter) {
+        // A one-pixel checkerboard has no representable frequency at ¼ size: it must become
+        // mid-gray, where point sampling would give black or white.
+        let source = Self.image(128, 96, .gray8) { x, y, _ in (x + y) % 2 == 0 ? 255 : 0 }
+        let out = Resampler(filter: filter).resample(source, region: SourceRect(x: 0, y: 0, width: 128, height: 96),
+                                                     to: PixelSize(width: 32, height: 24))
+        for y in 0..<out.height {
+            for x in 0..<out.width {
+                let v = Int(out.pixelBytes(x: x, y: y)[0])
+                #expect(abs(v - 128) <= 3, "(\(x), \(y)) = \(v)")
+            }
+        }
+    }
+
+    @Test func premultipliedEdgesHaveNoDarkFringe() {
+        // Left half transparent, right half opaque red; the edge pixels get partial alpha and
+        // their colour, un-premultiplied, must still be pure red.
+        let source = Self.image(64, 8, .bgra32Premultiplied) { x, _, c in
+            x < 32 ? 0 : [0, 0, 255, 255][c]
+        }
+        let out = Resampler().resample(source, region: SourceRect(x: 0, y: 0, width: 64, height: 8),
+                                       to: PixelSize(width: 13, height: 2))
+        var sawPartial = false
+        for x in 0..<out.width {
+            let p = out.pixelBytes(x: x, y: 0)
+            #expect(p[0] == 0 && p[1] == 0, "no blue or green at \(x): \(p)")
+            #expect(p[2] <= p[3], "colour within alpha at \(x): \(p)")
+            if p[3] > 10 && p[3] < 245 {
+                sawPartial = true
+                #expect(Int(p[3]) - Int(p[2]) <= 1, "un-premultiplied red stays 255 at \(x): \(p)")
+            }
+        }
+        #expect(sawPartial)
+    }
+
+    @Test func bgrxOutputIsOpaque() {
+        let source = Self.image(40, 40, .bgrx32) { x, _, c in c == 3 ? 255 : (x % 3 == 0 ? 255 : 0) }
+        let out = Resampler().resample(source, region: SourceRect(x: 0, y: 0, width: 40, height: 40),
+                                       to: PixelSize(width: 9, height: 9))
+        for y in 0..<9 { for x in 0..<9 { #expect(out.pixelBytes(x: x, y: y)[3] == 255) } }
+    }
+
+    @Test func rgb565IsResampledThroughBGRx() {
+        let wide = Self.pattern(60, 44, .bgrx32)
+        let narrow = PixelConversion.convert(wide, to: .rgb565)
+        let region = SourceRect(x: 0, y: 0, width: 60, height: 44)
+        let size = PixelSize(width: 21, height: 15)
+        let out = Resampler().resample(narrow, region: region, to: size)
+        #expect(out.style == .rgb565)
+        let expected = PixelConversion.convert(
+            Resampler().resample(PixelConversion.convert(narrow, to: .bgrx32), region: region, to: size), to: .rgb565)
+        #expect(out.hasSamePixels(as: expected))
+    }
+
+    @Test func resampleIntoAnyStrideLeavesPaddingAlone() {
+        let source = Self.pattern(50, 30, .bgra32Premultiplied)
+        let stride = 192
+        var destination = PixelImage(
+            width: 20, height: 12, bytesPerRow: stride, style: .bgra32Premultiplied,
+            storage: PixelStorage(zeroedByteCount: stride * 12), offset: 0)
+        destination.withUnsafeMutableBytes { raw in for y in 0..<12 { raw[y * stride + 20 * 4] = 0x5A } }
+        let region = SourceRect(x: 0, y: 0, width: 50, height: 30)
+        Resampler().resample(source, region: region, into: &destination)
+        destination.withUnsafeBytes { raw in for y in 0..<12 { #expect(raw[y * stride + 20 * 4] == 0x5A) } }
+        #expect(destination.hasSamePixels(as: Resampler().resample(source, region: region, to: destination.size)))
+    }
+
+    @Test func sameSizeWholeRegionIsAnExactCopy() {
+        let source = Self.pattern(37, 21, .bgra32Premultiplied)
+        let out = Resampler().resample(source, region: SourceRect(x: 0, y: 0, width: 37, height: 21), to: source.size)
+        #expect(out.hasSamePixels(as: source))
+    }
+
+    @Test(arguments: ResamplingFilter.allCases)
+    func anIntegerAlignedSameSizeRegionIsAnExactCrop(filter: ResamplingFilter) {
+        let source = Self.pattern(40, 30, .bgra32Premultiplied)
+        let out = Resampler(filter: filter).resample(source, region: SourceRect(x: 5, y: 3, width: 20, height: 12),
+                                                     to: PixelSize(width: 20, height: 12))
+        let expected = Self.image(20, 12, .bgra32Premultiplied) { x, y, c in source.pixelBytes(x: x + 5, y: y + 3)[c] }
+        #expect(out.hasSamePixels(as: expected))
+        // Half a pixel off is a real interpolation, not a copy.
+        let shifted = Resampler(filter: filter).resample(source, region: SourceRect(x: 5.5, y: 3, width: 20, height: 12),
+                                                         to: PixelSize(width: 20, height: 12))
+        #expect(!shifted.hasSamePixels(as: expected))
+    }
+
+    @Test(arguments: ResamplingFilter.allCases)
+    func tablesRecogniseAPureShift(filter: ResamplingFilter) {
+        func table(_ start: Double, _ length: Double, _ count: Int) -> ResamplerTable {
+            ResamplerTable(.init(sourceLength: 50, regionStart: start, regionLength: length,
+                                 destinationLength: count, filter: filter))
+        }
+        let aligned = table(7, 30, 30)
+        #expect(aligned.isShift && aligned.starts.first == 7 && aligned.counts.allSatisfy { $0 == 1 })
+        // Half a pixel off interpolates, except for the box filter, which then picks one neighbour.
+        #expect(table(7.5, 30, 30).isShift == (filter == .box))
+        #expect(!table(0, 50, 25).isShift)
+    }
+
+    // MARK: - fit and fill
+
+    @Test func fitKeepsAspectInsideTheBox() {
+        let source = Self.pattern(320, 200, .bgra32Premultiplied)
+        let out = Resampler().resize(source, box: PixelSize(width: 100, height: 100), mode: .fit)
+        #expect(out.size == PixelSize(width: 100, height: 63))
+        // Whole image kept: the left edge of the output looks like the left edge of the source.
+        let whole = Resampler().resample(source, region: SourceRect(x: 0, y: 0, width: 320, height: 200), to: out.size)
+        #expect(out.hasSamePixels(as: whole))
+    }
+
+    @Test func fillCropsTheCentreToExactlyTheBox() {
+        // Three vertical bands; a square fill keeps only the middle (green) one.
+        let source = Self.image(300, 100, .bgra32Premultiplied) { x, _, c in
+            let band = x / 100
+            return c == 3 ? 255 : (c == [2, 1, 0][band] ? 255 : 0)
+        }
+        let out = Resampler().resize(source, box: PixelSize(width: 50, height: 50), mode: .fill)
+        #expect(out.size == PixelSize(width: 50, height: 50))
+        // Away from the crop edges (where the kernel reaches the neighbouring bands) it is pure green.
+        for y in 0..<50 {
+            for x in 4..<46 { #expect(out.pixelBytes(x: x, y: y) == [0, 255, 0, 255], "(\(x), \(y))") }
+        }
+        // A wide box on a tall source crops top and bottom instead.
+        let tall = Self.image(100, 300, .gray8) { _, y, _ in y < 100 || y >= 200 ? 0 : 200 }
+        let wide = Resampler().resize(tall, box: PixelSize(width: 40, height: 40), mode: .fill)
+        #expect(wide.size == PixelSize(width: 40, height: 40))
+        #expect(wide.pixelBytes(x: 20, y: 20) == [200] && wide.pixelBytes(x: 3, y: 5) == [200])
+    }
+
+    @Test func smallSourcesAreNotEnlargedUnlessAsked() {
+        let source = Self.pattern(60, 40, .bgra32Premultiplied)
+        let resampler = Resampler()
+        let fit = resampler.resize(source, box: PixelSize(width: 300, height: 300), mode: .fit)
+        #expect(fit.storage === source.storage, "returned unchanged, without a copy")
+        let fill = resampler.resize(source, box: PixelSize(width: 90, height: 60), mode: .fill)
+        #expect(fill.storage === source.storage, "same aspect at 1:1: the whole source")
+        let cropped = resampler.resize(source, box: PixelSize(width: 200, height: 200), mode: .fill)
+        #expect(cropped.size == PixelSize(width: 40, height: 40))
+        let enlarged = resampler.resize(source, box: PixelSize(width: 300, height: 300), mode: .fit, allowUpscale: true)
+        #expect(enlarged.size == PixelSize(width: 300, height: 200))
+        let enlargedFill = resampler.resize(source, box: PixelSize(width: 120, height: 120), mode: .fill, allowUpscale: true)
+        #expect(enlargedFill.size == PixelSize(width: 120, height: 120))
+    }
+
+    // MARK: - PSNR
+
+    @Test func psnrMeasuresColourChannelsOnly() throws {
+        let a = Self.pattern(40, 30, .bgrx32)
+        #expect(a.peakSignalToNoiseRatio(against: a) == .infinity)
+        // Every colour byte off by exactly 1: MSE 1, PSNR 20·log10(255).
+        let b = Self.image(40, 30, .bgrx32) { x, y, c in
+            let v = a.pixelBytes(x: x, y: y)[c]
+            return c == 3 ? 0 : (v == 255 ? 254 : v + 1)
+        }
+        #expect(abs(b.peakSignalToNoiseRatio(against: a) - 20 * log10(255)) < 1e-9)
+    }
+}
