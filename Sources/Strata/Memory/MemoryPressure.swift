@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Foundation
 import Synchronization
 
 /// One sample of the Linux memory signals the memory tier reacts to. `nil` = not available.
@@ -171,24 +170,33 @@ extension String {
 public final class MemoryPressureMonitor: Sendable {
     private final class Runner: Sendable {
         let stopped = Atomic<Bool>(false)
+        let joined = Atomic<Bool>(false)
+        /// The polling thread's `pthread_self()`, so that a stop from the thread itself (the
+        /// target released during a trim and releasing the monitor) does not join itself.
+        let threadID = Atomic<UInt>(0)
         let trims = Atomic<Int>(0)
     }
 
     private let runner = Runner()
-    /// Whether a polling thread was started.
-    public let isActive: Bool
+    private let thread: OSThread?
+    /// Whether a polling thread is running (false when no signal exists or the thread could
+    /// not be started).
+    public var isActive: Bool { thread != nil && !runner.stopped.load(ordering: .acquiring) }
 
     /// Starts polling unless `sensor` finds no signal at all.
     public init(target: some MemoryTrimmable, policy: MemoryPressurePolicy = MemoryPressurePolicy(),
                 sensor: MemoryPressureSensor = MemoryPressureSensor()) {
         let first = sensor.read()
-        isActive = first.cgroupCurrent != nil || first.someAvg10 != nil || first.fullAvg10 != nil
-        guard isActive else { return }
+        guard first.cgroupCurrent != nil || first.someAvg10 != nil || first.fullAvg10 != nil else {
+            thread = nil
+            return
+        }
         let runner = self.runner
         weak let weakTarget = target
         let interval = policy.interval
         let nanoseconds = Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000)
-        let thread = Thread {
+        thread = try? OSThread(name: "strata-mempress") {
+            runner.threadID.store(UInt(pthread_self()), ordering: .releasing)
             while !runner.stopped.load(ordering: .acquiring) {
                 guard let target = weakTarget else { return }
                 if Self.poll(target: target, policy: policy, reading: sensor.read()) {
@@ -204,8 +212,6 @@ public final class MemoryPressureMonitor: Sendable {
                 }
             }
         }
-        thread.name = "strata.memory-pressure"
-        thread.start()
     }
 
     /// Applies one decision; returns whether it trimmed. Exposed for tests with injected readings.
@@ -220,8 +226,14 @@ public final class MemoryPressureMonitor: Sendable {
     /// How many times the monitor has trimmed its target.
     public var trimCount: Int { runner.trims.load(ordering: .relaxed) }
 
-    /// Stops polling (the thread exits within about 50 ms).
-    public func stop() { runner.stopped.store(true, ordering: .releasing) }
+    /// Stops polling and waits for the thread to exit (within about 50 ms plus one sample).
+    public func stop() {
+        runner.stopped.store(true, ordering: .releasing)
+        if let thread, runner.threadID.load(ordering: .acquiring) != UInt(pthread_self()),
+           runner.joined.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
+            thread.join()
+        }
+    }
 
     deinit { stop() }
 }
