@@ -40,7 +40,7 @@ struct BenchMemoryCommand: ParsableCommand {
     @Option(help: "Distinct keys of the Zipf traces.")
     var keys = 100_000
 
-    @Option(help: "Only time this: strata, nscache, sharded (8-shard experiment) or floor.")
+    @Option(help: "Only time this: strata, nscache, sharded (ShardedMemoryCache, 8 shards) or floor.")
     var only: String?
 
     @Option(parsing: .upToNextOption, help: "Thread counts for the operation timings.")
@@ -100,24 +100,8 @@ struct BenchMemoryCommand: ParsableCommand {
     }
 }
 
-/// `sharded` is an experiment (text output only, `--only sharded`): 8 independent caches
-/// chosen by key hash, to see whether sharding pays on two threads.
+/// `sharded` (text output only, `--only sharded`) is ``ShardedMemoryCache`` with 8 shards.
 enum Impl: String { case strata, nscache, sharded }
-
-/// The sharding experiment: `shards` MemoryCaches, each with 1/shards of the limits.
-final class ShardedCache: Sendable {
-    let shards: [MemoryCache<Int, Payload>]
-    init(count n: Int, shards: Int) {
-        self.shards = (0..<shards).map { _ in
-            MemoryCache<Int, Payload>(costLimit: n / shards + 1, countLimit: n / shards + 1, maxEntryShare: 1)
-        }
-    }
-    @inline(__always) func shard(_ key: Int) -> MemoryCache<Int, Payload> {
-        shards[Int((UInt(bitPattern: key) &* 0x9E37_79B9_7F4A_7C15) >> 61)]
-    }
-    func value(forKey key: Int) -> Payload? { shard(key).value(forKey: key) }
-    func insert(_ value: Payload, forKey key: Int, cost: Int) { shard(key).insert(value, forKey: key, cost: cost) }
-}
 
 struct OpRow {
     var impl: Impl
@@ -271,7 +255,7 @@ func measureOps(impl: Impl, entries n: Int, threads: Int, ops: Int) -> OpRow {
         return OpRow(impl: impl, entries: n, threads: threads, hitNs: hitT,
                      missNs: missT, insertNs: insT)
     case .sharded:
-        let cache = ShardedCache(count: n, shards: 8)
+        let cache = ShardedMemoryCache<Int, Payload>(costLimit: n, countLimit: n, maxEntryShare: 1, shards: 8)
         for k in 0..<n { cache.insert(payloads[k], forKey: k, cost: 1) }
         let hit = KeyArrays(ints: sets.map(\.hit))
         let miss = KeyArrays(ints: sets.map(\.miss))

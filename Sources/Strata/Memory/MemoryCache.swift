@@ -110,6 +110,18 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         locked { $0.value(forKey: key) }
     }
 
+    /// ``value(forKey:)`` with the key's `hashValue` already computed (for ``ShardedMemoryCache``).
+    @inlinable
+    func value(forKey key: Key, hash: Int) -> Value? {
+        locked { $0.value(forKey: key, hash: hash) }
+    }
+
+    /// ``insert(_:forKey:cost:)`` with the key's `hashValue` already computed.
+    @inlinable
+    func insert(_ value: Value, forKey key: Key, hash: Int, cost: Int) -> Bool {
+        locked { $0.insert(value, forKey: key, hash: hash, cost: cost, evicted: { _, _ in }) }
+    }
+
     /// Whether `key` is resident, without counting a lookup or touching recency.
     @inlinable
     public func contains(_ key: Key) -> Bool {

@@ -304,8 +304,8 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     /// The value for `key`, recording a hit (and the access in the sketch) or a miss.
     @inlinable
-    mutating func value(forKey key: Key) -> Value? {
-        let hash = key.hashValue
+    mutating func value(forKey key: Key, hash: Int? = nil) -> Value? {
+        let hash = hash ?? key.hashValue
         guard let i = find(key, hash: hash) else {
             misses &+= 1
             sketch.increment(hash)
@@ -371,7 +371,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
     /// Inserts or replaces; `false` (and no entry for `key` afterwards) when `cost` exceeds
     /// the per-entry cap. `evicted` sees every entry pushed out, under the caller's lock.
     @inlinable
-    mutating func insert(_ value: Value, forKey key: Key, cost rawCost: Int,
+    mutating func insert(_ value: Value, forKey key: Key, hash knownHash: Int? = nil, cost rawCost: Int,
                          evicted: (Key, Value) -> Void) -> Bool {
         let cost = Swift.max(0, rawCost)
         guard cost <= maxEntryCost, countLimit > 0 else {
@@ -381,7 +381,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
         }
         insertions &+= 1
         let slot: Int32
-        let hash = key.hashValue
+        let hash = knownHash ?? key.hashValue
         if let i = find(key, hash: hash) {
             slot = i
             recordHit(i)

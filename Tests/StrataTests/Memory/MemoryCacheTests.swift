@@ -202,3 +202,63 @@ struct MemoryCacheTests {
         #expect(s.count == cache.keys.count)
     }
 }
+
+@Suite("ShardedMemoryCache")
+struct ShardedMemoryCacheTests {
+    @Test("limits hold and served values are the last stored, across shards", arguments: [1, 2, 4, 8])
+    func randomised(shards: Int) {
+        var rng = MemoryCacheTests.Rng(state: UInt64(shards) * 7)
+        let costLimit = 4_000, countLimit = 200
+        let cache = ShardedMemoryCache<Int, Int>(costLimit: costLimit, countLimit: countLimit, maxEntryShare: 0.05,
+                                                 shards: shards)
+        var model: [Int: Int] = [:]
+        var lookups: UInt64 = 0
+        for step in 0..<4_000 {
+            let key = Int.random(in: 0..<500, using: &rng)
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0..<5:
+                let cost = Int.random(in: 0...300, using: &rng)
+                let admitted = cache.insert(step, forKey: key, cost: cost)
+                if cost > 200 { #expect(!admitted, "cost \(cost) is above 5 % of \(costLimit)") }
+                model[key] = admitted ? step : nil
+            case 5..<9:
+                lookups += 1
+                if let v = cache.value(forKey: key) { #expect(model[key] == v) }
+            default:
+                cache.removeValue(forKey: key)
+                model[key] = nil
+            }
+            let s = cache.statistics
+            #expect(s.totalCost <= costLimit && s.count <= countLimit)
+        }
+        let s = cache.statistics
+        #expect(s.hits + s.misses == lookups)
+        #expect(s.count == cache.keys.count && cache.keys.allSatisfy { model[$0] != nil })
+        cache.trim(toCost: 1_000)
+        #expect(cache.totalCost <= 1_000)
+        cache.removeAll()
+        #expect(cache.count == 0)
+    }
+
+    @Test("concurrent tasks on a sharded cache keep the limits")
+    func concurrentStress() async {
+        let cache = ShardedMemoryCache<Int, Int>(costLimit: 8_000, countLimit: 400, maxEntryShare: 0.02, shards: 4)
+        await withTaskGroup(of: Void.self) { group in
+            for t in 0..<4 {
+                group.addTask {
+                    var rng = MemoryCacheTests.Rng(state: UInt64(t) + 500)
+                    for i in 0..<3_000 {
+                        let key = Int.random(in: 0..<1_000, using: &rng)
+                        switch i % 8 {
+                        case 0..<3: cache.insert(key, forKey: key, cost: Int.random(in: 1...160, using: &rng))
+                        case 3..<7: if let v = cache.value(forKey: key) { precondition(v == key) }
+                        default: if i % 80 == 7 { cache.trim(toCost: 4_000) } else { cache.removeValue(forKey: key) }
+                        }
+                    }
+                }
+            }
+        }
+        let s = cache.statistics
+        #expect(s.totalCost <= 8_000 && s.count <= 400)
+    }
+}
