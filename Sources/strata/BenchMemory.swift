@@ -83,7 +83,12 @@ struct BenchMemoryCommand: ParsableCommand {
                     let strata = TraceGenerator.strataMissRatio(trace, capacity: capacity)
                     let row = TraceRow(trace: name, cachePct: pct, lruMiss: lru, strataMiss: strata)
                     traceRows.append(row)
-                    if !json { log(row.text) }
+                    if !json {
+                        log(row.text)
+                        let sharded = TraceGenerator.strataMissRatio(trace, capacity: capacity, shards: 8)
+                        log(String(format: "%-13@ cache %2d%%: ShardedMemoryCache (8 shards) miss %.4f  (%+.1f %%)",
+                                   name, pct, sharded, (sharded - lru) / lru * 100))
+                    }
                 }
             }
         }
@@ -366,6 +371,17 @@ enum TraceGenerator {
     /// Miss ratio of Strata's MemoryCache (unit costs, count limit = capacity).
     static func strataMissRatio(_ trace: [Int], capacity: Int) -> Double {
         let cache = MemoryCache<Int, Int>(costLimit: capacity, countLimit: capacity, maxEntryShare: 1)
+        var misses = 0
+        for k in trace where cache.value(forKey: k) == nil {
+            misses += 1
+            cache.insert(k, forKey: k, cost: 1)
+        }
+        return Double(misses) / Double(trace.count)
+    }
+
+    /// The same with ``ShardedMemoryCache``.
+    static func strataMissRatio(_ trace: [Int], capacity: Int, shards: Int) -> Double {
+        let cache = ShardedMemoryCache<Int, Int>(costLimit: capacity, countLimit: capacity, maxEntryShare: 1, shards: shards)
         var misses = 0
         for k in trace where cache.value(forKey: k) == nil {
             misses += 1

@@ -74,9 +74,10 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   `countLimit` once a call returns. A value costing more than `maxEntryShare × costLimit`
 ///   (default 10 %) is refused: it would flush most of the cache for one entry.
 /// - Concurrency: one `Synchronization.Mutex` around the whole state; a hit is one hash, an
-///   index probe and a bit and a counter set in the entry under it. Sharding did not pay in
-///   a two-thread benchmark on the 2-core build machine (see `strata bench memory --only
-///   sharded`), so there is one lock. Values evicted by an operation are released under the
+///   index probe and a bit and a counter set in the entry under it. For many small entries
+///   hit from several threads, ``ShardedMemoryCache`` splits the cache by key hash (measured
+///   faster with two threads); one lock is the default because shards evict independently,
+///   which wastes room when entries are large. Values evicted by an operation are released under the
 ///   lock (``ImageMemoryTier`` releases its images after unlocking, as theirs may `munmap`).
 /// - Memory: about 56 bytes per entry of nodes, 10–20 of index and 32 of frequency sketch
 ///   (the sketch is capped at 32 MiB), besides the keys and values themselves.
