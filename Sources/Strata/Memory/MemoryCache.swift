@@ -77,9 +77,10 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   index probe and a bit and a counter set in the entry under it. For many small entries
 ///   hit from several threads, ``ShardedMemoryCache`` splits the cache by key hash (measured
 ///   faster with two threads); one lock is the default because shards evict independently,
-///   which wastes room when entries are large. Values evicted by an operation are released under the
-///   lock (``ImageMemoryTier`` releases its images after unlocking, as theirs may `munmap`).
-/// - Memory: about 56 bytes per entry of nodes, 10–20 of index and 32 of frequency sketch
+///   which wastes room when entries are large. Values evicted by an operation are released
+///   under the lock (``ImageMemoryTier`` releases its images after unlocking, as theirs may
+///   `munmap`).
+/// - Memory: about 48 bytes per entry of nodes (for word-sized keys and values), 10–20 of index and 32 of frequency sketch
 ///   (the sketch is capped at 32 MiB), besides the keys and values themselves.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: MemoryTrimmable, Sendable {
     @usableFromInline let state: Mutex<TinyLFUCore<Key, Value>>
