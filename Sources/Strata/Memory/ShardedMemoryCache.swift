@@ -3,9 +3,12 @@
 ///
 /// Each shard is a ``MemoryCache`` with its own mutex and `1/shards` of the limits, so
 /// threads working on different shards never wait for each other. Measured with
-/// `strata bench memory --only sharded` (2 threads, 2 cores): hits about 1.7–2.5× faster than
-/// one lock at 10 000 to 1 000 000 entries; single-threaded it costs the same; miss ratios on
-/// the Zipf traces are the same as one ``MemoryCache`` (within ±1 point).
+/// `strata bench memory --only sharded` on the 2-core build machine: with 2 threads and the
+/// machine otherwise quiet (load ≈ 1), hits were about 1.7–2.5× faster than one lock at
+/// 10 000 to 1 000 000 entries; when other processes kept both cores busy the 2-thread
+/// figures were dominated by scheduling and showed no consistent difference. Single-threaded
+/// it costs the same, and the miss ratios on the Zipf traces match one ``MemoryCache``
+/// (within ±1 point).
 ///
 /// Trade-offs, and why ``MemoryCache`` and ``ImageMemoryTier`` do not shard: every shard
 /// evicts on its own, so the global order is only approximately W-TinyLFU, and a shard can be
