@@ -1,0 +1,282 @@
+import Synchronization
+
+/// The memory tier of DESIGN.md: decoded images by key and variant, bounded in bytes, with an
+/// in-memory index of the variants held per key so a tolerance lookup is a scan of a handful
+/// of descriptors through ``VariantMatcher/bestMatch(in:for:descriptor:)`` (the one shared rule).
+///
+/// Eviction is ``MemoryCache``'s W-TinyLFU; the per-key index lives under the same mutex as the
+/// policy, so an evicted variant leaves the index in the same critical section. Images pushed
+/// out are released after the lock is dropped (releasing a mapped image is a `munmap` or a
+/// table-slot unpin).
+///
+/// **Cost of an image** (``cost(of:fileMappingShare:)``) is the memory the tier *pins* by
+/// holding it:
+/// - `.heap` — `byteCount`: anonymous memory that only goes away when the tier drops it.
+/// - `.tableSlot` — `byteCount`: a held slot cannot be reused by its table (FastImageCache #29),
+///   and its shared pages may be dirty, so holding it is as expensive as a heap copy.
+/// - `.fileMapping` — `max(page, share × byteCount)`, share 0 by default: the pages are clean
+///   page cache of an immutable disk-tier file, which the kernel may reclaim under pressure
+///   and fault back in without our help, so they are not pinned; what is pinned is the
+///   mapping itself (a VMA, counted against `vm.max_map_count`, 65 530 by default). The count
+///   limit bounds that; raise `fileMappingShare` to make mapped images compete for bytes too.
+public final class ImageMemoryTier: MemoryTrimmable, Sendable {
+    /// Limits and costing of an ``ImageMemoryTier``.
+    public struct Configuration: Sendable, Hashable {
+        /// Most bytes the held images may pin. Default 256 MiB.
+        public var costLimit: Int
+        /// Most images (variants) held. Default 10 000, well under `vm.max_map_count`.
+        public var countLimit: Int
+        /// Largest share of `costLimit` one image may cost; larger ones are refused. Default 0.10.
+        public var maxEntryShare: Double
+        /// Share of a file-mapped image's bytes counted as its cost (0...1; default 0, i.e. one
+        /// page). See the type's discussion.
+        public var fileMappingShare: Double
+
+        public init(costLimit: Int = 256 << 20, countLimit: Int = 10_000, maxEntryShare: Double = 0.10,
+                    fileMappingShare: Double = 0) {
+            self.costLimit = costLimit
+            self.countLimit = countLimit
+            self.maxEntryShare = maxEntryShare
+            self.fileMappingShare = fileMappingShare
+        }
+
+        /// Checks the values; throws a ``MemoryTierConfigurationError`` naming the bad one.
+        public func validate() throws(MemoryTierConfigurationError) {
+            if costLimit < 0 { throw .init(key: "costLimit", reason: "must be ≥ 0, got \(costLimit)") }
+            if countLimit < 0 { throw .init(key: "countLimit", reason: "must be ≥ 0, got \(countLimit)") }
+            if !(0...1).contains(maxEntryShare) {
+                throw .init(key: "maxEntryShare", reason: "must be within 0...1, got \(maxEntryShare)")
+            }
+            if !(0...1).contains(fileMappingShare) {
+                throw .init(key: "fileMappingShare", reason: "must be within 0...1, got \(fileMappingShare)")
+            }
+        }
+    }
+
+    /// Counters of the tier: lookups by key and tolerance, plus the underlying cache's counts.
+    public struct Statistics: Sendable, Hashable {
+        /// Tolerance lookups that returned an image.
+        public var hits: UInt64
+        /// Tolerance lookups that found no matching variant.
+        public var misses: UInt64
+        /// Images admitted (new variants and replacements).
+        public var insertions: UInt64
+        /// Images pushed out by the limits, the admission policy or a trim.
+        public var evictions: UInt64
+        /// Images refused because they cost more than the per-entry cap.
+        public var rejections: UInt64
+        /// Bytes pinned by the held images (see ``ImageMemoryTier/cost(of:fileMappingShare:)``).
+        public var totalCost: Int
+        /// Images (variants) held.
+        public var count: Int
+        /// Distinct image keys with at least one variant held.
+        public var keyCount: Int
+        public var costLimit: Int
+        public var countLimit: Int
+
+        /// `hits / (hits + misses)`, or 0 before the first lookup.
+        public var hitRatio: Double {
+            let lookups = hits + misses
+            return lookups == 0 ? 0 : Double(hits) / Double(lookups)
+        }
+    }
+
+    /// Cache key of one held image.
+    @usableFromInline
+    struct VariantKey: Hashable, Sendable {
+        @usableFromInline var key: String
+        @usableFromInline var variant: VariantDescriptor
+        @usableFromInline init(key: String, variant: VariantDescriptor) {
+            self.key = key
+            self.variant = variant
+        }
+    }
+
+    struct State: ~Copyable {
+        var cache: TinyLFUCore<VariantKey, PixelImage>
+        var configuration: Configuration
+        /// Variants held per key; always exactly the keys of `cache`, grouped.
+        var variants: [String: [VariantDescriptor]] = [:]
+        var hits: UInt64 = 0
+        var misses: UInt64 = 0
+
+        mutating func forget(_ key: VariantKey) {
+            guard var list = variants[key.key], let at = list.firstIndex(of: key.variant) else {
+                preconditionFailure("memory tier index out of step with its cache")
+            }
+            list.remove(at: at)
+            variants[key.key] = list.isEmpty ? nil : list
+        }
+    }
+
+    private let state: Mutex<State>
+    /// The configuration in force.
+    public var configuration: Configuration { locked { $0.configuration } }
+
+    /// A tier with `configuration`; traps on values ``Configuration/validate()`` rejects
+    /// (validate first to turn them into an error).
+    public init(configuration: Configuration = Configuration()) {
+        do { try configuration.validate() } catch { preconditionFailure("\(error)") }
+        state = Mutex(State(cache: TinyLFUCore(costLimit: configuration.costLimit, countLimit: configuration.countLimit,
+                                               maxEntryShare: configuration.maxEntryShare),
+                            configuration: configuration))
+    }
+
+    /// Runs `body` on the state under the mutex (with ThreadSanitizer annotations).
+    private func locked<R: Sendable>(_ body: (inout State) -> R) -> R {
+        let token = Unmanaged.passUnretained(self).toOpaque()
+        return state.withLock { state in
+            ThreadSanitizerHooks.acquire?(token)
+            defer { ThreadSanitizerHooks.release?(token) }
+            return body(&state)
+        }
+    }
+
+    /// Bytes `image` pins while held (see the type's discussion).
+    public static func cost(of image: PixelImage, fileMappingShare: Double = 0) -> Int {
+        switch image.storageKind {
+        case .heap, .tableSlot:
+            return image.byteCount
+        case .fileMapping:
+            return Swift.max(pageSize, cacheShare(of: image.byteCount, fileMappingShare))
+        }
+    }
+
+    static let pageSize = 4096
+
+    /// The best held variant of `key` for `query` under DESIGN.md's tolerance rule, or `nil`.
+    /// Counts a hit or a miss; a hit also counts as an access for the eviction policy.
+    /// Cost: a hash lookup and a scan of the key's variants, under the lock.
+    public func image(forKey key: String, matching query: SizeQuery) -> (PixelImage, VariantDescriptor)? {
+        locked { state -> (PixelImage, VariantDescriptor)? in
+            guard let held = state.variants[key],
+                  let best = VariantMatcher.bestMatch(in: held, for: query),
+                  let image = state.cache.value(forKey: VariantKey(key: key, variant: best))
+            else {
+                state.misses &+= 1
+                return nil
+            }
+            state.hits &+= 1
+            return (image, best)
+        }
+    }
+
+    /// The variants of `key` held now (a snapshot, in no particular order).
+    public func variants(forKey key: String) -> [VariantDescriptor] {
+        locked { $0.variants[key] ?? [] }
+    }
+
+    /// Holds `image` as the variant (its size, `mode`, its style) of `key`, replacing an equal
+    /// variant. Returns `false` when it costs more than the per-entry cap (and then no variant
+    /// with that descriptor is held afterwards). Evicted images are released after the lock.
+    @discardableResult
+    public func insert(_ image: PixelImage, forKey key: String, mode: ContentMode) -> Bool {
+        let variant = VariantDescriptor(size: image.size, mode: mode, style: image.style)
+        let vkey = VariantKey(key: key, variant: variant)
+        var released: [PixelImage] = []
+        let admitted = locked { state -> Bool in
+            let cost = Self.cost(of: image, fileMappingShare: state.configuration.fileMappingShare)
+            // The index learns the variant first, so that every later removal (an eviction of
+            // this very entry included) finds it there.
+            if let old = state.cache.peek(vkey) {
+                released.append(old)  // a replaced image is also released after the lock
+            } else {
+                state.variants[key, default: []].append(variant)
+            }
+            var gone: [VariantKey] = []
+            let admitted = state.cache.insert(image, forKey: vkey, cost: cost) { evictedKey, evictedImage in
+                gone.append(evictedKey)
+                released.append(evictedImage)
+            }
+            for evictedKey in gone { state.forget(evictedKey) }
+            if !admitted { state.forget(vkey) }  // a refused insert also drops an older equal variant
+            return admitted
+        }
+        released.removeAll()  // the last references may unmap: outside the lock
+        return admitted
+    }
+
+    /// Drops every variant of `key`.
+    public func remove(key: String) {
+        var released: [PixelImage] = []
+        locked { state in
+            guard let held = state.variants.removeValue(forKey: key) else { return }
+            for variant in held {
+                if let image = state.cache.remove(VariantKey(key: key, variant: variant)) { released.append(image) }
+            }
+        }
+        released.removeAll()
+    }
+
+    /// Drops every image.
+    public func removeAll() {
+        var released: [PixelImage] = []
+        locked { state in
+            released = state.cache.nodes.compactMap(\.value)
+            state.cache.removeAll()
+            state.variants.removeAll()
+        }
+        released.removeAll()
+    }
+
+    /// Evicts, least valuable first, until the held images cost at most `cost` bytes.
+    public func trim(toCost cost: Int) {
+        var released: [PixelImage] = []
+        locked { state in
+            var gone: [VariantKey] = []
+            state.cache.trim(toCost: cost) { key, image in
+                gone.append(key)
+                released.append(image)
+            }
+            for key in gone { state.forget(key) }
+        }
+        released.removeAll()
+    }
+
+    /// Applies new limits (a configuration reload), evicting at once if needed.
+    public func reconfigure(_ configuration: Configuration) throws(MemoryTierConfigurationError) {
+        try configuration.validate()
+        var released: [PixelImage] = []
+        locked { state in
+            state.configuration = configuration
+            var gone: [VariantKey] = []
+            state.cache.setLimits(costLimit: configuration.costLimit, countLimit: configuration.countLimit,
+                                  maxEntryShare: configuration.maxEntryShare) { key, image in
+                gone.append(key)
+                released.append(image)
+            }
+            for key in gone { state.forget(key) }
+        }
+        released.removeAll()
+    }
+
+    /// Bytes pinned by the held images.
+    public var totalCost: Int { locked { $0.cache.totalCost } }
+
+    /// Counters and occupancy, consistent with each other.
+    public var statistics: Statistics {
+        locked { state in
+            let c = state.cache
+            return Statistics(hits: state.hits, misses: state.misses, insertions: c.insertions,
+                              evictions: c.evictions, rejections: c.rejections, totalCost: c.totalCost,
+                              count: c.count, keyCount: state.variants.count, costLimit: c.costLimit,
+                              countLimit: c.countLimit)
+        }
+    }
+
+    /// Checks that the per-key index lists exactly the held variants (for tests).
+    package func indexIsConsistent() -> Bool {
+        locked { state in
+            let fromIndex = state.variants.flatMap { key, list in list.map { VariantKey(key: key, variant: $0) } }
+            return fromIndex.count == state.cache.count && Set(fromIndex) == Set(state.cache.keys)
+        }
+    }
+}
+
+/// A memory-tier setting that is out of range: which key, and why.
+public struct MemoryTierConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The configuration key, e.g. `"costLimit"`.
+    public var key: String
+    public var reason: String
+    public var description: String { "memory tier configuration \(key): \(reason)" }
+}
