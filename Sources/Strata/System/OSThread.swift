@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Synchronization
 
 /// glibc's `pthread_setname_np` is declared only under `_GNU_SOURCE`, so Swift does not see it.
 @_silgen_name("pthread_setname_np")
@@ -12,6 +13,8 @@ private func strataSetThreadName(_ thread: pthread_t, _ name: UnsafePointer<CCha
 /// descriptor) that must never run on Swift's cooperative pool.
 ///
 /// Cost: one `pthread_create` (about 10–50 µs); meant for long-lived workers, not per task.
+/// A thread that is never joined is detached when its `OSThread` goes away, so the system
+/// reclaims its stack when the body returns (a joinable thread that nobody joins leaks it).
 public final class OSThread: Sendable {
     private final class Box {
         let body: @Sendable () -> Void
@@ -20,6 +23,8 @@ public final class OSThread: Sendable {
     }
 
     private let handle: pthread_t
+    /// Set by ``join()``; otherwise `deinit` detaches.
+    private let joined = Atomic<Bool>(false)
 
     /// Starts `body` on a new thread named `name` (the kernel keeps the first 15 bytes).
     public init(name: String, _ body: @escaping @Sendable () -> Void) throws(SystemCallError) {
@@ -27,7 +32,7 @@ public final class OSThread: Sendable {
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { raw in
             let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            _ = strataSetThreadName(pthread_self(), String(box.name.utf8.prefix(15))!)
+            OSThread.setName(box.name)
             box.body()
             return nil
         }, box)
@@ -38,8 +43,30 @@ public final class OSThread: Sendable {
         self.handle = thread
     }
 
+    deinit {
+        if !joined.load(ordering: .acquiring) { _ = pthread_detach(handle) }
+    }
+
     /// Waits for the thread's body to return. Call at most once, never from the thread itself.
     public func join() {
+        guard !joined.exchange(true, ordering: .acquiringAndReleasing) else { return }
         _ = pthread_join(handle, nil)
+    }
+
+    /// Names the calling thread: the kernel keeps 15 bytes, cut here at a character boundary
+    /// (a cut inside a multi-byte UTF-8 sequence would not be a valid name).
+    static func setName(_ name: String) {
+        var bytes: [UInt8] = []
+        for scalar in name.unicodeScalars {
+            let encoded = Array(String(scalar).utf8)
+            if bytes.count + encoded.count > 15 { break }
+            bytes += encoded
+        }
+        bytes.append(0)
+        bytes.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                _ = strataSetThreadName(pthread_self(), $0)
+            }
+        }
     }
 }
