@@ -17,6 +17,8 @@ public struct DirectorySource: ImageSource {
     /// Files larger than this are refused without being read (default 256 MiB).
     public let maxFileBytes: Int
     private let pool: BlockingPool<Void>
+    /// Set when the source made its own pool: stops its thread when the last copy goes away.
+    private let ownedPool: PoolOwner?
 
     /// The longest key accepted (bytes of UTF-8).
     public static let maxKeyBytes = 4096
@@ -28,8 +30,10 @@ public struct DirectorySource: ImageSource {
         self.maxFileBytes = maxFileBytes
         if let pool {
             self.pool = pool
+            self.ownedPool = nil
         } else {
             self.pool = try BlockingPool(width: 1, name: "strata-src-io", makeContext: {})
+            self.ownedPool = PoolOwner(self.pool)
         }
     }
 
@@ -112,4 +116,11 @@ public struct DirectorySource: ImageSource {
             throw SourceError(key: key, reason: .failed(String(describing: error)))
         }
     }
+}
+
+/// Shuts a private ``BlockingPool`` down when its owner (a value type) is gone.
+private final class PoolOwner: Sendable {
+    let pool: BlockingPool<Void>
+    init(_ pool: BlockingPool<Void>) { self.pool = pool }
+    deinit { pool.shutdown() }
 }
