@@ -25,8 +25,11 @@ public final class Resampler {
 
     private var horizontal: ResamplerTable?
     private var vertical: ResamplerTable?
-    /// One source row widened to floats (`span × channels`).
+    /// One source row widened to floats (`span × channels`; the float path).
     private var sourceRow = ScratchBuffer<Float>()
+    /// One 4-channel source row as overlapping, channel-interleaved 16-bit pixel pairs
+    /// (`span` elements; the fixed-point path).
+    private var pairRow = ScratchBuffer<SIMD8<Int16>>()
     /// Horizontally filtered rows (`ringRows × outputWidth × channels`), indexed by source row
     /// modulo the ring size.
     private var ring = ScratchBuffer<Float>()
@@ -44,6 +47,7 @@ public final class Resampler {
 
     deinit {
         sourceRow.free()
+        pairRow.free()
         ring.free()
         ringSourceRows.free()
         ringPointers.free()
@@ -90,7 +94,9 @@ public final class Resampler {
         // taps an output row uses, so a row's window never evicts a row of the same window.
         let ringStride = (outValues + 15) & ~15
         let ringRows = v.taps + 1
-        let sourceRow = self.sourceRow.reserve(spanValues)
+        let fixedPoint = channels == 4 ? h.fixedPointPairs : nil
+        let sourceRow = self.sourceRow.reserve(fixedPoint == nil ? spanValues : 0)
+        let pairRow = self.pairRow.reserve(fixedPoint == nil ? 0 : h.spanEnd - h.spanStart)
         let ring = self.ring.reserve(ringRows * ringStride)
         let ringSourceRows = self.ringSourceRows.reserve(ringRows)
         let ringPointers = self.ringPointers.reserve(v.taps)
@@ -108,6 +114,7 @@ public final class Resampler {
                 h.starts.withUnsafeBufferPointer { hs in
                 h.counts.withUnsafeBufferPointer { hc in
                 v.weights.withUnsafeBufferPointer { vw in
+                (fixedPoint ?? []).withUnsafeBufferPointer { hf in
                     for y in 0..<v.starts.count {
                         let first = v.starts[y], n = v.counts[y]
                         for k in 0..<n {
@@ -115,12 +122,19 @@ public final class Resampler {
                             let slot = r % ringRows
                             let ringRow = ring + slot * ringStride
                             if ringSourceRows[slot] != r {
-                                Self.widen(srcBase + r * sourceStride, count: spanValues, into: sourceRow)
-                                if channels == 4 {
+                                let sourceLine = srcBase + r * sourceStride
+                                if fixedPoint != nil {
+                                    Self.interleavePairs(sourceLine, pixels: h.spanEnd - h.spanStart, into: pairRow)
+                                    Self.filterRow4Fixed(pairRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                         counts: hc.baseAddress!, coefficients: hf.baseAddress!,
+                                                         pairs: h.pairs, width: width, into: ringRow)
+                                } else if channels == 4 {
+                                    Self.widen(sourceLine, count: spanValues, into: sourceRow)
                                     Self.filterRow4(sourceRow, span: h.spanStart, starts: hs.baseAddress!,
                                                     counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
                                                     width: width, into: ringRow)
                                 } else {
+                                    Self.widen(sourceLine, count: spanValues, into: sourceRow)
                                     Self.filterRow1(sourceRow, span: h.spanStart, starts: hs.baseAddress!,
                                                     counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
                                                     width: width, into: ringRow)
@@ -139,7 +153,7 @@ public final class Resampler {
                         case .rgb565: preconditionFailure("handled above")
                         }
                     }
-                }}}}
+                }}}}}
             }
         }
     }
@@ -270,6 +284,47 @@ public final class Resampler {
                 k += 1
             }
             output.storeBytes(of: (a0 + a1) + (a2 + a3), toByteOffset: x * 16, as: SIMD4<Float>.self)
+        }
+    }
+
+    /// `out[j]` = source pixels `j` and `j + 1` with their channels interleaved and widened to
+    /// 16 bits, `(b₀, b₁, g₀, g₁, r₀, r₁, a₀, a₁)`, for `j < pixels` (pixel `pixels` reads as 0).
+    /// Every pixel lands in two elements, so a window of taps starting at any pixel is a run
+    /// of whole elements.
+    @inline(__always)
+    private static func interleavePairs(_ row: UnsafePointer<UInt8>, pixels: Int,
+                                        into out: UnsafeMutablePointer<SIMD8<Int16>>) {
+        let raw = UnsafeRawPointer(row)
+        @inline(__always) func pair(_ v: SIMD8<UInt8>) -> SIMD8<Int16> {
+            SIMD8<Int16>(truncatingIfNeeded: SIMD8<UInt8>(v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]))
+        }
+        for j in 0..<pixels - 1 {
+            out[j] = pair(raw.loadUnaligned(fromByteOffset: j * 4, as: SIMD8<UInt8>.self))
+        }
+        let last = raw.loadUnaligned(fromByteOffset: (pixels - 1) * 4, as: SIMD4<UInt8>.self)
+        out[pixels - 1] = pair(SIMD8(lowHalf: last, highHalf: SIMD4()))
+    }
+
+    /// Horizontal pass for 4-channel pixels in fixed point: per output pixel, one 16-bit
+    /// multiply-add (`pmaddwd`: two taps × four channels) per pair of taps into 32-bit sums,
+    /// converted to floats for the vertical pass.
+    @inline(__always)
+    private static func filterRow4Fixed(
+        _ pairs: UnsafeMutablePointer<SIMD8<Int16>>, span: Int, starts: UnsafePointer<Int>, counts: UnsafePointer<Int>,
+        coefficients: UnsafePointer<SIMD8<Int16>>, pairs perOutput: Int, width: Int, into out: UnsafeMutablePointer<Float>
+    ) {
+        let output = UnsafeMutableRawPointer(out)
+        let unit = 1 / Float(ResamplerTable.fixedPointScale)
+        for x in 0..<width {
+            let n = (counts[x] + 1) >> 1
+            let p = pairs + (starts[x] - span)
+            let c = coefficients + x * perOutput
+            var sum = SIMD4<Int32>()
+            for k in 0..<n {
+                let product = SIMD8<Int32>(truncatingIfNeeded: p[2 * k]) &* SIMD8<Int32>(truncatingIfNeeded: c[k])
+                sum &+= product.evenHalf &+ product.oddHalf
+            }
+            output.storeBytes(of: SIMD4<Float>(sum) * unit, toByteOffset: x * 16, as: SIMD4<Float>.self)
         }
     }
 

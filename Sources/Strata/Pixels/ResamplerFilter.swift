@@ -97,6 +97,18 @@ struct ResamplerTable {
     let spanEnd: Int
     /// Whether output `i` is exactly source `starts[0] + i` (an integer-aligned 1:1 mapping).
     let isShift: Bool
+    /// The weights in 2.14 fixed point (scale ``fixedPointScale``), two taps per element laid
+    /// out for a 16-bit multiply-add over channel-interleaved pixel pairs: element `k` of output
+    /// `i` (at `i × pairs + k`) is `(w₂ₖ, w₂ₖ₊₁)` repeated four times. Each output's weights
+    /// are rounded so that they still sum to exactly 1 (a flat image stays flat). `nil` when a
+    /// weight does not fit in 16 bits (only for degenerate renormalised edge windows) or when
+    /// there are more than 32 taps; the float weights are used then. With at most 32 taps the
+    /// rounding moves a filtered value by less than half a level (≤ taps × 255 / 2¹⁴).
+    let fixedPointPairs: [SIMD8<Int16>]?
+    /// Elements of `fixedPointPairs` per output sample: `⌈taps / 2⌉`.
+    var pairs: Int { (taps + 1) / 2 }
+    /// The value of 1 in `fixedPointPairs`.
+    static let fixedPointScale: Int32 = 1 << 14
 
     /// Builds the table the way Pillow's and libvips' reducers do: output sample `i` is centred
     /// on source coordinate `regionStart + (i + ½) · scale`; the kernel is stretched by
@@ -164,5 +176,37 @@ struct ResamplerTable {
             break
         }
         self.isShift = shift
+        self.fixedPointPairs = Self.fixedPoint(weights, counts: counts, taps: taps)
+    }
+
+    private static func fixedPoint(_ weights: [Float], counts: [Int], taps: Int) -> [SIMD8<Int16>]? {
+        guard taps <= 32 else { return nil }
+        let one = Double(fixedPointScale)
+        let pairs = (taps + 1) / 2
+        var out = [SIMD8<Int16>](repeating: SIMD8(), count: counts.count * pairs)
+        var quantised = [Int](repeating: 0, count: pairs * 2)
+        for i in 0..<counts.count {
+            var total = 0, largest = 0
+            for k in 0..<pairs * 2 {
+                let w = k < counts[i] ? Double(weights[i * taps + k]) : 0
+                quantised[k] = Int((w * one).rounded())
+                total += quantised[k]
+                if abs(quantised[k]) > abs(quantised[largest]) { largest = k }
+            }
+            // Put the rounding residue on the largest weight, where it matters least.
+            quantised[largest] += Int(fixedPointScale) - total
+            var magnitude = 0
+            for k in 0..<pairs * 2 {
+                if abs(quantised[k]) > Int(Int16.max) { return nil }
+                magnitude += abs(quantised[k])
+            }
+            // The 32-bit accumulators must hold Σ|w| × 255.
+            if magnitude * 255 > Int(Int32.max) { return nil }
+            for k in 0..<pairs {
+                let a = Int16(quantised[2 * k]), b = Int16(quantised[2 * k + 1])
+                out[i * pairs + k] = SIMD8(a, b, a, b, a, b, a, b)
+            }
+        }
+        return out
     }
 }
