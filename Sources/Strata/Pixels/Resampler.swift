@@ -295,11 +295,28 @@ public final class Resampler {
     private static func interleavePairs(_ row: UnsafePointer<UInt8>, pixels: Int,
                                         into out: UnsafeMutablePointer<SIMD8<Int16>>) {
         let raw = UnsafeRawPointer(row)
+        var j = 0
+        // Four elements at a time: the bytes of pixels j… and j+1… interleaved (two byte
+        // unpacks), then zero-extended to 16 bits (four more), with no other shuffles.
+        while j + 5 <= pixels {
+            let a = raw.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<UInt8>.self)
+            let b = raw.loadUnaligned(fromByteOffset: j * 4 + 4, as: SIMD16<UInt8>.self)
+            let low = SIMD16<UInt8>(a[0], b[0], a[1], b[1], a[2], b[2], a[3], b[3],
+                                    a[4], b[4], a[5], b[5], a[6], b[6], a[7], b[7])
+            let high = SIMD16<UInt8>(a[8], b[8], a[9], b[9], a[10], b[10], a[11], b[11],
+                                     a[12], b[12], a[13], b[13], a[14], b[14], a[15], b[15])
+            out[j] = SIMD8<Int16>(truncatingIfNeeded: low.lowHalf)
+            out[j + 1] = SIMD8<Int16>(truncatingIfNeeded: low.highHalf)
+            out[j + 2] = SIMD8<Int16>(truncatingIfNeeded: high.lowHalf)
+            out[j + 3] = SIMD8<Int16>(truncatingIfNeeded: high.highHalf)
+            j += 4
+        }
         @inline(__always) func pair(_ v: SIMD8<UInt8>) -> SIMD8<Int16> {
             SIMD8<Int16>(truncatingIfNeeded: SIMD8<UInt8>(v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]))
         }
-        for j in 0..<pixels - 1 {
+        while j < pixels - 1 {
             out[j] = pair(raw.loadUnaligned(fromByteOffset: j * 4, as: SIMD8<UInt8>.self))
+            j += 1
         }
         let last = raw.loadUnaligned(fromByteOffset: (pixels - 1) * 4, as: SIMD4<UInt8>.self)
         out[pixels - 1] = pair(SIMD8(lowHalf: last, highHalf: SIMD4()))
