@@ -330,18 +330,24 @@ public final class Resampler {
         _ pairs: UnsafeMutablePointer<SIMD8<Int16>>, span: Int, starts: UnsafePointer<Int>, counts: UnsafePointer<Int>,
         coefficients: UnsafePointer<SIMD8<Int16>>, pairs perOutput: Int, width: Int, into out: UnsafeMutablePointer<Float>
     ) {
-        let output = UnsafeMutableRawPointer(out)
+        // Wrapping arithmetic and running pointers: the indices come from the table and are in
+        // range, and the overflow checks would cost about as much as the taps.
+        var output = UnsafeMutableRawPointer(out)
+        var c = coefficients
         let unit = 1 / Float(ResamplerTable.fixedPointScale)
         for x in 0..<width {
-            let n = (counts[x] + 1) >> 1
-            let p = pairs + (starts[x] - span)
-            let c = coefficients + x * perOutput
+            let n = (counts[x] &+ 1) &>> 1
+            let p = pairs + (starts[x] &- span)
             var sum = SIMD4<Int32>()
-            for k in 0..<n {
-                let product = SIMD8<Int32>(truncatingIfNeeded: p[2 * k]) &* SIMD8<Int32>(truncatingIfNeeded: c[k])
+            var k = 0
+            while k < n {
+                let product = SIMD8<Int32>(truncatingIfNeeded: p[k &* 2]) &* SIMD8<Int32>(truncatingIfNeeded: c[k])
                 sum &+= product.evenHalf &+ product.oddHalf
+                k &+= 1
             }
-            output.storeBytes(of: SIMD4<Float>(sum) * unit, toByteOffset: x * 16, as: SIMD4<Float>.self)
+            output.storeBytes(of: SIMD4<Float>(sum) * unit, as: SIMD4<Float>.self)
+            output += 16
+            c += perOutput
         }
     }
 
