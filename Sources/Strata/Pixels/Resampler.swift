@@ -8,14 +8,20 @@
 /// dithered), so prefer resampling before converting to 565.
 ///
 /// The work is separable and streams the source once, top to bottom: each source row the output
-/// needs is widened to floats and filtered horizontally (one `SIMD4<Float>` per BGRA pixel) into
-/// a small ring of output-width rows; each output row is then a vertical blend of ring rows (a
-/// plain loop the compiler vectorises), rounded to bytes. Only the source rows and columns the
-/// output needs are read (a `fill` crop reads only its crop). Cost is about
+/// needs is filtered horizontally into a small ring of output-width float rows; each output row
+/// is then a vertical blend of ring rows (a plain float loop the compiler vectorises), rounded
+/// to bytes. For 4-channel styles the horizontal pass is fixed point: the row is expanded to
+/// overlapping 16-bit pixel pairs and each pair of taps is one 16-bit multiply-add (`pmaddwd`,
+/// eight products) with 2.14 weights; it moves a value by less than half a level before the
+/// final rounding, and is used up to 32 taps (Lanczos-3 reductions up to about 5:1). Beyond
+/// that, and for ``PixelStyle/gray8``, the row is widened to floats and filtered with
+/// `SIMD4<Float>` (or scalar) multiply-adds. Only the source rows and columns the output needs
+/// are read (a `fill` crop reads only its crop). Cost is about
 /// `sourceRows × outputWidth × tapsX + outputRows × outputWidth × tapsY` multiply-adds per
-/// channel, with `taps ≈ 6 × reduction` for Lanczos-3. Coefficient tables and scratch rows are
-/// kept between calls, so a resampler reused for the same geometry allocates nothing but the
-/// output.
+/// channel, with `taps ≈ 6 × reduction` for Lanczos-3; the horizontal term runs at about eight
+/// per instruction in fixed point, the vertical at four. Coefficient tables and scratch rows
+/// are kept between calls, so a resampler reused for the same geometry allocates nothing but
+/// the output.
 ///
 /// A `Resampler` is a reusable scratch object: it is not thread-safe; use one per thread. It is
 /// cheap to create (a few small allocations; the tables are built on first use).
