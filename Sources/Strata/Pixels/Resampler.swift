@@ -12,8 +12,8 @@
 /// is then a vertical blend of ring rows (a plain float loop the compiler vectorises), rounded
 /// to bytes. For 4-channel styles the horizontal pass is fixed point: the row is expanded to
 /// overlapping 16-bit pixel pairs and each pair of taps is one 16-bit multiply-add (`pmaddwd`,
-/// eight products) with 2.14 weights; it moves a value by less than half a level before the
-/// final rounding, and is used up to 32 taps (Lanczos-3 reductions up to about 5:1). Beyond
+/// eight products) with 16-bit weights; it moves a value by less than half a level before the
+/// final rounding, and is used up to 64 taps (Lanczos-3 reductions up to about 10:1). Beyond
 /// that, and for ``PixelStyle/gray8``, the row is widened to floats and filtered with
 /// `SIMD4<Float>` (or scalar) multiply-adds. Only the source rows and columns the output needs
 /// are read (a `fill` crop reads only its crop). Cost is about
@@ -100,7 +100,7 @@ public final class Resampler {
         // taps an output row uses, so a row's window never evicts a row of the same window.
         let ringStride = (outValues + 15) & ~15
         let ringRows = v.taps + 1
-        let fixedPoint = channels == 4 ? h.fixedPointPairs : nil
+        let fixedPoint = channels == 4 ? h.fixedPoint : nil
         let sourceRow = self.sourceRow.reserve(fixedPoint == nil ? spanValues : 0)
         let pairRow = self.pairRow.reserve(fixedPoint == nil ? 0 : h.spanEnd - h.spanStart)
         let ring = self.ring.reserve(ringRows * ringStride)
@@ -120,7 +120,7 @@ public final class Resampler {
                 h.starts.withUnsafeBufferPointer { hs in
                 h.counts.withUnsafeBufferPointer { hc in
                 v.weights.withUnsafeBufferPointer { vw in
-                (fixedPoint ?? []).withUnsafeBufferPointer { hf in
+                (fixedPoint?.pairs ?? []).withUnsafeBufferPointer { hf in
                     for y in 0..<v.starts.count {
                         let first = v.starts[y], n = v.counts[y]
                         for k in 0..<n {
@@ -129,11 +129,12 @@ public final class Resampler {
                             let ringRow = ring + slot * ringStride
                             if ringSourceRows[slot] != r {
                                 let sourceLine = srcBase + r * sourceStride
-                                if fixedPoint != nil {
+                                if let fixedPoint {
                                     Self.interleavePairs(sourceLine, pixels: h.spanEnd - h.spanStart, into: pairRow)
                                     Self.filterRow4Fixed(pairRow, span: h.spanStart, starts: hs.baseAddress!,
                                                          counts: hc.baseAddress!, coefficients: hf.baseAddress!,
-                                                         pairs: h.pairs, width: width, into: ringRow)
+                                                         pairs: h.pairs, scale: fixedPoint.scale, width: width,
+                                                         into: ringRow)
                                 } else if channels == 4 {
                                     Self.widen(sourceLine, count: spanValues, into: sourceRow)
                                     Self.filterRow4(sourceRow, span: h.spanStart, starts: hs.baseAddress!,
@@ -334,13 +335,14 @@ public final class Resampler {
     @inline(__always)
     private static func filterRow4Fixed(
         _ pairs: UnsafeMutablePointer<SIMD8<Int16>>, span: Int, starts: UnsafePointer<Int>, counts: UnsafePointer<Int>,
-        coefficients: UnsafePointer<SIMD8<Int16>>, pairs perOutput: Int, width: Int, into out: UnsafeMutablePointer<Float>
+        coefficients: UnsafePointer<SIMD8<Int16>>, pairs perOutput: Int, scale: Int32, width: Int,
+        into out: UnsafeMutablePointer<Float>
     ) {
         // Wrapping arithmetic and running pointers: the indices come from the table and are in
         // range, and the overflow checks would cost about as much as the taps.
         var output = UnsafeMutableRawPointer(out)
         var c = coefficients
-        let unit = 1 / Float(ResamplerTable.fixedPointScale)
+        let unit = 1 / Float(scale)
         for x in 0..<width {
             let n = (counts[x] &+ 1) &>> 1
             let p = pairs + (starts[x] &- span)
