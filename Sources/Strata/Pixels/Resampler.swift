@@ -12,7 +12,7 @@
 /// is then a vertical blend of ring rows (a plain float loop the compiler vectorises), rounded
 /// to bytes. For 4-channel styles the horizontal pass is fixed point: the row is expanded to
 /// overlapping 16-bit pixel pairs and each pair of taps is one 16-bit multiply-add (`pmaddwd`,
-/// eight products) with 16-bit weights; it moves a value by less than half a level before the
+/// eight products) with 16-bit weights; it moves a value by at most half a level before the
 /// final rounding, and is used up to 64 taps (Lanczos-3 reductions up to about 10:1). Beyond
 /// that, and for ``PixelStyle/gray8``, the row is widened to floats and filtered with
 /// `SIMD4<Float>` (or scalar) multiply-adds. Only the source rows and columns the output needs

@@ -110,7 +110,7 @@ struct ResamplerTable {
     ///
     /// `scale` is 2¹⁵ when every weight fits (reductions: no weight near 1), else 2¹⁴; a table
     /// is converted only while `taps × 255 / scale ≤ ½` (64 taps at 2¹⁵, 32 at 2¹⁴), which
-    /// bounds how far the rounding of the weights moves a filtered value: less than half a
+    /// bounds how far the rounding of the weights moves a filtered value: at most half a
     /// level, before the final rounding.
     struct FixedPointWeights {
         let pairs: [SIMD8<Int16>]
