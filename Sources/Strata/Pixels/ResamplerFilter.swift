@@ -97,6 +97,26 @@ struct ResamplerTable {
     let spanEnd: Int
     /// Whether output `i` is exactly source `starts[0] + i` (an integer-aligned 1:1 mapping).
     let isShift: Bool
+    /// The weights in fixed point for the 16-bit multiply-add pass, or `nil` when they do not
+    /// fit it (see ``FixedPointWeights``); the float weights are used then.
+    let fixedPoint: FixedPointWeights?
+    /// Elements of `fixedPoint.pairs` per output sample: `⌈taps / 2⌉`.
+    var pairs: Int { (taps + 1) / 2 }
+
+    /// The weights as 16-bit integers (value × `scale`), two taps per element laid out for a
+    /// 16-bit multiply-add over channel-interleaved pixel pairs: element `k` of output `i` (at
+    /// `i × pairs + k`) is `(w₂ₖ, w₂ₖ₊₁)` repeated four times. Each output's weights are
+    /// rounded so that they still sum to exactly `scale` (a flat image stays flat).
+    ///
+    /// `scale` is 2¹⁵ when every weight fits (reductions: no weight near 1), else 2¹⁴; a table
+    /// is converted only while `taps × 255 / scale ≤ ½` (64 taps at 2¹⁵, 32 at 2¹⁴), which
+    /// bounds how far the rounding of the weights moves a filtered value: at most half a
+    /// level, before the final rounding.
+    struct FixedPointWeights {
+        let pairs: [SIMD8<Int16>]
+        /// The value of 1.
+        let scale: Int32
+    }
 
     /// Builds the table the way Pillow's and libvips' reducers do: output sample `i` is centred
     /// on source coordinate `regionStart + (i + ½) · scale`; the kernel is stretched by
@@ -164,5 +184,38 @@ struct ResamplerTable {
             break
         }
         self.isShift = shift
+        self.fixedPoint = Self.fixedPoint(weights, counts: counts, taps: taps, scale: 1 << 15)
+            ?? Self.fixedPoint(weights, counts: counts, taps: taps, scale: 1 << 14)
+    }
+
+    private static func fixedPoint(_ weights: [Float], counts: [Int], taps: Int, scale: Int32) -> FixedPointWeights? {
+        guard taps * 255 * 2 <= Int(scale) else { return nil }
+        let one = Double(scale)
+        let pairs = (taps + 1) / 2
+        var out = [SIMD8<Int16>](repeating: SIMD8(), count: counts.count * pairs)
+        var quantised = [Int](repeating: 0, count: pairs * 2)
+        for i in 0..<counts.count {
+            var total = 0, largest = 0
+            for k in 0..<pairs * 2 {
+                let w = k < counts[i] ? Double(weights[i * taps + k]) : 0
+                quantised[k] = Int((w * one).rounded())
+                total += quantised[k]
+                if abs(quantised[k]) > abs(quantised[largest]) { largest = k }
+            }
+            // Put the rounding residue on the largest weight, where it matters least.
+            quantised[largest] += Int(scale) - total
+            var magnitude = 0
+            for k in 0..<pairs * 2 {
+                if abs(quantised[k]) > Int(Int16.max) { return nil }
+                magnitude += abs(quantised[k])
+            }
+            // The 32-bit accumulators must hold Σ|w| × 255.
+            if magnitude * 255 > Int(Int32.max) { return nil }
+            for k in 0..<pairs {
+                let a = Int16(quantised[2 * k]), b = Int16(quantised[2 * k + 1])
+                out[i * pairs + k] = SIMD8(a, b, a, b, a, b, a, b)
+            }
+        }
+        return FixedPointWeights(pairs: out, scale: scale)
     }
 }

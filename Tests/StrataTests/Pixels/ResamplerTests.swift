@@ -115,6 +115,57 @@ struct ResamplerTests {
         #expect(worst <= 1, "worst difference \(worst)")
     }
 
+    /// The source tier's geometries (a DCT-scaled decode reduced 2:1 and 2.5:1, BGRA
+    /// premultiplied), which take the fixed-point horizontal pass.
+    @Test(arguments: [(96, 60), (120, 75)])
+    func matchesNaiveLanczosOnTheThumbnailReductions(width: Int, height: Int) {
+        let source = Self.pattern(width, height, .bgra32Premultiplied)
+        let region = SourceRect(x: 0, y: 0, width: Double(width), height: Double(height))
+        let size = PixelSize(width: 48, height: 30)
+        #expect(ResamplerTable(ResamplerTable.Key(sourceLength: width, regionStart: 0, regionLength: Double(width),
+                                                  destinationLength: 48, filter: .lanczos3)).fixedPoint != nil)
+        let out = Resampler().resample(source, region: region, to: size)
+        let worst = Self.worstDifference(out, Self.naiveLanczos(source, region: region, size: size))
+        #expect(worst <= 1, "worst difference \(worst)")
+    }
+
+    @Test func matchesNaiveLanczosBeyondTheFixedPointTaps() {
+        // A 12:1 reduction has more taps than the fixed-point pass takes: the float pass runs.
+        let source = Self.pattern(120, 36, .bgra32Premultiplied)
+        let region = SourceRect(x: 0, y: 0, width: 120, height: 36)
+        let size = PixelSize(width: 10, height: 3)
+        #expect(ResamplerTable(ResamplerTable.Key(sourceLength: 120, regionStart: 0, regionLength: 120,
+                                                  destinationLength: 10, filter: .lanczos3)).fixedPoint == nil)
+        let out = Resampler().resample(source, region: region, to: size)
+        let worst = Self.worstDifference(out, Self.naiveLanczos(source, region: region, size: size))
+        #expect(worst <= 1, "worst difference \(worst)")
+    }
+
+    @Test(arguments: ResamplingFilter.allCases)
+    func fixedPointWeightsSumToExactlyOne(filter: ResamplingFilter) throws {
+        // 2:1, 2.5:1, 8:1 (49 Lanczos taps: only at scale 2¹⁵), a fractional crop, an enlargement.
+        for (length, start, count) in [(512, 0.0, 256), (640, 0.0, 256), (2048, 0.0, 256), (83, 3.25, 23), (13, 0.0, 31)] {
+            let table = ResamplerTable(ResamplerTable.Key(sourceLength: length, regionStart: start,
+                                                          regionLength: Double(length) - start,
+                                                          destinationLength: count, filter: filter))
+            let fixed = try #require(table.fixedPoint)
+            let pairs = fixed.pairs
+            #expect(table.taps * 255 * 2 <= Int(fixed.scale))
+            for i in 0..<count {
+                var total: Int32 = 0
+                for k in 0..<table.pairs {
+                    let pair = pairs[i * table.pairs + k]
+                    #expect(pair == SIMD8(pair[0], pair[1], pair[0], pair[1], pair[0], pair[1], pair[0], pair[1]))
+                    // Taps past the output's count are zero.
+                    if 2 * k >= table.counts[i] { #expect(pair[0] == 0) }
+                    if 2 * k + 1 >= table.counts[i] { #expect(pair[1] == 0) }
+                    total += Int32(pair[0]) + Int32(pair[1])
+                }
+                #expect(total == fixed.scale, "output \(i)")
+            }
+        }
+    }
+
     @Test func aResamplerIsReusableAcrossGeometries() {
         let resampler = Resampler()
         let a = Self.pattern(64, 40, .bgra32Premultiplied)
