@@ -5,6 +5,7 @@ Usage: python3 Scripts/bench/pyvips_anchor.py [--runs N] [--json] FILE...
 Needs `pip install pyvips` and Debian's libvips42. Reports, per file and target long side
 (256, 1024), the median milliseconds of pyvips.Image.thumbnail_buffer (bytes already in memory,
 the same work as Strata's thumbnail_ms) with libvips' operation cache disabled.
+Like Strata by default, it never enlarges (size="down").
 """
 import json, statistics, sys, time
 
@@ -26,7 +27,7 @@ def main():
             times = []
             for i in range(runs + 1):
                 t0 = time.perf_counter()
-                im = pyvips.Image.thumbnail_buffer(data, target, height=target)
+                im = pyvips.Image.thumbnail_buffer(data, target, height=target, size="down")
                 im.write_to_memory()
                 t1 = time.perf_counter()
                 if i: times.append((t1 - t0) * 1e3)
