@@ -211,7 +211,10 @@ public final class ImageTable: Sendable {
                 throw ImageTableError.imageDoesNotFit(format: format.name, size: content, style: format.style)
             }
             let sequence = state.withLock { s in
-                let next = max(s.metaMap.base.u64(48), 1)
+                // The header's counter is outside its checksum: an implausible value is
+                // recomputed from the records rather than trusted.
+                let stored = s.metaMap.base.u64(48)
+                let next = (1..<Self.sequenceLimit).contains(stored) ? stored : nextSequenceFromRecords(&s)
                 s.metaMap.base.set(48, next + 1)
                 return next
             }
@@ -295,10 +298,10 @@ public final class ImageTable: Sendable {
                 EntryTrailer.write(f, to: to + layout.trailerOffset, slot: next)
                 MetadataLayout.writeRecord(record(&fresh, next), slot: next,
                                            .init(id: id, sourceVersion: f.sourceVersion, sequence: f.sequence),
-                                           lastUsed: max(record(&s, slot).u64(40), s.slots[slot].lastUsed))
+                                           lastUsed: max(Self.saneRecency(record(&s, slot).u64(40)), s.slots[slot].lastUsed))
                 fresh.index[id] = next
                 fresh.slots[next].verified(f)
-                nextSequence = max(nextSequence, f.sequence + 1)
+                nextSequence = max(nextSequence, Self.sequence(after: f.sequence))
                 next += 1
             }
             fresh.metaMap.base.set(48, max(nextSequence, s.metaMap.base.u64(48)))
@@ -363,10 +366,31 @@ public final class ImageTable: Sendable {
     static let recencyFlushInterval: UInt64 = 1_000_000_000
     static let recencyBatch = 256
 
+    /// Values read from the files beyond these bounds are damage, not data: a last-used time
+    /// past 2116 (nanoseconds since 1970) counts as never used, and write sequences stay below
+    /// 2^62, so counters derived from the files can never overflow.
+    static let recencyLimit: UInt64 = 1 << 62
+    static let sequenceLimit: UInt64 = 1 << 62
+
+    /// A record's last-used time as stored, or 0 when it is implausible.
+    static func saneRecency(_ used: UInt64) -> UInt64 { used < recencyLimit ? used : 0 }
+
+    /// The write sequence to use after `sequence` (saturating at ``sequenceLimit``).
+    static func sequence(after sequence: UInt64) -> UInt64 { min(sequence, sequenceLimit - 1) + 1 }
+
+    /// The next write sequence derived from the valid records (when the header's is damaged).
+    private func nextSequenceFromRecords(_ s: inout State) -> UInt64 {
+        var highest: UInt64 = 0
+        for slot in 0..<layout.maximumCount {
+            if case .valid(let rec) = MetadataLayout.readRecord(record(&s, slot), slot: slot) { highest = max(highest, rec.sequence) }
+        }
+        return Self.sequence(after: highest)
+    }
+
     private func touch(_ s: inout State, _ slot: Int) {
         let now = tick(&s)
         s.slots[slot].lastUsed = now
-        if now - s.slots[slot].flushedUsed > Self.recencyFlushInterval {
+        if now &- s.slots[slot].flushedUsed > Self.recencyFlushInterval {
             s.slots[slot].flushedUsed = now
             s.touched.append(Int32(slot))
             if s.touched.count >= Self.recencyBatch { flushRecency(&s) }
@@ -407,7 +431,7 @@ public final class ImageTable: Sendable {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let now = UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-        s.clock = max(s.clock + 1, now)
+        s.clock = max(s.clock &+ 1, now)
         return s.clock
     }
 
@@ -507,7 +531,7 @@ public final class ImageTable: Sendable {
                 var oldest = UInt64.max
                 for slot in 0..<layout.maximumCount where s.slots[slot].pins == 0 && !excluded.contains(slot) {
                     let r = record(&s, slot)
-                    let used = r.u32(32) == 1 ? max(r.u64(40), s.slots[slot].lastUsed) : 0
+                    let used = r.u32(32) == 1 ? max(Self.saneRecency(r.u64(40)), s.slots[slot].lastUsed) : 0
                     if used < oldest { oldest = used; candidate = slot; if used == 0 { break } }
                 }
             }
@@ -691,7 +715,7 @@ public final class ImageTable: Sendable {
         }
         for slot in 0..<layout.maximumCount {
             let used = (s.metaMap.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength).u64(40)
-            s.clock = max(s.clock, used)
+            s.clock = max(s.clock, saneRecency(used))
         }
         return s
     }
@@ -743,7 +767,7 @@ public final class ImageTable: Sendable {
                     MetadataLayout.writeRecord(r, slot: slot, nil, lastUsed: 0)
                 }
             }
-            MetadataLayout.writeHeader(map.base, generation: generation, slots: layout.maximumCount, nextSequence: maxSequence + 1)
+            MetadataLayout.writeHeader(map.base, generation: generation, slots: layout.maximumCount, nextSequence: sequence(after: maxSequence))
             try meta.sync()
             try Syscall.retrying("rename", path: metaPath) { rename(temp, metaPath) }
             meta.path = metaPath

@@ -1,0 +1,37 @@
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import Strata
+
+/// Hostile or stale files, and instances that follow another instance's repairs: never a trap,
+/// never another entity's pixels, never a live image overwritten.
+@Suite(.serialized) struct ImageTableRobustnessTests {
+    // Record bytes 40..<48 (last used) are outside the record checksum.
+    @Test func hostileRecencyInARecordDoesNotCrash() throws {
+        let dir = TempDirectory()
+        do { let t = try ImageTable(directory: dir.path, format: testFormat(max: 2)); try storePattern(t, 1) }
+        try patchFile(dir.path + "/t.meta") { b in for i in 0..<8 { b[MetadataLayout.headerLength + 40 + i] = 0xFF } }
+        let table = try ImageTable(directory: dir.path, format: testFormat(max: 2))
+        let image = try #require(hit(table, 1))
+        #expect(TableTestPattern.matches(image, n: 1, version: 1))
+        try storePattern(table, 2)
+        #expect(hit(table, 2) != nil)
+    }
+
+    // Header bytes 48..<56 (next write sequence) are outside the header checksum.
+    @Test func hostileNextSequenceInTheHeaderDoesNotCrash() throws {
+        let dir = TempDirectory()
+        do { let t = try ImageTable(directory: dir.path, format: testFormat(max: 2)); try storePattern(t, 1) }
+        try patchFile(dir.path + "/t.meta") { b in for i in 48..<56 { b[i] = 0xFF } }
+        let table = try ImageTable(directory: dir.path, format: testFormat(max: 2))
+        try storePattern(table, 2)
+        try storePattern(table, 3)
+        #expect(hit(table, 3).map { TableTestPattern.matches($0, n: 3, version: 1) } == true)
+        // The entries still survive a metadata rebuild (their sequences stay ordered).
+        unlink(dir.path + "/t.meta")
+        let reopened = try ImageTable(directory: dir.path, format: testFormat(max: 2))
+        #expect(hit(reopened, 3).map { TableTestPattern.matches($0, n: 3, version: 1) } == true)
+        #expect(hit(reopened, 1) == nil, "slot reused by entity 3 must not serve entity 1")
+    }
+}
