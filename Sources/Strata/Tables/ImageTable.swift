@@ -465,8 +465,7 @@ public final class ImageTable: Sendable {
         if let slot = s.index[id], meta.u64(56) == 0 { return slot }
         if meta.u64(56) != 0 {
             if let fresh = try? Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: false) {
-                s = fresh
-                pins.clearOwn()
+                adopt(&s, fresh)
             }
             return s.index[id]
         }
@@ -601,11 +600,35 @@ public final class ImageTable: Sendable {
         if s.metaMap.base.u64(56) != 0 || !Self.isCurrent(s.meta) || !Self.isCurrent(s.file) {
             // Replaced by another process (or removed): retire our view and reopen.
             s.metaMap.base.set(56, UInt64(1))
-            s = try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true)
-            pins.clearOwn()
+            adopt(&s, try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true))
         } else if s.metaMap.base.u64(40) != s.seenChange {
             rebuildIndex(&s)
         }
+    }
+
+    /// Switches to `fresh` (the files reopened after another instance replaced or rebuilt
+    /// them). When the table file is still the same file (only the metadata was rebuilt), this
+    /// instance's live images are in it: its handle, mappings and pin counts are kept, and so
+    /// are its shared pin bits. Only a really new table file starts with no pins.
+    private func adopt(_ s: inout State, _ fresh: State) {
+        var fresh = fresh
+        if Self.isSameFile(s.file, fresh.file) {
+            fresh.file = s.file
+            fresh.chunks = s.chunks
+            fresh.fileSize = max(s.fileSize, fresh.fileSize)
+            fresh.clock = max(s.clock, fresh.clock)
+            for slot in 0..<layout.maximumCount { fresh.slots[slot].pins = s.slots[slot].pins }
+            s = fresh
+        } else {
+            s = fresh
+            pins.clearOwn()
+        }
+    }
+
+    /// Whether two handles are open on the same file (device and inode).
+    private static func isSameFile(_ a: TableFileHandle, _ b: TableFileHandle) -> Bool {
+        guard let x = try? a.stat(), let y = try? b.stat() else { return false }
+        return x.st_ino == y.st_ino && x.st_dev == y.st_dev
     }
 
     /// Whether `file`'s path still names the file we have open (an `fstat` and a `stat`).

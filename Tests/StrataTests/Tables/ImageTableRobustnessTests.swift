@@ -34,4 +34,19 @@ import Glibc
         #expect(hit(reopened, 3).map { TableTestPattern.matches($0, n: 3, version: 1) } == true)
         #expect(hit(reopened, 1) == nil, "slot reused by entity 3 must not serve entity 1")
     }
+
+    // Following a metadata rebuild of the same table file keeps this instance's pins.
+    @Test func pinsSurviveFollowingAMetadataRebuild() throws {
+        let dir = TempDirectory()
+        let a = try ImageTable(directory: dir.path, format: testFormat(max: 1))
+        let held = try storePattern(a, 1)
+        try patchFile(dir.path + "/t.meta") { bytes in for i in 0..<32 { bytes[i] ^= 0xFF } }  // corrupt header
+        let b = try ImageTable(directory: dir.path, format: testFormat(max: 1))  // rebuilds, retires old meta
+        _ = hit(a, 99)                  // a follows the retirement (a miss is enough)
+        #expect(throws: ImageTableError.tableFull(format: "t", maximumCount: 1), "b reused a slot that a still holds") {
+            try storePattern(b, 2)
+        }
+        #expect(TableTestPattern.matches(held, n: 1, version: 1), "a's live image changed under it")
+        #expect(hit(a, 1).map { TableTestPattern.matches($0, n: 1, version: 1) } == true)
+    }
 }
