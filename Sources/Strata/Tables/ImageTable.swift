@@ -121,6 +121,10 @@ public final class ImageTable: Sendable {
                     let r = record(&s, slot)
                     current = r.u64(24) == known.verified && r.u32(32) == 1 && r.u64(0) == id.high && r.u64(8) == id.low
                 }
+                // The metadata may no longer be the current one (deleted or replaced without
+                // this instance noticing): the entry's own trailer must still name that write
+                // (one more cache line; read after the pin, see SharedPins).
+                current = current && EntryTrailer.names(entry + layout.trailerOffset, sequence: known.verified, id: id)
             }
             let w: Int, h: Int
             if current {
@@ -464,9 +468,10 @@ public final class ImageTable: Sendable {
         let meta = s.metaMap.base
         if let slot = s.index[id], meta.u64(56) == 0 { return slot }
         if meta.u64(56) != 0 {
-            if let fresh = try? Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: false) {
-                adopt(&s, fresh)
-            }
+            // Our index describes a retired file: without the current one there is no answer.
+            guard let fresh = try? Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath,
+                                                  repair: false) else { return nil }
+            adopt(&s, fresh)
             return s.index[id]
         }
         if meta.u64(40) != s.seenChange {

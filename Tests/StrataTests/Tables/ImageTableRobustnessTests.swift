@@ -49,4 +49,34 @@ import Glibc
         #expect(TableTestPattern.matches(held, n: 1, version: 1), "a's live image changed under it")
         #expect(hit(a, 1).map { TableTestPattern.matches($0, n: 1, version: 1) } == true)
     }
+
+    // A reader whose metadata file was deleted (so it cannot be flagged retired) must not trust
+    // its orphaned change counter for a slot another instance has rewritten.
+    @Test func aReaderWithOrphanedMetadataNeverServesAnotherEntity() throws {
+        let dir = TempDirectory()
+        let a = try ImageTable(directory: dir.path, format: testFormat(max: 1))
+        try storePattern(a, 1)
+        do { _ = try #require(hit(a, 1)) }   // verified in a, then released
+        unlink(dir.path + "/t.meta")
+        let b = try ImageTable(directory: dir.path, format: testFormat(max: 1))  // rebuilds from trailers
+        try storePattern(b, 2)            // reuses slot 0 (nothing pinned)
+        if let image = hit(a, 1) {
+            #expect(TableTestPattern.matches(image, n: 1, version: 1), "a served entity 2's pixels as entity 1")
+        }
+    }
+
+    // A reader whose metadata was retired but whose replacement it cannot open answers from
+    // nothing rather than from the retired index.
+    @Test func aReaderThatCannotFollowARetirementReportsMisses() throws {
+        let dir = TempDirectory()
+        let a = try ImageTable(directory: dir.path, format: testFormat(max: 1))
+        try storePattern(a, 1)
+        do { _ = try #require(hit(a, 1)) }
+        try patchFile(dir.path + "/t.meta") { bytes in for i in 0..<32 { bytes[i] ^= 0xFF } }  // corrupt header
+        let b = try ImageTable(directory: dir.path, format: testFormat(max: 1))  // rebuilds, retires a's
+        try storePattern(b, 2)            // reuses slot 0
+        unlink(dir.path + "/t.meta")      // a cannot follow (it never repairs on reads)
+        #expect(!a.contains(TableTestPattern.entityID(1)), "a answered from its retired index")
+        #expect(hit(a, 1) == nil)
+    }
 }
