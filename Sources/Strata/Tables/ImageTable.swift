@@ -519,7 +519,7 @@ public final class ImageTable: Sendable {
         var excluded = Set<Int>()
         if let previous = s.index.removeValue(forKey: id) {
             // The entity's old slot: reuse it when nobody holds it, else just retire it.
-            if claim(&s, previous) { return previous }
+            if try claim(&s, previous) { return previous }
             excluded.insert(previous)
         }
         var swept = false
@@ -548,13 +548,19 @@ public final class ImageTable: Sendable {
                 }
                 throw .tableFull(format: format.name, maximumCount: layout.maximumCount)
             }
-            if claim(&s, candidate) { return candidate }
+            if try claim(&s, candidate) { return candidate }
             excluded.insert(candidate)
         }
     }
 
     /// Invalidates `slot` (record, index, trailer) and reports whether it is free to rewrite.
-    private func claim(_ s: inout State, _ slot: Int) -> Bool {
+    private func claim(_ s: inout State, _ slot: Int) throws(ImageTableError) -> Bool {
+        // Reserve the entry's disk space before anything is stored into it through the shared
+        // mapping: a slot inside the file can be a hole (after a reset while another instance
+        // held a slot), and a store into a hole on a full disk raises SIGBUS.
+        guard let (_, entry) = entryPointer(&s, slot, create: true) else {
+            throw .system(SystemCallError(call: "mmap", path: tablePath, errno: EIO))
+        }
         // Held here, or (without a fence: a cheap early answer) by another instance: leave it be.
         guard s.slots[slot].pins == 0, !pins.isPinnedElsewhere(slot, fence: false) else { return false }
         let r = record(&s, slot)
@@ -565,9 +571,7 @@ public final class ImageTable: Sendable {
         s.slots[slot].verified = 0
         s.slots[slot].lastUsed = 0
         bumpChange(&s)
-        if let (_, entry) = entryPointer(&s, slot, create: false) {
-            EntryTrailer.invalidate(entry + layout.trailerOffset)
-        }
+        EntryTrailer.invalidate(entry + layout.trailerOffset)
         return !pins.isPinnedElsewhere(slot)
     }
 

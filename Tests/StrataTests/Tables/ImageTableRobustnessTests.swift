@@ -79,4 +79,22 @@ import Glibc
         #expect(!a.contains(TableTestPattern.entityID(1)), "a answered from its retired index")
         #expect(hit(a, 1) == nil)
     }
+
+    // A slot inside the file's size must not be a hole: claim() stores into it through the
+    // shared mapping (SIGBUS on a full disk).
+    @Test func slotsInsideTheFileAreReservedBeforeClaimWritesThem() throws {
+        let dir = TempDirectory()
+        let format = testFormat(max: 4)
+        let layout = TableLayout(format: format)
+        let a = try ImageTable(directory: dir.path, format: format)
+        let b = try ImageTable(directory: dir.path, format: format)
+        let held = try storePattern(a, 1)          // a pins slot 0
+        try b.reset()                               // new file; a's bit for slot 0 stays set
+        try storePattern(b, 2)                      // slot 0 excluded -> slot 1 reserved
+        let fd = open(dir.path + "/t.table", O_RDONLY)
+        defer { close(fd) }
+        let dataAt = lseek(fd, off_t(layout.entryOffset(0)), 3 /* SEEK_DATA */)
+        withExtendedLifetime(held) {}
+        #expect(Int(dataAt) == layout.entryOffset(0), "slot 0 of the new file is a hole inside st_size (next data at \(dataAt))")
+    }
 }
