@@ -109,7 +109,7 @@ public final class ImageTable: Sendable {
             // Pin first (publishing the pin to other processes), then check the entry: a writer
             // invalidates the record and trailer before it looks at pins (see SharedPins).
             pin(&s, slot)
-            guard let (chunk, entry) = entryPointer(&s, slot, create: false) else { unpinLocked(&s, slot); return nil }
+            guard let (chunk, entry) = entryPointer(&s, slot) else { unpinLocked(&s, slot); return nil }
             let known = s.slots[slot]
             var current = false
             if known.verified != 0, known.id == id {
@@ -185,9 +185,7 @@ public final class ImageTable: Sendable {
                 try refreshForWriting(&s)
                 flushRecency(&s)
                 let slot = try chooseSlot(&s, for: id)
-                guard let (chunk, entry) = entryPointer(&s, slot, create: true) else {
-                    throw ImageTableError.system(SystemCallError(call: "mmap", path: tablePath, errno: EIO))
-                }
+                let (chunk, entry) = try reservedEntry(&s, slot)
                 pin(&s, slot)       // the writer's own pin, dropped below
                 return (s.file, chunk, entry, slot)
             }
@@ -264,7 +262,7 @@ public final class ImageTable: Sendable {
         try writing { s throws(ImageTableError) in
             guard let slot = lookup(&s, id) else { return }
             s.index.removeValue(forKey: id)
-            if let (_, entry) = entryPointer(&s, slot, create: false) { EntryTrailer.invalidate(entry + layout.trailerOffset) }
+            if let (_, entry) = entryPointer(&s, slot) { EntryTrailer.invalidate(entry + layout.trailerOffset) }
             MetadataLayout.writeRecord(record(&s, slot), slot: slot, nil, lastUsed: 0)
             s.slots[slot].verified = 0
             bumpChange(&s)
@@ -295,9 +293,9 @@ public final class ImageTable: Sendable {
             var next = 0
             var nextSequence: UInt64 = 1
             for (id, slot) in s.index.sorted(by: { $0.value < $1.value }) {
-                guard let (_, from) = entryPointer(&s, slot, create: false),
-                      let f = verify(&s, slot, from), f.id == id,
-                      let (_, to) = entryPointer(&fresh, next, create: true) else { continue }
+                guard let (_, from) = entryPointer(&s, slot),
+                      let f = verify(&s, slot, from), f.id == id else { continue }
+                let (_, to) = try reservedEntry(&fresh, next)
                 to.copyMemory(from: from, byteCount: layout.rowsBytes)
                 EntryTrailer.write(f, to: to + layout.trailerOffset, slot: next)
                 MetadataLayout.writeRecord(record(&fresh, next), slot: next,
@@ -481,24 +479,28 @@ public final class ImageTable: Sendable {
         return nil
     }
 
-    /// The chunk and start of `slot`'s entry, mapping the chunk on first use. With `create`
-    /// (writers, under the `flock`) the chunk's disk space is reserved first; without it a
-    /// chunk the file does not cover yet is a miss.
-    func entryPointer(_ s: inout State, _ slot: Int, create: Bool) -> (TableMapping, UnsafeMutableRawPointer)? {
+    /// The chunk and start of `slot`'s entry for reading, mapping the chunk on first use; `nil`
+    /// (a miss) when the file does not cover the entry yet or it cannot be mapped.
+    func entryPointer(_ s: inout State, _ slot: Int) -> (TableMapping, UnsafeMutableRawPointer)? {
         let end = layout.entryOffset(slot) + layout.entryLength
-        do {
-            if create {
-                // Always reserve the entry's own range: a larger file may still have a hole here.
-                try s.file.reserve(offset: layout.entryOffset(slot), length: layout.entryLength)
-                s.fileSize = max(s.fileSize, end)
-            } else if end > s.fileSize {
-                s.fileSize = try s.file.size()
-                guard end <= s.fileSize else { return nil }   // never touch pages past the end (SIGBUS)
-            }
-        } catch {
-            return nil
+        if end > s.fileSize {
+            guard let size = try? s.file.size() else { return nil }
+            s.fileSize = size
+            guard end <= s.fileSize else { return nil }   // never touch pages past the end (SIGBUS)
         }
         return Self.entryPointerStatic(file: s.file, chunks: &s.chunks, layout: layout, slot: slot)
+    }
+
+    /// The chunk and start of `slot`'s entry for writing (under the `flock`): the entry's disk
+    /// space is reserved first, so stores through the mapping cannot fault on a full disk.
+    /// Throws the failing call's error (e.g. `posix_fallocate` with ENOSPC).
+    func reservedEntry(_ s: inout State, _ slot: Int) throws(ImageTableError) -> (TableMapping, UnsafeMutableRawPointer) {
+        do throws(SystemCallError) {
+            // Always reserve the entry's own range: a larger file may still have a hole here.
+            try s.file.reserve(offset: layout.entryOffset(slot), length: layout.entryLength)
+            s.fileSize = max(s.fileSize, layout.entryOffset(slot) + layout.entryLength)
+            return try Self.mapEntry(file: s.file, chunks: &s.chunks, layout: layout, slot: slot)
+        } catch { throw .system(error) }
     }
 
     /// Verifies `slot`'s trailer and pixel checksum; records the verified sequence.
@@ -558,9 +560,7 @@ public final class ImageTable: Sendable {
         // Reserve the entry's disk space before anything is stored into it through the shared
         // mapping: a slot inside the file can be a hole (after a reset while another instance
         // held a slot), and a store into a hole on a full disk raises SIGBUS.
-        guard let (_, entry) = entryPointer(&s, slot, create: true) else {
-            throw .system(SystemCallError(call: "mmap", path: tablePath, errno: EIO))
-        }
+        let (_, entry) = try reservedEntry(&s, slot)
         // Held here, or (without a fence: a cheap early answer) by another instance: leave it be.
         guard s.slots[slot].pins == 0, !pins.isPinnedElsewhere(slot, fence: false) else { return false }
         let r = record(&s, slot)
@@ -757,13 +757,22 @@ public final class ImageTable: Sendable {
     static func entryPointerStatic(
         file: TableFileHandle, chunks: inout [TableMapping?], layout: TableLayout, slot: Int
     ) -> (TableMapping, UnsafeMutableRawPointer)? {
+        try? mapEntry(file: file, chunks: &chunks, layout: layout, slot: slot)
+    }
+
+    static func mapEntry(
+        file: TableFileHandle, chunks: inout [TableMapping?], layout: TableLayout, slot: Int
+    ) throws(SystemCallError) -> (TableMapping, UnsafeMutableRawPointer) {
         let c = slot / layout.entriesPerChunk
-        if chunks[c] == nil {
+        let chunk: TableMapping
+        if let mapped = chunks[c] {
+            chunk = mapped
+        } else {
             let (offset, length) = layout.chunkRange(c)
-            guard let chunk = try? TableMapping(fd: file.fd, offset: offset, length: length, path: file.path) else { return nil }
+            chunk = try TableMapping(fd: file.fd, offset: offset, length: length, path: file.path)
             chunks[c] = chunk
         }
-        return (chunks[c]!, chunks[c]!.base + (slot - c * layout.entriesPerChunk) * layout.entryLength)
+        return (chunk, chunk.base + (slot - c * layout.entriesPerChunk) * layout.entryLength)
     }
 
     /// Writes a new metadata file from the trailers of `s.file` and renames it into place.

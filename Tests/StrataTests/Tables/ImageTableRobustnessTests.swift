@@ -97,4 +97,21 @@ import Glibc
         withExtendedLifetime(held) {}
         #expect(Int(dataAt) == layout.entryOffset(0), "slot 0 of the new file is a hole inside st_size (next data at \(dataAt))")
     }
+
+    // A failed reservation (ENOSPC on a full disk) is reported as what it is, not as an mmap
+    // failure. A read-only handle on the table file makes posix_fallocate fail (EBADF).
+    @Test func aFailedReservationReportsTheRealError() throws {
+        let dir = TempDirectory()
+        let table = try ImageTable(directory: dir.path, format: testFormat(max: 2))
+        let readOnly = try TableFileHandle.open(dir.path + "/t.table", flags: O_RDONLY, permissions: 0o644)
+        table.state.withLock { $0.file = readOnly }
+        do {
+            try storePattern(table, 1)
+            Issue.record("a store through a read-only table file succeeded")
+        } catch ImageTableError.system(let error) {
+            #expect(error.call == "posix_fallocate")
+            #expect(error.errno == EBADF)
+        }
+        #expect(hit(table, 1) == nil)
+    }
 }
