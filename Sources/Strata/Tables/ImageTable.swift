@@ -32,7 +32,9 @@ import Synchronization
 ///   (64 bytes per slot) to pick up its entries.
 /// - The files must not be truncated or deleted by anything else while instances have them
 ///   open (a truncated mapping raises SIGBUS; a deleted metadata file is only noticed by this
-///   instance's next write).
+///   instance's next write, hits meanwhile still check each entry's trailer; a deleted lock
+///   file is reopened by writers, but instances opened before and after it hold their pin
+///   leases on different files, so one may take the other's segment for dead).
 /// - At most 32 instances (across processes) may have one table open at once.
 /// - `store`'s `draw` must not call `store` on the same table (the writer lock is not
 ///   re-entrant).
@@ -42,10 +44,10 @@ public final class ImageTable: Sendable {
     let layout: TableLayout
     let tablePath: String
     let metaPath: String
-    let lockFile: TableFileHandle
     let pins: SharedPins
-    /// Serialises this instance's writers (the `flock` is per open file, so it does not).
-    let writerGate = Mutex<Void>(())
+    /// Serialises this instance's writers (the `flock` is per open file, so it does not), and
+    /// holds the open `<name>.lock` file writers `flock` (reopened when the file was replaced).
+    let writerGate: Mutex<TableFileHandle>
     let state: Mutex<State>
 
     struct State {
@@ -80,14 +82,14 @@ public final class ImageTable: Sendable {
         if mkdir(directory, 0o755) != 0 && errno != EEXIST {
             throw .system(SystemCallError(call: "mkdir", path: directory, errno: errno))
         }
-        let lock: TableFileHandle
+        let lockPath = directory + "/" + format.name + ".lock"
+        var lock: TableFileHandle
         do throws(SystemCallError) {
-            lock = try .open(directory + "/" + format.name + ".lock", flags: O_RDWR | O_CREAT, permissions: format.filePermissions)
-            _ = fchmod(lock.fd, mode_t(format.filePermissions))
-            try lock.lockExclusive()
+            lock = try Self.openLockFile(lockPath, permissions: format.filePermissions)
+            try Self.lockWriter(&lock, permissions: format.filePermissions)
         } catch { throw .system(error) }
         defer { lock.unlock() }
-        lockFile = lock
+        writerGate = Mutex(lock)
         pins = try SharedPins(path: directory + "/" + format.name + ".pins", format: format.name, slots: format.maximumCount,
                               permissions: format.filePermissions, lockFile: lock)
         let opened = try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true)
@@ -178,8 +180,10 @@ public final class ImageTable: Sendable {
     public func store(
         _ id: ImageEntityID, sourceVersion: UInt64, draw: (inout ImageTableCanvas) throws -> Void
     ) throws -> PixelImage {
-        try writerGate.withLock { _ in
-            do throws(SystemCallError) { try lockFile.lockExclusive() } catch { throw ImageTableError.system(error) }
+        try writerGate.withLock { lockFile in
+            do throws(SystemCallError) {
+                try Self.lockWriter(&lockFile, permissions: format.filePermissions)
+            } catch { throw ImageTableError.system(error) }
             defer { lockFile.unlock() }
             let (file, chunk, entry, slot) = try state.withLock { s throws(ImageTableError) in
                 try refreshForWriting(&s)
@@ -412,8 +416,10 @@ public final class ImageTable: Sendable {
     }
 
     private func writing<R>(_ body: (inout State) throws(ImageTableError) -> R) throws(ImageTableError) -> R {
-        let result: Result<R, ImageTableError> = writerGate.withLock { _ in
-            do throws(SystemCallError) { try lockFile.lockExclusive() } catch { return .failure(.system(error)) }
+        let result: Result<R, ImageTableError> = writerGate.withLock { lockFile in
+            do throws(SystemCallError) {
+                try Self.lockWriter(&lockFile, permissions: format.filePermissions)
+            } catch { return .failure(.system(error)) }
             defer { lockFile.unlock() }
             return state.withLock { s in
                 do throws(ImageTableError) {
@@ -631,6 +637,24 @@ public final class ImageTable: Sendable {
         } else {
             s = fresh
             pins.clearOwn()
+        }
+    }
+
+    private static func openLockFile(_ path: String, permissions: UInt32) throws(SystemCallError) -> TableFileHandle {
+        let lock = try TableFileHandle.open(path, flags: O_RDWR | O_CREAT, permissions: permissions)
+        _ = fchmod(lock.fd, mode_t(permissions))
+        return lock
+    }
+
+    /// Takes the writer `flock` on the file now at `lock`'s path: a lock on a file that was
+    /// deleted or replaced since it was opened excludes nobody who opens the path, so then the
+    /// path is opened again (creating it) and locked again.
+    private static func lockWriter(_ lock: inout TableFileHandle, permissions: UInt32) throws(SystemCallError) {
+        while true {
+            try lock.lockExclusive()
+            if isCurrent(lock) { return }
+            lock.unlock()
+            lock = try openLockFile(lock.path, permissions: permissions)
         }
     }
 

@@ -114,4 +114,23 @@ import Glibc
         }
         #expect(hit(table, 1) == nil)
     }
+
+    // A writer must hold the lock of the file now at `<name>.lock`, which is what any other
+    // instance opens and locks; a lock on a deleted file excludes nobody.
+    @Test func aDeletedLockFileStillExcludesOtherWriters() throws {
+        let dir = TempDirectory()
+        let table = try ImageTable(directory: dir.path, format: testFormat(max: 2))
+        try storePattern(table, 1)
+        unlink(dir.path + "/t.lock")
+        var excluded = false
+        try table.store(TableTestPattern.entityID(2), sourceVersion: 1) { canvas in
+            TableTestPattern.draw(&canvas.image, n: 2, version: 1)
+            // What another instance does to write: open (creating) the path and lock it.
+            let fd = open(dir.path + "/t.lock", O_RDWR | O_CREAT, 0o644)
+            defer { close(fd) }
+            excluded = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK
+        }
+        #expect(excluded, "another writer could take the lock while this one was writing")
+        #expect(hit(table, 2).map { TableTestPattern.matches($0, n: 2, version: 1) } == true)
+    }
 }
