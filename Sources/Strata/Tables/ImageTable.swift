@@ -265,8 +265,10 @@ public final class ImageTable: Sendable {
     public func delete(_ id: ImageEntityID) throws(ImageTableError) {
         try writing { s throws(ImageTableError) in
             guard let slot = lookup(&s, id) else { return }
+            // Reserved before the store below (the slot could be a hole inside the file).
+            let entry = entryPointer(&s, slot) == nil ? nil : try reservedEntry(&s, slot).1
             s.index.removeValue(forKey: id)
-            if let (_, entry) = entryPointer(&s, slot) { EntryTrailer.invalidate(entry + layout.trailerOffset) }
+            if let entry { EntryTrailer.invalidate(entry + layout.trailerOffset) }
             MetadataLayout.writeRecord(record(&s, slot), slot: slot, nil, lastUsed: 0)
             s.slots[slot].verified = 0
             bumpChange(&s)

@@ -98,6 +98,21 @@ import Glibc
         #expect(Int(dataAt) == layout.entryOffset(0), "slot 0 of the new file is a hole inside st_size (next data at \(dataAt))")
     }
 
+    // delete() stores into the slot too: it reserves the slot first (it could be a hole inside
+    // the file), and a failed reservation changes nothing.
+    @Test func deleteReservesTheSlotBeforeStoringIntoIt() throws {
+        let dir = TempDirectory()
+        let table = try ImageTable(directory: dir.path, format: testFormat(max: 2))
+        try storePattern(table, 1)
+        let readOnly = try TableFileHandle.open(dir.path + "/t.table", flags: O_RDONLY, permissions: 0o644)
+        table.state.withLock { $0.file = readOnly }   // keeps the writable mappings: only the reservation fails
+        #expect(throws: ImageTableError.system(SystemCallError(call: "posix_fallocate", path: dir.path + "/t.table", errno: EBADF))) {
+            try table.delete(TableTestPattern.entityID(1))
+        }
+        #expect(table.contains(TableTestPattern.entityID(1)))
+        #expect(hit(table, 1).map { TableTestPattern.matches($0, n: 1, version: 1) } == true)
+    }
+
     // A failed reservation (ENOSPC on a full disk) is reported as what it is, not as an mmap
     // failure. A read-only handle on the table file makes posix_fallocate fail (EBADF).
     @Test func aFailedReservationReportsTheRealError() throws {
