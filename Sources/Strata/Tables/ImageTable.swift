@@ -32,7 +32,9 @@ import Synchronization
 ///   (64 bytes per slot) to pick up its entries.
 /// - The files must not be truncated or deleted by anything else while instances have them
 ///   open (a truncated mapping raises SIGBUS; a deleted metadata file is only noticed by this
-///   instance's next write).
+///   instance's next write, hits meanwhile still check each entry's trailer; a deleted lock
+///   file is reopened by writers, but instances opened before and after it hold their pin
+///   leases on different files, so one may take the other's segment for dead).
 /// - At most 32 instances (across processes) may have one table open at once.
 /// - `store`'s `draw` must not call `store` on the same table (the writer lock is not
 ///   re-entrant).
@@ -42,10 +44,10 @@ public final class ImageTable: Sendable {
     let layout: TableLayout
     let tablePath: String
     let metaPath: String
-    let lockFile: TableFileHandle
     let pins: SharedPins
-    /// Serialises this instance's writers (the `flock` is per open file, so it does not).
-    let writerGate = Mutex<Void>(())
+    /// Serialises this instance's writers (the `flock` is per open file, so it does not), and
+    /// holds the open `<name>.lock` file writers `flock` (reopened when the file was replaced).
+    let writerGate: Mutex<TableFileHandle>
     let state: Mutex<State>
 
     struct State {
@@ -80,14 +82,14 @@ public final class ImageTable: Sendable {
         if mkdir(directory, 0o755) != 0 && errno != EEXIST {
             throw .system(SystemCallError(call: "mkdir", path: directory, errno: errno))
         }
-        let lock: TableFileHandle
+        let lockPath = directory + "/" + format.name + ".lock"
+        var lock: TableFileHandle
         do throws(SystemCallError) {
-            lock = try .open(directory + "/" + format.name + ".lock", flags: O_RDWR | O_CREAT, permissions: format.filePermissions)
-            _ = fchmod(lock.fd, mode_t(format.filePermissions))
-            try lock.lockExclusive()
+            lock = try Self.openLockFile(lockPath, permissions: format.filePermissions)
+            try Self.lockWriter(&lock, permissions: format.filePermissions)
         } catch { throw .system(error) }
         defer { lock.unlock() }
-        lockFile = lock
+        writerGate = Mutex(lock)
         pins = try SharedPins(path: directory + "/" + format.name + ".pins", format: format.name, slots: format.maximumCount,
                               permissions: format.filePermissions, lockFile: lock)
         let opened = try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true)
@@ -109,7 +111,7 @@ public final class ImageTable: Sendable {
             // Pin first (publishing the pin to other processes), then check the entry: a writer
             // invalidates the record and trailer before it looks at pins (see SharedPins).
             pin(&s, slot)
-            guard let (chunk, entry) = entryPointer(&s, slot, create: false) else { unpinLocked(&s, slot); return nil }
+            guard let (chunk, entry) = entryPointer(&s, slot) else { unpinLocked(&s, slot); return nil }
             let known = s.slots[slot]
             var current = false
             if known.verified != 0, known.id == id {
@@ -121,6 +123,10 @@ public final class ImageTable: Sendable {
                     let r = record(&s, slot)
                     current = r.u64(24) == known.verified && r.u32(32) == 1 && r.u64(0) == id.high && r.u64(8) == id.low
                 }
+                // The metadata may no longer be the current one (deleted or replaced without
+                // this instance noticing): the entry's own trailer must still name that write
+                // (one more cache line; read after the pin, see SharedPins).
+                current = current && EntryTrailer.names(entry + layout.trailerOffset, sequence: known.verified, id: id)
             }
             let w: Int, h: Int
             if current {
@@ -174,16 +180,16 @@ public final class ImageTable: Sendable {
     public func store(
         _ id: ImageEntityID, sourceVersion: UInt64, draw: (inout ImageTableCanvas) throws -> Void
     ) throws -> PixelImage {
-        try writerGate.withLock { _ in
-            do throws(SystemCallError) { try lockFile.lockExclusive() } catch { throw ImageTableError.system(error) }
+        try writerGate.withLock { lockFile in
+            do throws(SystemCallError) {
+                try Self.lockWriter(&lockFile, permissions: format.filePermissions)
+            } catch { throw ImageTableError.system(error) }
             defer { lockFile.unlock() }
             let (file, chunk, entry, slot) = try state.withLock { s throws(ImageTableError) in
                 try refreshForWriting(&s)
                 flushRecency(&s)
                 let slot = try chooseSlot(&s, for: id)
-                guard let (chunk, entry) = entryPointer(&s, slot, create: true) else {
-                    throw ImageTableError.system(SystemCallError(call: "mmap", path: tablePath, errno: EIO))
-                }
+                let (chunk, entry) = try reservedEntry(&s, slot)
                 pin(&s, slot)       // the writer's own pin, dropped below
                 return (s.file, chunk, entry, slot)
             }
@@ -211,7 +217,10 @@ public final class ImageTable: Sendable {
                 throw ImageTableError.imageDoesNotFit(format: format.name, size: content, style: format.style)
             }
             let sequence = state.withLock { s in
-                let next = max(s.metaMap.base.u64(48), 1)
+                // The header's counter is outside its checksum: an implausible value is
+                // recomputed from the records rather than trusted.
+                let stored = s.metaMap.base.u64(48)
+                let next = (1..<Self.sequenceLimit).contains(stored) ? stored : nextSequenceFromRecords(&s)
                 s.metaMap.base.set(48, next + 1)
                 return next
             }
@@ -256,8 +265,10 @@ public final class ImageTable: Sendable {
     public func delete(_ id: ImageEntityID) throws(ImageTableError) {
         try writing { s throws(ImageTableError) in
             guard let slot = lookup(&s, id) else { return }
+            // Reserved before the store below (the slot could be a hole inside the file).
+            let entry = entryPointer(&s, slot) == nil ? nil : try reservedEntry(&s, slot).1
             s.index.removeValue(forKey: id)
-            if let (_, entry) = entryPointer(&s, slot, create: false) { EntryTrailer.invalidate(entry + layout.trailerOffset) }
+            if let entry { EntryTrailer.invalidate(entry + layout.trailerOffset) }
             MetadataLayout.writeRecord(record(&s, slot), slot: slot, nil, lastUsed: 0)
             s.slots[slot].verified = 0
             bumpChange(&s)
@@ -288,17 +299,17 @@ public final class ImageTable: Sendable {
             var next = 0
             var nextSequence: UInt64 = 1
             for (id, slot) in s.index.sorted(by: { $0.value < $1.value }) {
-                guard let (_, from) = entryPointer(&s, slot, create: false),
-                      let f = verify(&s, slot, from), f.id == id,
-                      let (_, to) = entryPointer(&fresh, next, create: true) else { continue }
+                guard let (_, from) = entryPointer(&s, slot),
+                      let f = verify(&s, slot, from), f.id == id else { continue }
+                let (_, to) = try reservedEntry(&fresh, next)
                 to.copyMemory(from: from, byteCount: layout.rowsBytes)
                 EntryTrailer.write(f, to: to + layout.trailerOffset, slot: next)
                 MetadataLayout.writeRecord(record(&fresh, next), slot: next,
                                            .init(id: id, sourceVersion: f.sourceVersion, sequence: f.sequence),
-                                           lastUsed: max(record(&s, slot).u64(40), s.slots[slot].lastUsed))
+                                           lastUsed: max(Self.saneRecency(record(&s, slot).u64(40)), s.slots[slot].lastUsed))
                 fresh.index[id] = next
                 fresh.slots[next].verified(f)
-                nextSequence = max(nextSequence, f.sequence + 1)
+                nextSequence = max(nextSequence, Self.sequence(after: f.sequence))
                 next += 1
             }
             fresh.metaMap.base.set(48, max(nextSequence, s.metaMap.base.u64(48)))
@@ -363,10 +374,31 @@ public final class ImageTable: Sendable {
     static let recencyFlushInterval: UInt64 = 1_000_000_000
     static let recencyBatch = 256
 
+    /// Values read from the files beyond these bounds are damage, not data: a last-used time
+    /// past 2116 (nanoseconds since 1970) counts as never used, and write sequences stay below
+    /// 2^62, so counters derived from the files can never overflow.
+    static let recencyLimit: UInt64 = 1 << 62
+    static let sequenceLimit: UInt64 = 1 << 62
+
+    /// A record's last-used time as stored, or 0 when it is implausible.
+    static func saneRecency(_ used: UInt64) -> UInt64 { used < recencyLimit ? used : 0 }
+
+    /// The write sequence to use after `sequence` (saturating at ``sequenceLimit``).
+    static func sequence(after sequence: UInt64) -> UInt64 { min(sequence, sequenceLimit - 1) + 1 }
+
+    /// The next write sequence derived from the valid records (when the header's is damaged).
+    private func nextSequenceFromRecords(_ s: inout State) -> UInt64 {
+        var highest: UInt64 = 0
+        for slot in 0..<layout.maximumCount {
+            if case .valid(let rec) = MetadataLayout.readRecord(record(&s, slot), slot: slot) { highest = max(highest, rec.sequence) }
+        }
+        return Self.sequence(after: highest)
+    }
+
     private func touch(_ s: inout State, _ slot: Int) {
         let now = tick(&s)
         s.slots[slot].lastUsed = now
-        if now - s.slots[slot].flushedUsed > Self.recencyFlushInterval {
+        if now &- s.slots[slot].flushedUsed > Self.recencyFlushInterval {
             s.slots[slot].flushedUsed = now
             s.touched.append(Int32(slot))
             if s.touched.count >= Self.recencyBatch { flushRecency(&s) }
@@ -386,8 +418,10 @@ public final class ImageTable: Sendable {
     }
 
     private func writing<R>(_ body: (inout State) throws(ImageTableError) -> R) throws(ImageTableError) -> R {
-        let result: Result<R, ImageTableError> = writerGate.withLock { _ in
-            do throws(SystemCallError) { try lockFile.lockExclusive() } catch { return .failure(.system(error)) }
+        let result: Result<R, ImageTableError> = writerGate.withLock { lockFile in
+            do throws(SystemCallError) {
+                try Self.lockWriter(&lockFile, permissions: format.filePermissions)
+            } catch { return .failure(.system(error)) }
             defer { lockFile.unlock() }
             return state.withLock { s in
                 do throws(ImageTableError) {
@@ -407,7 +441,7 @@ public final class ImageTable: Sendable {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let now = UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-        s.clock = max(s.clock + 1, now)
+        s.clock = max(s.clock &+ 1, now)
         return s.clock
     }
 
@@ -440,10 +474,10 @@ public final class ImageTable: Sendable {
         let meta = s.metaMap.base
         if let slot = s.index[id], meta.u64(56) == 0 { return slot }
         if meta.u64(56) != 0 {
-            if let fresh = try? Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: false) {
-                s = fresh
-                pins.clearOwn()
-            }
+            // Our index describes a retired file: without the current one there is no answer.
+            guard let fresh = try? Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath,
+                                                  repair: false) else { return nil }
+            adopt(&s, fresh)
             return s.index[id]
         }
         if meta.u64(40) != s.seenChange {
@@ -453,24 +487,28 @@ public final class ImageTable: Sendable {
         return nil
     }
 
-    /// The chunk and start of `slot`'s entry, mapping the chunk on first use. With `create`
-    /// (writers, under the `flock`) the chunk's disk space is reserved first; without it a
-    /// chunk the file does not cover yet is a miss.
-    func entryPointer(_ s: inout State, _ slot: Int, create: Bool) -> (TableMapping, UnsafeMutableRawPointer)? {
+    /// The chunk and start of `slot`'s entry for reading, mapping the chunk on first use; `nil`
+    /// (a miss) when the file does not cover the entry yet or it cannot be mapped.
+    func entryPointer(_ s: inout State, _ slot: Int) -> (TableMapping, UnsafeMutableRawPointer)? {
         let end = layout.entryOffset(slot) + layout.entryLength
-        do {
-            if create {
-                // Always reserve the entry's own range: a larger file may still have a hole here.
-                try s.file.reserve(offset: layout.entryOffset(slot), length: layout.entryLength)
-                s.fileSize = max(s.fileSize, end)
-            } else if end > s.fileSize {
-                s.fileSize = try s.file.size()
-                guard end <= s.fileSize else { return nil }   // never touch pages past the end (SIGBUS)
-            }
-        } catch {
-            return nil
+        if end > s.fileSize {
+            guard let size = try? s.file.size() else { return nil }
+            s.fileSize = size
+            guard end <= s.fileSize else { return nil }   // never touch pages past the end (SIGBUS)
         }
         return Self.entryPointerStatic(file: s.file, chunks: &s.chunks, layout: layout, slot: slot)
+    }
+
+    /// The chunk and start of `slot`'s entry for writing (under the `flock`): the entry's disk
+    /// space is reserved first, so stores through the mapping cannot fault on a full disk.
+    /// Throws the failing call's error (e.g. `posix_fallocate` with ENOSPC).
+    func reservedEntry(_ s: inout State, _ slot: Int) throws(ImageTableError) -> (TableMapping, UnsafeMutableRawPointer) {
+        do throws(SystemCallError) {
+            // Always reserve the entry's own range: a larger file may still have a hole here.
+            try s.file.reserve(offset: layout.entryOffset(slot), length: layout.entryLength)
+            s.fileSize = max(s.fileSize, layout.entryOffset(slot) + layout.entryLength)
+            return try Self.mapEntry(file: s.file, chunks: &s.chunks, layout: layout, slot: slot)
+        } catch { throw .system(error) }
     }
 
     /// Verifies `slot`'s trailer and pixel checksum; records the verified sequence.
@@ -491,7 +529,7 @@ public final class ImageTable: Sendable {
         var excluded = Set<Int>()
         if let previous = s.index.removeValue(forKey: id) {
             // The entity's old slot: reuse it when nobody holds it, else just retire it.
-            if claim(&s, previous) { return previous }
+            if try claim(&s, previous) { return previous }
             excluded.insert(previous)
         }
         var swept = false
@@ -507,7 +545,7 @@ public final class ImageTable: Sendable {
                 var oldest = UInt64.max
                 for slot in 0..<layout.maximumCount where s.slots[slot].pins == 0 && !excluded.contains(slot) {
                     let r = record(&s, slot)
-                    let used = r.u32(32) == 1 ? max(r.u64(40), s.slots[slot].lastUsed) : 0
+                    let used = r.u32(32) == 1 ? max(Self.saneRecency(r.u64(40)), s.slots[slot].lastUsed) : 0
                     if used < oldest { oldest = used; candidate = slot; if used == 0 { break } }
                 }
             }
@@ -520,13 +558,17 @@ public final class ImageTable: Sendable {
                 }
                 throw .tableFull(format: format.name, maximumCount: layout.maximumCount)
             }
-            if claim(&s, candidate) { return candidate }
+            if try claim(&s, candidate) { return candidate }
             excluded.insert(candidate)
         }
     }
 
     /// Invalidates `slot` (record, index, trailer) and reports whether it is free to rewrite.
-    private func claim(_ s: inout State, _ slot: Int) -> Bool {
+    private func claim(_ s: inout State, _ slot: Int) throws(ImageTableError) -> Bool {
+        // Reserve the entry's disk space before anything is stored into it through the shared
+        // mapping: a slot inside the file can be a hole (after a reset while another instance
+        // held a slot), and a store into a hole on a full disk raises SIGBUS.
+        let (_, entry) = try reservedEntry(&s, slot)
         // Held here, or (without a fence: a cheap early answer) by another instance: leave it be.
         guard s.slots[slot].pins == 0, !pins.isPinnedElsewhere(slot, fence: false) else { return false }
         let r = record(&s, slot)
@@ -537,9 +579,7 @@ public final class ImageTable: Sendable {
         s.slots[slot].verified = 0
         s.slots[slot].lastUsed = 0
         bumpChange(&s)
-        if let (_, entry) = entryPointer(&s, slot, create: false) {
-            EntryTrailer.invalidate(entry + layout.trailerOffset)
-        }
+        EntryTrailer.invalidate(entry + layout.trailerOffset)
         return !pins.isPinnedElsewhere(slot)
     }
 
@@ -577,11 +617,53 @@ public final class ImageTable: Sendable {
         if s.metaMap.base.u64(56) != 0 || !Self.isCurrent(s.meta) || !Self.isCurrent(s.file) {
             // Replaced by another process (or removed): retire our view and reopen.
             s.metaMap.base.set(56, UInt64(1))
-            s = try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true)
-            pins.clearOwn()
+            adopt(&s, try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true))
         } else if s.metaMap.base.u64(40) != s.seenChange {
             rebuildIndex(&s)
         }
+    }
+
+    /// Switches to `fresh` (the files reopened after another instance replaced or rebuilt
+    /// them). When the table file is still the same file (only the metadata was rebuilt), this
+    /// instance's live images are in it: its handle, mappings and pin counts are kept, and so
+    /// are its shared pin bits. Only a really new table file starts with no pins.
+    private func adopt(_ s: inout State, _ fresh: State) {
+        var fresh = fresh
+        if Self.isSameFile(s.file, fresh.file) {
+            fresh.file = s.file
+            fresh.chunks = s.chunks
+            fresh.fileSize = max(s.fileSize, fresh.fileSize)
+            fresh.clock = max(s.clock, fresh.clock)
+            for slot in 0..<layout.maximumCount { fresh.slots[slot].pins = s.slots[slot].pins }
+            s = fresh
+        } else {
+            s = fresh
+            pins.clearOwn()
+        }
+    }
+
+    private static func openLockFile(_ path: String, permissions: UInt32) throws(SystemCallError) -> TableFileHandle {
+        let lock = try TableFileHandle.open(path, flags: O_RDWR | O_CREAT, permissions: permissions)
+        _ = fchmod(lock.fd, mode_t(permissions))
+        return lock
+    }
+
+    /// Takes the writer `flock` on the file now at `lock`'s path: a lock on a file that was
+    /// deleted or replaced since it was opened excludes nobody who opens the path, so then the
+    /// path is opened again (creating it) and locked again.
+    private static func lockWriter(_ lock: inout TableFileHandle, permissions: UInt32) throws(SystemCallError) {
+        while true {
+            try lock.lockExclusive()
+            if isCurrent(lock) { return }
+            lock.unlock()
+            lock = try openLockFile(lock.path, permissions: permissions)
+        }
+    }
+
+    /// Whether two handles are open on the same file (device and inode).
+    private static func isSameFile(_ a: TableFileHandle, _ b: TableFileHandle) -> Bool {
+        guard let x = try? a.stat(), let y = try? b.stat() else { return false }
+        return x.st_ino == y.st_ino && x.st_dev == y.st_dev
     }
 
     /// Whether `file`'s path still names the file we have open (an `fstat` and a `stat`).
@@ -691,7 +773,7 @@ public final class ImageTable: Sendable {
         }
         for slot in 0..<layout.maximumCount {
             let used = (s.metaMap.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength).u64(40)
-            s.clock = max(s.clock, used)
+            s.clock = max(s.clock, saneRecency(used))
         }
         return s
     }
@@ -701,13 +783,22 @@ public final class ImageTable: Sendable {
     static func entryPointerStatic(
         file: TableFileHandle, chunks: inout [TableMapping?], layout: TableLayout, slot: Int
     ) -> (TableMapping, UnsafeMutableRawPointer)? {
+        try? mapEntry(file: file, chunks: &chunks, layout: layout, slot: slot)
+    }
+
+    static func mapEntry(
+        file: TableFileHandle, chunks: inout [TableMapping?], layout: TableLayout, slot: Int
+    ) throws(SystemCallError) -> (TableMapping, UnsafeMutableRawPointer) {
         let c = slot / layout.entriesPerChunk
-        if chunks[c] == nil {
+        let chunk: TableMapping
+        if let mapped = chunks[c] {
+            chunk = mapped
+        } else {
             let (offset, length) = layout.chunkRange(c)
-            guard let chunk = try? TableMapping(fd: file.fd, offset: offset, length: length, path: file.path) else { return nil }
+            chunk = try TableMapping(fd: file.fd, offset: offset, length: length, path: file.path)
             chunks[c] = chunk
         }
-        return (chunks[c]!, chunks[c]!.base + (slot - c * layout.entriesPerChunk) * layout.entryLength)
+        return (chunk, chunk.base + (slot - c * layout.entriesPerChunk) * layout.entryLength)
     }
 
     /// Writes a new metadata file from the trailers of `s.file` and renames it into place.
@@ -743,7 +834,7 @@ public final class ImageTable: Sendable {
                     MetadataLayout.writeRecord(r, slot: slot, nil, lastUsed: 0)
                 }
             }
-            MetadataLayout.writeHeader(map.base, generation: generation, slots: layout.maximumCount, nextSequence: maxSequence + 1)
+            MetadataLayout.writeHeader(map.base, generation: generation, slots: layout.maximumCount, nextSequence: sequence(after: maxSequence))
             try meta.sync()
             try Syscall.retrying("rename", path: metaPath) { rename(temp, metaPath) }
             meta.path = metaPath

@@ -188,6 +188,12 @@ enum EntryTrailer {
         p.set(56, TableChecksum.hash(UnsafeRawBufferPointer(start: p, count: 56), seed: UInt64(slot)))
     }
 
+    /// Whether the trailer at `p` (valid magic) still names write `sequence` of `id`; a cheap
+    /// check for an entry whose pixels were verified before (no checksums).
+    static func names(_ p: UnsafeMutableRawPointer, sequence: UInt64, id: ImageEntityID) -> Bool {
+        p.u32(0) == magic && p.u64(40) == sequence && p.u64(16) == id.high && p.u64(24) == id.low
+    }
+
     static func invalidate(_ p: UnsafeMutableRawPointer) {
         p.set(0, UInt32(0))
         p.set(56, UInt64(0))
