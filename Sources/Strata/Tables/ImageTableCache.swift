@@ -13,9 +13,14 @@ public protocol ImageTableCacheDelegate: Sendable {
 /// - ``cachedImage(for:formatName:)`` answers at once from the table (never loads a source).
 /// - ``image(for:formatName:)`` loads the entity's source once and fills every format of the
 ///   requested format's family (unless the delegate declines), then returns the requested one.
-///   Identical pending requests share one load; ``cancelRequest(for:formatName:)`` stops it.
+///   Identical pending requests share one load; each waiter can cancel on its own, and the load
+///   stops when the last waiter leaves. ``cancelRequest(for:formatName:)`` stops it for everyone.
 /// - ``cachedImage(for:matching:)`` serves a size query from any format within tolerance
 ///   (``VariantMatcher``), best match first.
+///
+/// Storing and drawing (a cross-process `flock` and CPU-bound pixel work) always run on a
+/// dedicated thread pool, never on Swift's cooperative pool: the one given to the initializer,
+/// or a private two-thread pool the cache owns and shuts down when it goes away.
 ///
 /// Thread-safe; several processes may open the same directory.
 public final class ImageTableCache: Sendable {
@@ -24,13 +29,24 @@ public final class ImageTableCache: Sendable {
     public let formats: [ImageTableFormat]
     let tables: [String: ImageTable]
     let delegate: (any ImageTableCacheDelegate)?
-    let drawingPool: BlockingPool<Void>?
+    let drawingPool: BlockingPool<Void>
+    /// Set when the cache made its own pool: stops its threads when the cache goes away.
+    private let ownedPool: TableDrawingPoolOwner?
     let pending = Mutex<[RequestKey: Pending]>([:])
     let nextToken = Atomic<UInt64>(0)
 
+    /// Name prefix of the threads of the pool a cache makes for itself (`<prefix>-<index>`).
+    static let privatePoolName = "strata-table"
+    /// Threads of the pool a cache makes for itself.
+    static let privatePoolWidth = 2
+
+    /// One shared load and the requests waiting for it. Each waiter has its own continuation,
+    /// resumed exactly once: by the load finishing, by its own cancellation, or by
+    /// ``cancelRequest(for:formatName:)`` — whichever removes it from `waiters` first.
     struct Pending {
         var token: UInt64
-        var task: Task<PixelImage, any Error>
+        var task: Task<Void, Never>
+        var waiters: [UInt64: CheckedContinuation<PixelImage, any Error>]
     }
 
     struct RequestKey: Hashable {
@@ -38,9 +54,10 @@ public final class ImageTableCache: Sendable {
         var format: String
     }
 
-    /// Opens (or creates) a table for each format in `directory`. With a `drawingPool`, the
-    /// entities' processing (CPU-bound drawing into the slots) runs on its threads instead of
-    /// Swift's cooperative pool.
+    /// Opens (or creates) a table for each format in `directory`. The entities' processing
+    /// (CPU-bound drawing into the slots, under the table's file lock) runs on `drawingPool`'s
+    /// threads, or, when it is `nil`, on a private two-thread pool the cache starts (throws
+    /// ``ImageTableError/system(_:)`` if the system refuses a thread) and stops on deinit.
     public init(
         directory: String, formats: [ImageTableFormat], delegate: (any ImageTableCacheDelegate)? = nil,
         drawingPool: BlockingPool<Void>? = nil
@@ -54,7 +71,17 @@ public final class ImageTableCache: Sendable {
         self.formats = formats
         self.tables = tables
         self.delegate = delegate
-        self.drawingPool = drawingPool
+        if let drawingPool {
+            self.drawingPool = drawingPool
+            self.ownedPool = nil
+        } else {
+            do {
+                self.drawingPool = try BlockingPool(width: Self.privatePoolWidth, name: Self.privatePoolName, makeContext: {})
+            } catch {
+                throw .system(error)
+            }
+            self.ownedPool = TableDrawingPoolOwner(self.drawingPool)
+        }
     }
 
     /// The table of format `name`.
@@ -87,34 +114,78 @@ public final class ImageTableCache: Sendable {
 
     /// The image of `entity` in format `formatName`: from the table, else drawn from the source
     /// (filling the whole family unless the delegate declines). Concurrent identical requests
-    /// share one load. Throws `CancellationError` when cancelled, ``ImageTableError`` or the
-    /// source's error.
+    /// share one load. Cancelling the calling task makes this call throw `CancellationError` at
+    /// once (without waiting for the shared load); the load itself is cancelled when its last
+    /// waiter leaves, so a later request starts afresh. Throws ``ImageTableError`` or the
+    /// source's error otherwise.
     public func image(for entity: ImageTableEntity, formatName: String) async throws -> PixelImage {
         guard let table = tables[formatName] else { throw ImageTableError.unknownFormat(formatName) }
         if let hit = table.image(for: entity.id, sourceVersion: entity.sourceVersion) { return hit }
+        try Task.checkCancellation()
         let key = RequestKey(id: entity.id, format: formatName)
-        let task = pending.withLock { map in
-            if let running = map[key] { return running.task }
-            let token = nextToken.add(1, ordering: .relaxed).newValue
-            let task = Task { [self] in
-                defer {
-                    pending.withLock { map in
-                        if map[key]?.token == token { map.removeValue(forKey: key) }
+        let waiter = nextToken.add(1, ordering: .relaxed).newValue
+        let format = table.format
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PixelImage, any Error>) in
+                let joined = pending.withLock { map -> Bool in
+                    // Checked under the lock: a cancellation that ran its handler before this
+                    // waiter registered has already set the flag, so it is seen here.
+                    if Task.isCancelled { return false }
+                    if map[key] != nil {
+                        map[key]!.waiters[waiter] = continuation
+                        return true
                     }
+                    let token = nextToken.add(1, ordering: .relaxed).newValue
+                    let task = Task { [self] in await run(entity, requested: format, key: key, token: token) }
+                    map[key] = Pending(token: token, task: task, waiters: [waiter: continuation])
+                    return true
                 }
-                return try await fill(entity, requested: table.format)
+                if !joined { continuation.resume(throwing: CancellationError()) }
             }
-            map[key] = Pending(token: token, task: task)
-            return task
+        } onCancel: {
+            leave(key, waiter: waiter)
         }
-        return try await task.value
     }
 
-    /// Cancels the pending request of `entityID` in `formatName`, if any: its waiters get
-    /// `CancellationError`, and no further format of the family is drawn.
+    /// Cancels the pending request of `entityID` in `formatName`, if any: all its waiters get
+    /// `CancellationError` at once, and no further format of the family is drawn.
     public func cancelRequest(for entityID: ImageEntityID, formatName: String) {
-        let entry = pending.withLock { $0.removeValue(forKey: RequestKey(id: entityID, format: formatName)) }
-        entry?.task.cancel()
+        guard let entry = pending.withLock({ $0.removeValue(forKey: RequestKey(id: entityID, format: formatName)) }) else { return }
+        entry.task.cancel()
+        for continuation in entry.waiters.values { continuation.resume(throwing: CancellationError()) }
+    }
+
+    /// Number of requests waiting for the pending load of `entityID` in `formatName` (for tests).
+    func waiterCount(for entityID: ImageEntityID, formatName: String) -> Int {
+        pending.withLock { $0[RequestKey(id: entityID, format: formatName)]?.waiters.count ?? 0 }
+    }
+
+    /// A waiter's task was cancelled: resume it with `CancellationError` (unless the load or
+    /// `cancelRequest` already did) and cancel the load when no waiter is left.
+    private func leave(_ key: RequestKey, waiter: UInt64) {
+        let (continuation, orphaned) = pending.withLock { map -> (CheckedContinuation<PixelImage, any Error>?, Task<Void, Never>?) in
+            guard let continuation = map[key]?.waiters.removeValue(forKey: waiter) else { return (nil, nil) }
+            guard map[key]!.waiters.isEmpty else { return (continuation, nil) }
+            return (continuation, map.removeValue(forKey: key)!.task)
+        }
+        orphaned?.cancel()
+        continuation?.resume(throwing: CancellationError())
+    }
+
+    /// The shared load of one pending request: fills, then hands the result to the waiters still
+    /// registered (none when the last one left or `cancelRequest` ran meanwhile).
+    private func run(_ entity: ImageTableEntity, requested: ImageTableFormat, key: RequestKey, token: UInt64) async {
+        let result: Result<PixelImage, any Error>
+        do {
+            result = .success(try await fill(entity, requested: requested))
+        } catch {
+            result = .failure(error)
+        }
+        let waiters = pending.withLock { map -> [CheckedContinuation<PixelImage, any Error>] in
+            guard map[key]?.token == token else { return [] }
+            return Array(map.removeValue(forKey: key)!.waiters.values)
+        }
+        for continuation in waiters { continuation.resume(with: result) }
     }
 
     /// Stores `image` as the entry of `entity` in format `formatName` (copied into the slot; it
@@ -163,9 +234,16 @@ public final class ImageTableCache: Sendable {
             let draw: @Sendable (()) throws -> PixelImage = { _ in
                 try table.store(entity.id, sourceVersion: entity.sourceVersion) { canvas in try entity.process(source, &canvas) }
             }
-            let image = try await drawingPool?.run(draw) ?? draw(())
+            let image = try await drawingPool.run(draw)
             if format.name == requested.name { result = image }
         }
         return result!
     }
+}
+
+/// Shuts the cache's private ``BlockingPool`` down when the cache goes away.
+private final class TableDrawingPoolOwner: Sendable {
+    let pool: BlockingPool<Void>
+    init(_ pool: BlockingPool<Void>) { self.pool = pool }
+    deinit { pool.shutdown() }
 }
