@@ -15,6 +15,8 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     private var head = 0
     private var stopping = false
     private var threadsLeft: Int
+    /// The workers' thread ids, so `shutdown` called from a worker does not wait for itself.
+    private var workerThreads: [pthread_t] = []
     /// Number of threads.
     public let width: Int
 
@@ -27,6 +29,7 @@ public final class BlockingPool<Context>: @unchecked Sendable {
         for index in 0..<width {
             do {
                 _ = try OSThread(name: "\(name)-\(index)") { [self] in
+                    lock.withLock { workerThreads.append(pthread_self()) }
                     self.work(makeContext())
                 }
                 lock.withLock { threadsLeft += 1 }
@@ -61,11 +64,16 @@ public final class BlockingPool<Context>: @unchecked Sendable {
         }
     }
 
-    /// Lets queued jobs finish, then stops the threads. Further `run`/`submit` calls trap.
+    /// Lets queued jobs finish, then stops the threads (waiting for them, unless called from
+    /// one of them). Further `run`/`submit` calls trap.
     public func shutdown() {
         lock.withLock {
             stopping = true
             lock.broadcast()
+            // From one of the pool's own threads (say, the last reference to an owner dropped
+            // inside a job), waiting would wait for ourselves: the workers stop on their own.
+            let me = pthread_self()
+            if workerThreads.contains(where: { pthread_equal($0, me) != 0 }) { return }
             while threadsLeft > 0 { lock.wait() }
         }
     }

@@ -41,3 +41,14 @@ import Testing
         #expect(done.load(ordering: .relaxed) == 50)
     }
 }
+
+extension BlockingPoolTests {
+    @Test func shutdownFromAWorkerDoesNotDeadlock() async throws {
+        let pool = try BlockingPool(width: 2, name: "test-pool") {}
+        let finished = await pool.run { _ in
+            pool.shutdown()
+            return true
+        }
+        #expect(finished)
+    }
+}
