@@ -191,6 +191,10 @@ extension DiskTier {
                 discardInvalid(entry, directory: directory, identity: identity, reason: "\(problem)")
                 misses.add(1, ordering: .relaxed)
                 return nil
+            case .foreign(let reason):
+                dropForeign(entry, reason: reason)
+                misses.add(1, ordering: .relaxed)
+                return nil
             case .failed(let error):
                 throw .io(error)
             }
@@ -201,6 +205,9 @@ extension DiskTier {
             case vanished
             case otherKey
             case invalid(DiskFileHeader.Problem, identity: FileIdentity?)
+            /// Not a readable regular file (FIFO, directory, device, no permission): dropped from
+            /// the index but left on disk, since it may belong to someone else.
+            case foreign(String)
             case failed(SystemCallError)
         }
 
@@ -210,13 +217,15 @@ extension DiskTier {
             var rawFD: Int32 = -1
             let openErrno: Int32 = entry.name.withCString { name in
                 while true {
-                    rawFD = openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                    // O_NONBLOCK: opening a FIFO (or a tty) planted under a cache name must not block.
+                    rawFD = openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
                     if rawFD >= 0 { return 0 }
                     if errno != EINTR { return errno }
                 }
             }
             if openErrno == ENOENT { return .vanished }
             if openErrno == ELOOP { return .invalid(.badMagic, identity: nil) }  // a planted symlink
+            if let reason = Self.foreignOpenErrors[openErrno] { return .foreign(reason) }
             if openErrno != 0 {
                 return .failed(SystemCallError(call: "openat", path: path + "/" + entry.name.string, errno: openErrno))
             }
@@ -232,8 +241,11 @@ extension DiskTier {
                 while done <= expected {
                     let n = pread(file.rawValue, buffer.base + done, expected + 1 - done, off_t(done))
                     if n < 0 {
-                        if errno == EINTR { continue }
-                        return .failed(SystemCallError(call: "pread", path: file.path, errno: errno))
+                        let code = errno
+                        if code == EINTR { continue }
+                        // pread of a FIFO is ESPIPE, of a directory EISDIR: not a cache file.
+                        if let reason = Self.foreignReadErrors[code] { return .foreign(reason) }
+                        return .failed(SystemCallError(call: "pread", path: file.path, errno: code))
                     }
                     if n == 0 { break }
                     done += n
@@ -290,6 +302,19 @@ extension DiskTier {
             return .hit(DiskTier.Hit(image: image, variant: variant, sourceVersion: header.sourceVersion))
         }
 
+        /// `openat` failures that mean the name is not a file this tier can use (rather than a
+        /// transient problem such as EMFILE, which is thrown).
+        static let foreignOpenErrors: [Int32: String] = [
+            EACCES: "no permission to read it", EPERM: "no permission to read it",
+            ENXIO: "not a regular file (socket or device)", ENODEV: "not a regular file (device)",
+            EISDIR: "a directory",
+        ]
+        /// `pread` failures that mean the open name is not a regular file.
+        static let foreignReadErrors: [Int32: String] = [
+            ESPIPE: "not a regular file (FIFO)", EISDIR: "a directory",
+            EINVAL: "not a regular file", ENXIO: "not a regular file (device)",
+        ]
+
         private func identity(of file: borrowing FileDescriptor) -> FileIdentity? {
             var st = stat()
             guard fstat(file.rawValue, &st) == 0 else { return nil }
@@ -297,20 +322,38 @@ extension DiskTier {
         }
 
         /// Drops a file that failed validation: from the index, and from disk unless the name
-        /// meanwhile points at another file (a newer publish).
+        /// meanwhile points at another file (a newer publish). Only regular files and symlinks
+        /// are deleted; anything else under the name (a FIFO, a directory, a device) is only
+        /// dropped from the index, since it is not ours to remove.
         private func discardInvalid(_ entry: DiskIndexEntry, directory: DirectoryHandle, identity: FileIdentity?, reason: String) {
-            invalidFiles.add(1, ordering: .relaxed)
             let name = entry.name.string
             var st = stat()
             var same = true
-            if let identity, fstatat(directory.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
-                same = FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino)) == identity
+            var deletable = true
+            if fstatat(directory.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
+                if let identity { same = FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino)) == identity }
+                let type = st.st_mode & S_IFMT
+                deletable = type == S_IFREG || type == S_IFLNK
             }
+            guard deletable else {
+                dropForeign(entry, reason: reason)
+                return
+            }
+            invalidFiles.add(1, ordering: .relaxed)
             if same {
                 _ = unlinkat(directory.fd, name, 0)
                 _ = state.withLock { $0.index.remove(entry) }
             }
             logger.warning("removed invalid cache file", metadata: ["file": "\(path)/\(name)", "reason": "\(reason)"])
+        }
+
+        /// Drops from the index (not from disk) a name that is not a readable regular file. A
+        /// rescan indexes it again, and the next lookup drops it again.
+        private func dropForeign(_ entry: DiskIndexEntry, reason: String) {
+            invalidFiles.add(1, ordering: .relaxed)
+            _ = state.withLock { $0.index.remove(entry) }
+            logger.warning("ignored a cache-named entry that is not a readable regular file; left it on disk",
+                           metadata: ["file": "\(path)/\(entry.name.string)", "reason": "\(reason)"])
         }
 
         // MARK: Stores
@@ -622,7 +665,7 @@ extension DiskTier {
         private func validateClosedFile(_ name: DiskFileName) -> Bool {
             let directory = state.withLock { $0.directory }
             let fileName = name.string
-            guard let file = try? FileDescriptor(openAt: directory.descriptor, name: fileName, flags: O_RDONLY | O_NOFOLLOW)
+            guard let file = try? FileDescriptor(openAt: directory.descriptor, name: fileName, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
             else { return false }
             var valid = false
             let headerBytes = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { fixed -> Int? in

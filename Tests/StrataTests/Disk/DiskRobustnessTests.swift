@@ -1,0 +1,86 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Strata
+
+/// The file name the disk tier uses for `key` stored as a `side`×`side` `.fit` default-style image.
+private func cacheName(_ key: String, side: Int) -> String {
+    DiskFileName(digest: KeyDigest(key: key),
+                 variant: VariantDescriptor(size: PixelSize(width: side, height: side), mode: .fit, style: .default)).string
+}
+
+private func box(_ side: Int) -> SizeQuery { SizeQuery(box: PixelSize(width: side, height: side)) }
+
+/// Robustness against what other processes (or attackers) leave in the directory, and against
+/// failing deletions.
+@Suite("Disk tier robustness", .serialized)
+struct DiskRobustnessTests {
+    @Test("A FIFO named like a cache file is a miss, does not block the lookup, and is left on disk")
+    func fifoUnderACacheNameDoesNotHangALookup() throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
+        defer { tier.close() }
+        let fifo = scratch.path + "/" + cacheName("victim", side: 8)
+        #expect(mkfifo(scratch.path + "/fifo", 0o644) == 0)
+        #expect(rename(scratch.path + "/fifo", fifo) == 0)   // IN_MOVED_TO indexes it
+        #expect(waitUntil(seconds: 5) { tier.contains(key: "victim", matching: box(8)) } != nil)
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<PixelImage?, DiskTierError>?>(nil)
+        let thread = Thread {
+            let result = Result { () throws(DiskTierError) in try tier.image(forKey: "victim", matching: box(8)) }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        thread.start()
+        let returned = done.wait(timeout: .now() + 5) == .success
+        #expect(returned, "lookup blocked opening a FIFO")
+        if !returned {
+            releaseReaders(of: fifo)
+            _ = done.wait(timeout: .now() + 5)
+            return
+        }
+        let result = try #require(outcome.withLock { $0 })
+        #expect(try result.get() == nil)
+        #expect(!tier.contains(key: "victim", matching: box(8)), "the FIFO stays indexed")
+        var st = stat()
+        #expect(lstat(fifo, &st) == 0 && st.st_mode & S_IFMT == S_IFIFO, "the FIFO was removed")
+        #expect(tier.statistics.invalidFiles == 1)
+
+        // A writer closing the FIFO sends IN_CLOSE_WRITE: the watcher must not block opening it.
+        let writer = open(fifo, O_RDWR | O_NONBLOCK)
+        #expect(writer >= 0)
+        if writer >= 0 { close(writer) }
+        let published = DiskFileEncoder.encode(patternImage(width: 8, height: 8, seed: 3), key: "later", mode: .fit, sourceVersion: 0)
+        try Data(published).write(to: URL(fileURLWithPath: scratch.parent + "/later"))
+        #expect(rename(scratch.parent + "/later", scratch.path + "/" + cacheName("later", side: 8)) == 0)
+        let watcherAlive = waitUntil(seconds: 5) { tier.contains(key: "later", matching: box(8)) } != nil
+        #expect(watcherAlive, "the watcher thread blocked on the FIFO")
+        if !watcherAlive { releaseReaders(of: fifo) }
+    }
+
+    /// Opens and closes `fifo` for writing a few times, so that readers blocked opening it return
+    /// (only needed when the code under test regressed).
+    private func releaseReaders(of fifo: String) {
+        for _ in 0..<20 {
+            let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+            if writer >= 0 { close(writer) }
+            usleep(50_000)
+        }
+    }
+
+    @Test("A directory named like a cache file is a miss, not an error on every lookup, and is not removed",
+          arguments: [8, 256])  // 8: read path; 256: mapped path
+    func directoryUnderACacheNameIsAMiss(side: Int) throws {
+        let scratch = ScratchDirectory()
+        let planted = scratch.path + "/" + cacheName("victim", side: side)
+        try FileManager.default.createDirectory(atPath: planted, withIntermediateDirectories: true)
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
+        defer { tier.close() }
+        #expect(tier.contains(key: "victim", matching: box(side)))   // indexed by name at open
+        #expect(try tier.image(forKey: "victim", matching: box(side)) == nil)
+        #expect(!tier.contains(key: "victim", matching: box(side)))
+        #expect(try tier.image(forKey: "victim", matching: box(side)) == nil)
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: planted, isDirectory: &isDirectory) && isDirectory.boolValue)
+    }
+}
