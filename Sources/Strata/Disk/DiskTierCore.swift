@@ -429,6 +429,11 @@ extension DiskTier {
             guard image.width <= DiskFileName.maximumSide, image.height <= DiskFileName.maximumSide else {
                 throw .invalidImage(key: key, reason: "sides above \(DiskFileName.maximumSide) pixels cannot be stored on disk")
             }
+            // The byte limit charges each file its pixels plus a fixed allowance for header and
+            // key (the index knows names only), so a longer key would use bytes nobody counts.
+            guard key.utf8.count <= DiskTier.maximumKeyLength else {
+                throw .invalidImage(key: key, reason: "keys longer than \(DiskTier.maximumKeyLength) UTF-8 bytes cannot be stored on disk (\(key.utf8.count) bytes)")
+            }
             let newEntry = DiskIndexEntry(digest: digest, variant: variant, recency: 0)
             let charge = newEntry.chargedBytes
             let limit = configuration.byteLimit

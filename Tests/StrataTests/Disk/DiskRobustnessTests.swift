@@ -83,4 +83,37 @@ struct DiskRobustnessTests {
         var isDirectory: ObjCBool = false
         #expect(FileManager.default.fileExists(atPath: planted, isDirectory: &isDirectory) && isDirectory.boolValue)
     }
+
+    @Test("Keys too long for the 4 KiB header allowance are refused, so long keys cannot exceed the byte limit")
+    func longKeysDoNotExceedTheByteLimit() throws {
+        let scratch = ScratchDirectory()
+        let limit = 256 << 10
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = limit })
+        defer { tier.close() }
+        let image = patternImage(width: 8, height: 8, seed: 1)
+        var refused = 0
+        for n in 0..<40 {
+            do {
+                try tier.storeSynchronously(image, forKey: String(repeating: "k", count: 64 << 10) + "\(n)")
+            } catch .invalidImage {
+                refused += 1
+            }
+        }
+        #expect(refused == 40)
+        // The longest accepted key, many times: files stay within the limit.
+        for n in 0..<80 {
+            let suffix = "\(n)"
+            let key = String(repeating: "k", count: DiskTier.maximumKeyLength - suffix.utf8.count) + suffix
+            try tier.storeSynchronously(image, forKey: key)
+            #expect(try tier.image(forKey: key, matching: box(8))?.hasSamePixels(as: image) == true)
+        }
+        var total = 0
+        for name in scratch.names() {
+            var st = stat()
+            #expect(stat(scratch.path + "/" + name, &st) == 0)
+            total += Int(st.st_size)
+        }
+        #expect(total <= limit, "files use \(total) bytes with byteLimit \(limit); index charges \(tier.statistics.bytes)")
+        #expect(tier.statistics.evictions > 0)
+    }
 }
