@@ -521,7 +521,8 @@ extension DiskTier {
         // MARK: Index maintenance
 
         /// Rebuilds the index from the directory's names and converges to it, keeping the
-        /// recency and verification of files that are still there.
+        /// recency of files that are still there. Verification is not kept: with
+        /// ``ChecksumPolicy/firstHit`` each file is checksummed again on its next hit.
         func rescan(initial: Bool) throws(DiskTierError) {
             let directory = state.withLock { $0.directory }
             var stale: [String] = []
@@ -535,12 +536,13 @@ extension DiskTier {
             state.withLock { s in
                 let now = s.clock
                 var merged = DiskIndex(minimumCapacity: fresh.count)
+                merged.continueGenerations(after: s.index)
                 fresh.forEach { entry in
                     var entry = entry
                     if let slot = s.index.slot(of: entry) {
-                        let old = s.index[slot]
-                        entry.recency = old.recency
-                        entry.isVerified = old.isVerified
+                        // Not the verified flag: a name alone does not tell whether another
+                        // process replaced the file while no event said so.
+                        entry.recency = s.index[slot].recency
                     } else {
                         entry.recency = now  // appeared while we were not looking: treat as new
                     }

@@ -116,4 +116,45 @@ struct DiskRobustnessTests {
         #expect(total <= limit, "files use \(total) bytes with byteLimit \(limit); index charges \(tier.statistics.bytes)")
         #expect(tier.statistics.evictions > 0)
     }
+
+    @Test("A file replaced behind a rescan is checksummed again with .firstHit")
+    func aFileReplacedBehindARescanIsVerifiedAgain() throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
+            $0.useInotify = false
+            $0.rescanInterval = .seconds(3600)
+            $0.checksumPolicy = .firstHit
+        })
+        defer { tier.close() }
+        try tier.storeSynchronously(patternImage(width: 64, height: 64, seed: 1), forKey: "k")  // indexed as verified
+        var bytes = DiskFileEncoder.encode(patternImage(width: 64, height: 64, seed: 2), key: "k", mode: .fit, sourceVersion: 0)
+        bytes[bytes.count - 1] ^= 0xFF   // pixels no longer match the checksum
+        let name = try #require(scratch.names().first { !$0.hasPrefix(".") })
+        try Data(bytes).write(to: URL(fileURLWithPath: scratch.parent + "/other"))
+        #expect(rename(scratch.parent + "/other", scratch.path + "/" + name) == 0)
+        try tier.rescanNow()
+        #expect(try tier.image(forKey: "k", matching: box(64)) == nil, "a replaced file with a bad pixel checksum was served unverified")
+    }
+
+    @Test("The index marks verified only the file that was hashed, not a replacement under the same name")
+    func verificationOfAnOlderFileDoesNotCarryOver() {
+        let variant = VariantDescriptor(size: PixelSize(width: 8, height: 8), mode: .fit, style: .default)
+        let entry = DiskIndexEntry(digest: KeyDigest(key: "k"), variant: variant, recency: 1)
+        var index = DiskIndex()
+        index.insert(entry)
+        let hashed = index[index.slot(of: entry)!]              // what a lookup works on
+        index.insert(entry, replacedFile: true)                 // IN_MOVED_TO: another file now
+        index.setVerified(hashed)
+        #expect(!index[index.slot(of: entry)!].isVerified)
+
+        let again = index[index.slot(of: entry)!]
+        index.remove(entry)                                     // IN_DELETE, then a new file
+        index.insert(entry)
+        index.setVerified(again)
+        #expect(!index[index.slot(of: entry)!].isVerified)
+
+        let current = index[index.slot(of: entry)!]
+        index.setVerified(current)
+        #expect(index[index.slot(of: entry)!].isVerified)
+    }
 }
