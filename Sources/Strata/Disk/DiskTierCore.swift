@@ -181,7 +181,9 @@ extension DiskTier {
                 hits.add(1, ordering: .relaxed)
                 return hit
             case .vanished:
-                _ = state.withLock { $0.index.remove(entry) }
+                // The index is left alone: the IN_DELETE/IN_MOVED_FROM event (or, without inotify,
+                // the next rescan) removes the entry. Removing it here could drop the entry of a
+                // newer file published under the same name after our openat failed.
                 misses.add(1, ordering: .relaxed)
                 return nil
             case .otherKey:

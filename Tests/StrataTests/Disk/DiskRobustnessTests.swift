@@ -157,4 +157,25 @@ struct DiskRobustnessTests {
         index.setVerified(current)
         #expect(index[index.slot(of: entry)!].isVerified)
     }
+
+    @Test("A lookup that finds its file gone leaves the entry alone, so a newer file under the name stays indexed")
+    func aVanishedFileDoesNotUnindexANewerOne() throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
+            $0.useInotify = false
+            $0.rescanInterval = .seconds(3600)
+        })
+        defer { tier.close() }
+        try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: "k")
+        let name = scratch.path + "/" + cacheName("k", side: 16)
+        // Another process replaces the file: unlink, our lookup runs in between, then the rename.
+        let newer = DiskFileEncoder.encode(patternImage(width: 16, height: 16, seed: 2), key: "k", mode: .fit, sourceVersion: 7)
+        try Data(newer).write(to: URL(fileURLWithPath: scratch.parent + "/newer"))
+        #expect(unlink(name) == 0)
+        #expect(try tier.image(forKey: "k", matching: box(16)) == nil)
+        #expect(rename(scratch.parent + "/newer", name) == 0)
+        let hit = try tier.hit(forKey: "k", matching: box(16))
+        #expect(hit?.sourceVersion == 7, "the newer file is not indexed until the next rescan")
+        #expect(hit?.image.hasSamePixels(as: patternImage(width: 16, height: 16, seed: 2)) == true)
+    }
 }
