@@ -445,24 +445,38 @@ extension DiskTier {
             // before the new file becomes visible.
             let reservation: (victims: [DiskIndexEntry], directory: DirectoryHandle)? = state.withLock { s in
                 guard !s.closed else { return nil }
-                let replacing = s.index.slot(of: newEntry) != nil ? charge : 0
-                let excess = s.index.chargedBytes - replacing + s.reserved + charge - limit
-                var victims: [DiskIndexEntry] = []
-                if excess > 0 {
-                    // Free a little more than needed (1/128 of the limit) so that a full cache
-                    // scans its index for victims once per many writes, not on every one.
-                    victims = s.index.leastRecentlyUsed(atLeast: excess + limit / 128, excluding: newEntry)
-                    for victim in victims { s.index.remove(victim) }
-                }
                 s.reserved += charge
-                return (victims, s.directory)
+                return (Self.takeVictims(&s, for: newEntry, limit: limit), s.directory)
             }
             guard let reservation else { throw .closed }
             defer { state.withLock { $0.reserved -= charge } }
             let directory = reservation.directory
-            for victim in reservation.victims {
-                _ = unlinkat(directory.fd, victim.name.string, 0)
-                evictions.add(1, ordering: .relaxed)
+            var victims = reservation.victims
+            // A victim that cannot be deleted (EPERM, EBUSY, EROFS, a directory under the name…)
+            // goes back into the index as most recently used (so that it is not retried on every
+            // store) and others are evicted in its place; a few rounds at most.
+            var round = 0
+            while !victims.isEmpty {
+                var kept: [DiskIndexEntry] = []
+                for victim in victims {
+                    let name = victim.name.string
+                    if unlinkat(directory.fd, name, 0) == 0 || errno == ENOENT {
+                        evictions.add(1, ordering: .relaxed)
+                    } else {
+                        let code = errno
+                        logger.warning("cannot evict cache file; keeping it in the index",
+                                       metadata: ["file": "\(path)/\(name)", "error": "\(SystemCallError(call: "unlinkat", path: "\(path)/\(name)", errno: code))"])
+                        kept.append(victim)
+                    }
+                }
+                round += 1
+                victims = state.withLock { s in
+                    for var entry in kept {
+                        entry.recency = s.tick()
+                        s.index.insert(entry)
+                    }
+                    return kept.isEmpty || round >= 4 ? [] : Self.takeVictims(&s, for: newEntry, limit: limit)
+                }
             }
 
             let bytes = DiskFileEncoder.encode(image, key: key, mode: mode, sourceVersion: sourceVersion)
@@ -499,6 +513,20 @@ extension DiskTier {
                 s.index.insert(entry, replacedFile: true)
             }
             stores.add(1, ordering: .relaxed)
+        }
+
+        /// Removes from the index and returns the least-recently-used entries to delete so that
+        /// the index, the reservations (which include the store of `newEntry`) and nothing more
+        /// fit in `limit`.
+        private static func takeVictims(_ s: inout State, for newEntry: DiskIndexEntry, limit: Int) -> [DiskIndexEntry] {
+            let replacing = s.index.slot(of: newEntry) != nil ? newEntry.chargedBytes : 0
+            let excess = s.index.chargedBytes - replacing + s.reserved - limit
+            guard excess > 0 else { return [] }
+            // Free a little more than needed (1/128 of the limit) so that a full cache scans its
+            // index for victims once per many writes, not on every one.
+            let victims = s.index.leastRecentlyUsed(atLeast: excess + limit / 128, excluding: newEntry)
+            for victim in victims { s.index.remove(victim) }
+            return victims
         }
 
         func remove(digest: KeyDigest) {

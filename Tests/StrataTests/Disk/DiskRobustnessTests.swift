@@ -178,4 +178,32 @@ struct DiskRobustnessTests {
         #expect(hit?.sourceVersion == 7, "the newer file is not indexed until the next rescan")
         #expect(hit?.image.hasSamePixels(as: patternImage(width: 16, height: 16, seed: 2)) == true)
     }
+
+    @Test("Eviction keeps in the index (and does not count) a victim that cannot be deleted, and evicts others instead")
+    func evictionOfAnUndeletableVictim() throws {
+        let scratch = ScratchDirectory()
+        // A non-empty directory under a cache name: unlinkat fails with EISDIR (as EPERM would).
+        let planted = scratch.path + "/" + cacheName("planted", side: 8)
+        try FileManager.default.createDirectory(atPath: planted, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: planted + "/inside", contents: Data([1])))
+        let limit = 64 << 10
+        // Without inotify, so that late events of our own stores do not move the index's count.
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
+            $0.byteLimit = limit
+            $0.useInotify = false
+            $0.rescanInterval = .seconds(3600)
+        })
+        defer { tier.close() }
+        let stores = 6
+        for n in 0..<stores {
+            try tier.storeSynchronously(patternImage(width: 64, height: 64, seed: UInt8(n)), forKey: "k\(n)")
+            #expect(tier.statistics.bytes <= limit)
+        }
+        let files = scratch.names().filter { !$0.hasPrefix(".") && $0 != cacheName("planted", side: 8) }
+        let statistics = tier.statistics
+        #expect(statistics.evictions > 0)
+        #expect(statistics.evictions == stores - files.count, "evictions counted that deleted nothing")
+        #expect(tier.indexEntries.contains { $0.digest == KeyDigest(key: "planted") }, "an undeletable victim left the index")
+        #expect(FileManager.default.fileExists(atPath: planted + "/inside"))
+    }
 }
