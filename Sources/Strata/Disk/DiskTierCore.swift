@@ -431,6 +431,9 @@ extension DiskTier {
             guard image.width <= DiskFileName.maximumSide, image.height <= DiskFileName.maximumSide else {
                 throw .invalidImage(key: key, reason: "sides above \(DiskFileName.maximumSide) pixels cannot be stored on disk")
             }
+            guard image.width * image.height <= DiskFileName.maximumPixelCount else {
+                throw .invalidImage(key: key, reason: "images above \(DiskFileName.maximumPixelCount) pixels cannot be stored on disk")
+            }
             // The byte limit charges each file its pixels plus a fixed allowance for header and
             // key (the index knows names only), so a longer key would use bytes nobody counts.
             guard key.utf8.count <= DiskTier.maximumKeyLength else {

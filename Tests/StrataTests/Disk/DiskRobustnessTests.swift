@@ -206,4 +206,26 @@ struct DiskRobustnessTests {
         #expect(tier.indexEntries.contains { $0.digest == KeyDigest(key: "planted") }, "an undeletable victim left the index")
         #expect(FileManager.default.fileExists(atPath: planted + "/inside"))
     }
+
+    @Test("Crafted names with huge sizes are not cache files, so they cannot inflate the byte count")
+    func hugeSizesInNamesAreIgnored() throws {
+        let digest = KeyDigest(key: "crafted")
+        let side = DiskFileName.maximumSide
+        let huge = ["\(digest)-\(side)x\(side)-fa.px", "\(digest)-\(side)x257-fa.px", "\(digest)-16385x16384-fa.px"]
+        for name in huge { #expect(DiskFileName(name) == nil, "\(name)") }
+        let largest = "\(digest)-16384x16384-fa.px"   // exactly maximumPixelCount
+        #expect(DiskFileName(largest) != nil)
+
+        let scratch = ScratchDirectory()
+        try FileManager.default.createDirectory(atPath: scratch.path, withIntermediateDirectories: true)
+        for name in huge + [largest] {
+            #expect(FileManager.default.createFile(atPath: scratch.path + "/" + name, contents: Data()))
+        }
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
+        defer { tier.close() }
+        let statistics = tier.statistics
+        #expect(statistics.entries == 1)
+        #expect(statistics.bytes == DiskIndexEntry(digest: digest, variant: DiskFileName(largest)!.variant, recency: 0).chargedBytes)
+        #expect(statistics.bytes < 2 << 30)
+    }
 }
