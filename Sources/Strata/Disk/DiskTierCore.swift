@@ -685,19 +685,24 @@ extension DiskTier {
                 let nameLength = strnlen(UnsafeRawPointer(raw).assumingMemoryBound(to: CChar.self), length)
                 guard let name = DiskFileName(bytes: UnsafeBufferPointer(start: raw, count: nameLength)) else { continue }
                 if mask & UInt32(IN_MOVED_TO) != 0 {
-                    state.withLock { s in
-                        _ = s.index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: s.tick()), replacedFile: true)
-                    }
+                    indexAppearedFile(name)
                 } else if mask & UInt32(IN_CLOSE_WRITE) != 0 {
                     // A writer that does not rename: index only a complete, valid file.
-                    if validateClosedFile(name) {
-                        state.withLock { s in
-                            _ = s.index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: s.tick()), replacedFile: true)
-                        }
-                    }
+                    if validateClosedFile(name) { indexAppearedFile(name) }
                 } else if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
                     _ = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: 0)) }
                 }
+            }
+        }
+
+        /// Indexes a file that appeared under `name`: a new name counts as just used; a name
+        /// already indexed keeps its recency (the event may be the late echo of our own publish,
+        /// arriving after later lookups, and must not reorder the LRU) but is unverified again.
+        private func indexAppearedFile(_ name: DiskFileName) {
+            state.withLock { s in
+                var entry = DiskIndexEntry(digest: name.digest, variant: name.variant, recency: 0)
+                if s.index.slot(of: entry) == nil { entry.recency = s.tick() }
+                s.index.insert(entry, replacedFile: true)
             }
         }
 

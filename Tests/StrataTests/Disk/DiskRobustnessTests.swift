@@ -228,4 +228,31 @@ struct DiskRobustnessTests {
         #expect(statistics.bytes == DiskIndexEntry(digest: digest, variant: DiskFileName(largest)!.variant, recency: 0).chargedBytes)
         #expect(statistics.bytes < 2 << 30)
     }
+
+    @Test("Late inotify echoes of our own stores do not count as uses and do not reorder the LRU")
+    func lateEventsOfOwnStoresKeepTheLRUOrder() throws {
+        let scratch = ScratchDirectory()
+        let image = patternImage(width: 100, height: 100, seed: 11)
+        let marker = patternImage(width: 8, height: 8, seed: 12)
+        func charge(_ image: PixelImage) -> Int {
+            DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size), recency: 0).chargedBytes
+        }
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
+            $0.byteLimit = 3 * charge(image) + charge(marker)
+        })
+        defer { tier.close() }
+        let q = SizeQuery(box: image.size)
+        tier.pauseWatcher(true)   // the events of these stores arrive after the lookup below
+        for key in ["a", "b", "c"] { try tier.storeSynchronously(image, forKey: key) }
+        #expect(try tier.image(forKey: "a", matching: q) != nil)   // "b" is now the least recently used
+        tier.pauseWatcher(false)
+        // Another process publishes a file; once it is indexed, the earlier events were handled.
+        let bytes = DiskFileEncoder.encode(marker, key: "marker", mode: .fit, sourceVersion: 0)
+        try Data(bytes).write(to: URL(fileURLWithPath: scratch.parent + "/marker"))
+        #expect(rename(scratch.parent + "/marker", scratch.path + "/" + cacheName("marker", side: 8)) == 0)
+        #expect(waitUntil(seconds: 5) { tier.contains(key: "marker", matching: box(8)) } != nil)
+        try tier.storeSynchronously(image, forKey: "d")
+        #expect(!tier.contains(key: "b", matching: q))
+        #expect(tier.contains(key: "a", matching: q), "the late events of b and c made a look older than them")
+    }
 }
