@@ -198,7 +198,7 @@ extension DiskTier {
                 misses.add(1, ordering: .relaxed)
                 return nil
             case .failed(let error):
-                throw .io(error)
+                throw .io(Self.naming(error, file: entry.name, in: path))
             }
         }
 
@@ -231,7 +231,8 @@ extension DiskTier {
             if openErrno != 0 {
                 return .failed(SystemCallError(call: "openat", path: path + "/" + entry.name.string, errno: openErrno))
             }
-            // The path (for error messages) is the directory's; no string is built on a hit.
+            // The path is the directory's, so that no string is built on a hit; `lookup` puts
+            // the file's path into the error (``naming(_:file:in:)``), on failures only.
             let file = FileDescriptor(adopting: rawFD, path: directory.path)
             let variant = entry.variant
             let expected = DiskFileHeader.fileLength(of: variant, keyLength: key.count)
@@ -302,6 +303,12 @@ extension DiskTier {
                 width: header.width, height: header.height, bytesPerRow: header.bytesPerRow, style: header.style,
                 storage: storage, offset: header.pixelOffset)
             return .hit(DiskTier.Hit(image: image, variant: variant, sourceVersion: header.sourceVersion))
+        }
+
+        /// `error` with its path set to the file `name` in `directory` (a hit's descriptor
+        /// carries the directory's path, to build no string per hit).
+        static func naming(_ error: SystemCallError, file name: DiskFileName, in directory: String) -> SystemCallError {
+            SystemCallError(call: error.call, path: directory + "/" + name.string, errno: error.errno)
         }
 
         /// `openat` failures that mean the name is not a file this tier can use (rather than a

@@ -255,4 +255,14 @@ struct DiskRobustnessTests {
         #expect(!tier.contains(key: "b", matching: q))
         #expect(tier.contains(key: "a", matching: q), "the late events of b and c made a look older than them")
     }
+
+    @Test("A failure reading a hit names the file, not the directory")
+    func hitErrorsNameTheFile() {
+        let name = DiskFileName(digest: KeyDigest(key: "k"), variant: VariantDescriptor(size: PixelSize(width: 8, height: 8)))
+        let fromDescriptor = SystemCallError(call: "pread", path: "/cache", errno: EIO)
+        let named = DiskTier.Core.naming(fromDescriptor, file: name, in: "/cache")
+        #expect(named.path == "/cache/" + name.string)
+        #expect(named.call == "pread" && named.errno == EIO)
+        #expect(DiskTierError.io(named).description.contains(name.string))
+    }
 }
