@@ -112,7 +112,9 @@ extension DiskTier {
                 throw .cannotUseDirectory(path: path, underlying: error)
             }
             state = Mutex(State(index: index, directory: directory))
-            wakeFD = strataEventFD(0, O_CLOEXEC | O_NONBLOCK)  // EFD_CLOEXEC/EFD_NONBLOCK equal these
+            let wake = strataEventFD(0, O_CLOEXEC | O_NONBLOCK)  // EFD_CLOEXEC/EFD_NONBLOCK equal these
+            guard wake >= 0 else { throw .io(SystemCallError(call: "eventfd", errno: errno)) }
+            wakeFD = wake
             var inotify: Int32 = -1
             if configuration.useInotify {
                 inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
@@ -133,13 +135,34 @@ extension DiskTier {
                 }
             }
             removeStaleTemporaries(stale, in: directory)
+            let writer: OSThread
             do {
-                let writer = try OSThread(name: "strata-disk-w") { [self] in writerLoop() }
+                writer = try OSThread(name: "strata-disk-w") { [self] in writerLoop() }
+            } catch {
+                closeDescriptors()
+                throw .io(error)
+            }
+            do {
                 let watcher = try OSThread(name: "strata-disk-i") { [self] in watcherLoop() }
                 threads.withLock { $0 = [writer, watcher] }
             } catch {
+                // Stop the writer (nothing is queued yet) before giving up, so that neither the
+                // thread nor the descriptors outlive the failed init.
+                _ = closeOnce.exchange(true, ordering: .acquiringAndReleasing)
+                queue.withLock { q in
+                    q.items.append(.stop)
+                    q.closed = true
+                }
+                queueSignal.signal()
+                writer.join()
+                closeDescriptors()
                 throw .io(error)
             }
+        }
+
+        private func closeDescriptors() {
+            if inotifyFD >= 0 { _ = Glibc.close(inotifyFD) }
+            _ = Glibc.close(wakeFD)
         }
 
         static let parentMask: UInt32 = UInt32(IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
@@ -811,8 +834,7 @@ extension DiskTier {
             }
             for worker in workers { worker.join() }
             state.withLock { $0.closed = true }
-            if inotifyFD >= 0 { _ = Glibc.close(inotifyFD) }
-            _ = Glibc.close(wakeFD)
+            closeDescriptors()
         }
     }
 }
