@@ -14,6 +14,12 @@ package struct DiskFileName: Hashable, Sendable {
     /// Largest side accepted in a name (keeps every size inside `UInt32` and the
     /// file-size arithmetic far from overflow).
     package static let maximumSide = 1 << 20
+    /// Largest width × height accepted in a name or header (2^28 pixels: 1 GiB at 4 bytes per
+    /// pixel). Without it a crafted name such as `…-1048576x1048576-fa.px` would be charged
+    /// about 4 TiB against the byte limit (evicting everything else), and a few million such
+    /// names would overflow the index's byte count; with it a name is charged at most ~1 GiB,
+    /// so the count cannot overflow before the index runs out of memory.
+    package static let maximumPixelCount = 1 << 28
 
     package init(digest: KeyDigest, variant: VariantDescriptor) {
         self.digest = digest
@@ -91,7 +97,7 @@ package struct DiskFileName: Hashable, Sendable {
         guard i > hStart, p[hStart] != 48, i < n, p[i] == 45 else { return nil }  // "-"
         i += 1
         guard n - i == 5, p[i + 2] == 46, p[i + 3] == 112, p[i + 4] == 120,  // ".px"
-              w <= Self.maximumSide, h <= Self.maximumSide else { return nil }
+              w <= Self.maximumSide, h <= Self.maximumSide, w * h <= Self.maximumPixelCount else { return nil }
         let mode: ContentMode
         switch p[i] {
         case 102: mode = .fit  // "f"
@@ -239,7 +245,8 @@ package struct DiskFileHeader: Hashable, Sendable {
         guard let style = PixelStyle(rawValue: bytes[28]) else { throw .badField("style") }
         guard let mode = ContentMode(rawValue: bytes[29]) else { throw .badField("mode") }
         let width = get32(16), height = get32(20), stride = get32(24)
-        guard width > 0, height > 0, width <= DiskFileName.maximumSide, height <= DiskFileName.maximumSide else {
+        guard width > 0, height > 0, width <= DiskFileName.maximumSide, height <= DiskFileName.maximumSide,
+              width * height <= DiskFileName.maximumPixelCount else {
             throw .badField("size")
         }
         guard stride == PixelLayout.bytesPerRow(width: width, style: style) else { throw .badField("bytesPerRow") }

@@ -7,6 +7,10 @@ package struct DiskIndexEntry: Sendable, Equatable {
     package var recency: UInt32
     /// bit 0 occupied, bit 1 mode (1 = fill), bits 2–3 style, bit 4 pixels verified.
     var bits: UInt8
+    /// Which file under this name the entry describes: ``DiskIndex`` gives every insert and
+    /// every replacement a new value, so that a verification of an older file under the same
+    /// name cannot mark a newer one verified (wraps after 65 536 replacements; fits the padding).
+    package var generation: UInt16 = 0
 
     static let occupiedBit: UInt8 = 1
     static let fillBit: UInt8 = 2
@@ -92,20 +96,34 @@ package struct DiskIndex: Sendable {
     @inline(__always)
     private func home(_ digest: KeyDigest) -> Int { Int(truncatingIfNeeded: digest.low) & mask }
 
-    /// Inserts `entry`, or refreshes an entry for the same file (keeping the larger recency and
-    /// clearing the verified flag when `replacedFile`). Returns whether it was new.
+    /// Source of ``DiskIndexEntry/generation``.
+    private var lastGeneration: UInt16 = 0
+
+    /// Continues the generation numbering of `other` (when this index replaces it), so that no
+    /// entry here takes the generation of a different file there.
+    package mutating func continueGenerations(after other: DiskIndex) { lastGeneration = other.lastGeneration }
+
+    /// Inserts `entry` (with a new generation), or refreshes an entry for the same file (keeping
+    /// the larger recency; when `replacedFile`, taking the verified flag of `entry` and a new
+    /// generation). Returns whether it was new.
     @discardableResult
     package mutating func insert(_ entry: DiskIndexEntry, replacedFile: Bool = false) -> Bool {
         var i = home(entry.digest)
         while slots[i].isOccupied {
             if slots[i].sameFile(entry) {
                 slots[i].recency = max(slots[i].recency, entry.recency)
-                if replacedFile { slots[i].isVerified = entry.isVerified }
+                if replacedFile {
+                    slots[i].isVerified = entry.isVerified
+                    lastGeneration &+= 1
+                    slots[i].generation = lastGeneration
+                }
                 return false
             }
             i = (i + 1) & mask
         }
+        lastGeneration &+= 1
         slots[i] = entry
+        slots[i].generation = lastGeneration
         count += 1
         chargedBytes += entry.chargedBytes
         if count * 4 > slots.count * 3 { grow() }
@@ -140,8 +158,9 @@ package struct DiskIndex: Sendable {
     /// Marks the entry in `slot` as used at `clock`.
     package mutating func touch(_ slot: Int, clock: UInt32) { slots[slot].recency = clock }
 
+    /// Marks `entry`'s file verified, unless the name now holds another file (another generation).
     package mutating func setVerified(_ entry: DiskIndexEntry) {
-        if let s = slot(of: entry) { slots[s].isVerified = true }
+        if let s = slot(of: entry), slots[s].generation == entry.generation { slots[s].isVerified = true }
     }
 
     /// Removes the file `entry` names; returns whether it was present.

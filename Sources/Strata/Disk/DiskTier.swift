@@ -49,7 +49,9 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
 ///   image's storage is the mapping, unmapped when the last copy goes away) or reads it into a
 ///   heap buffer (small files, where `pread` beats the page-table work). The header, the file
 ///   length and the full key are checked on every hit; the pixel checksum per
-///   ``ChecksumPolicy``. A file that fails is deleted and counts as a miss.
+///   ``ChecksumPolicy``. A file that fails is deleted and counts as a miss; a name that is not
+///   a readable regular file (a FIFO, a directory, no permission) is a miss, dropped from the
+///   index and left on disk.
 /// - **Stores** are atomic (temporary file with `O_EXCL|O_NOFOLLOW`, `fsync`, `rename`, directory
 ///   `fsync`) and enforce the byte limit before publishing, evicting least-recently-used files.
 ///   ``store(_:forKey:mode:sourceVersion:)`` is write-behind through a bounded queue drained by
@@ -144,6 +146,12 @@ public final class DiskTier: Sendable {
     }
 
     let core: Core
+
+    /// The longest key (in UTF-8 bytes) the disk tier stores: 4032, so that header and key fit
+    /// the 4 KiB per file that the byte limit charges on top of the pixels. Storing under a
+    /// longer key fails with ``DiskTierError/invalidImage(key:reason:)`` (counted as a failed
+    /// store on the write-behind path); hash such keys first.
+    public static var maximumKeyLength: Int { DiskIndex.headerAllowance - DiskFileHeader.fixedLength }
 
     /// Opens (creating if needed) the cache directory at `directory`, builds the index from its
     /// names and starts the watcher and writer threads.

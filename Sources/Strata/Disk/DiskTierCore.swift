@@ -112,7 +112,9 @@ extension DiskTier {
                 throw .cannotUseDirectory(path: path, underlying: error)
             }
             state = Mutex(State(index: index, directory: directory))
-            wakeFD = strataEventFD(0, O_CLOEXEC | O_NONBLOCK)  // EFD_CLOEXEC/EFD_NONBLOCK equal these
+            let wake = strataEventFD(0, O_CLOEXEC | O_NONBLOCK)  // EFD_CLOEXEC/EFD_NONBLOCK equal these
+            guard wake >= 0 else { throw .io(SystemCallError(call: "eventfd", errno: errno)) }
+            wakeFD = wake
             var inotify: Int32 = -1
             if configuration.useInotify {
                 inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
@@ -133,13 +135,34 @@ extension DiskTier {
                 }
             }
             removeStaleTemporaries(stale, in: directory)
+            let writer: OSThread
             do {
-                let writer = try OSThread(name: "strata-disk-w") { [self] in writerLoop() }
+                writer = try OSThread(name: "strata-disk-w") { [self] in writerLoop() }
+            } catch {
+                closeDescriptors()
+                throw .io(error)
+            }
+            do {
                 let watcher = try OSThread(name: "strata-disk-i") { [self] in watcherLoop() }
                 threads.withLock { $0 = [writer, watcher] }
             } catch {
+                // Stop the writer (nothing is queued yet) before giving up, so that neither the
+                // thread nor the descriptors outlive the failed init.
+                _ = closeOnce.exchange(true, ordering: .acquiringAndReleasing)
+                queue.withLock { q in
+                    q.items.append(.stop)
+                    q.closed = true
+                }
+                queueSignal.signal()
+                writer.join()
+                closeDescriptors()
                 throw .io(error)
             }
+        }
+
+        private func closeDescriptors() {
+            if inotifyFD >= 0 { _ = Glibc.close(inotifyFD) }
+            _ = Glibc.close(wakeFD)
         }
 
         static let parentMask: UInt32 = UInt32(IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
@@ -181,7 +204,9 @@ extension DiskTier {
                 hits.add(1, ordering: .relaxed)
                 return hit
             case .vanished:
-                _ = state.withLock { $0.index.remove(entry) }
+                // The index is left alone: the IN_DELETE/IN_MOVED_FROM event (or, without inotify,
+                // the next rescan) removes the entry. Removing it here could drop the entry of a
+                // newer file published under the same name after our openat failed.
                 misses.add(1, ordering: .relaxed)
                 return nil
             case .otherKey:
@@ -191,8 +216,12 @@ extension DiskTier {
                 discardInvalid(entry, directory: directory, identity: identity, reason: "\(problem)")
                 misses.add(1, ordering: .relaxed)
                 return nil
+            case .foreign(let reason):
+                dropForeign(entry, reason: reason)
+                misses.add(1, ordering: .relaxed)
+                return nil
             case .failed(let error):
-                throw .io(error)
+                throw .io(Self.naming(error, file: entry.name, in: path))
             }
         }
 
@@ -201,6 +230,9 @@ extension DiskTier {
             case vanished
             case otherKey
             case invalid(DiskFileHeader.Problem, identity: FileIdentity?)
+            /// Not a readable regular file (FIFO, directory, device, no permission): dropped from
+            /// the index but left on disk, since it may belong to someone else.
+            case foreign(String)
             case failed(SystemCallError)
         }
 
@@ -210,17 +242,20 @@ extension DiskTier {
             var rawFD: Int32 = -1
             let openErrno: Int32 = entry.name.withCString { name in
                 while true {
-                    rawFD = openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                    // O_NONBLOCK: opening a FIFO (or a tty) planted under a cache name must not block.
+                    rawFD = openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
                     if rawFD >= 0 { return 0 }
                     if errno != EINTR { return errno }
                 }
             }
             if openErrno == ENOENT { return .vanished }
             if openErrno == ELOOP { return .invalid(.badMagic, identity: nil) }  // a planted symlink
+            if let reason = Self.foreignOpenErrors[openErrno] { return .foreign(reason) }
             if openErrno != 0 {
                 return .failed(SystemCallError(call: "openat", path: path + "/" + entry.name.string, errno: openErrno))
             }
-            // The path (for error messages) is the directory's; no string is built on a hit.
+            // The path is the directory's, so that no string is built on a hit; `lookup` puts
+            // the file's path into the error (``naming(_:file:in:)``), on failures only.
             let file = FileDescriptor(adopting: rawFD, path: directory.path)
             let variant = entry.variant
             let expected = DiskFileHeader.fileLength(of: variant, keyLength: key.count)
@@ -232,8 +267,11 @@ extension DiskTier {
                 while done <= expected {
                     let n = pread(file.rawValue, buffer.base + done, expected + 1 - done, off_t(done))
                     if n < 0 {
-                        if errno == EINTR { continue }
-                        return .failed(SystemCallError(call: "pread", path: file.path, errno: errno))
+                        let code = errno
+                        if code == EINTR { continue }
+                        // pread of a FIFO is ESPIPE, of a directory EISDIR: not a cache file.
+                        if let reason = Self.foreignReadErrors[code] { return .foreign(reason) }
+                        return .failed(SystemCallError(call: "pread", path: file.path, errno: code))
                     }
                     if n == 0 { break }
                     done += n
@@ -290,6 +328,25 @@ extension DiskTier {
             return .hit(DiskTier.Hit(image: image, variant: variant, sourceVersion: header.sourceVersion))
         }
 
+        /// `error` with its path set to the file `name` in `directory` (a hit's descriptor
+        /// carries the directory's path, to build no string per hit).
+        static func naming(_ error: SystemCallError, file name: DiskFileName, in directory: String) -> SystemCallError {
+            SystemCallError(call: error.call, path: directory + "/" + name.string, errno: error.errno)
+        }
+
+        /// `openat` failures that mean the name is not a file this tier can use (rather than a
+        /// transient problem such as EMFILE, which is thrown).
+        static let foreignOpenErrors: [Int32: String] = [
+            EACCES: "no permission to read it", EPERM: "no permission to read it",
+            ENXIO: "not a regular file (socket or device)", ENODEV: "not a regular file (device)",
+            EISDIR: "a directory",
+        ]
+        /// `pread` failures that mean the open name is not a regular file.
+        static let foreignReadErrors: [Int32: String] = [
+            ESPIPE: "not a regular file (FIFO)", EISDIR: "a directory",
+            EINVAL: "not a regular file", ENXIO: "not a regular file (device)",
+        ]
+
         private func identity(of file: borrowing FileDescriptor) -> FileIdentity? {
             var st = stat()
             guard fstat(file.rawValue, &st) == 0 else { return nil }
@@ -297,20 +354,38 @@ extension DiskTier {
         }
 
         /// Drops a file that failed validation: from the index, and from disk unless the name
-        /// meanwhile points at another file (a newer publish).
+        /// meanwhile points at another file (a newer publish). Only regular files and symlinks
+        /// are deleted; anything else under the name (a FIFO, a directory, a device) is only
+        /// dropped from the index, since it is not ours to remove.
         private func discardInvalid(_ entry: DiskIndexEntry, directory: DirectoryHandle, identity: FileIdentity?, reason: String) {
-            invalidFiles.add(1, ordering: .relaxed)
             let name = entry.name.string
             var st = stat()
             var same = true
-            if let identity, fstatat(directory.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
-                same = FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino)) == identity
+            var deletable = true
+            if fstatat(directory.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
+                if let identity { same = FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino)) == identity }
+                let type = st.st_mode & S_IFMT
+                deletable = type == S_IFREG || type == S_IFLNK
             }
+            guard deletable else {
+                dropForeign(entry, reason: reason)
+                return
+            }
+            invalidFiles.add(1, ordering: .relaxed)
             if same {
                 _ = unlinkat(directory.fd, name, 0)
                 _ = state.withLock { $0.index.remove(entry) }
             }
             logger.warning("removed invalid cache file", metadata: ["file": "\(path)/\(name)", "reason": "\(reason)"])
+        }
+
+        /// Drops from the index (not from disk) a name that is not a readable regular file. A
+        /// rescan indexes it again, and the next lookup drops it again.
+        private func dropForeign(_ entry: DiskIndexEntry, reason: String) {
+            invalidFiles.add(1, ordering: .relaxed)
+            _ = state.withLock { $0.index.remove(entry) }
+            logger.warning("ignored a cache-named entry that is not a readable regular file; left it on disk",
+                           metadata: ["file": "\(path)/\(entry.name.string)", "reason": "\(reason)"])
         }
 
         // MARK: Stores
@@ -386,6 +461,14 @@ extension DiskTier {
             guard image.width <= DiskFileName.maximumSide, image.height <= DiskFileName.maximumSide else {
                 throw .invalidImage(key: key, reason: "sides above \(DiskFileName.maximumSide) pixels cannot be stored on disk")
             }
+            guard image.width * image.height <= DiskFileName.maximumPixelCount else {
+                throw .invalidImage(key: key, reason: "images above \(DiskFileName.maximumPixelCount) pixels cannot be stored on disk")
+            }
+            // The byte limit charges each file its pixels plus a fixed allowance for header and
+            // key (the index knows names only), so a longer key would use bytes nobody counts.
+            guard key.utf8.count <= DiskTier.maximumKeyLength else {
+                throw .invalidImage(key: key, reason: "keys longer than \(DiskTier.maximumKeyLength) UTF-8 bytes cannot be stored on disk (\(key.utf8.count) bytes)")
+            }
             let newEntry = DiskIndexEntry(digest: digest, variant: variant, recency: 0)
             let charge = newEntry.chargedBytes
             let limit = configuration.byteLimit
@@ -395,24 +478,38 @@ extension DiskTier {
             // before the new file becomes visible.
             let reservation: (victims: [DiskIndexEntry], directory: DirectoryHandle)? = state.withLock { s in
                 guard !s.closed else { return nil }
-                let replacing = s.index.slot(of: newEntry) != nil ? charge : 0
-                let excess = s.index.chargedBytes - replacing + s.reserved + charge - limit
-                var victims: [DiskIndexEntry] = []
-                if excess > 0 {
-                    // Free a little more than needed (1/128 of the limit) so that a full cache
-                    // scans its index for victims once per many writes, not on every one.
-                    victims = s.index.leastRecentlyUsed(atLeast: excess + limit / 128, excluding: newEntry)
-                    for victim in victims { s.index.remove(victim) }
-                }
                 s.reserved += charge
-                return (victims, s.directory)
+                return (Self.takeVictims(&s, for: newEntry, limit: limit), s.directory)
             }
             guard let reservation else { throw .closed }
             defer { state.withLock { $0.reserved -= charge } }
             let directory = reservation.directory
-            for victim in reservation.victims {
-                _ = unlinkat(directory.fd, victim.name.string, 0)
-                evictions.add(1, ordering: .relaxed)
+            var victims = reservation.victims
+            // A victim that cannot be deleted (EPERM, EBUSY, EROFS, a directory under the name…)
+            // goes back into the index as most recently used (so that it is not retried on every
+            // store) and others are evicted in its place; a few rounds at most.
+            var round = 0
+            while !victims.isEmpty {
+                var kept: [DiskIndexEntry] = []
+                for victim in victims {
+                    let name = victim.name.string
+                    if unlinkat(directory.fd, name, 0) == 0 || errno == ENOENT {
+                        evictions.add(1, ordering: .relaxed)
+                    } else {
+                        let code = errno
+                        logger.warning("cannot evict cache file; keeping it in the index",
+                                       metadata: ["file": "\(path)/\(name)", "error": "\(SystemCallError(call: "unlinkat", path: "\(path)/\(name)", errno: code))"])
+                        kept.append(victim)
+                    }
+                }
+                round += 1
+                victims = state.withLock { s in
+                    for var entry in kept {
+                        entry.recency = s.tick()
+                        s.index.insert(entry)
+                    }
+                    return kept.isEmpty || round >= 4 ? [] : Self.takeVictims(&s, for: newEntry, limit: limit)
+                }
             }
 
             let bytes = DiskFileEncoder.encode(image, key: key, mode: mode, sourceVersion: sourceVersion)
@@ -451,6 +548,20 @@ extension DiskTier {
             stores.add(1, ordering: .relaxed)
         }
 
+        /// Removes from the index and returns the least-recently-used entries to delete so that
+        /// the index, the reservations (which include the store of `newEntry`) and nothing more
+        /// fit in `limit`.
+        private static func takeVictims(_ s: inout State, for newEntry: DiskIndexEntry, limit: Int) -> [DiskIndexEntry] {
+            let replacing = s.index.slot(of: newEntry) != nil ? newEntry.chargedBytes : 0
+            let excess = s.index.chargedBytes - replacing + s.reserved - limit
+            guard excess > 0 else { return [] }
+            // Free a little more than needed (1/128 of the limit) so that a full cache scans its
+            // index for victims once per many writes, not on every one.
+            let victims = s.index.leastRecentlyUsed(atLeast: excess + limit / 128, excluding: newEntry)
+            for victim in victims { s.index.remove(victim) }
+            return victims
+        }
+
         func remove(digest: KeyDigest) {
             let (victims, directory) = state.withLock { s in (s.index.removeAll(digest: digest), s.directory) }
             for victim in victims { _ = unlinkat(directory.fd, victim.name.string, 0) }
@@ -473,7 +584,8 @@ extension DiskTier {
         // MARK: Index maintenance
 
         /// Rebuilds the index from the directory's names and converges to it, keeping the
-        /// recency and verification of files that are still there.
+        /// recency of files that are still there. Verification is not kept: with
+        /// ``ChecksumPolicy/firstHit`` each file is checksummed again on its next hit.
         func rescan(initial: Bool) throws(DiskTierError) {
             let directory = state.withLock { $0.directory }
             var stale: [String] = []
@@ -487,12 +599,13 @@ extension DiskTier {
             state.withLock { s in
                 let now = s.clock
                 var merged = DiskIndex(minimumCapacity: fresh.count)
+                merged.continueGenerations(after: s.index)
                 fresh.forEach { entry in
                     var entry = entry
                     if let slot = s.index.slot(of: entry) {
-                        let old = s.index[slot]
-                        entry.recency = old.recency
-                        entry.isVerified = old.isVerified
+                        // Not the verified flag: a name alone does not tell whether another
+                        // process replaced the file while no event said so.
+                        entry.recency = s.index[slot].recency
                     } else {
                         entry.recency = now  // appeared while we were not looking: treat as new
                     }
@@ -602,19 +715,24 @@ extension DiskTier {
                 let nameLength = strnlen(UnsafeRawPointer(raw).assumingMemoryBound(to: CChar.self), length)
                 guard let name = DiskFileName(bytes: UnsafeBufferPointer(start: raw, count: nameLength)) else { continue }
                 if mask & UInt32(IN_MOVED_TO) != 0 {
-                    state.withLock { s in
-                        _ = s.index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: s.tick()), replacedFile: true)
-                    }
+                    indexAppearedFile(name)
                 } else if mask & UInt32(IN_CLOSE_WRITE) != 0 {
                     // A writer that does not rename: index only a complete, valid file.
-                    if validateClosedFile(name) {
-                        state.withLock { s in
-                            _ = s.index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: s.tick()), replacedFile: true)
-                        }
-                    }
+                    if validateClosedFile(name) { indexAppearedFile(name) }
                 } else if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
                     _ = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: 0)) }
                 }
+            }
+        }
+
+        /// Indexes a file that appeared under `name`: a new name counts as just used; a name
+        /// already indexed keeps its recency (the event may be the late echo of our own publish,
+        /// arriving after later lookups, and must not reorder the LRU) but is unverified again.
+        private func indexAppearedFile(_ name: DiskFileName) {
+            state.withLock { s in
+                var entry = DiskIndexEntry(digest: name.digest, variant: name.variant, recency: 0)
+                if s.index.slot(of: entry) == nil { entry.recency = s.tick() }
+                s.index.insert(entry, replacedFile: true)
             }
         }
 
@@ -622,7 +740,7 @@ extension DiskTier {
         private func validateClosedFile(_ name: DiskFileName) -> Bool {
             let directory = state.withLock { $0.directory }
             let fileName = name.string
-            guard let file = try? FileDescriptor(openAt: directory.descriptor, name: fileName, flags: O_RDONLY | O_NOFOLLOW)
+            guard let file = try? FileDescriptor(openAt: directory.descriptor, name: fileName, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
             else { return false }
             var valid = false
             let headerBytes = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { fixed -> Int? in
@@ -716,8 +834,7 @@ extension DiskTier {
             }
             for worker in workers { worker.join() }
             state.withLock { $0.closed = true }
-            if inotifyFD >= 0 { _ = Glibc.close(inotifyFD) }
-            _ = Glibc.close(wakeFD)
+            closeDescriptors()
         }
     }
 }
