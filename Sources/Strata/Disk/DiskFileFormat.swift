@@ -327,3 +327,60 @@ package enum DiskFileEncoder {
         }
     }
 }
+
+/// What a file's header stores as "the full key".
+///
+/// Keys up to ``DiskTier/maximumKeyLength`` UTF-8 bytes are stored verbatim. A longer key is
+/// stored as `"\0sha256:"` followed by the 64 hex digits of its SHA-256 (72 bytes), so every
+/// file's header fits the 4 KiB the byte limit charges for it, and a hit still compares 256 bits
+/// of the key — a wrong image would take a SHA-256 collision (the file name carries only 128).
+/// A verbatim key can never be mistaken for a digest of another key: the name digests differ.
+package enum StoredKey {
+    static let digestPrefix = "\u{0}sha256:"
+    static let digestLength = 8 + 64
+
+    /// The stored form of `key` (the key itself when short enough: no copy).
+    package static func string(for key: String) -> String {
+        guard key.utf8.count > DiskTier.maximumKeyLength else { return key }
+        var key = key
+        let words = key.withUTF8 { SHA256.hash(UnsafeRawBufferPointer($0)) }
+        let all = [words.0, words.1, words.2, words.3, words.4, words.5, words.6, words.7]
+        var hex = ""
+        hex.reserveCapacity(64)
+        for word in all {
+            let digits = String(word, radix: 16)
+            hex += String(repeating: "0", count: 8 - digits.count) + digits
+        }
+        return digestPrefix + hex
+    }
+
+    /// The file-name digest a stored key belongs to: the first 128 bits of the SHA-256 of the
+    /// verbatim key, or of the digest form's hex (for a malformed digest form, a digest that
+    /// matches no name of it).
+    package static func nameDigest(ofStored stored: UnsafeRawBufferPointer) -> KeyDigest {
+        let prefix = Array(digestPrefix.utf8)
+        if stored.count == digestLength, stored.prefix(8).elementsEqual(prefix) {
+            var high: UInt64 = 0, low: UInt64 = 0
+            for (i, byte) in stored[8..<40].enumerated() {
+                let nibble: UInt64
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = UInt64(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = UInt64(byte - UInt8(ascii: "a") + 10)
+                default: return KeyDigest(high: ~0, low: ~0) ^ sha(stored)
+                }
+                if i < 16 { high = high << 4 | nibble } else { low = low << 4 | nibble }
+            }
+            return KeyDigest(high: high, low: low)
+        }
+        return sha(stored)
+    }
+
+    private static func sha(_ bytes: UnsafeRawBufferPointer) -> KeyDigest {
+        let words = SHA256.hash(bytes)
+        return KeyDigest(high: UInt64(words.0) << 32 | UInt64(words.1), low: UInt64(words.2) << 32 | UInt64(words.3))
+    }
+}
+
+extension KeyDigest {
+    static func ^ (a: KeyDigest, b: KeyDigest) -> KeyDigest { KeyDigest(high: a.high ^ b.high, low: a.low ^ b.low) }
+}

@@ -147,10 +147,9 @@ public final class DiskTier: Sendable {
 
     let core: Core
 
-    /// The longest key (in UTF-8 bytes) the disk tier stores: 4032, so that header and key fit
-    /// the 4 KiB per file that the byte limit charges on top of the pixels. Storing under a
-    /// longer key fails with ``DiskTierError/invalidImage(key:reason:)`` (counted as a failed
-    /// store on the write-behind path); hash such keys first.
+    /// The longest key (in UTF-8 bytes) a file's header stores verbatim: 4032, so that header
+    /// and key fit the 4 KiB per file that the byte limit charges on top of the pixels. Longer
+    /// keys are stored as their SHA-256 (see `StoredKey`): hits still compare 256 bits of key.
     public static var maximumKeyLength: Int { DiskIndex.headerAllowance - DiskFileHeader.fixedLength }
 
     /// Opens (creating if needed) the cache directory at `directory`, builds the index from its

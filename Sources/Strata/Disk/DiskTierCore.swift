@@ -197,8 +197,8 @@ extension DiskTier {
                 misses.add(1, ordering: .relaxed)
                 return nil
             }
-            var key = key
-            let outcome = key.withUTF8 { load(entry, key: UnsafeRawBufferPointer($0), directory: directory) }
+            var stored = StoredKey.string(for: key)
+            let outcome = stored.withUTF8 { load(entry, key: UnsafeRawBufferPointer($0), directory: directory) }
             switch outcome {
             case .hit(let hit):
                 hits.add(1, ordering: .relaxed)
@@ -464,11 +464,6 @@ extension DiskTier {
             guard image.width * image.height <= DiskFileName.maximumPixelCount else {
                 throw .invalidImage(key: key, reason: "images above \(DiskFileName.maximumPixelCount) pixels cannot be stored on disk")
             }
-            // The byte limit charges each file its pixels plus a fixed allowance for header and
-            // key (the index knows names only), so a longer key would use bytes nobody counts.
-            guard key.utf8.count <= DiskTier.maximumKeyLength else {
-                throw .invalidImage(key: key, reason: "keys longer than \(DiskTier.maximumKeyLength) UTF-8 bytes cannot be stored on disk (\(key.utf8.count) bytes)")
-            }
             let newEntry = DiskIndexEntry(digest: digest, variant: variant, recency: 0)
             let charge = newEntry.chargedBytes
             let limit = configuration.byteLimit
@@ -512,7 +507,9 @@ extension DiskTier {
                 }
             }
 
-            let bytes = DiskFileEncoder.encode(image, key: key, mode: mode, sourceVersion: sourceVersion)
+            // The byte limit charges each file its pixels plus a fixed allowance for header and
+            // key (the index knows names only): long keys are stored by digest to fit it.
+            let bytes = DiskFileEncoder.encode(image, key: StoredKey.string(for: key), mode: mode, sourceVersion: sourceVersion)
             let finalName = DiskFileName(digest: digest, variant: variant).string
             let temporary = "\(DiskFileName.temporaryPrefix)\(digest)-\(getpid())-\(temporaryCounter.add(1, ordering: .relaxed).newValue)"
             do throws(SystemCallError) {
@@ -757,8 +754,7 @@ extension DiskTier {
                           header.variant == name.variant,
                           (try? file.size()) == header.fileLength else { return false }
                     let key = DiskFileHeader.keyBytes(in: UnsafeRawBufferPointer(raw), keyLength: header.keyLength)
-                    let words = SHA256.hash(key)
-                    return KeyDigest(high: UInt64(words.0) << 32 | UInt64(words.1), low: UInt64(words.2) << 32 | UInt64(words.3)) == name.digest
+                    return StoredKey.nameDigest(ofStored: key) == name.digest
                 }
             }
             if !valid {

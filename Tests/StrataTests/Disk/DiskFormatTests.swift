@@ -161,3 +161,25 @@ struct DiskIndexTests {
         #expect(index.memoryBytes / index.count < 100)
     }
 }
+
+@Suite struct StoredKeyTests {
+    @Test(arguments: ["short", "", String(repeating: "k", count: DiskTier.maximumKeyLength),
+                      String(repeating: "k", count: DiskTier.maximumKeyLength + 1), String(repeating: "é", count: 6_000)])
+    func storedKeysLeadBackToTheirNames(key: String) {
+        var stored = StoredKey.string(for: key)
+        #expect(stored.utf8.count <= DiskTier.maximumKeyLength)
+        #expect((stored == key) == (key.utf8.count <= DiskTier.maximumKeyLength))
+        let digest = stored.withUTF8 { StoredKey.nameDigest(ofStored: UnsafeRawBufferPointer($0)) }
+        #expect(digest == KeyDigest(key: key))
+    }
+
+    @Test func aMalformedDigestFormMatchesNoName() {
+        let long = String(repeating: "q", count: 5_000)
+        let stored = StoredKey.string(for: long)
+        // A non-hex digit inside the 128 bits the name carries.
+        let forged = String(stored.prefix(9)) + "z" + String(stored.dropFirst(10))
+        var bytes = forged
+        let digest = bytes.withUTF8 { StoredKey.nameDigest(ofStored: UnsafeRawBufferPointer($0)) }
+        #expect(forged.utf8.count == stored.utf8.count && digest != KeyDigest(key: long))
+    }
+}

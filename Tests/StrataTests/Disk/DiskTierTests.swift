@@ -271,7 +271,7 @@ struct DiskTierTests {
     func hostileKeys() throws {
         let scratch = ScratchDirectory()
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
-        let keys = ["../../etc/passwd", "/abs/path", "a\u{0}b", "\u{0}", String(repeating: "k", count: DiskTier.maximumKeyLength),
+        let keys = ["../../etc/passwd", "/abs/path", "a\u{0}b", "\u{0}", String(repeating: "k", count: DiskTier.maximumKeyLength), String(repeating: "é", count: 5_000), String(repeating: "x", count: 10_000),
                     "日本語/キー", "emoji 🧱/../x", "", ".", "..", "%2e%2e%2f", "line\nbreak"]
         for (i, key) in keys.enumerated() {
             try tier.storeSynchronously(patternImage(width: 32, height: 20, seed: UInt8(i)), forKey: key)
