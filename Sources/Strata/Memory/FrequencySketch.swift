@@ -8,9 +8,10 @@
 /// Memory: 8 bytes per unit of capacity × `countersPerEntry` / 16. Not thread-safe; the cache
 /// that owns it locks.
 @usableFromInline
-struct FrequencySketch {
+struct FrequencySketch: ~Copyable {
     /// 4-bit counters, 16 per word; 8 words (64 bytes) per block.
-    @usableFromInline var table: [UInt64]
+    @usableFromInline var table: UnsafeMutablePointer<UInt64>
+    @usableFromInline var words: Int
     @usableFromInline var blockMask: Int
     @usableFromInline var additions: Int = 0
     /// Number of halvings so far (wrapping); entries keep their own hit counts stamped with it.
@@ -36,12 +37,16 @@ struct FrequencySketch {
         let wanted = Swift.max(64, Swift.min(Self.maximumWords, capacity.multipliedReportingOverflow(by: Self.countersPerEntry / 16).partialValue))
         var words = 8
         while words < wanted { words <<= 1 }
-        table = Array(repeating: 0, count: words)
+        table = CacheMemory.allocateZeroed(UInt64.self, count: words)
+        self.words = words
         blockMask = words / 8 - 1
         self.capacity = capacity
         // Counters per row = words × 16 / 4.
         sampleSize = Swift.max(64, words * 4 * Self.samplesPerRowCounter)
     }
+
+    @inlinable
+    deinit { CacheMemory.deallocate(table, count: words) }
 
     /// Re-sizes for a larger capacity (forgets the history; happens O(log n) times as a cache
     /// fills, never in steady state).
@@ -132,7 +137,7 @@ struct FrequencySketch {
     mutating func age() {
         epoch &+= 1
         additions /= 2
-        for i in table.indices {
+        for i in 0..<words {
             table[i] = (table[i] >> 1) & 0x7777_7777_7777_7777
         }
     }
@@ -140,7 +145,7 @@ struct FrequencySketch {
     /// Forgets everything.
     @usableFromInline
     mutating func clear() {
-        for i in table.indices { table[i] = 0 }
+        for i in 0..<words { table[i] = 0 }
         additions = 0
     }
 }
