@@ -56,15 +56,30 @@ struct FrequencySketch: ~Copyable {
         self = FrequencySketch(capacity: newCapacity)
     }
 
-    /// Word index and nibble shift of counter `i` (0..<4) for `hash`.
-    @inlinable @inline(__always)
-    func position(_ hash: UInt64, _ i: Int) -> (word: Int, shift: UInt64) {
-        let block = Int(truncatingIfNeeded: hash) & blockMask
-        // Bits above the block index choose, for each of the 4 rows, one of two words and one
-        // of 16 nibbles (5 bits per row).
-        let selector = Int(truncatingIfNeeded: hash >> 40) >> (i * 5)
-        let word = block * 8 + i * 2 + (selector & 1)
-        return (word, UInt64((selector >> 1) & 15) * 4)
+    /// The four counters of `hash` (one per row, all in one 64-byte block): word indices and
+    /// nibble shifts. Row `i` uses word `block × 8 + 2i` or `+ 2i + 1`, so the four words
+    /// are distinct.
+    @usableFromInline
+    struct Counters {
+        @usableFromInline var w0, w1, w2, w3: Int
+        @usableFromInline var s0, s1, s2, s3: UInt64
+
+        @inlinable @inline(__always)
+        init(_ hash: Int, blockMask: Int) {
+            let h = FrequencySketch.mix(hash)
+            let base = (Int(truncatingIfNeeded: h) & blockMask) &* 8
+            // Bits above the block index choose, for each of the 4 rows, one of two words and
+            // one of 16 nibbles (5 bits per row).
+            let sel = Int(truncatingIfNeeded: h >> 40)
+            w0 = base | (sel & 1)
+            s0 = UInt64(truncatingIfNeeded: (sel >> 1) & 15) &* 4
+            w1 = base | 2 | ((sel >> 5) & 1)
+            s1 = UInt64(truncatingIfNeeded: (sel >> 6) & 15) &* 4
+            w2 = base | 4 | ((sel >> 10) & 1)
+            s2 = UInt64(truncatingIfNeeded: (sel >> 11) & 15) &* 4
+            w3 = base | 6 | ((sel >> 15) & 1)
+            s3 = UInt64(truncatingIfNeeded: (sel >> 16) & 15) &* 4
+        }
     }
 
     @inlinable @inline(__always)
@@ -74,33 +89,32 @@ struct FrequencySketch: ~Copyable {
         UInt64(bitPattern: Int64(hash)) &* 0x9E37_79B9_7F4A_7C15
     }
 
+    /// The four counter values of `c`.
+    @inlinable @inline(__always)
+    func read(_ c: Counters) -> (UInt64, UInt64, UInt64, UInt64) {
+        ((table[c.w0] >> c.s0) & 15, (table[c.w1] >> c.s1) & 15,
+         (table[c.w2] >> c.s2) & 15, (table[c.w3] >> c.s3) & 15)
+    }
+
     /// The estimated recent frequency of `hash` (0...15).
     @inlinable
     func frequency(_ hash: Int) -> Int {
-        let h = Self.mix(hash)
-        var result: UInt64 = 15
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            result = Swift.min(result, (table[w] >> s) & 15)
-        }
-        return Int(result)
+        let (c0, c1, c2, c3) = read(Counters(hash, blockMask: blockMask))
+        return Int(Swift.min(Swift.min(c0, c1), Swift.min(c2, c3)))
     }
 
     /// Records one occurrence of `hash`.
     @inlinable
     mutating func increment(_ hash: Int) {
-        let h = Self.mix(hash)
-        var minimum: UInt64 = 15
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            minimum = Swift.min(minimum, (table[w] >> s) & 15)
-        }
+        let c = Counters(hash, blockMask: blockMask)
+        let (c0, c1, c2, c3) = read(c)
+        let minimum = Swift.min(Swift.min(c0, c1), Swift.min(c2, c3))
         guard minimum < 15 else { return }
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            if (table[w] >> s) & 15 == minimum { table[w] &+= 1 << s }
-        }
-        additions += 1
+        if c0 == minimum { table[c.w0] &+= 1 << c.s0 }
+        if c1 == minimum { table[c.w1] &+= 1 << c.s1 }
+        if c2 == minimum { table[c.w2] &+= 1 << c.s2 }
+        if c3 == minimum { table[c.w3] &+= 1 << c.s3 }
+        additions &+= 1
         if additions >= sampleSize { age() }
     }
 
@@ -109,7 +123,7 @@ struct FrequencySketch: ~Copyable {
     /// table when it leaves.
     @inlinable
     mutating func tick() {
-        additions += 1
+        additions &+= 1
         if additions >= sampleSize { age() }
     }
 
@@ -118,18 +132,14 @@ struct FrequencySketch: ~Copyable {
     @inlinable
     mutating func add(_ hash: Int, _ amount: Int) {
         guard amount > 0 else { return }
-        let h = Self.mix(hash)
-        var minimum: UInt64 = 15
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            minimum = Swift.min(minimum, (table[w] >> s) & 15)
-        }
+        let c = Counters(hash, blockMask: blockMask)
+        let (c0, c1, c2, c3) = read(c)
+        let minimum = Swift.min(Swift.min(c0, c1), Swift.min(c2, c3))
         let target = Swift.min(15, minimum + UInt64(amount))
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            let c = (table[w] >> s) & 15
-            if c < target { table[w] = table[w] & ~(15 << s) | (target << s) }
-        }
+        if c0 < target { table[c.w0] = table[c.w0] & ~(15 << c.s0) | (target << c.s0) }
+        if c1 < target { table[c.w1] = table[c.w1] & ~(15 << c.s1) | (target << c.s1) }
+        if c2 < target { table[c.w2] = table[c.w2] & ~(15 << c.s2) | (target << c.s2) }
+        if c3 < target { table[c.w3] = table[c.w3] & ~(15 << c.s3) | (target << c.s3) }
     }
 
     /// Halves every counter (the "reset" of TinyLFU). O(table), amortised O(1) per update.
