@@ -103,19 +103,25 @@ struct FrequencySketch: ~Copyable {
         return Int(Swift.min(Swift.min(c0, c1), Swift.min(c2, c3)))
     }
 
-    /// Records one occurrence of `hash`.
+    /// Records one occurrence of `hash`; returns its estimate afterwards (what
+    /// ``frequency(_:)`` would now return).
     @inlinable
-    mutating func increment(_ hash: Int) {
+    @discardableResult
+    mutating func increment(_ hash: Int) -> Int {
         let c = Counters(hash, blockMask: blockMask)
         let (c0, c1, c2, c3) = read(c)
         let minimum = Swift.min(Swift.min(c0, c1), Swift.min(c2, c3))
-        guard minimum < 15 else { return }
+        guard minimum < 15 else { return 15 }
         if c0 == minimum { table[c.w0] &+= 1 << c.s0 }
         if c1 == minimum { table[c.w1] &+= 1 << c.s1 }
         if c2 == minimum { table[c.w2] &+= 1 << c.s2 }
         if c3 == minimum { table[c.w3] &+= 1 << c.s3 }
         additions &+= 1
-        if additions >= sampleSize { age() }
+        if additions >= sampleSize {
+            age()
+            return Int((minimum + 1) >> 1)
+        }
+        return Int(minimum + 1)
     }
 
     /// Counts one access towards the next halving without touching the table: a resident
