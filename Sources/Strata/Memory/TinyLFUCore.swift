@@ -16,15 +16,18 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 ///
 /// Layout: an open-addressing hash index (one 8-byte word per entry, load ≤ 0.8) from key to a
 /// slot in a node array (no per-entry allocation), three intrusive circular lists over the
-/// slots, and a ``FrequencySketch``.
+/// slots, and a ``FrequencySketch``. The core owns these buffers (hence `~Copyable`; see
+/// ``CacheMemory``) and reads and writes nodes in place, so the hot paths, specialised in the
+/// caller's module, copy no node and make no uniqueness checks.
 /// - *window* (1 % of the limits): every new entry lands here, so a burst of new keys cannot
 ///   push out the established ones, and the newest entry is always resident after its insert;
-/// - *probation* and *protected* (the main space, protected up to 90 % of it — 80 % and 90 % were measured, 90 % is better on Zipf 0.8 at 1 %): an entry that
-///   leaves the window is a *candidate*; while the cache is over its limits, the candidate and
-///   the oldest probation entry (the *victim*) are compared by sketch frequency and the less
-///   frequent one is evicted. A probation entry hit since it arrived is promoted to protected
-///   when it reaches probation's head (lazily, as in S3-FIFO, so hits never relink); protected
-///   overflow goes back to probation.
+/// - *probation* and *protected* (the main space, protected up to 90 % of it — 80 % and 90 %
+///   were measured, 90 % is better on Zipf 0.8 at 1 %): an entry that leaves the window is a
+///   *candidate*; while the cache is over its limits, the candidate and the oldest probation
+///   entry (the *victim*) are compared by frequency (the sketch's estimate each kept from its
+///   admission, plus its own hits) and the less frequent one is evicted. A probation entry hit
+///   since it arrived is promoted to protected when it reaches probation's head (lazily, as in
+///   S3-FIFO, so hits never relink); protected overflow goes back to probation.
 ///
 /// Recency inside the window and protected is CLOCK's approximation of LRU: a hit only sets a
 /// bit in the entry; an entry with the bit set that reaches the head gets a second pass (the
