@@ -8,9 +8,10 @@
 /// Memory: 8 bytes per unit of capacity × `countersPerEntry` / 16. Not thread-safe; the cache
 /// that owns it locks.
 @usableFromInline
-struct FrequencySketch {
+struct FrequencySketch: ~Copyable {
     /// 4-bit counters, 16 per word; 8 words (64 bytes) per block.
-    @usableFromInline var table: [UInt64]
+    @usableFromInline var table: UnsafeMutablePointer<UInt64>
+    @usableFromInline var words: Int
     @usableFromInline var blockMask: Int
     @usableFromInline var additions: Int = 0
     /// Number of halvings so far (wrapping); entries keep their own hit counts stamped with it.
@@ -36,12 +37,16 @@ struct FrequencySketch {
         let wanted = Swift.max(64, Swift.min(Self.maximumWords, capacity.multipliedReportingOverflow(by: Self.countersPerEntry / 16).partialValue))
         var words = 8
         while words < wanted { words <<= 1 }
-        table = Array(repeating: 0, count: words)
+        table = CacheMemory.allocateZeroed(UInt64.self, count: words)
+        self.words = words
         blockMask = words / 8 - 1
         self.capacity = capacity
         // Counters per row = words × 16 / 4.
         sampleSize = Swift.max(64, words * 4 * Self.samplesPerRowCounter)
     }
+
+    @inlinable
+    deinit { CacheMemory.deallocate(table, count: words) }
 
     /// Re-sizes for a larger capacity (forgets the history; happens O(log n) times as a cache
     /// fills, never in steady state).
@@ -51,15 +56,30 @@ struct FrequencySketch {
         self = FrequencySketch(capacity: newCapacity)
     }
 
-    /// Word index and nibble shift of counter `i` (0..<4) for `hash`.
-    @inlinable @inline(__always)
-    func position(_ hash: UInt64, _ i: Int) -> (word: Int, shift: UInt64) {
-        let block = Int(truncatingIfNeeded: hash) & blockMask
-        // Bits above the block index choose, for each of the 4 rows, one of two words and one
-        // of 16 nibbles (5 bits per row).
-        let selector = Int(truncatingIfNeeded: hash >> 40) >> (i * 5)
-        let word = block * 8 + i * 2 + (selector & 1)
-        return (word, UInt64((selector >> 1) & 15) * 4)
+    /// The four counters of `hash` (one per row, all in one 64-byte block): word indices and
+    /// nibble shifts. Row `i` uses word `block × 8 + 2i` or `+ 2i + 1`, so the four words
+    /// are distinct.
+    @usableFromInline
+    struct Counters {
+        @usableFromInline var w0, w1, w2, w3: Int
+        @usableFromInline var s0, s1, s2, s3: UInt64
+
+        @inlinable @inline(__always)
+        init(_ hash: Int, blockMask: Int) {
+            let h = FrequencySketch.mix(hash)
+            let base = (Int(truncatingIfNeeded: h) & blockMask) &* 8
+            // Bits above the block index choose, for each of the 4 rows, one of two words and
+            // one of 16 nibbles (5 bits per row).
+            let sel = Int(truncatingIfNeeded: h >> 40)
+            w0 = base | (sel & 1)
+            s0 = UInt64(truncatingIfNeeded: (sel >> 1) & 15) &* 4
+            w1 = base | 2 | ((sel >> 5) & 1)
+            s1 = UInt64(truncatingIfNeeded: (sel >> 6) & 15) &* 4
+            w2 = base | 4 | ((sel >> 10) & 1)
+            s2 = UInt64(truncatingIfNeeded: (sel >> 11) & 15) &* 4
+            w3 = base | 6 | ((sel >> 15) & 1)
+            s3 = UInt64(truncatingIfNeeded: (sel >> 16) & 15) &* 4
+        }
     }
 
     @inlinable @inline(__always)
@@ -69,34 +89,39 @@ struct FrequencySketch {
         UInt64(bitPattern: Int64(hash)) &* 0x9E37_79B9_7F4A_7C15
     }
 
+    /// The four counter values of `c`.
+    @inlinable @inline(__always)
+    func read(_ c: Counters) -> (UInt64, UInt64, UInt64, UInt64) {
+        ((table[c.w0] >> c.s0) & 15, (table[c.w1] >> c.s1) & 15,
+         (table[c.w2] >> c.s2) & 15, (table[c.w3] >> c.s3) & 15)
+    }
+
     /// The estimated recent frequency of `hash` (0...15).
     @inlinable
     func frequency(_ hash: Int) -> Int {
-        let h = Self.mix(hash)
-        var result: UInt64 = 15
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            result = Swift.min(result, (table[w] >> s) & 15)
-        }
-        return Int(result)
+        let (c0, c1, c2, c3) = read(Counters(hash, blockMask: blockMask))
+        return Int(Swift.min(Swift.min(c0, c1), Swift.min(c2, c3)))
     }
 
-    /// Records one occurrence of `hash`.
+    /// Records one occurrence of `hash`; returns its estimate afterwards (what
+    /// ``frequency(_:)`` would now return).
     @inlinable
-    mutating func increment(_ hash: Int) {
-        let h = Self.mix(hash)
-        var minimum: UInt64 = 15
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            minimum = Swift.min(minimum, (table[w] >> s) & 15)
+    @discardableResult
+    mutating func increment(_ hash: Int) -> Int {
+        let c = Counters(hash, blockMask: blockMask)
+        let (c0, c1, c2, c3) = read(c)
+        let minimum = Swift.min(Swift.min(c0, c1), Swift.min(c2, c3))
+        guard minimum < 15 else { return 15 }
+        if c0 == minimum { table[c.w0] &+= 1 << c.s0 }
+        if c1 == minimum { table[c.w1] &+= 1 << c.s1 }
+        if c2 == minimum { table[c.w2] &+= 1 << c.s2 }
+        if c3 == minimum { table[c.w3] &+= 1 << c.s3 }
+        additions &+= 1
+        if additions >= sampleSize {
+            age()
+            return Int((minimum + 1) >> 1)
         }
-        guard minimum < 15 else { return }
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            if (table[w] >> s) & 15 == minimum { table[w] &+= 1 << s }
-        }
-        additions += 1
-        if additions >= sampleSize { age() }
+        return Int(minimum + 1)
     }
 
     /// Counts one access towards the next halving without touching the table: a resident
@@ -104,7 +129,7 @@ struct FrequencySketch {
     /// table when it leaves.
     @inlinable
     mutating func tick() {
-        additions += 1
+        additions &+= 1
         if additions >= sampleSize { age() }
     }
 
@@ -113,18 +138,14 @@ struct FrequencySketch {
     @inlinable
     mutating func add(_ hash: Int, _ amount: Int) {
         guard amount > 0 else { return }
-        let h = Self.mix(hash)
-        var minimum: UInt64 = 15
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            minimum = Swift.min(minimum, (table[w] >> s) & 15)
-        }
+        let c = Counters(hash, blockMask: blockMask)
+        let (c0, c1, c2, c3) = read(c)
+        let minimum = Swift.min(Swift.min(c0, c1), Swift.min(c2, c3))
         let target = Swift.min(15, minimum + UInt64(amount))
-        for i in 0..<4 {
-            let (w, s) = position(h, i)
-            let c = (table[w] >> s) & 15
-            if c < target { table[w] = table[w] & ~(15 << s) | (target << s) }
-        }
+        if c0 < target { table[c.w0] = table[c.w0] & ~(15 << c.s0) | (target << c.s0) }
+        if c1 < target { table[c.w1] = table[c.w1] & ~(15 << c.s1) | (target << c.s1) }
+        if c2 < target { table[c.w2] = table[c.w2] & ~(15 << c.s2) | (target << c.s2) }
+        if c3 < target { table[c.w3] = table[c.w3] & ~(15 << c.s3) | (target << c.s3) }
     }
 
     /// Halves every counter (the "reset" of TinyLFU). O(table), amortised O(1) per update.
@@ -132,7 +153,7 @@ struct FrequencySketch {
     mutating func age() {
         epoch &+= 1
         additions /= 2
-        for i in table.indices {
+        for i in 0..<words {
             table[i] = (table[i] >> 1) & 0x7777_7777_7777_7777
         }
     }
@@ -140,7 +161,7 @@ struct FrequencySketch {
     /// Forgets everything.
     @usableFromInline
     mutating func clear() {
-        for i in table.indices { table[i] = 0 }
+        for i in 0..<words { table[i] = 0 }
         additions = 0
     }
 }

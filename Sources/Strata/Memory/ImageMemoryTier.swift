@@ -212,7 +212,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     public func removeAll() {
         var released: [PixelImage] = []
         locked { state in
-            released = state.cache.nodes.compactMap(\.value)
+            released = state.cache.values
             state.cache.removeAll()
             state.variants.removeAll()
         }
@@ -256,11 +256,11 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Counters and occupancy, consistent with each other.
     public var statistics: Statistics {
         locked { state in
-            let c = state.cache
-            return Statistics(hits: state.hits, misses: state.misses, insertions: c.insertions,
-                              evictions: c.evictions, rejections: c.rejections, totalCost: c.totalCost,
-                              count: c.count, keyCount: state.variants.count, costLimit: c.costLimit,
-                              countLimit: c.countLimit)
+            Statistics(hits: state.hits, misses: state.misses, insertions: state.cache.insertions,
+                       evictions: state.cache.evictions, rejections: state.cache.rejections,
+                       totalCost: state.cache.totalCost, count: state.cache.count,
+                       keyCount: state.variants.count, costLimit: state.cache.costLimit,
+                       countLimit: state.cache.countLimit)
         }
     }
 

@@ -84,6 +84,10 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   (the sketch is capped at 32 MiB), besides the keys and values themselves.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: MemoryTrimmable, Sendable {
     @usableFromInline let state: Mutex<TinyLFUCore<Key, Value>>
+    /// ``ThreadSanitizerHooks``, read once here so that a lookup does not pay for the
+    /// lazily initialised globals' checks twice under the lock.
+    @usableFromInline let tsanAcquire: ThreadSanitizerHooks.Hook?
+    @usableFromInline let tsanRelease: ThreadSanitizerHooks.Hook?
 
     /// - Parameters:
     ///   - costLimit: the most the costs of all resident values may add up to (≥ 0).
@@ -93,15 +97,18 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         precondition(costLimit >= 0 && countLimit >= 0, "cache limits must be ≥ 0")
         precondition(maxEntryShare >= 0 && maxEntryShare <= 1, "maxEntryShare must be within 0...1")
         state = Mutex(TinyLFUCore(costLimit: costLimit, countLimit: countLimit, maxEntryShare: maxEntryShare))
+        tsanAcquire = ThreadSanitizerHooks.acquire
+        tsanRelease = ThreadSanitizerHooks.release
     }
 
     /// Runs `body` on the state under the mutex (with ThreadSanitizer annotations).
     @inlinable
     func locked<R: Sendable>(_ body: (inout TinyLFUCore<Key, Value>) -> R) -> R {
         let token = Unmanaged.passUnretained(self).toOpaque()
+        let acquire = tsanAcquire, release = tsanRelease
         return state.withLock { core in
-            ThreadSanitizerHooks.acquire?(token)
-            defer { ThreadSanitizerHooks.release?(token) }
+            acquire?(token)
+            defer { release?(token) }
             return body(&core)
         }
     }

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// `fraction` (0...1) of `value` (≥ 0), rounded down, without trapping near `Int.max`
 /// (where `Double` rounds up past the largest `Int`).
 @usableFromInline
@@ -10,15 +16,18 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 ///
 /// Layout: an open-addressing hash index (one 8-byte word per entry, load ≤ 0.8) from key to a
 /// slot in a node array (no per-entry allocation), three intrusive circular lists over the
-/// slots, and a ``FrequencySketch``.
+/// slots, and a ``FrequencySketch``. The core owns these buffers (hence `~Copyable`; see
+/// ``CacheMemory``) and reads and writes nodes in place, so the hot paths, specialised in the
+/// caller's module, copy no node and make no uniqueness checks.
 /// - *window* (1 % of the limits): every new entry lands here, so a burst of new keys cannot
 ///   push out the established ones, and the newest entry is always resident after its insert;
-/// - *probation* and *protected* (the main space, protected up to 90 % of it — 80 % and 90 % were measured, 90 % is better on Zipf 0.8 at 1 %): an entry that
-///   leaves the window is a *candidate*; while the cache is over its limits, the candidate and
-///   the oldest probation entry (the *victim*) are compared by sketch frequency and the less
-///   frequent one is evicted. A probation entry hit since it arrived is promoted to protected
-///   when it reaches probation's head (lazily, as in S3-FIFO, so hits never relink); protected
-///   overflow goes back to probation.
+/// - *probation* and *protected* (the main space, protected up to 90 % of it — 80 % and 90 %
+///   were measured, 90 % is better on Zipf 0.8 at 1 %): an entry that leaves the window is a
+///   *candidate*; while the cache is over its limits, the candidate and the oldest probation
+///   entry (the *victim*) are compared by frequency (the sketch's estimate each kept from its
+///   admission, plus its own hits) and the less frequent one is evicted. A probation entry hit
+///   since it arrived is promoted to protected when it reaches probation's head (lazily, as in
+///   S3-FIFO, so hits never relink); protected overflow goes back to probation.
 ///
 /// Recency inside the window and protected is CLOCK's approximation of LRU: a hit only sets a
 /// bit in the entry; an entry with the bit set that reaches the head gets a second pass (the
@@ -32,15 +41,17 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 /// for by the hits that set the bits; the sketch's periodic halving is spread over its
 /// updates). Not thread-safe: ``MemoryCache`` and ``ImageMemoryTier`` own one under a mutex.
 @usableFromInline
-struct TinyLFUCore<Key: Hashable, Value> {
+struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @usableFromInline
-    enum Queue: UInt8 { case free, window, probation, protected }
+    enum Queue: UInt8 { case window, probation, protected }
 
-    /// One entry. Field order is layout order: what a hit touches (key, the small flags, value)
-    /// comes first and packs into the key's padding, so a hit usually reads one cache line.
+    /// One resident entry, stored in place in `nodes` and read and written field by field
+    /// (never copied whole). Field order is layout order: what a hit touches (key, value and
+    /// the small fields) comes first, so a hit usually reads one cache line.
     @usableFromInline
     struct Node {
-        @usableFromInline var key: Key?
+        @usableFromInline var key: Key
+        @usableFromInline var value: Value
         @usableFromInline var queue: Queue
         /// Set by a hit in the window or protected; gives the entry a second pass there
         /// instead of a list move on every hit (CLOCK's approximation of LRU).
@@ -49,24 +60,31 @@ struct TinyLFUCore<Key: Hashable, Value> {
         /// updated). Keeping them here spares a hit the sketch's cache line.
         @usableFromInline var localHits: UInt8
         @usableFromInline var epoch: UInt8
-        @usableFromInline var value: Value?
-        @usableFromInline var hash: Int
-        @usableFromInline var cost: Int
+        /// The sketch's estimate for the key when it was admitted (that access included),
+        /// halved with `epoch` like `localHits`. While a key is resident its own counters in
+        /// the sketch only change by halving (its hits are counted here), so this stands in
+        /// for a sketch lookup at eviction time, which at a million entries is a cache miss
+        /// (other keys' updates colliding on its counters are not seen; measured: the trace
+        /// miss ratios did not move).
+        @usableFromInline var estimate: UInt8
         @usableFromInline var prev: Int32
         @usableFromInline var next: Int32
+        @usableFromInline var hash: Int
+        @usableFromInline var cost: Int
 
         @inlinable
-        init(key: Key, value: Value, hash: Int, cost: Int) {
+        init(key: Key, value: Value, hash: Int, cost: Int, estimate: UInt8, epoch: UInt8) {
             self.key = key
             self.value = value
-            self.hash = hash
-            self.cost = cost
-            self.prev = -1
-            self.next = -1
             self.queue = .window
             self.referenced = false
             self.localHits = 0
-            self.epoch = 0
+            self.epoch = epoch
+            self.estimate = estimate
+            self.prev = -1
+            self.next = -1
+            self.hash = hash
+            self.cost = cost
         }
     }
 
@@ -84,11 +102,15 @@ struct TinyLFUCore<Key: Hashable, Value> {
     /// run usually stays in one cache line, then the node confirms the key. The load goes up
     /// to 0.8 so the index stays cache-sized (1 MiB at 100 000 entries); at a load of ½ the
     /// hit took about twice as long there.
-    @usableFromInline var table: [UInt64] = Array(repeating: 0, count: 16)
-    @usableFromInline var tableMask = 15
+    @usableFromInline var table: UnsafeMutablePointer<UInt64>
+    @usableFromInline var tableMask: Int
     @usableFromInline private(set) var count = 0
-    @usableFromInline var nodes: [Node] = []
-    @usableFromInline var freeHead: Int32 = -1
+    /// Slots `0..<slotsUsed` of `nodes` have been handed out; a slot is initialised exactly
+    /// while it is in one of the three lists. Freed slots are reused, last freed first.
+    @usableFromInline var nodes: UnsafeMutablePointer<Node>
+    @usableFromInline var nodeCapacity: Int
+    @usableFromInline var slotsUsed = 0
+    @usableFromInline var freeSlots: [Int32] = []
     @usableFromInline var window = List()
     @usableFromInline var probation = List()
     @usableFromInline var protected = List()
@@ -123,7 +145,18 @@ struct TinyLFUCore<Key: Hashable, Value> {
         self.maxEntryShare = maxEntryShare
         self.maxEntryCost = 0
         self.sketch = FrequencySketch(capacity: Self.sketchCapacity(countLimit: countLimit))
+        self.tableMask = 15
+        self.table = CacheMemory.allocateZeroed(UInt64.self, count: 16)
+        self.nodeCapacity = 16
+        self.nodes = CacheMemory.allocate(Node.self, count: 16)
         computeBudgets()
+    }
+
+    @inlinable
+    deinit {
+        deinitializeAllNodes()
+        CacheMemory.deallocate(nodes, count: nodeCapacity)
+        CacheMemory.deallocate(table, count: tableMask + 1)
     }
 
     @usableFromInline
@@ -136,6 +169,44 @@ struct TinyLFUCore<Key: Hashable, Value> {
         windowCountLimit = Swift.max(1, cacheShare(of: countLimit, Self.windowShare))
         protectedCostLimit = cacheShare(of: costLimit - windowCostLimit, Self.protectedShare)
         protectedCountLimit = Swift.max(1, cacheShare(of: countLimit - windowCountLimit, Self.protectedShare))
+    }
+
+    /// Calls `body` with every resident slot (each list from head to tail).
+    @inlinable
+    func forEachSlot(_ body: (Int32) -> Void) {
+        for list in [window, probation, protected] where list.head >= 0 {
+            var i = list.head
+            while true {
+                body(i)
+                if i == list.tail { break }
+                i = nodes[Int(i)].next
+            }
+        }
+    }
+
+    @usableFromInline
+    func deinitializeAllNodes() {
+        forEachSlot { (nodes + Int($0)).deinitialize(count: 1) }
+    }
+
+    /// A free slot for a new node (the caller initialises it).
+    @inlinable
+    mutating func takeFreeSlot() -> Int32 {
+        if let i = freeSlots.popLast() { return i }
+        if slotsUsed == nodeCapacity { growNodes() }
+        slotsUsed += 1
+        return Int32(slotsUsed - 1)
+    }
+
+    @usableFromInline
+    mutating func growNodes() {
+        let newCapacity = nodeCapacity * 2
+        let new = CacheMemory.allocate(Node.self, count: newCapacity)
+        let old = nodes
+        forEachSlot { (new + Int($0)).moveInitialize(from: old + Int($0), count: 1) }
+        CacheMemory.deallocate(old, count: nodeCapacity)
+        nodes = new
+        nodeCapacity = newCapacity
     }
 
     // MARK: hash index
@@ -165,7 +236,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     @inlinable
     mutating func tableInsert(slot: Int32, hash: Int) {
-        if (count + 1) * 5 > table.count * 4 { resizeTable(to: table.count * 2) }
+        if (count + 1) * 5 > (tableMask + 1) * 4 { resizeTable(to: (tableMask + 1) * 2) }
         var p = hash & tableMask
         while table[p] != 0 { p = (p + 1) & tableMask }
         table[p] = Self.tag(hash) | (UInt64(slot + 1) << 32)
@@ -197,14 +268,16 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     @usableFromInline
     mutating func resizeTable(to size: Int) {
-        let old = table
-        table = Array(repeating: 0, count: size)
+        let old = table, oldSize = tableMask + 1
+        table = CacheMemory.allocateZeroed(UInt64.self, count: size)
         tableMask = size - 1
-        for e in old where e != 0 {
+        for k in 0..<oldSize where old[k] != 0 {
+            let e = old[k]
             var p = Int(e & 0xFFFF_FFFF) & tableMask
             while table[p] != 0 { p = (p + 1) & tableMask }
             table[p] = e
         }
+        CacheMemory.deallocate(old, count: oldSize)
     }
 
     // MARK: lists
@@ -215,7 +288,6 @@ struct TinyLFUCore<Key: Hashable, Value> {
         case .window: return body(&window)
         case .probation: return body(&probation)
         case .protected: return body(&protected)
-        case .free: preconditionFailure("free slot in a list")
         }
     }
 
@@ -295,7 +367,6 @@ struct TinyLFUCore<Key: Hashable, Value> {
         case .window: isTail = window.tail == i
         case .probation: isTail = probation.tail == i
         case .protected: isTail = protected.tail == i
-        case .free: isTail = true
         }
         return isTail ? -1 : nodes[Int(i)].next
     }
@@ -324,11 +395,19 @@ struct TinyLFUCore<Key: Hashable, Value> {
         return age >= 8 ? 0 : Int(nodes[Int(i)].localHits >> age)
     }
 
+    /// The entry's admission-time sketch estimate, halved once per sketch halving since.
+    @inlinable
+    func agedEstimate(_ i: Int32) -> Int {
+        let age = sketch.epoch &- nodes[Int(i)].epoch
+        return age >= 8 ? 0 : Int(nodes[Int(i)].estimate >> age)
+    }
+
     /// Counts a hit on resident slot `i` in the entry (not in the sketch's table).
     @inlinable
     mutating func recordHit(_ i: Int32) {
         sketch.tick()
         let hits = Swift.min(15, agedHits(i) + 1)
+        nodes[Int(i)].estimate = UInt8(agedEstimate(i))
         nodes[Int(i)].localHits = UInt8(hits)
         nodes[Int(i)].epoch = sketch.epoch
     }
@@ -337,7 +416,7 @@ struct TinyLFUCore<Key: Hashable, Value> {
     /// and hits of earlier stays) plus its own recent hits.
     @inlinable
     func frequency(_ i: Int32) -> Int {
-        Swift.min(15, sketch.frequency(nodes[Int(i)].hash) + agedHits(i))
+        Swift.min(15, agedEstimate(i) + agedHits(i))
     }
 
     /// The value for `key` without touching recency, frequency or statistics.
@@ -393,23 +472,17 @@ struct TinyLFUCore<Key: Hashable, Value> {
             nodes[Int(i)].value = value
             onAccess(i)
         } else {
-            sketch.increment(hash)
-            let node = Node(key: key, value: value, hash: hash, cost: cost)
-            let i: Int32
-            if freeHead >= 0 {
-                i = freeHead
-                freeHead = nodes[Int(i)].next
-                nodes[Int(i)] = node
-            } else {
-                i = Int32(nodes.count)
-                nodes.append(node)
-            }
+            let estimate = UInt8(sketch.increment(hash))
+            let i = takeFreeSlot()
+            (nodes + Int(i)).initialize(to: Node(key: key, value: value, hash: hash, cost: cost,
+                                                 estimate: estimate, epoch: sketch.epoch))
             tableInsert(slot: i, hash: hash)
             slot = i
             totalCost += cost
             append(i, to: .window)
             if count > sketch.capacity, sketch.capacity < countLimit {
                 sketch.grow(to: Swift.min(countLimit, count.multipliedReportingOverflow(by: 2).partialValue))
+                forEachSlot { nodes[Int($0)].estimate = 0 }  // the new sketch starts empty
             }
         }
         evictIfNeeded(sparing: slot, evicted)
@@ -437,7 +510,6 @@ struct TinyLFUCore<Key: Hashable, Value> {
             if candidate < 0 { candidate = w }
             lastCandidate = w
         }
-        func nextCandidate(after c: Int32) -> Int32 { c == lastCandidate ? -1 : successor(c) }
         while isOverLimits {
             // A probation entry hit since it arrived is promoted instead of becoming the victim.
             while true {
@@ -451,12 +523,14 @@ struct TinyLFUCore<Key: Hashable, Value> {
                 if frequency(candidate) > frequency(victim) {
                     evict(victim, evicted)
                 } else {
-                    let next = nextCandidate(after: candidate)
+                    let next = candidate == lastCandidate ? -1 : successor(candidate)
                     evict(candidate, evicted)
                     candidate = next
                 }
             } else {
-                if candidate >= 0, candidate == victim || candidate == keep { candidate = nextCandidate(after: candidate) }
+                if candidate >= 0, candidate == victim || candidate == keep {
+                    candidate = candidate == lastCandidate ? -1 : successor(candidate)
+                }
                 evictOne(sparing: keep, evicted)
             }
         }
@@ -488,15 +562,13 @@ struct TinyLFUCore<Key: Hashable, Value> {
     @inlinable
     mutating func release(_ i: Int32) -> (Key, Value) {
         unlink(i)
-        sketch.add(nodes[Int(i)].hash, agedHits(i))  // its hits become history
-        tableRemove(slot: i, hash: nodes[Int(i)].hash)
-        let key = nodes[Int(i)].key.take()!
-        let value = nodes[Int(i)].value.take()!
+        let hash = nodes[Int(i)].hash
+        sketch.add(hash, agedHits(i))  // its hits become history
+        tableRemove(slot: i, hash: hash)
         totalCost -= nodes[Int(i)].cost
-        nodes[Int(i)].queue = .free
-        nodes[Int(i)].next = freeHead
-        freeHead = i
-        return (key, value)
+        let node = (nodes + Int(i)).move()
+        freeSlots.append(i)
+        return (node.key, node.value)
     }
 
     /// Removes `key`; returns its value if it was present.
@@ -527,11 +599,16 @@ struct TinyLFUCore<Key: Hashable, Value> {
     /// Drops every entry (not counted as evictions) and the frequency history.
     @usableFromInline
     mutating func removeAll() {
-        table = Array(repeating: 0, count: 16)
+        deinitializeAllNodes()
+        CacheMemory.deallocate(table, count: tableMask + 1)
+        table = CacheMemory.allocateZeroed(UInt64.self, count: 16)
         tableMask = 15
         count = 0
-        nodes.removeAll()
-        freeHead = -1
+        CacheMemory.deallocate(nodes, count: nodeCapacity)
+        nodes = CacheMemory.allocate(Node.self, count: 16)
+        nodeCapacity = 16
+        slotsUsed = 0
+        freeSlots = []
         window = List()
         probation = List()
         protected = List()
@@ -541,5 +618,83 @@ struct TinyLFUCore<Key: Hashable, Value> {
 
     /// Every resident key (in no particular order), for diagnostics and tests.
     @usableFromInline
-    var keys: [Key] { nodes.compactMap(\.key) }
+    var keys: [Key] {
+        var result: [Key] = []
+        result.reserveCapacity(count)
+        forEachSlot { result.append(nodes[Int($0)].key) }
+        return result
+    }
+
+    /// Every resident value (in no particular order).
+    @usableFromInline
+    var values: [Value] {
+        var result: [Value] = []
+        result.reserveCapacity(count)
+        forEachSlot { result.append(nodes[Int($0)].value) }
+        return result
+    }
+}
+
+/// Allocation of the caches' large arrays (index, nodes, sketch). Below 2 MiB: `malloc`
+/// memory aligned to 64 bytes. From 2 MiB up: a fresh anonymous mapping aligned to 2 MiB and
+/// advised as transparent huge pages (`MADV_HUGEPAGE`) before it is touched — fresh, because
+/// heap memory that was already faulted in stays on 4 KiB pages. A hit or a miss touches a
+/// random line of each array; with 4 KiB pages, at 100 000 entries and more, most of those
+/// touches also missed the TLB (this machine runs in a VM, where a page walk is costly). Where
+/// huge pages are off the advice is ignored and nothing else changes.
+@usableFromInline
+enum CacheMemory {
+    @usableFromInline static var hugePage: Int { 2 << 20 }
+
+    /// Bytes reserved for `count` values of `T`: the mapping size when it is mapped.
+    @inlinable
+    static func mappedSize<T>(_ type: T.Type, count: Int) -> Int? {
+        let bytes = Swift.max(1, count * MemoryLayout<T>.stride)
+        return bytes >= hugePage ? (bytes + hugePage - 1) / hugePage * hugePage : nil
+    }
+
+    @usableFromInline
+    static func allocate<T>(_ type: T.Type, count: Int) -> UnsafeMutablePointer<T> {
+        guard let size = mappedSize(type, count: count) else {
+            var raw: UnsafeMutableRawPointer?
+            let bytes = Swift.max(1, count * MemoryLayout<T>.stride)
+            guard posix_memalign(&raw, Swift.max(64, MemoryLayout<T>.alignment), bytes) == 0, let raw else {
+                fatalError("out of memory allocating \(bytes) bytes for a cache")
+            }
+            return raw.bindMemory(to: T.self, capacity: count)
+        }
+        // Map one huge page more than needed, then unmap the unaligned head and the tail.
+        let mapped = mmap(nil, size + hugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let mapped, mapped != MAP_FAILED else {
+            fatalError("out of memory mapping \(size) bytes for a cache (errno \(errno))")
+        }
+        let start = Int(bitPattern: mapped)
+        let aligned = (start + hugePage - 1) / hugePage * hugePage
+        if aligned > start { munmap(mapped, aligned - start) }
+        let tail = start + size + hugePage - (aligned + size)
+        if tail > 0 { munmap(UnsafeMutableRawPointer(bitPattern: aligned + size), tail) }
+        let raw = UnsafeMutableRawPointer(bitPattern: aligned)!
+        _ = madvise(raw, size, MADV_HUGEPAGE)
+        return raw.bindMemory(to: T.self, capacity: count)
+    }
+
+    /// Zero-filled memory (fresh mappings already are).
+    @usableFromInline
+    static func allocateZeroed<T: BitwiseCopyable>(_ type: T.Type, count: Int) -> UnsafeMutablePointer<T> {
+        let p = allocate(type, count: count)
+        if mappedSize(type, count: count) == nil {
+            UnsafeMutableRawPointer(p).initializeMemory(as: UInt8.self, repeating: 0, count: count * MemoryLayout<T>.stride)
+        }
+        return p
+    }
+
+    /// Frees what ``allocate(_:count:)`` returned for the same `count`.
+    @usableFromInline
+    static func deallocate<T>(_ pointer: UnsafeMutablePointer<T>, count: Int) {
+        if let size = mappedSize(T.self, count: count) {
+            munmap(pointer, size)
+        } else {
+            free(pointer)
+        }
+    }
 }

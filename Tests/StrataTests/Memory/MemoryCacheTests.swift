@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 @testable import Strata
 
@@ -146,6 +147,45 @@ struct MemoryCacheTests {
         }
         #expect(cache.count == 5_000 - (0..<5_000).filter { $0 % 3 == 0 && $0 % 7 != 1 }.count)
         #expect(Set(cache.keys).count == cache.count)
+    }
+
+    /// Counts the live ``Tracked`` values of one test.
+    final class LiveCounter: Sendable {
+        let live = Atomic<Int>(0)
+        var value: Int { live.load(ordering: .relaxed) }
+    }
+
+    final class Tracked: Sendable {
+        let id: Int
+        let counter: LiveCounter
+        init(_ id: Int, _ counter: LiveCounter) {
+            self.id = id
+            self.counter = counter
+            counter.live.add(1, ordering: .relaxed)
+        }
+        deinit { counter.live.subtract(1, ordering: .relaxed) }
+    }
+
+    @Test("values are released on eviction, removal, removeAll and with the cache, past 2 MiB arrays")
+    func releasesValuesThroughLargeArrays() {
+        let counter = LiveCounter()
+        do {
+            // 60 000 entries: the node array and the sketch pass 2 MiB (their own mappings).
+            let n = 60_000
+            let cache = MemoryCache<Int, Tracked>(costLimit: n, countLimit: n, maxEntryShare: 1)
+            for k in 0..<n { cache.insert(Tracked(k, counter), forKey: k, cost: 1) }
+            #expect(cache.count == n && counter.value == n)
+            for k in stride(from: 0, to: n, by: 97) { #expect(cache.value(forKey: k)?.id == k) }
+            for k in n..<(n + 1_000) { cache.insert(Tracked(k, counter), forKey: k, cost: 1) }
+            #expect(cache.count == n && counter.value == n)
+            #expect(cache.removeValue(forKey: n + 999)?.id == n + 999)  // the newest is resident
+            #expect(counter.value == n - 1)
+            cache.removeAll()
+            #expect(cache.count == 0 && counter.value == 0)
+            for k in 0..<100 { cache.insert(Tracked(k, counter), forKey: k, cost: 1) }
+            #expect(counter.value == 100)
+        }
+        #expect(counter.value == 0)
     }
 
     @Test("unbounded limits work (count-only and cost-only caches)")
