@@ -32,6 +32,8 @@ enum WebPCodec {
             config.options.scaled_width = Int32(size.width)
             config.options.scaled_height = Int32(size.height)
         }
+        // libwebp's second thread (in-loop filtering beside entropy decoding), as libvips uses.
+        config.options.use_threads = 1
         config.output.colorspace = MODE_bgrA
         config.output.is_external_memory = 1
         config.output.width = Int32(size.width)
