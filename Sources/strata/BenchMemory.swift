@@ -150,18 +150,6 @@ final class Payload: Sendable {
     init(_ id: Int) { self.id = id }
 }
 
-/// SplitMix64: a fast, seedable generator for the key sequences.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Runs `body(thread)` on `threads` threads released together; returns each thread's seconds.
 func runThreads(_ threads: Int, _ body: @escaping @Sendable (Int) -> Void) -> [Double] {

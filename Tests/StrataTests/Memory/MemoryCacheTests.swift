@@ -4,17 +4,8 @@ import Testing
 
 @Suite("MemoryCache")
 struct MemoryCacheTests {
-    /// A tiny deterministic generator so failures reproduce.
-    struct Rng: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    /// A seeded generator so failures reproduce.
+    typealias Rng = SplitMix64
 
     @Test("limits hold after any operation sequence; contents agree with a reference model",
           arguments: [1, 2, 3, 4, 5, 6])
