@@ -101,6 +101,15 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     }
 }
 
+/// Shuts a private ``BlockingPool`` down when the last reference to it goes away — for types
+/// that make their own pool when the caller gives none (`DirectorySource`, `ImageTableCache`);
+/// the pool's threads would otherwise keep it alive forever.
+package final class BlockingPoolOwner<Context>: Sendable {
+    let pool: BlockingPool<Context>
+    package init(_ pool: BlockingPool<Context>) { self.pool = pool }
+    deinit { pool.shutdown() }
+}
+
 /// A pthread mutex with one condition variable. Used only where a thread must sleep until
 /// work arrives (Swift's `Mutex` has no condition variable).
 final class ConditionLock: @unchecked Sendable {

@@ -18,7 +18,7 @@ public struct DirectorySource: ImageSource {
     public let maxFileBytes: Int
     private let pool: BlockingPool<Void>
     /// Set when the source made its own pool: stops its thread when the last copy goes away.
-    private let ownedPool: PoolOwner?
+    private let ownedPool: BlockingPoolOwner<Void>?
 
     /// The longest key accepted (bytes of UTF-8).
     public static let maxKeyBytes = 4096
@@ -33,7 +33,7 @@ public struct DirectorySource: ImageSource {
             self.ownedPool = nil
         } else {
             self.pool = try BlockingPool(width: 1, name: "strata-src-io", makeContext: {})
-            self.ownedPool = PoolOwner(self.pool)
+            self.ownedPool = BlockingPoolOwner(self.pool)
         }
     }
 
@@ -116,11 +116,4 @@ public struct DirectorySource: ImageSource {
             throw SourceError(key: key, reason: .failed(String(describing: error)))
         }
     }
-}
-
-/// Shuts a private ``BlockingPool`` down when its owner (a value type) is gone.
-private final class PoolOwner: Sendable {
-    let pool: BlockingPool<Void>
-    init(_ pool: BlockingPool<Void>) { self.pool = pool }
-    deinit { pool.shutdown() }
 }

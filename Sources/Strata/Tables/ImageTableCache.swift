@@ -31,7 +31,7 @@ public final class ImageTableCache: Sendable {
     let delegate: (any ImageTableCacheDelegate)?
     let drawingPool: BlockingPool<Void>
     /// Set when the cache made its own pool: stops its threads when the cache goes away.
-    private let ownedPool: TableDrawingPoolOwner?
+    private let ownedPool: BlockingPoolOwner<Void>?
     let pending = Mutex<[RequestKey: Pending]>([:])
     let nextToken = Atomic<UInt64>(0)
 
@@ -80,7 +80,7 @@ public final class ImageTableCache: Sendable {
             } catch {
                 throw .system(error)
             }
-            self.ownedPool = TableDrawingPoolOwner(self.drawingPool)
+            self.ownedPool = BlockingPoolOwner(self.drawingPool)
         }
     }
 
@@ -239,11 +239,4 @@ public final class ImageTableCache: Sendable {
         }
         return result!
     }
-}
-
-/// Shuts the cache's private ``BlockingPool`` down when the cache goes away.
-private final class TableDrawingPoolOwner: Sendable {
-    let pool: BlockingPool<Void>
-    init(_ pool: BlockingPool<Void>) { self.pool = pool }
-    deinit { pool.shutdown() }
 }
