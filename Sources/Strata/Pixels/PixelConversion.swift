@@ -92,10 +92,7 @@ public enum PixelConversion {
         switch style {
         case .bgra32Premultiplied, .bgrx32:
             // Either 4-byte style from the other: both are opaque-or-premultiplied BGR + 0xFF.
-            for i in 0..<count {
-                d[4 * i] = s[4 * i]; d[4 * i + 1] = s[4 * i + 1]; d[4 * i + 2] = s[4 * i + 2]
-                d[4 * i + 3] = 255
-            }
+            toBGRA(s, from: .bgrx32, count: count, into: d)
         case .rgb565:
             let raw = UnsafeMutableRawPointer(d)
             for i in 0..<count {
