@@ -11,6 +11,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // NIOConcurrencyHelpers only: `strata bench locks` measures NIOLock beside our own lock.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
     ],
     targets: [
         // C libraries: one systemLibrary target each, a tiny shim header, found with pkg-config.
@@ -23,18 +25,21 @@ let package = Package(
         .systemLibrary(
             name: "CPNG", pkgConfig: "libpng",
             providers: [.apt(["libpng-dev"])]),
+        // The project's Linux-only C (futex lock, eventfd, getdents64, _GNU_SOURCE constants).
+        .target(name: "CStrataLinux"),
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CWebP", "CPNG",
+                "CTurboJPEG", "CWebP", "CPNG", "CStrataLinux",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "strata",
             dependencies: [
-                "Strata",
+                "Strata", "CStrataLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -3,11 +3,8 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import CStrataLinux
 import Synchronization
-
-/// glibc's `pthread_setname_np` is declared only under `_GNU_SOURCE`, so Swift does not see it.
-@_silgen_name("pthread_setname_np")
-private func strataSetThreadName(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32
 
 /// A dedicated POSIX thread for blocking work (file I/O, `poll`, `read` on an inotify
 /// descriptor) that must never run on Swift's cooperative pool.
@@ -65,7 +62,7 @@ public final class OSThread: Sendable {
         bytes.append(0)
         bytes.withUnsafeBufferPointer { buffer in
             buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
-                _ = strataSetThreadName(pthread_self(), $0)
+                _ = strata_set_thread_name($0)
             }
         }
     }

@@ -1,0 +1,71 @@
+#define _GNU_SOURCE
+#include "CStrataLinux.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+const int strata_F_OFD_SETLK = F_OFD_SETLK;
+const int strata_F_OFD_SETLKW = F_OFD_SETLKW;
+const int strata_F_OFD_GETLK = F_OFD_GETLK;
+const int strata_EFD_CLOEXEC = EFD_CLOEXEC;
+const int strata_EFD_NONBLOCK = EFD_NONBLOCK;
+
+int strata_eventfd(unsigned int initval, int flags) { return eventfd(initval, flags); }
+
+ssize_t strata_getdents64(int fd, void *buffer, size_t count) {
+    return (ssize_t)syscall(SYS_getdents64, fd, buffer, count);
+}
+
+int strata_set_thread_name(const char *name) { return pthread_setname_np(pthread_self(), name); }
+
+int strata_flock(int fd, int operation) { return flock(fd, operation); }
+
+int strata_gettid(void) { return (int)syscall(SYS_gettid); }
+
+int strata_futex_wait(uint32_t *word, uint32_t expected) {
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+int strata_futex_wake(uint32_t *word, int count) {
+    return (int)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+}
+
+static inline void strata_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+const int strata_lock_spin_limit = 100;
+
+void strata_lock_lock_contended(uint32_t *word) {
+    // Spin while the holder is likely running a short critical section: read-only polling keeps
+    // the cache line shared until it is released, then one compare-and-swap takes it.
+    for (int i = 0; i < strata_lock_spin_limit; i++) {
+        uint32_t seen = __atomic_load_n(word, __ATOMIC_RELAXED);
+        if (seen == 0) {
+            uint32_t expected = 0;
+            if (__atomic_compare_exchange_n(word, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+        } else if (seen == 2) {
+            break;  // others already sleep: join them instead of burning the core
+        }
+        strata_cpu_relax();
+    }
+    // Mark "held, maybe with sleepers" and sleep until the holder's unlock wakes us.
+    while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) {
+        (void)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+    }
+}
+
+void strata_lock_wake(uint32_t *word) {
+    (void)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
