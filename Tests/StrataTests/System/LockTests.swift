@@ -93,3 +93,4 @@ import Glibc
         #expect(throws: Never.self) { try bytes.withUnsafeBytes { try file.write($0, at: 0) } }
     }
 }
+
