@@ -55,8 +55,6 @@ void strata_lock_lock_contended(uint32_t *word) {
         if (seen == 0) {
             uint32_t expected = 0;
             if (__atomic_compare_exchange_n(word, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
-        } else if (seen == 2) {
-            break;  // others already sleep: join them instead of burning the core
         }
         strata_cpu_relax();
     }

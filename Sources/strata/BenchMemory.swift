@@ -18,7 +18,7 @@ struct BenchMemoryCommand: ParsableCommand {
             threads of thread time / operations), which filters out descheduling on a shared \
             machine. With equal costs NSCache inserts at the head of its cost-sorted list and \
             evicts the entry it just inserted, so its insert is O(1) here; with distinct costs \
-            it walks the list. The `floor` line (text output) is a bare Mutex + Dictionary \
+            it walks the list. The `floor` line (text output) is a bare Lock + Dictionary \
             lookup of the same keys: the memory latency any hash-map hit pays on this machine.
             Traces: Zipf 1.0 and 0.8 over `keys` keys, `requests` requests, and Zipf 1.0 with a \
             one-pass scan of 10 000 new keys every 100 000 requests; cache of 1 % and 10 % of \
@@ -40,7 +40,7 @@ struct BenchMemoryCommand: ParsableCommand {
     @Option(help: "Distinct keys of the Zipf traces.")
     var keys = 100_000
 
-    @Option(help: "Only time this: strata, nscache, sharded (ShardedMemoryCache, 8 shards) or floor.")
+    @Option(help: "Only time this: strata (default stripes), exact (one stripe), nscache or floor.")
     var only: String?
 
     @Option(parsing: .upToNextOption, help: "Thread counts for the operation timings.")
@@ -57,14 +57,14 @@ struct BenchMemoryCommand: ParsableCommand {
         if !skipOps {
             for n in entries {
                 for threads in threads {
-                    for impl in [Impl.strata, .nscache, .sharded] where only == impl.rawValue || (only == nil && impl != .sharded) {
+                    for impl in [Impl.strata, .exact, .nscache] where only == impl.rawValue || (only == nil && impl != .exact) {
                         let row = measureOps(impl: impl, entries: n, threads: threads, ops: ops)
                         opRows.append(row)
                         if !json { log(row.text) }
                     }
                 }
                 if !json, only == nil || only == "floor" {
-                    log(String(format: "floor    %8d entries 1 thr: hit %8.1f ns  (Mutex + Dictionary<Int, object>, no policy)",
+                    log(String(format: "floor    %8d entries 1 thr: hit %8.1f ns  (Lock + Dictionary<Int, object>, no policy)",
                                n, measureFloor(entries: n, ops: ops)))
                 }
             }
@@ -85,9 +85,10 @@ struct BenchMemoryCommand: ParsableCommand {
                     traceRows.append(row)
                     if !json {
                         log(row.text)
-                        let sharded = TraceGenerator.strataMissRatio(trace, capacity: capacity, shards: 8)
-                        log(String(format: "%-13@ cache %2d%%: ShardedMemoryCache (8 shards) miss %.4f  (%+.1f %%)",
-                                   name, pct, sharded, (sharded - lru) / lru * 100))
+                        let exact = TraceGenerator.strataMissRatio(trace, capacity: capacity, stripes: 1)
+                        let stripes = MemoryCache<Int, Int>.defaultStripes(costLimit: capacity, countLimit: capacity)
+                        log(String(format: "%-13@ cache %2d%%: (default %d stripes above) one stripe miss %.4f  (%+.1f %%)",
+                                   name, pct, stripes, exact, (exact - lru) / lru * 100))
                     }
                 }
             }
@@ -105,8 +106,8 @@ struct BenchMemoryCommand: ParsableCommand {
     }
 }
 
-/// `sharded` (text output only, `--only sharded`) is ``ShardedMemoryCache`` with 8 shards.
-enum Impl: String { case strata, nscache, sharded }
+/// `strata` is ``MemoryCache`` with its default stripes; `exact` (`--only exact`) with one.
+enum Impl: String { case strata, exact, nscache }
 
 struct OpRow {
     var impl: Impl
@@ -116,14 +117,17 @@ struct OpRow {
     var missNs: Double
     var insertNs: Double
 
+    /// Hits per second, all threads together (each thread's hit takes `hitNs`).
+    var hitsPerSecond: Double { Double(threads) / hitNs * 1e9 }
+
     var json: String {
-        String(format: "{\"impl\":\"%@\",\"entries\":%d,\"threads\":%d,\"hit_ns\":%.1f,\"miss_ns\":%.1f,\"insert_ns\":%.1f}",
-               impl.rawValue, entries, threads, hitNs, missNs, insertNs)
+        String(format: "{\"impl\":\"%@\",\"entries\":%d,\"threads\":%d,\"hit_ns\":%.1f,\"hits_per_s\":%.0f,\"miss_ns\":%.1f,\"insert_ns\":%.1f}",
+               impl.rawValue, entries, threads, hitNs, hitsPerSecond, missNs, insertNs)
     }
 
     var text: String {
-        String(format: "%-8@ %8d entries %d thr: hit %8.1f ns  miss %8.1f ns  insert+evict %8.1f ns",
-               impl.rawValue, entries, threads, hitNs, missNs, insertNs)
+        String(format: "%-8@ %8d entries %2d thr: hit %8.1f ns (%6.2f M hits/s)  miss %8.1f ns  insert+evict %8.1f ns",
+               impl.rawValue, entries, threads, hitNs, hitsPerSecond / 1e6, missNs, insertNs)
     }
 }
 
@@ -225,8 +229,8 @@ func measureOps(impl: Impl, entries n: Int, threads: Int, ops: Int) -> OpRow {
     let fresh = Payload(-1)
 
     switch impl {
-    case .strata:
-        let cache = MemoryCache<Int, Payload>(costLimit: n, countLimit: n, maxEntryShare: 1)
+    case .strata, .exact:
+        let cache = MemoryCache<Int, Payload>(costLimit: n, countLimit: n, maxEntryShare: 1, stripes: impl == .exact ? 1 : nil)
         for k in 0..<n { cache.insert(payloads[k], forKey: k, cost: 1) }
         let hit = KeyArrays(ints: sets.map(\.hit))
         let miss = KeyArrays(ints: sets.map(\.miss))
@@ -247,22 +251,6 @@ func measureOps(impl: Impl, entries n: Int, threads: Int, ops: Int) -> OpRow {
         precondition(cache.count <= n)
         return OpRow(impl: impl, entries: n, threads: threads, hitNs: hitT,
                      missNs: missT, insertNs: insT)
-    case .sharded:
-        let cache = ShardedMemoryCache<Int, Payload>(costLimit: n, countLimit: n, maxEntryShare: 1, shards: 8)
-        for k in 0..<n { cache.insert(payloads[k], forKey: k, cost: 1) }
-        let hit = KeyArrays(ints: sets.map(\.hit))
-        let miss = KeyArrays(ints: sets.map(\.miss))
-        let ins = KeyArrays(ints: sets.map(\.insert))
-        let hitT = timeRounds(threads, ops) { t, r in
-            for k in hit.ints[t][r] { _ = cache.value(forKey: k) }
-        }
-        let missT = timeRounds(threads, ops) { t, r in
-            for k in miss.ints[t][r] { _ = cache.value(forKey: k) }
-        }
-        let insT = timeRounds(threads, ops) { t, r in
-            for k in ins.ints[t][r] { cache.insert(fresh, forKey: k, cost: 1) }
-        }
-        return OpRow(impl: impl, entries: n, threads: threads, hitNs: hitT, missNs: missT, insertNs: insT)
     case .nscache:
         let cache = NSCache<NSNumber, Payload>()
         cache.countLimit = n
@@ -298,7 +286,7 @@ func measureFloor(entries n: Int, ops: Int) -> Double {
     let keys = (0..<ops).map { _ in Int(rng.next() % UInt64(n)) }
     var dict = [Int: Payload](minimumCapacity: n)
     for k in 0..<n { dict[k] = Payload(k) }
-    let map = Mutex(dict)
+    let map = Strata.Lock(dict)
     dict = [:]
     let slices = KeyArrays(ints: [keys])
     return timeRounds(1, ops) { _, r in
@@ -367,9 +355,9 @@ enum TraceGenerator {
         return Double(misses) / Double(trace.count)
     }
 
-    /// The same with ``ShardedMemoryCache``.
-    static func strataMissRatio(_ trace: [Int], capacity: Int, shards: Int) -> Double {
-        let cache = ShardedMemoryCache<Int, Int>(costLimit: capacity, countLimit: capacity, maxEntryShare: 1, shards: shards)
+    /// The same with a given number of stripes.
+    static func strataMissRatio(_ trace: [Int], capacity: Int, stripes: Int) -> Double {
+        let cache = MemoryCache<Int, Int>(costLimit: capacity, countLimit: capacity, maxEntryShare: 1, stripes: stripes)
         var misses = 0
         for k in trace where cache.value(forKey: k) == nil {
             misses += 1

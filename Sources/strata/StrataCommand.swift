@@ -16,6 +16,6 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "bench",
         abstract: "Benchmark Strata's tiers (build with -c release).",
         subcommands: [BenchSourceCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
-                      BenchScrollCommand.self, BenchMemoryCommand.self]
+                      BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self]
     )
 }

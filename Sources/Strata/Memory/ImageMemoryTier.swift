@@ -109,7 +109,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         }
     }
 
-    private let state: Mutex<State>
+    private let state: Lock<State>
     /// The configuration in force.
     public var configuration: Configuration { locked { $0.configuration } }
 
@@ -117,19 +117,14 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// (validate first to turn them into an error).
     public init(configuration: Configuration = Configuration()) {
         do { try configuration.validate() } catch { preconditionFailure("\(error)") }
-        state = Mutex(State(cache: TinyLFUCore(costLimit: configuration.costLimit, countLimit: configuration.countLimit,
+        state = Lock(State(cache: TinyLFUCore(costLimit: configuration.costLimit, countLimit: configuration.countLimit,
                                                maxEntryShare: configuration.maxEntryShare),
                             configuration: configuration))
     }
 
-    /// Runs `body` on the state under the mutex (with ThreadSanitizer annotations).
+    /// Runs `body` on the state under the lock.
     private func locked<R: Sendable>(_ body: (inout State) -> R) -> R {
-        let token = Unmanaged.passUnretained(self).toOpaque()
-        return state.withLock { state in
-            ThreadSanitizerHooks.acquire?(token)
-            defer { ThreadSanitizerHooks.release?(token) }
-            return body(&state)
-        }
+        state.withLock(body)
     }
 
     /// Bytes `image` pins while held (see the type's discussion).

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// Counters and current occupancy of a cache, taken atomically under its lock.
@@ -71,70 +74,90 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 /// trimmed, listed and measured.
 ///
 /// - Limits: the total cost never exceeds `costLimit` and the count never exceeds
-///   `countLimit` once a call returns. A value costing more than `maxEntryShare × costLimit`
+///   `countLimit` once a call returns (with calls still running on other threads, by at most
+///   what those calls are inserting). A value costing more than `maxEntryShare × costLimit`
 ///   (default 10 %) is refused: it would flush most of the cache for one entry.
-/// - Concurrency: one `Synchronization.Mutex` around the whole state; a hit is one hash, an
-///   index probe and a bit and a counter set in the entry under it. For many small entries
-///   hit from several threads, ``ShardedMemoryCache`` splits the cache by key hash (measured
-///   faster with two threads); one lock is the default because shards evict independently,
-///   which wastes room when entries are large. Values evicted by an operation are released
-///   under the lock (``ImageMemoryTier`` releases its images after unlocking, as theirs may
-///   `munmap`).
+/// - Concurrency: the keys are split by hash into *stripes*, each a W-TinyLFU policy (index,
+///   window, probation, protected, frequency sketch) behind its own ``Lock``, so hits on
+///   different stripes never wait for each other or share a cache line. The limits stay global:
+///   two atomic counters hold the whole cache's cost and count, and an insert that takes them
+///   over evicts (by the policy, in its own stripe first) until they fit — a large entry is
+///   not confined to a stripe's share. With one stripe the policy is exact W-TinyLFU; with
+///   several, each stripe admits and evicts by its own frequencies (miss ratios on the Zipf
+///   traces within a point of one stripe: `strata bench memory`). The default is one stripe
+///   for small caches and `2 × cores` (a power of two, at most 64) once each stripe can hold
+///   at least 256 entries. Values evicted by an operation are released under the stripe's lock
+///   (``ImageMemoryTier`` releases its images after unlocking, as theirs may `munmap`).
 /// - Memory: about 48 bytes per entry of nodes (for word-sized keys and values), 10–20 of index and 32 of frequency sketch
-///   (the sketch is capped at 32 MiB), besides the keys and values themselves.
+///   (the sketch is capped at 32 MiB per stripe), besides the keys and values themselves.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: MemoryTrimmable, Sendable {
-    @usableFromInline let state: Mutex<TinyLFUCore<Key, Value>>
-    /// ``ThreadSanitizerHooks``, read once here so that a lookup does not pay for the
-    /// lazily initialised globals' checks twice under the lock.
-    @usableFromInline let tsanAcquire: ThreadSanitizerHooks.Hook?
-    @usableFromInline let tsanRelease: ThreadSanitizerHooks.Hook?
+    @usableFromInline let stripes: [Lock<TinyLFUCore<Key, Value>>]
+    /// `64 - log2(stripes)`: a hash's stripe is its top bits after a multiply (independent of
+    /// the low bits each stripe's index uses); 64 with one stripe.
+    @usableFromInline let shift: Int
+    /// Whole-cache cost and count, kept by striped caches (one stripe keeps its own).
+    @usableFromInline let totalCostCounter = Atomic<Int>(0)
+    @usableFromInline let countCounter = Atomic<Int>(0)
+    @usableFromInline let costLimitValue: Atomic<Int>
+    @usableFromInline let countLimitValue: Atomic<Int>
+    @usableFromInline let maxEntryShare: Double
 
     /// - Parameters:
     ///   - costLimit: the most the costs of all resident values may add up to (≥ 0).
     ///   - countLimit: the most values that may be resident (≥ 0); `Int.max` for no limit.
     ///   - maxEntryShare: the largest share of `costLimit` one value may cost (0...1).
-    public init(costLimit: Int, countLimit: Int = .max, maxEntryShare: Double = 0.10) {
+    ///   - stripes: a power of two ≥ 1; `nil` for the default (see the type's discussion).
+    public init(costLimit: Int, countLimit: Int = .max, maxEntryShare: Double = 0.10, stripes: Int? = nil) {
         precondition(costLimit >= 0 && countLimit >= 0, "cache limits must be ≥ 0")
         precondition(maxEntryShare >= 0 && maxEntryShare <= 1, "maxEntryShare must be within 0...1")
-        state = Mutex(TinyLFUCore(costLimit: costLimit, countLimit: countLimit, maxEntryShare: maxEntryShare))
-        tsanAcquire = ThreadSanitizerHooks.acquire
-        tsanRelease = ThreadSanitizerHooks.release
-    }
-
-    /// Runs `body` on the state under the mutex (with ThreadSanitizer annotations).
-    @inlinable
-    func locked<R: Sendable>(_ body: (inout TinyLFUCore<Key, Value>) -> R) -> R {
-        let token = Unmanaged.passUnretained(self).toOpaque()
-        let acquire = tsanAcquire, release = tsanRelease
-        return state.withLock { core in
-            acquire?(token)
-            defer { release?(token) }
-            return body(&core)
+        let n = stripes ?? Self.defaultStripes(costLimit: costLimit, countLimit: countLimit)
+        precondition(n >= 1 && n & (n - 1) == 0, "stripes must be a power of two")
+        self.maxEntryShare = maxEntryShare
+        costLimitValue = Atomic(costLimit)
+        countLimitValue = Atomic(countLimit)
+        shift = 64 - n.trailingZeroBitCount
+        let entryCap = cacheShare(of: costLimit, maxEntryShare)
+        self.stripes = (0..<n).map { _ in
+            var core = TinyLFUCore<Key, Value>(costLimit: costLimit / n, countLimit: countLimit == .max ? .max : countLimit / n,
+                                               maxEntryShare: maxEntryShare)
+            if n > 1 {
+                core.maxEntryCostOverride = entryCap
+                core.externalExcess = (0, 0)
+                core.computeBudgets()
+            }
+            return Lock(core)
         }
     }
+
+    /// The default stripe count: `2 × cores` rounded up to a power of two (at most 64) when
+    /// every stripe can hold 256 entries by both limits; otherwise one (exact W-TinyLFU).
+    public static func defaultStripes(costLimit: Int, countLimit: Int) -> Int {
+        let cores = Swift.max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        var n = 1
+        while n < 2 * cores && n < 64 { n *= 2 }
+        return costLimit / n >= 256 && countLimit / n >= 256 ? n : 1
+    }
+
+    /// The stripe of `hash`.
+    @inlinable
+    func stripe(_ hash: Int) -> Int {
+        shift == 64 ? 0 : Int(truncatingIfNeeded: (UInt64(bitPattern: Int64(hash)) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
+    }
+
+    @inlinable var isStriped: Bool { shift != 64 }
 
     /// The value for `key`, or `nil`. Counts a hit or a miss and records the access.
     @inlinable
     public func value(forKey key: Key) -> Value? {
-        locked { $0.value(forKey: key) }
-    }
-
-    /// ``value(forKey:)`` with the key's `hashValue` already computed (for ``ShardedMemoryCache``).
-    @inlinable
-    func value(forKey key: Key, hash: Int) -> Value? {
-        locked { $0.value(forKey: key, hash: hash) }
-    }
-
-    /// ``insert(_:forKey:cost:)`` with the key's `hashValue` already computed.
-    @inlinable
-    func insert(_ value: Value, forKey key: Key, hash: Int, cost: Int) -> Bool {
-        locked { $0.insert(value, forKey: key, hash: hash, cost: cost, evicted: { _, _ in }) }
+        let hash = key.hashValue
+        return stripes[stripe(hash)].withLock { $0.value(forKey: key, hash: hash) }
     }
 
     /// Whether `key` is resident, without counting a lookup or touching recency.
     @inlinable
     public func contains(_ key: Key) -> Bool {
-        locked { $0.slot(for: key) != nil }
+        let hash = key.hashValue
+        return stripes[stripe(hash)].withLock { $0.find(key, hash: hash) != nil }
     }
 
     /// Inserts or replaces the value for `key`, evicting others as the limits require.
@@ -144,41 +167,152 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     @inlinable
     @discardableResult
     public func insert(_ value: Value, forKey key: Key, cost: Int) -> Bool {
-        locked { $0.insert(value, forKey: key, cost: cost, evicted: { _, _ in }) }
+        let hash = key.hashValue
+        let s = stripe(hash)
+        guard isStriped else {
+            return stripes[0].withLock { $0.insert(value, forKey: key, hash: hash, cost: cost, evicted: { _, _ in }) }
+        }
+        let (admitted, costDelta, countDelta) = stripes[s].withLock { core in
+            let before = (core.totalCost, core.count)
+            // Evict inside the same critical section, so the admission duel sees the entries
+            // this insert moves out of the window: as much as the whole cache will be over.
+            let old = core.find(key, hash: hash).map { core.nodes[Int($0)].cost }
+            core.externalExcess = (
+                totalCostCounter.load(ordering: .relaxed) + Swift.max(0, cost) - (old ?? 0) - costLimitValue.load(ordering: .relaxed),
+                countCounter.load(ordering: .relaxed) + (old == nil ? 1 : 0) - countLimitValue.load(ordering: .relaxed))
+            let admitted = core.insert(value, forKey: key, hash: hash, cost: cost, evicted: { _, _ in })
+            core.externalExcess = (0, 0)
+            return (admitted, core.totalCost - before.0, core.count - before.1)
+        }
+        totalCostCounter.add(costDelta, ordering: .relaxed)
+        countCounter.add(countDelta, ordering: .relaxed)
+        // Over only when this stripe had too little to evict, or other threads inserted meanwhile.
+        if costDelta > 0 || countDelta > 0 { enforceLimits(from: s, sparing: admitted ? key : nil) }
+        return admitted
+    }
+
+    /// Evicts until the whole cache fits its limits (or, with `costTarget`, until its cost is
+    /// at most that): from stripe `first`, then the next ones. `keep` (the key just inserted) is
+    /// not evicted: it fits the limits on its own.
+    @usableFromInline
+    func enforceLimits(from first: Int, sparing keep: Key?, costTarget: Int? = nil) {
+        var s = first
+        var emptyVisits = 0
+        while emptyVisits < stripes.count {
+            let excessCost = totalCostCounter.load(ordering: .relaxed) - (costTarget ?? costLimitValue.load(ordering: .relaxed))
+            let excessCount = costTarget != nil ? 0 : countCounter.load(ordering: .relaxed) - countLimitValue.load(ordering: .relaxed)
+            guard excessCost > 0 || excessCount > 0 else { return }
+            let freed = stripes[s].withLock {
+                $0.evictExternally(cost: excessCost, count: excessCount, sparing: s == first ? keep : nil, { _, _ in })
+            }
+            totalCostCounter.subtract(freed.cost, ordering: .relaxed)
+            countCounter.subtract(freed.count, ordering: .relaxed)
+            if freed.count == 0 {
+                emptyVisits += 1
+                s = (s + 1) & (stripes.count - 1)
+            } else {
+                emptyVisits = 0
+            }
+        }
     }
 
     /// Removes the value for `key` and returns it (not counted as an eviction).
     @inlinable
     @discardableResult
     public func removeValue(forKey key: Key) -> Value? {
-        locked { $0.remove(key) }
+        let hash = key.hashValue
+        let removed: (Value, Int)? = stripes[stripe(hash)].withLock { core in
+            guard let i = core.find(key, hash: hash) else { return nil }
+            let cost = core.nodes[Int(i)].cost
+            return (core.release(i).1, cost)
+        }
+        guard let (value, cost) = removed else { return nil }
+        if isStriped {
+            totalCostCounter.subtract(cost, ordering: .relaxed)
+            countCounter.subtract(1, ordering: .relaxed)
+        }
+        return value
     }
 
     /// Removes every value and forgets the access history; statistics counters are kept.
     public func removeAll() {
-        locked { $0.removeAll() }
+        for stripe in stripes {
+            let (cost, count) = stripe.withLock { core in
+                let before = (core.totalCost, core.count)
+                core.removeAll()
+                return before
+            }
+            if isStriped {
+                totalCostCounter.subtract(cost, ordering: .relaxed)
+                countCounter.subtract(count, ordering: .relaxed)
+            }
+        }
     }
 
-    /// Evicts, least valuable first, until the total cost is at most `cost`.
+    /// Evicts, least valuable first, until the total cost is at most `cost` (and, as with one
+    /// stripe, by less than one entry more): each stripe first frees at most its share of the
+    /// excess (in proportion to its cost), then single evictions take the rest.
     public func trim(toCost cost: Int) {
-        locked { $0.trim(toCost: cost, { _, _ in }) }
+        guard isStriped else { return stripes[0].withLock { $0.trim(toCost: cost, { _, _ in }) } }
+        let target = Swift.max(0, cost)
+        let costs = stripes.map { $0.withLock { $0.totalCost } }
+        let total = costs.reduce(0, +)
+        guard total > target else { return }
+        for (stripe, c) in zip(stripes, costs) {
+            let quota = Int((Double(total - target) * Double(c) / Double(total)).rounded(.down))
+            let freed = stripe.withLock { core in
+                let count = core.count
+                return (core.trim(freeingAtMost: quota, { _, _ in }), count - core.count)
+            }
+            totalCostCounter.subtract(freed.0, ordering: .relaxed)
+            countCounter.subtract(freed.1, ordering: .relaxed)
+        }
+        enforceLimits(from: 0, sparing: nil, costTarget: target)
     }
 
     /// Changes the limits (for configuration reloads), evicting at once if needed.
     public func setLimits(costLimit: Int, countLimit: Int) {
         precondition(costLimit >= 0 && countLimit >= 0, "cache limits must be ≥ 0")
-        locked { $0.setLimits(costLimit: costLimit, countLimit: countLimit, { _, _ in }) }
+        costLimitValue.store(costLimit, ordering: .relaxed)
+        countLimitValue.store(countLimit, ordering: .relaxed)
+        let n = stripes.count
+        for stripe in stripes {
+            stripe.withLock { core in
+                if n > 1 { core.maxEntryCostOverride = cacheShare(of: costLimit, maxEntryShare) }
+                core.setLimits(costLimit: costLimit / n, countLimit: countLimit == .max ? .max : countLimit / n, { _, _ in })
+            }
+        }
+        if isStriped { enforceLimits(from: 0, sparing: nil) }
     }
 
-    /// Counters and occupancy, consistent with each other.
-    public var statistics: CacheStatistics { locked { $0.statistics } }
+    /// Counters and occupancy (each stripe's snapshot is consistent; with several stripes the
+    /// sum is taken stripe by stripe).
+    public var statistics: CacheStatistics {
+        var sum = stripes.reduce(into: CacheStatistics()) { sum, stripe in
+            let x = stripe.withLock { $0.statistics }
+            sum.hits += x.hits
+            sum.misses += x.misses
+            sum.insertions += x.insertions
+            sum.evictions += x.evictions
+            sum.rejections += x.rejections
+            sum.totalCost += x.totalCost
+            sum.count += x.count
+        }
+        sum.costLimit = costLimitValue.load(ordering: .relaxed)
+        sum.countLimit = countLimitValue.load(ordering: .relaxed)
+        return sum
+    }
 
     /// Sum of the resident values' costs.
-    public var totalCost: Int { locked { $0.totalCost } }
+    public var totalCost: Int {
+        isStriped ? totalCostCounter.load(ordering: .relaxed) : stripes[0].withLock { $0.totalCost }
+    }
 
     /// Number of resident values.
-    public var count: Int { locked { $0.count } }
+    public var count: Int {
+        isStriped ? countCounter.load(ordering: .relaxed) : stripes[0].withLock { $0.count }
+    }
 
     /// The resident keys, in no particular order (O(count); for diagnostics and tests).
-    public var keys: [Key] { locked { $0.keys } }
+    public var keys: [Key] { stripes.flatMap { $0.withLock { $0.keys } } }
 }

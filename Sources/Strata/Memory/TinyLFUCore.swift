@@ -121,6 +121,13 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @usableFromInline private(set) var maxEntryShare: Double
     /// Entries costing more than this are refused.
     @usableFromInline private(set) var maxEntryCost: Int
+    /// Replaces `maxEntryShare × costLimit` as the per-entry cap (a stripe of a striped
+    /// ``MemoryCache`` caps entries by the whole cache's limit, not its own share).
+    @usableFromInline var maxEntryCostOverride: Int?
+    /// Set when the limits are enforced outside this core (a stripe of a striped
+    /// ``MemoryCache``): the cost and count still to evict; the core's own limits then only
+    /// size its window and protected segments.
+    @usableFromInline var externalExcess: (cost: Int, count: Int)?
     @usableFromInline var windowCostLimit = 0
     @usableFromInline var windowCountLimit = 0
     @usableFromInline var protectedCostLimit = 0
@@ -164,7 +171,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
 
     @usableFromInline
     mutating func computeBudgets() {
-        maxEntryCost = cacheShare(of: costLimit, maxEntryShare)
+        maxEntryCost = maxEntryCostOverride ?? cacheShare(of: costLimit, maxEntryShare)
         windowCostLimit = cacheShare(of: costLimit, Self.windowShare)
         windowCountLimit = Swift.max(1, cacheShare(of: countLimit, Self.windowShare))
         protectedCostLimit = cacheShare(of: costLimit - windowCostLimit, Self.protectedShare)
@@ -490,7 +497,24 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     }
 
     @inlinable
-    var isOverLimits: Bool { totalCost > costLimit || count > countLimit }
+    var isOverLimits: Bool {
+        if let excess = externalExcess { return excess.cost > 0 || excess.count > 0 }
+        return totalCost > costLimit || count > countLimit
+    }
+
+    /// Evicts, in the policy's order and with its admission duel, at least `cost` and `count`
+    /// (as far as this core holds entries other than `keep`'s); for a stripe of a striped cache,
+    /// whose limits are enforced across stripes. Returns the cost and count evicted.
+    @inlinable
+    mutating func evictExternally(cost: Int, count wanted: Int, sparing keep: Key?,
+                                  _ evicted: (Key, Value) -> Void) -> (cost: Int, count: Int) {
+        let keepSlot = keep.flatMap { slot(for: $0) } ?? -1
+        let before = (totalCost, count)
+        externalExcess = (cost, wanted)
+        evictIfNeeded(sparing: keepSlot, evicted)
+        externalExcess = (0, 0)
+        return (before.0 - totalCost, before.1 - count)
+    }
 
     /// Moves window overflow to probation, then evicts while over the limits, each time
     /// dropping the less frequent of (oldest candidate from the window, probation's LRU).
@@ -511,6 +535,8 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
             lastCandidate = w
         }
         while isOverLimits {
+            // Limits enforced outside: stop when nothing but `keep` is left here.
+            if externalExcess != nil, count - (keep >= 0 ? 1 : 0) <= 0 { break }
             // A probation entry hit since it arrived is promoted instead of becoming the victim.
             while true {
                 let h = probation.head
@@ -539,11 +565,31 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// Evicts in policy order: probation LRU, then protected LRU, then window LRU.
     @inlinable
     mutating func evictOne(sparing keep: Int32 = -1, _ evicted: (Key, Value) -> Void) {
+        let i = nextVictim(sparing: keep)
+        precondition(i >= 0, "over limits with nothing to evict")
+        evict(i, evicted)
+    }
+
+    /// The slot ``evictOne(sparing:_:)`` would evict, or -1 when there is none.
+    @inlinable
+    func nextVictim(sparing keep: Int32 = -1) -> Int32 {
         var i = pick(probation.head, sparing: keep)
         if i < 0 { i = pick(protected.head, sparing: keep) }
         if i < 0 { i = pick(window.head, sparing: keep) }
-        precondition(i >= 0, "over limits with nothing to evict")
-        evict(i, evicted)
+        return i
+    }
+
+    /// Evicts in policy order while the next victim still fits in `quota` (never frees more);
+    /// returns the cost freed. For the proportional first pass of a striped trim.
+    @usableFromInline
+    mutating func trim(freeingAtMost quota: Int, _ evicted: (Key, Value) -> Void) -> Int {
+        var freed = 0
+        while true {
+            let i = nextVictim()
+            guard i >= 0, freed + nodes[Int(i)].cost <= quota else { return freed }
+            freed += nodes[Int(i)].cost
+            evict(i, evicted)
+        }
     }
 
     @inlinable
@@ -553,6 +599,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
 
     @inlinable
     mutating func evict(_ i: Int32, _ evicted: (Key, Value) -> Void) {
+        if let excess = externalExcess { externalExcess = (excess.cost - nodes[Int(i)].cost, excess.count - 1) }
         let (key, value) = release(i)
         evictions &+= 1
         evicted(key, value)

@@ -17,9 +17,13 @@ import CStrataLinux
 /// Waiting: ``withLock(waitingUntil:_:)`` sleeps, with the lock released, until a predicate on the
 /// state holds; whoever changes the state so that it may hold calls ``signal()`` or
 /// ``broadcast()`` after the change. Cost of a signal with no waiter: one atomic load.
-public final class Lock<State>: @unchecked Sendable {
+public final class Lock<State: ~Copyable>: @unchecked Sendable {
     /// [lock word][condition sequence][waiter count] … padding … [State] at `stateOffset`.
     @usableFromInline let base: UnsafeMutableRawPointer
+    /// ``ThreadSanitizerHooks``, read once: a global's lazy-initialisation check on every
+    /// acquire would cost as much as the uncontended lock itself.
+    @usableFromInline let tsanAcquire: ThreadSanitizerHooks.Hook?
+    @usableFromInline let tsanRelease: ThreadSanitizerHooks.Hook?
 
     @usableFromInline static var stateOffset: Int {
         max(64, (12 + MemoryLayout<State>.alignment - 1) / MemoryLayout<State>.alignment * MemoryLayout<State>.alignment)
@@ -30,6 +34,8 @@ public final class Lock<State>: @unchecked Sendable {
         base = .allocate(byteCount: Self.stateOffset + MemoryLayout<State>.size, alignment: max(64, MemoryLayout<State>.alignment))
         base.initializeMemory(as: UInt32.self, repeating: 0, count: 3)
         (base + Self.stateOffset).bindMemory(to: State.self, capacity: 1).initialize(to: initial)
+        tsanAcquire = ThreadSanitizerHooks.acquire
+        tsanRelease = ThreadSanitizerHooks.release
     }
 
     deinit {
@@ -44,11 +50,11 @@ public final class Lock<State>: @unchecked Sendable {
 
     @inlinable func lock() {
         strata_lock_lock(word)
-        ThreadSanitizerHooks.acquire?(base)
+        tsanAcquire?(base)
     }
 
     @inlinable func unlock() {
-        ThreadSanitizerHooks.release?(base)
+        tsanRelease?(base)
         strata_lock_unlock(word)
     }
 
@@ -65,7 +71,7 @@ public final class Lock<State>: @unchecked Sendable {
     @inlinable
     public func withLockIfAvailable<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R? {
         guard strata_lock_trylock(word) != 0 else { return nil }
-        ThreadSanitizerHooks.acquire?(base)
+        tsanAcquire?(base)
         defer { unlock() }
         return try body(&state.pointee)
     }

@@ -234,14 +234,14 @@ struct MemoryCacheTests {
     }
 }
 
-@Suite("ShardedMemoryCache")
-struct ShardedMemoryCacheTests {
-    @Test("limits hold and served values are the last stored, across shards", arguments: [1, 2, 4, 8])
-    func randomised(shards: Int) {
-        var rng = MemoryCacheTests.Rng(state: UInt64(shards) * 7)
+@Suite("MemoryCache stripes")
+struct StripedMemoryCacheTests {
+    @Test("limits hold and served values are the last stored, across stripes", arguments: [1, 2, 4, 8])
+    func randomised(stripes: Int) {
+        var rng = MemoryCacheTests.Rng(state: UInt64(stripes) * 7)
         let costLimit = 4_000, countLimit = 200
-        let cache = ShardedMemoryCache<Int, Int>(costLimit: costLimit, countLimit: countLimit, maxEntryShare: 0.05,
-                                                 shards: shards)
+        let cache = MemoryCache<Int, Int>(costLimit: costLimit, countLimit: countLimit, maxEntryShare: 0.05,
+                                          stripes: stripes)
         var model: [Int: Int] = [:]
         var lookups: UInt64 = 0
         for step in 0..<4_000 {
@@ -271,9 +271,9 @@ struct ShardedMemoryCacheTests {
         #expect(cache.count == 0)
     }
 
-    @Test("concurrent tasks on a sharded cache keep the limits")
+    @Test("concurrent tasks on a striped cache keep the limits")
     func concurrentStress() async {
-        let cache = ShardedMemoryCache<Int, Int>(costLimit: 8_000, countLimit: 400, maxEntryShare: 0.02, shards: 4)
+        let cache = MemoryCache<Int, Int>(costLimit: 8_000, countLimit: 400, maxEntryShare: 0.02, stripes: 4)
         await withTaskGroup(of: Void.self) { group in
             for t in 0..<4 {
                 group.addTask {
@@ -291,5 +291,23 @@ struct ShardedMemoryCacheTests {
         }
         let s = cache.statistics
         #expect(s.totalCost <= 8_000 && s.count <= 400)
+    }
+
+    /// A stripe's share of the limits does not cap an entry: one worth 40 % of the whole cache
+    /// is admitted into a 16-stripe cache, the others in its way are evicted from any stripe.
+    @Test func largeEntriesUseTheWholeBudget() {
+        let cache = MemoryCache<Int, Int>(costLimit: 1_000, countLimit: 1_000, maxEntryShare: 0.5, stripes: 16)
+        for k in 0..<100 { cache.insert(k, forKey: k, cost: 10) }
+        #expect(cache.totalCost == 1_000)
+        #expect(cache.insert(-1, forKey: 1_000, cost: 400))
+        #expect(cache.value(forKey: 1_000) == -1)
+        #expect(cache.totalCost <= 1_000 && cache.count == 61)
+        #expect(cache.statistics.evictions == 40)
+    }
+
+    @Test func defaultStripesFollowTheLimits() {
+        #expect(MemoryCache<Int, Int>.defaultStripes(costLimit: 100, countLimit: 100) == 1)
+        let big = MemoryCache<Int, Int>.defaultStripes(costLimit: 1 << 30, countLimit: .max)
+        #expect(big >= 2 && big <= 64 && big & (big - 1) == 0)
     }
 }
