@@ -159,7 +159,7 @@ final class Payload: Sendable {
 func runThreads(_ threads: Int, _ body: @escaping @Sendable (Int) -> Void) -> [Double] {
     final class Shared: Sendable {
         let ready = Atomic<Int>(0)
-        let times = Mutex<[Double]>([])
+        let times = Strata.Lock<[Double]>([])
     }
     let shared = Shared()
     let done = DispatchSemaphore(value: 0)
