@@ -40,8 +40,16 @@ public struct DirectorySource: ImageSource {
     public func fetch(key: String) async throws(SourceError) -> SourceData {
         let components = try Self.validatedComponents(of: key)
         let root = self.root, limit = maxFileBytes
-        return try await pool.run { (_) throws(SourceError) -> SourceData in
-            try Self.read(components: components, key: key, root: root, maxFileBytes: limit)
+        do {
+            return try await pool.run { (_) throws(SourceError) -> SourceData in
+                try Self.read(components: components, key: key, root: root, maxFileBytes: limit)
+            }
+        } catch {
+            switch error {
+            case .failed(let error): throw error
+            case .cancelled: throw SourceError(key: key, reason: .cancelled)
+            case .shutDown: throw SourceError(key: key, reason: .failed("the source's I/O pool is shut down"))
+            }
         }
     }
 
