@@ -5,14 +5,18 @@ import Glibc
 #endif
 @testable import Strata
 
+/// glibc declares `pthread_getattr_np` only under `_GNU_SOURCE`, so Swift does not see it.
+@_silgen_name("pthread_getattr_np")
+private func testGetThreadAttributes(_ thread: pthread_t, _ attributes: UnsafeMutablePointer<pthread_attr_t>) -> Int32
+
 @Suite struct OSThreadTests {
     /// What a thread learned about itself.
     struct Probe: Sendable, Equatable {
         /// Its kernel thread id.
         var tid: Int
-        /// Whether it was already detached (`pthread_detach(pthread_self())` answers `EINVAL`
-        /// for a detached thread; for a joinable one it succeeds and detaches it).
-        var wasDetached: Bool
+        /// Whether it is detached (glibc's `pthread_getattr_np` reports the thread's current
+        /// detach state).
+        var isDetached: Bool
     }
 
     /// Called on the thread to examine: its kernel thread id (from `/proc/thread-self`, a
@@ -22,7 +26,12 @@ import Glibc
         let length = readlink("/proc/thread-self", &buffer, buffer.count - 1)
         let link = length > 0 ? String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
         let tid = Int(link.split(separator: "/").last ?? "") ?? -1
-        return Probe(tid: tid, wasDetached: pthread_detach(pthread_self()) == EINVAL)
+        var attributes = pthread_attr_t()
+        guard testGetThreadAttributes(pthread_self(), &attributes) == 0 else { return Probe(tid: tid, isDetached: false) }
+        defer { pthread_attr_destroy(&attributes) }
+        var state: Int32 = -1
+        pthread_attr_getdetachstate(&attributes, &state)
+        return Probe(tid: tid, isDetached: state == Int32(PTHREAD_CREATE_DETACHED))
     }
 
     /// Whether the kernel still lists thread `tid` of this process.
@@ -49,7 +58,7 @@ import Glibc
         #expect(waitUntil { probe.withLock { $0 != nil } } != nil, "the thread never ran")
         let found = try #require(probe.withLock { $0 })
         #expect(found.tid > 0)
-        #expect(found.wasDetached, "nobody joins the thread, yet it is joinable: its stack would leak")
+        #expect(found.isDetached, "nobody joins the thread, yet it is joinable: its stack would leak")
         #expect(Self.allExit([found.tid]), "thread \(found.tid) did not exit")
     }
 
@@ -63,9 +72,10 @@ import Glibc
             box.report(OSThreadTests.probeCurrentThread())
             return nil
         }, box) == 0)
-        #expect(waitUntil { probe.withLock { $0 != nil } } != nil)
+        pthread_join(thread, nil)
         let found = try #require(probe.withLock { $0 })
-        #expect(!found.wasDetached)
+        #expect(found.tid > 0)
+        #expect(!found.isDetached)
         #expect(Self.allExit([found.tid]))
     }
 
@@ -93,7 +103,7 @@ import Glibc
         let found = probes.withLock { $0 }
         #expect(found.count == width)
         #expect(Set(found.map(\.tid)).count == width, "the jobs did not run on \(width) different threads")
-        #expect(found.filter { !$0.wasDetached }.isEmpty, "joinable pool threads would leak their stacks")
+        #expect(found.filter { !$0.isDetached }.isEmpty, "joinable pool threads would leak their stacks")
         #expect(Self.allExit(found.map(\.tid)), "pool threads still run after shutdown")
     }
 
