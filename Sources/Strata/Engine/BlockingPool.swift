@@ -3,16 +3,42 @@ import Glibc
 #endif
 
 /// A fixed set of dedicated threads for blocking C work (decoding, file I/O), so that it never
-/// occupies Swift's cooperative pool.
+/// occupies Swift's cooperative pool. Use it for work that blocks a thread or runs long in C;
+/// plain Swift computation belongs on the cooperative pool.
 ///
 /// Each thread owns one `Context` made by the factory on that thread (for example a decoder
 /// with its reusable buffers); a job receives the context of the thread it runs on, so
-/// per-thread state needs no lock. The threads keep the pool alive until ``shutdown()``. Jobs run in submission order; `run` suspends the calling
-/// task until its job has finished. Cost: one mutex hand-off and one condition signal per job.
+/// per-thread state needs no lock. Jobs start in submission order, at most ``width`` at once.
+///
+/// Modelled on swift-nio's `NIOThreadPool`:
+/// - a job is let go of the moment a thread takes it and has run it (whatever it captured — an
+///   original of hundreds of MiB, a pinned table slot — is released then, not later);
+/// - ``run(_:)`` suspends the calling task until its job has finished; cancelling that task
+///   while the job is still queued removes the job (it never runs) and `run` throws
+///   ``BlockingPoolError/cancelled``; a job that has started is never interrupted;
+/// - after ``shutdown()`` new work is refused with ``BlockingPoolError/shutDown`` (no trap);
+///   the jobs queued before it still run.
+///
+/// The threads keep the pool alive until ``shutdown()`` (see `BlockingPoolOwner`).
+/// Cost: one mutex hand-off and one condition signal per job, plus one small allocation for
+/// `run`'s cancellation ticket; cancelling a queued job is O(1).
 public final class BlockingPool<Context>: @unchecked Sendable {
+    /// What a queued job is handed: the context of the thread running it, or word that it
+    /// will never run (its `run` call was cancelled while it was queued).
+    enum Turn {
+        case run(Context)
+        case cancelled
+    }
+    typealias Job = @Sendable (Turn) -> Void
+
+    // Everything below is guarded by `lock`.
     private let lock = ConditionLock()
-    private var jobs: [(Context) -> Void] = []
-    private var head = 0
+    /// Queued jobs in submission order; a job cancelled while queued leaves a `nil` that the
+    /// workers skip.
+    private var queue = RingBuffer<Job?>()
+    /// Sequence number of the job at the front of `queue` (each queued job's number stays the
+    /// same, so a cancellation finds its slot without a search).
+    private var frontSequence: UInt64 = 0
     private var stopping = false
     private var threadsLeft: Int
     /// The workers' thread ids, so `shutdown` called from a worker does not wait for itself.
@@ -41,31 +67,62 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     }
 
     /// Runs `body` on one of the pool's threads with that thread's context and returns its
-    /// result. Cancellation of the calling task does not interrupt a job that has started.
-    public func run<T: Sendable, E: Error>(_ body: @escaping @Sendable (Context) throws(E) -> T) async throws(E) -> T {
-        let result: Result<T, E> = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, E>, Never>) in
-            submit { context in
-                do throws(E) {
-                    continuation.resume(returning: .success(try body(context)))
-                } catch {
-                    continuation.resume(returning: .failure(error))
+    /// result.
+    ///
+    /// Throws ``BlockingPoolError/failed(_:)`` with the error `body` threw;
+    /// ``BlockingPoolError/cancelled`` when the calling task is cancelled before a thread has
+    /// taken the job (the job never runs, and is released at once); ``BlockingPoolError/shutDown``
+    /// when the pool was shut down before the call. A job that has started runs to the end
+    /// even if the task is cancelled meanwhile, and its result is returned.
+    public func run<T: Sendable, E: Error>(
+        _ body: @escaping @Sendable (Context) throws(E) -> T
+    ) async throws(BlockingPoolError<E>) -> T {
+        let ticket = Ticket()
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, BlockingPoolError<E>>, Never>) in
+                let job: Job = { turn in
+                    switch turn {
+                    case .run(let context):
+                        do throws(E) {
+                            continuation.resume(returning: .success(try body(context)))
+                        } catch {
+                            continuation.resume(returning: .failure(.failed(error)))
+                        }
+                    case .cancelled:
+                        continuation.resume(returning: .failure(.cancelled))
+                    }
                 }
+                let refusal: BlockingPoolError<E>? = lock.withLock {
+                    if stopping { return .shutDown }
+                    // The cancellation handler ran before the job could be queued.
+                    if case .cancelled = ticket.state { return .cancelled }
+                    ticket.state = .queued(sequence: enqueueLocked(job))
+                    return nil
+                }
+                if let refusal { continuation.resume(returning: .failure(refusal)) }
             }
+        } onCancel: {
+            cancel(ticket)
         }
         return try result.get()
     }
 
-    /// Queues `job` without waiting for it.
-    public func submit(_ job: @escaping @Sendable (Context) -> Void) {
-        lock.withLock {
-            precondition(!stopping, "BlockingPool used after shutdown")
-            jobs.append(job)
-            lock.signal()
+    /// Queues `job` without waiting for it; it runs even if the pool is shut down after this
+    /// call. Throws ``BlockingPoolError/shutDown`` (and drops `job`) after ``shutdown()``.
+    public func submit(_ job: @escaping @Sendable (Context) -> Void) throws(BlockingPoolError<Never>) {
+        let accepted = lock.withLock {
+            if stopping { return false }
+            _ = enqueueLocked { turn in
+                if case .run(let context) = turn { job(context) }
+            }
+            return true
         }
+        if !accepted { throw BlockingPoolError<Never>.shutDown }
     }
 
-    /// Lets queued jobs finish, then stops the threads (waiting for them, unless called from
-    /// one of them). Further `run`/`submit` calls trap.
+    /// Refuses new work, lets the queued jobs finish, then stops the threads (waiting for
+    /// them, unless called from one of them). Further `run` and `submit` calls throw
+    /// ``BlockingPoolError/shutDown``. Calling it again does nothing more.
     public func shutdown() {
         lock.withLock {
             stopping = true
@@ -78,28 +135,87 @@ public final class BlockingPool<Context>: @unchecked Sendable {
         }
     }
 
+    /// Jobs queued and not yet taken by a thread, cancelled ones included until a thread
+    /// skips them (for tests).
+    var queuedJobCount: Int { lock.withLock { queue.count } }
+
+    /// Queues `job` and wakes a thread; returns its sequence number. Call with `lock` held.
+    private func enqueueLocked(_ job: @escaping Job) -> UInt64 {
+        let sequence = frontSequence &+ UInt64(queue.count)
+        queue.append(job)
+        lock.signal()
+        return sequence
+    }
+
+    /// The cancellation handler of a `run` call: takes its job out of the queue if no thread
+    /// has taken it yet, and tells it so (outside the lock).
+    private func cancel(_ ticket: Ticket) {
+        let job: Job? = lock.withLock {
+            defer { ticket.state = .cancelled }
+            guard case .queued(let sequence) = ticket.state else { return nil }
+            let offset = sequence &- frontSequence
+            guard offset < UInt64(queue.count) else { return nil }  // already taken by a thread
+            let job = queue[Int(offset)]
+            queue[Int(offset)] = nil
+            return job
+        }
+        job?(.cancelled)
+    }
+
     private func work(_ context: Context) {
         while true {
-            let job: ((Context) -> Void)? = lock.withLock {
-                while head == jobs.count && !stopping { lock.wait() }
-                if head == jobs.count {
-                    threadsLeft -= 1
-                    lock.broadcast()
-                    return nil
+            let job: Job? = lock.withLock {
+                while true {
+                    while queue.isEmpty && !stopping { lock.wait() }
+                    guard let slot = queue.popFirst() else {
+                        threadsLeft -= 1
+                        lock.broadcast()
+                        return nil
+                    }
+                    frontSequence &+= 1
+                    if let job = slot { return job }
+                    // A job cancelled while queued: skip it.
                 }
-                let next = jobs[head]
-                head += 1
-                if head > 1024 && head * 2 > jobs.count {
-                    jobs.removeFirst(head)
-                    head = 0
-                }
-                return next
             }
             guard let job else { return }
-            job(context)
+            // The queue no longer refers to the job: it (and all it captured) is released at
+            // the end of this iteration, before the next job is taken.
+            job(.run(context))
+        }
+    }
+
+    /// Where one `run` call's job is; guarded by the pool's lock.
+    private final class Ticket: @unchecked Sendable {
+        enum State {
+            case notQueued
+            case queued(sequence: UInt64)
+            case cancelled
+        }
+        var state = State.notQueued
+    }
+}
+
+/// Why ``BlockingPool`` work did not produce a result.
+///
+/// `Failure` is the error type of the job's body (`Never` for ``BlockingPool/submit(_:)``).
+public enum BlockingPoolError<Failure: Error>: Error, CustomStringConvertible {
+    /// The pool had been shut down: the job was not queued and never ran.
+    case shutDown
+    /// The calling task was cancelled while the job was still queued: the job never ran.
+    case cancelled
+    /// The job ran and threw this error.
+    case failed(Failure)
+
+    public var description: String {
+        switch self {
+        case .shutDown: return "the blocking pool is shut down"
+        case .cancelled: return "cancelled before the blocking pool ran the job"
+        case .failed(let error): return String(describing: error)
         }
     }
 }
+
+extension BlockingPoolError: Equatable where Failure: Equatable {}
 
 /// Shuts a private ``BlockingPool`` down when the last reference to it goes away — for types
 /// that make their own pool when the caller gives none (`DirectorySource`, `ImageTableCache`);

@@ -11,8 +11,9 @@ public struct PixelImage: Sendable {
     public let bytesPerRow: Int
     public let style: PixelStyle
     @usableFromInline var storage: PixelStorage
-    /// Offset of row 0 inside `storage` (a disk file keeps its header before the rows).
-    @usableFromInline let offset: Int
+    /// Offset of row 0 inside `storage` (a disk file keeps its header before the rows); 0 once
+    /// a mutation has copied the rows into a fresh heap block.
+    @usableFromInline private(set) var offset: Int
 
     /// A zero-filled heap image with rows padded to ``PixelLayout/rowAlignment``.
     ///
@@ -84,6 +85,8 @@ public struct PixelImage: Sendable {
         _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
     ) throws(E) -> R {
         if !isKnownUniquelyReferenced(&storage) || !storage.isWritable {
+            // Only the image's rows are copied (not a file header before them, nor whatever
+            // follows them), to the start of the new block: the copy's row 0 is at offset 0.
             let copy = PixelStorage(uninitializedByteCount: byteCount)
             let rowBytes = width * style.bytesPerPixel
             for y in 0..<height {
@@ -93,6 +96,7 @@ public struct PixelImage: Sendable {
                 if bytesPerRow > rowBytes { (dst + rowBytes).initializeMemory(as: UInt8.self, repeating: 0, count: bytesPerRow - rowBytes) }
             }
             storage = copy
+            offset = 0
             return try body(UnsafeMutableRawBufferPointer(start: copy.base, count: byteCount))
         }
         let length = Swift.min(byteCount, storage.count - offset)

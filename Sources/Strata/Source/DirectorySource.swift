@@ -14,7 +14,9 @@ import Glibc
 public struct DirectorySource: ImageSource {
     /// The root directory.
     public let root: String
-    /// Files larger than this are refused without being read (default 256 MiB).
+    /// Originals larger than this are refused (default 256 MiB): by their `fstat` size without
+    /// being read, and while reading when the file grew since (no more than this plus one
+    /// byte is ever read).
     public let maxFileBytes: Int
     private let pool: BlockingPool<Void>
     /// Set when the source made its own pool: stops its thread when the last copy goes away.
@@ -40,8 +42,16 @@ public struct DirectorySource: ImageSource {
     public func fetch(key: String) async throws(SourceError) -> SourceData {
         let components = try Self.validatedComponents(of: key)
         let root = self.root, limit = maxFileBytes
-        return try await pool.run { (_) throws(SourceError) -> SourceData in
-            try Self.read(components: components, key: key, root: root, maxFileBytes: limit)
+        do {
+            return try await pool.run { (_) throws(SourceError) -> SourceData in
+                try Self.read(components: components, key: key, root: root, maxFileBytes: limit)
+            }
+        } catch {
+            switch error {
+            case .failed(let error): throw error
+            case .cancelled: throw SourceError(key: key, reason: .cancelled)
+            case .shutDown: throw SourceError(key: key, reason: .failed("the source's I/O pool is shut down"))
+            }
         }
     }
 
@@ -74,6 +84,42 @@ public struct DirectorySource: ImageSource {
         return (st.st_mode & S_IFMT) == S_IFLNK
     }
 
+    /// Reads the whole of `file`, whose `fstat` size was `expectedSize`, refusing originals of
+    /// more than `maxFileBytes` bytes: first by `expectedSize`, then while reading, so that a
+    /// file that grew after the `fstat` (or one whose size `fstat` does not know) is never read
+    /// past `maxFileBytes + 1` bytes. Both refusals are the same error.
+    static func readContents(of file: borrowing FileDescriptor, expectedSize: Int, key: String,
+                             maxFileBytes: Int) throws(SourceError) -> [UInt8] {
+        func tooLarge(_ size: String) -> SourceError {
+            SourceError(key: key, reason: .failed("original is \(size) bytes, over the \(maxFileBytes)-byte limit"))
+        }
+        guard expectedSize <= maxFileBytes else { throw tooLarge("\(expectedSize)") }
+        // Reading one byte more than the limit proves the file is over it.
+        let cap = maxFileBytes == .max ? maxFileBytes : maxFileBytes + 1
+        var bytes: [UInt8] = []
+        // One byte more than expected: the usual file is read with one call that also sees its end.
+        var chunk = Swift.max(expectedSize, 0) + 1
+        while true {
+            let old = bytes.count
+            let wanted = Swift.min(chunk, cap - old)
+            bytes.append(contentsOf: repeatElement(0, count: wanted))
+            let got: Int
+            do {
+                got = try rethrowingTyped(SystemCallError.self) {
+                    try bytes.withUnsafeMutableBytes { raw in
+                        try file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[old...]), at: old)
+                    }
+                }
+            } catch {
+                throw SourceError(key: key, reason: .io(error))
+            }
+            bytes.removeLast(wanted - got)
+            if bytes.count > maxFileBytes { throw tooLarge("more than \(maxFileBytes)") }
+            if got < wanted { return bytes }
+            chunk = Swift.min(Swift.max(chunk * 2, 1 << 16), 1 << 24)
+        }
+    }
+
     private static func read(components: [String], key: String, root: String, maxFileBytes: Int) throws(SourceError) -> SourceData {
         func fail(_ error: SystemCallError) -> SourceError {
             switch error.errno {
@@ -102,10 +148,7 @@ public struct DirectorySource: ImageSource {
             guard (st.st_mode & S_IFMT) == S_IFREG else {
                 throw SourceError(key: key, reason: .invalidKey("not a regular file"))
             }
-            guard Int(st.st_size) <= maxFileBytes else {
-                throw SourceError(key: key, reason: .failed("original is \(st.st_size) bytes, over the \(maxFileBytes)-byte limit"))
-            }
-            let bytes = try file.readAll()
+            let bytes = try readContents(of: file, expectedSize: Int(st.st_size), key: key, maxFileBytes: maxFileBytes)
             let version = "\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
             return SourceData(bytes: bytes, version: version)
         } catch let error as SourceError {

@@ -57,7 +57,11 @@ public final class SourceTier: Sendable {
             }
             return Rendered(image: image, sourceVersion: data.version)
         } catch {
-            throw SourceError(key: key, reason: .decoding(error))
+            switch error {
+            case .failed(let error): throw SourceError(key: key, reason: .decoding(error))
+            case .cancelled: throw SourceError(key: key, reason: .cancelled)
+            case .shutDown: throw SourceError(key: key, reason: .failed("the rendering pool is shut down"))
+            }
         }
     }
 

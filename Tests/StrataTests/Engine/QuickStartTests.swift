@@ -2,8 +2,9 @@ import Foundation
 import Testing
 @testable import Strata
 
-/// The README's quick start, run as written (paths swapped for temporary ones), so the README
-/// cannot drift from the API.
+/// The README's quick start, run statement for statement as written (paths swapped for
+/// temporary ones), with checks of what its comments promise, so the README cannot drift from
+/// the API or from what the calls really do.
 @Suite struct QuickStartTests {
     @Test func readmeQuickStartWorks() async throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("strata-readme-\(UUID().uuidString)").path
@@ -17,26 +18,30 @@ import Testing
         // --- README: Quick start ---
         let source = try SourceTier(source: try DirectorySource(root: photos))
         let rendered = try await source.image(forKey: "2024/beach.jpg",
-                                              request: RenderRequest(box: PixelSize(width: 256, height: 256)))
+                                              request: RenderRequest(box: PixelSize(width: 512, height: 512)))
         let image = rendered.image
         image.withUnsafeBytes { rows in #expect(rows.count >= image.bytesPerRow * (image.height - 1)) }
         let webp = try ImageEncoder.encode(image, as: .webp, quality: 85)
-        #expect(image.size == PixelSize(width: 256, height: 160) && image.bytesPerRow % 64 == 0)
+        #expect(image.size == PixelSize(width: 512, height: 320) && image.bytesPerRow % 64 == 0)
+        #expect(image.style == .bgra32Premultiplied)
         #expect(ImageFormatDetector.detect(webp) == .webp)
 
         // --- README: Memory, disk and table tiers ---
         let memory = ImageMemoryTier(configuration: .init(costLimit: 512 << 20, countLimit: 20_000))
         memory.insert(image, forKey: "2024/beach.jpg", mode: .fit)
         let near = memory.image(forKey: "2024/beach.jpg",
-                                matching: SizeQuery(box: PixelSize(width: 240, height: 240)))
-        #expect(near?.1.size == image.size)
+                                matching: SizeQuery(box: PixelSize(width: 480, height: 480)))
+        #expect(near?.0.hasSamePixels(as: image) == true)
 
         let disk = try DiskTier(directory: scratch + "/disk", configuration: .init())
         disk.store(image, forKey: "2024/beach.jpg", mode: .fit)
         disk.flush()
         let mapped = try disk.image(forKey: "2024/beach.jpg",
-                                    matching: SizeQuery(box: PixelSize(width: 256, height: 256)))
+                                    matching: SizeQuery(box: PixelSize(width: 512, height: 512)))
         #expect(mapped?.hasSamePixels(as: image) == true)
+        // "an mmap, no decode": the file is over the map threshold, so the hit is a mapping.
+        #expect(image.byteCount >= DiskTier.Configuration().mapThreshold)
+        #expect(mapped?.storageKind == .fileMapping)
 
         let avatar = ImageTableFormat(name: "avatar-100", family: "avatar", size: PixelSize(width: 100, height: 100),
                                       maximumCount: 10_000)
@@ -48,10 +53,10 @@ import Testing
                                        request: RenderRequest(box: largest, mode: .fill)).image
             },
             process: { source, canvas in canvas.image = source })
-        #expect(tables.cachedImage(for: entity, formatName: "avatar-100") == nil)
-        let drawn = try await tables.image(for: entity, formatName: "avatar-100")
         let cell = tables.cachedImage(for: entity, formatName: "avatar-100")
-        #expect(cell?.hasSamePixels(as: drawn) == true)
+        let drawn = try await tables.image(for: entity, formatName: "avatar-100")
+        #expect(cell == nil, "nothing was drawn yet")
         #expect(drawn.size.width <= 100 && drawn.size.height <= 100)
+        #expect(tables.cachedImage(for: entity, formatName: "avatar-100")?.hasSamePixels(as: drawn) == true)
     }
 }

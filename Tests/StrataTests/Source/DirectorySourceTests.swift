@@ -86,3 +86,52 @@ import Testing
         await #expect(throws: SourceError.self) { try await source.fetch(key: "bad") }
     }
 }
+
+// MARK: - maxFileBytes
+
+extension DirectorySourceTests {
+    /// Whether `error` is the source's "over the byte limit" refusal.
+    static func isTooLarge(_ error: any Error) -> Bool {
+        guard let error = error as? SourceError, case .failed(let why) = error.reason else { return false }
+        return why.contains("-byte limit")
+    }
+
+    /// Writes `count` bytes (a repeating pattern) to `path`.
+    static func writeFile(_ path: String, count: Int) throws {
+        try Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7) }).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test func aFileOverTheLimitIsRefusedAndOneAtTheLimitIsRead() async throws {
+        let box = try Sandbox()
+        try Self.writeFile(box.root + "/at.bin", count: 4096)
+        try Self.writeFile(box.root + "/over.bin", count: 4097)
+        let source = try DirectorySource(root: box.root, maxFileBytes: 4096)
+        #expect(try await source.fetch(key: "at.bin").bytes.count == 4096)
+        await #expect { _ = try await source.fetch(key: "over.bin") } throws: { Self.isTooLarge($0) }
+    }
+
+    /// A file that grows after its `fstat` (or one whose `fstat` size says nothing, as in
+    /// procfs) must not be read without limit: the read itself stops past `maxFileBytes`.
+    @Test(arguments: [0, 10, 4095])
+    func theReadStopsOnceMoreThanTheLimitHasArrived(claimedSize: Int) throws {
+        let box = try Sandbox()
+        let path = box.root + "/grown.bin"
+        try Self.writeFile(path, count: 1 << 20)
+        let file = try FileDescriptor(open: path, flags: O_RDONLY)
+        #expect {
+            _ = try DirectorySource.readContents(of: file, expectedSize: claimedSize, key: "grown.bin", maxFileBytes: 4096)
+        } throws: { Self.isTooLarge($0) }
+        // Up to the limit, whatever the claimed size, everything is read.
+        try Self.writeFile(path, count: 4096)
+        let atLimit = try FileDescriptor(open: path, flags: O_RDONLY)
+        let bytes = try DirectorySource.readContents(of: atLimit, expectedSize: claimedSize, key: "grown.bin", maxFileBytes: 4096)
+        #expect(bytes == (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+    }
+
+    @Test func aNamedPipeIsRefusedWithoutBlocking() async throws {
+        let box = try Sandbox()
+        #expect(mkfifo(box.root + "/pipe.jpg", 0o600) == 0)
+        let why = await invalidKeyReason(try DirectorySource(root: box.root), "pipe.jpg")
+        #expect(why == "not a regular file")
+    }
+}
