@@ -44,7 +44,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StrataTests",
-            dependencies: ["Strata"],
+            dependencies: ["Strata", "CStrataLinux"],
             resources: []
         ),
     ],

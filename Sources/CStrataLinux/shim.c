@@ -27,6 +27,10 @@ int strata_set_thread_name(const char *name) { return pthread_setname_np(pthread
 
 int strata_flock(int fd, int operation) { return flock(fd, operation); }
 
+int strata_current_thread_attributes(pthread_attr_t *attributes) {
+    return pthread_getattr_np(pthread_self(), attributes);
+}
+
 int strata_gettid(void) { return (int)syscall(SYS_gettid); }
 
 int strata_futex_wait(uint32_t *word, uint32_t expected) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <pthread.h>
 
 // MARK: - Constants that glibc declares only under _GNU_SOURCE
 
@@ -32,6 +33,10 @@ int strata_set_thread_name(const char *name);
 
 /// `flock(fd, operation)` (Swift sees `struct flock` and the function under one name).
 int strata_flock(int fd, int operation);
+
+/// `pthread_getattr_np(pthread_self(), attributes)`: the calling thread's actual attributes
+/// (detach state, stack); returns the error number. Destroy them with `pthread_attr_destroy`.
+int strata_current_thread_attributes(pthread_attr_t *attributes);
 
 /// The calling thread's kernel id (`gettid`).
 int strata_gettid(void);

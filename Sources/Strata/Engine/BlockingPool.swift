@@ -20,7 +20,7 @@ import Glibc
 ///   the jobs queued before it still run.
 ///
 /// The threads keep the pool alive until ``shutdown()`` (see `BlockingPoolOwner`).
-/// Cost: one mutex hand-off and one condition signal per job, plus one small allocation for
+/// Cost: one ``Lock`` hand-off per job and a futex wake when a thread sleeps, plus one small allocation for
 /// `run`'s cancellation ticket; cancelling a queued job is O(1).
 public final class BlockingPool<Context>: @unchecked Sendable {
     /// What a queued job is handed: the context of the thread running it, or word that it
@@ -31,18 +31,28 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     }
     typealias Job = @Sendable (Turn) -> Void
 
-    // Everything below is guarded by `lock`.
-    private let lock = ConditionLock()
-    /// Queued jobs in submission order; a job cancelled while queued leaves a `nil` that the
-    /// workers skip.
-    private var queue = RingBuffer<Job?>()
-    /// Sequence number of the job at the front of `queue` (each queued job's number stays the
-    /// same, so a cancellation finds its slot without a search).
-    private var frontSequence: UInt64 = 0
-    private var stopping = false
-    private var threadsLeft: Int
-    /// The workers' thread ids, so `shutdown` called from a worker does not wait for itself.
-    private var workerThreads: [pthread_t] = []
+    private struct State {
+        /// Queued jobs in submission order; a job cancelled while queued leaves a `nil` that
+        /// the workers skip.
+        var queue = RingBuffer<Job?>()
+        /// Sequence number of the job at the front of `queue` (each queued job's number stays
+        /// the same, so a cancellation finds its slot without a search).
+        var frontSequence: UInt64 = 0
+        var stopping = false
+        var threadsLeft = 0
+        /// The workers' thread ids, so `shutdown` called from a worker does not wait for itself.
+        var workerThreads: [pthread_t] = []
+
+        /// Queues `job`; returns its sequence number.
+        mutating func enqueue(_ job: @escaping Job) -> UInt64 {
+            let sequence = frontSequence &+ UInt64(queue.count)
+            queue.append(job)
+            return sequence
+        }
+    }
+
+    /// The queue and the workers' bookkeeping; workers sleep on it until work arrives.
+    private let state = Lock(State())
     /// Number of threads.
     public let width: Int
 
@@ -51,14 +61,13 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     public init(width: Int, name: String, makeContext: @escaping @Sendable () -> Context) throws(SystemCallError) {
         precondition(width > 0, "a pool needs at least one thread")
         self.width = width
-        self.threadsLeft = 0
         for index in 0..<width {
             do {
                 _ = try OSThread(name: "\(name)-\(index)") { [self] in
-                    lock.withLock { workerThreads.append(pthread_self()) }
+                    state.withLock { $0.workerThreads.append(pthread_self()) }
                     self.work(makeContext())
                 }
-                lock.withLock { threadsLeft += 1 }
+                state.withLock { $0.threadsLeft += 1 }
             } catch {
                 shutdown()
                 throw error
@@ -92,14 +101,18 @@ public final class BlockingPool<Context>: @unchecked Sendable {
                         continuation.resume(returning: .failure(.cancelled))
                     }
                 }
-                let refusal: BlockingPoolError<E>? = lock.withLock {
-                    if stopping { return .shutDown }
+                let refusal: BlockingPoolError<E>? = state.withLock { s in
+                    if s.stopping { return .shutDown }
                     // The cancellation handler ran before the job could be queued.
                     if case .cancelled = ticket.state { return .cancelled }
-                    ticket.state = .queued(sequence: enqueueLocked(job))
+                    ticket.state = .queued(sequence: s.enqueue(job))
                     return nil
                 }
-                if let refusal { continuation.resume(returning: .failure(refusal)) }
+                if let refusal {
+                    continuation.resume(returning: .failure(refusal))
+                } else {
+                    state.signal()
+                }
             }
         } onCancel: {
             cancel(ticket)
@@ -110,53 +123,47 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     /// Queues `job` without waiting for it; it runs even if the pool is shut down after this
     /// call. Throws ``BlockingPoolError/shutDown`` (and drops `job`) after ``shutdown()``.
     public func submit(_ job: @escaping @Sendable (Context) -> Void) throws(BlockingPoolError<Never>) {
-        let accepted = lock.withLock {
-            if stopping { return false }
-            _ = enqueueLocked { turn in
+        let accepted = state.withLock { s in
+            if s.stopping { return false }
+            _ = s.enqueue { turn in
                 if case .run(let context) = turn { job(context) }
             }
             return true
         }
         if !accepted { throw BlockingPoolError<Never>.shutDown }
+        state.signal()
     }
 
     /// Refuses new work, lets the queued jobs finish, then stops the threads (waiting for
     /// them, unless called from one of them). Further `run` and `submit` calls throw
     /// ``BlockingPoolError/shutDown``. Calling it again does nothing more.
     public func shutdown() {
-        lock.withLock {
-            stopping = true
-            lock.broadcast()
-            // From one of the pool's own threads (say, the last reference to an owner dropped
-            // inside a job), waiting would wait for ourselves: the workers stop on their own.
-            let me = pthread_self()
-            if workerThreads.contains(where: { pthread_equal($0, me) != 0 }) { return }
-            while threadsLeft > 0 { lock.wait() }
+        let me = pthread_self()
+        let fromWorker = state.withLock { s in
+            s.stopping = true
+            return s.workerThreads.contains { pthread_equal($0, me) != 0 }
         }
+        state.broadcast()
+        // From one of the pool's own threads (say, the last reference to an owner dropped
+        // inside a job), waiting would wait for ourselves: the workers stop on their own.
+        if fromWorker { return }
+        state.withLock(waitingUntil: { $0.threadsLeft == 0 }) { _ in }
     }
 
     /// Jobs queued and not yet taken by a thread, cancelled ones included until a thread
     /// skips them (for tests).
-    var queuedJobCount: Int { lock.withLock { queue.count } }
-
-    /// Queues `job` and wakes a thread; returns its sequence number. Call with `lock` held.
-    private func enqueueLocked(_ job: @escaping Job) -> UInt64 {
-        let sequence = frontSequence &+ UInt64(queue.count)
-        queue.append(job)
-        lock.signal()
-        return sequence
-    }
+    var queuedJobCount: Int { state.withLock { $0.queue.count } }
 
     /// The cancellation handler of a `run` call: takes its job out of the queue if no thread
     /// has taken it yet, and tells it so (outside the lock).
     private func cancel(_ ticket: Ticket) {
-        let job: Job? = lock.withLock {
+        let job: Job? = state.withLock { s in
             defer { ticket.state = .cancelled }
             guard case .queued(let sequence) = ticket.state else { return nil }
-            let offset = sequence &- frontSequence
-            guard offset < UInt64(queue.count) else { return nil }  // already taken by a thread
-            let job = queue[Int(offset)]
-            queue[Int(offset)] = nil
+            let offset = sequence &- s.frontSequence
+            guard offset < UInt64(s.queue.count) else { return nil }  // already taken by a thread
+            let job = s.queue[Int(offset)]
+            s.queue[Int(offset)] = nil
             return job
         }
         job?(.cancelled)
@@ -164,20 +171,27 @@ public final class BlockingPool<Context>: @unchecked Sendable {
 
     private func work(_ context: Context) {
         while true {
-            let job: Job? = lock.withLock {
-                while true {
-                    while queue.isEmpty && !stopping { lock.wait() }
-                    guard let slot = queue.popFirst() else {
-                        threadsLeft -= 1
-                        lock.broadcast()
-                        return nil
-                    }
-                    frontSequence &+= 1
+            let job: Job? = state.withLock(waitingUntil: { !$0.queue.isEmpty || $0.stopping }) { s in
+                while let slot = s.queue.popFirst() {
+                    s.frontSequence &+= 1
                     if let job = slot { return job }
                     // A job cancelled while queued: skip it.
                 }
+                return nil
             }
-            guard let job else { return }
+            guard let job else {
+                // Only cancelled jobs were left: wait again, unless the pool is stopping.
+                let exiting = state.withLock { s in
+                    guard s.stopping, s.queue.isEmpty else { return false }
+                    s.threadsLeft -= 1
+                    return true
+                }
+                if exiting {
+                    state.broadcast()
+                    return
+                }
+                continue
+            }
             // The queue no longer refers to the job: it (and all it captured) is released at
             // the end of this iteration, before the next job is taken.
             job(.run(context))
@@ -224,36 +238,4 @@ package final class BlockingPoolOwner<Context>: Sendable {
     let pool: BlockingPool<Context>
     package init(_ pool: BlockingPool<Context>) { self.pool = pool }
     deinit { pool.shutdown() }
-}
-
-/// A pthread mutex with one condition variable. Used only where a thread must sleep until
-/// work arrives (Swift's `Mutex` has no condition variable).
-final class ConditionLock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
-
-    init() {
-        mutex = .allocate(capacity: 1)
-        condition = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(condition, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-        condition.deallocate()
-    }
-
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-
-    /// Must be called with the lock held.
-    func wait() { pthread_cond_wait(condition, mutex) }
-    func signal() { pthread_cond_signal(condition) }
-    func broadcast() { pthread_cond_broadcast(condition) }
 }

@@ -1,13 +1,10 @@
 import Synchronization
+import CStrataLinux
 import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
 @testable import Strata
-
-/// glibc declares `pthread_getattr_np` only under `_GNU_SOURCE`, so Swift does not see it.
-@_silgen_name("pthread_getattr_np")
-private func testGetThreadAttributes(_ thread: pthread_t, _ attributes: UnsafeMutablePointer<pthread_attr_t>) -> Int32
 
 @Suite struct OSThreadTests {
     /// What a thread learned about itself.
@@ -27,7 +24,7 @@ private func testGetThreadAttributes(_ thread: pthread_t, _ attributes: UnsafeMu
         let link = length > 0 ? String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
         let tid = Int(link.split(separator: "/").last ?? "") ?? -1
         var attributes = pthread_attr_t()
-        guard testGetThreadAttributes(pthread_self(), &attributes) == 0 else { return Probe(tid: tid, isDetached: false) }
+        guard strata_current_thread_attributes(&attributes) == 0 else { return Probe(tid: tid, isDetached: false) }
         defer { pthread_attr_destroy(&attributes) }
         var state: Int32 = -1
         pthread_attr_getdetachstate(&attributes, &state)
