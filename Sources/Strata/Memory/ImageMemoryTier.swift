@@ -95,13 +95,13 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     struct State: ~Copyable {
         var cache: TinyLFUCore<VariantKey, PixelImage>
         var configuration: Configuration
-        /// Variants held per key; always exactly the keys of `cache`, grouped.
-        var variants: [String: [VariantDescriptor]] = [:]
+        /// Variants held per key, with their records; always exactly the keys of `cache`, grouped.
+        var variants: [String: [ImageVariant]] = [:]
         var hits: UInt64 = 0
         var misses: UInt64 = 0
 
         mutating func forget(_ key: VariantKey) {
-            guard var list = variants[key.key], let at = list.firstIndex(of: key.variant) else {
+            guard var list = variants[key.key], let at = list.firstIndex(where: { $0.descriptor == key.variant }) else {
                 preconditionFailure("memory tier index out of step with its cache")
             }
             list.remove(at: at)
@@ -143,10 +143,18 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Counts a hit or a miss; a hit also counts as an access for the eviction policy.
     /// Cost: a hash lookup and a scan of the key's variants, under the lock.
     public func image(forKey key: String, matching query: SizeQuery) -> (PixelImage, VariantDescriptor)? {
-        locked { state -> (PixelImage, VariantDescriptor)? in
+        entry(forKey: key, matching: query).map { ($0.image, $0.variant.descriptor) }
+    }
+
+    /// The best held variant of `key` for `query` with its record (source version, whether it
+    /// is the whole original — which then serves any `fit` box containing it unless
+    /// `allowUpscale` — and when it was fetched), or `nil`. Counts a hit or a miss. Allocates
+    /// nothing on a miss.
+    public func entry(forKey key: String, matching query: SizeQuery, allowUpscale: Bool = false) -> (image: PixelImage, variant: ImageVariant)? {
+        locked { state -> (image: PixelImage, variant: ImageVariant)? in
             guard let held = state.variants[key],
-                  let best = VariantMatcher.bestMatch(in: held, for: query),
-                  let image = state.cache.value(forKey: VariantKey(key: key, variant: best))
+                let best = ImageVariant.bestMatch(in: held, for: query, allowUpscale: allowUpscale),
+                let image = state.cache.value(forKey: VariantKey(key: key, variant: best.descriptor))
             else {
                 state.misses &+= 1
                 return nil
@@ -158,6 +166,11 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     /// The variants of `key` held now (a snapshot, in no particular order).
     public func variants(forKey key: String) -> [VariantDescriptor] {
+        locked { $0.variants[key]?.map(\.descriptor) ?? [] }
+    }
+
+    /// The records of the variants of `key` held now (a snapshot, in no particular order).
+    public func records(forKey key: String) -> [ImageVariant] {
         locked { $0.variants[key] ?? [] }
     }
 
@@ -166,8 +179,17 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// with that descriptor is held afterwards). Evicted images are released after the lock.
     @discardableResult
     public func insert(_ image: PixelImage, forKey key: String, mode: ContentMode) -> Bool {
-        let variant = VariantDescriptor(size: image.size, mode: mode, style: image.style)
-        let vkey = VariantKey(key: key, variant: variant)
+        insert(image, forKey: key, variant: ImageVariant(descriptor: VariantDescriptor(size: image.size, mode: mode, style: image.style)))
+    }
+
+    /// Holds `image` as `variant` of `key` (its descriptor must be the image's size and style),
+    /// replacing an equal variant and its record. Returns `false` when it costs more than the
+    /// per-entry cap (and then no variant with that descriptor is held afterwards).
+    @discardableResult
+    public func insert(_ image: PixelImage, forKey key: String, variant: ImageVariant) -> Bool {
+        precondition(variant.descriptor.size == image.size && variant.descriptor.style == image.style,
+                     "a variant record must describe its image")
+        let vkey = VariantKey(key: key, variant: variant.descriptor)
         var released: [PixelImage] = []
         let admitted = locked { state -> Bool in
             let cost = Self.cost(of: image, fileMappingShare: state.configuration.fileMappingShare)
@@ -175,6 +197,9 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
             // this very entry included) finds it there.
             if let old = state.cache.peek(vkey) {
                 released.append(old)  // a replaced image is also released after the lock
+                if let at = state.variants[key]?.firstIndex(where: { $0.descriptor == variant.descriptor }) {
+                    state.variants[key]![at] = variant
+                }
             } else {
                 state.variants[key, default: []].append(variant)
             }
@@ -191,13 +216,29 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         return admitted
     }
 
+    /// Drops the variants of `key` whose record satisfies `predicate` (a changed source
+    /// version, files another process deleted); returns how many were dropped.
+    @discardableResult
+    public func remove(key: String, where predicate: (ImageVariant) -> Bool) -> Int {
+        var released: [PixelImage] = []
+        locked { state in
+            guard let held = state.variants[key] else { return }
+            for variant in held where predicate(variant) {
+                if let image = state.cache.remove(VariantKey(key: key, variant: variant.descriptor)) { released.append(image) }
+                state.forget(VariantKey(key: key, variant: variant.descriptor))
+            }
+        }
+        defer { released.removeAll() }
+        return released.count
+    }
+
     /// Drops every variant of `key`.
     public func remove(key: String) {
         var released: [PixelImage] = []
         locked { state in
             guard let held = state.variants.removeValue(forKey: key) else { return }
             for variant in held {
-                if let image = state.cache.remove(VariantKey(key: key, variant: variant)) { released.append(image) }
+                if let image = state.cache.remove(VariantKey(key: key, variant: variant.descriptor)) { released.append(image) }
             }
         }
         released.removeAll()
@@ -262,7 +303,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Checks that the per-key index lists exactly the held variants (for tests).
     package func indexIsConsistent() -> Bool {
         locked { state in
-            let fromIndex = state.variants.flatMap { key, list in list.map { VariantKey(key: key, variant: $0) } }
+            let fromIndex = state.variants.flatMap { key, list in list.map { VariantKey(key: key, variant: $0.descriptor) } }
             return fromIndex.count == state.cache.count && Set(fromIndex) == Set(state.cache.keys)
         }
     }

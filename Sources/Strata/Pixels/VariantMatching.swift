@@ -70,8 +70,9 @@ public enum VariantMatcher {
         return withinTolerance(q, query.tolerance)
     }
 
+    /// Whether fill ratio `q` is within tolerance `t` (exactly 1 when `t` is 0).
     @inlinable
-    static func withinTolerance(_ q: Double, _ t: Double) -> Bool {
+    public static func withinTolerance(_ q: Double, _ t: Double) -> Bool {
         if t == 0 { return q == 1 }
         // A hair of slack so that 0.8 and 1.2 themselves match despite binary rounding.
         let eps = 1e-9
@@ -80,7 +81,7 @@ public enum VariantMatcher {
 
     /// Whether `a` is a better match than `b` (closer to q = 1; larger on a tie).
     @inlinable
-    static func isBetter(_ qa: Double, than qb: Double) -> Bool {
+    public static func isBetter(_ qa: Double, than qb: Double) -> Bool {
         let da = abs(qa - 1), db = abs(qb - 1)
         // Distances within binary rounding of each other (0.9 vs 1.1) are a tie.
         if abs(da - db) > 1e-9 { return da < db }

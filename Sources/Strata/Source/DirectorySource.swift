@@ -55,6 +55,28 @@ public struct DirectorySource: ImageSource {
         }
     }
 
+    /// The file's identity, size and modification time (an `fstat` of the opened file, no read):
+    /// the same string ``fetch(key:)`` reports while the file is unchanged.
+    public func version(key: String) async throws(SourceError) -> String? {
+        let components = try Self.validatedComponents(of: key)
+        let root = self.root
+        do {
+            return try await pool.run { (_) throws(SourceError) -> String in
+                Self.version(of: try Self.open(components: components, key: key, root: root).status)
+            }
+        } catch {
+            switch error {
+            case .failed(let error): throw error
+            case .cancelled: throw SourceError(key: key, reason: .cancelled)
+            case .shutDown: throw SourceError(key: key, reason: .failed("the source's I/O pool is shut down"))
+            }
+        }
+    }
+
+    static func version(of st: stat) -> String {
+        "\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
+    }
+
     /// Reads synchronously on the calling thread (for command-line tools and benchmarks).
     public func fetchBlocking(key: String) throws(SourceError) -> SourceData {
         try Self.read(components: try Self.validatedComponents(of: key), key: key, root: root,
@@ -121,6 +143,19 @@ public struct DirectorySource: ImageSource {
     }
 
     private static func read(components: [String], key: String, root: String, maxFileBytes: Int) throws(SourceError) -> SourceData {
+        let opened = try open(components: components, key: key, root: root)
+        let bytes = try readContents(of: opened.file, expectedSize: Int(opened.status.st_size), key: key, maxFileBytes: maxFileBytes)
+        return SourceData(bytes: bytes, version: version(of: opened.status))
+    }
+
+    /// Opens the regular file at `components` under `root` (component by component, refusing
+    /// symbolic links) and `fstat`s it.
+    private struct OpenedFile: ~Copyable {
+        let file: FileDescriptor
+        let status: stat
+    }
+
+    private static func open(components: [String], key: String, root: String) throws(SourceError) -> OpenedFile {
         func fail(_ error: SystemCallError) -> SourceError {
             switch error.errno {
             case ENOENT, ENOTDIR: return SourceError(key: key, reason: .notFound)
@@ -128,7 +163,8 @@ public struct DirectorySource: ImageSource {
             default: return SourceError(key: key, reason: .io(error))
             }
         }
-        do {
+        let opened: OpenedFile
+        do throws(SystemCallError) {
             var directory = try FileDescriptor(open: root, flags: O_RDONLY | O_DIRECTORY)
             for name in components.dropLast() {
                 let parent = directory.rawValue
@@ -143,20 +179,14 @@ public struct DirectorySource: ImageSource {
                 }
             }
             let file = try FileDescriptor(openAt: directory, name: components.last!, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
-            var st = stat()
-            try Syscall.retrying("fstat", path: file.path) { fstat(file.rawValue, &st) }
-            guard (st.st_mode & S_IFMT) == S_IFREG else {
-                throw SourceError(key: key, reason: .invalidKey("not a regular file"))
-            }
-            let bytes = try readContents(of: file, expectedSize: Int(st.st_size), key: key, maxFileBytes: maxFileBytes)
-            let version = "\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
-            return SourceData(bytes: bytes, version: version)
-        } catch let error as SourceError {
-            throw error
-        } catch let error as SystemCallError {
-            throw fail(error)
+            let status = try file.status()
+            opened = OpenedFile(file: file, status: status)
         } catch {
-            throw SourceError(key: key, reason: .failed(String(describing: error)))
+            throw fail(error)
         }
+        guard (opened.status.st_mode & S_IFMT) == S_IFREG else {
+            throw SourceError(key: key, reason: .invalidKey("not a regular file"))
+        }
+        return opened
     }
 }

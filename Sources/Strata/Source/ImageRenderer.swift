@@ -53,7 +53,19 @@ public final class ImageRenderer {
     /// Renders `bytes` for `request`. Throws ``ImageDecodingError`` for bad input; nothing is
     /// returned from a partial decode.
     public func render(_ bytes: UnsafeRawBufferPointer, request: RenderRequest) throws(ImageDecodingError) -> PixelImage {
+        try renderWithOriginalSize(bytes, request: request).image
+    }
+
+    /// ``render(_:request:)`` that also says the original's size (after EXIF orientation):
+    /// the result is the whole original when its size is that and the mode is `fit`.
+    public func renderWithOriginalSize(
+        _ bytes: UnsafeRawBufferPointer, request: RenderRequest
+    ) throws(ImageDecodingError) -> (image: PixelImage, originalSize: PixelSize) {
         let header = try decoder.readHeader(bytes)
+        return (try render(bytes, header: header, request: request), header.size)
+    }
+
+    private func render(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, request: RenderRequest) throws(ImageDecodingError) -> PixelImage {
         let (sizing, minimum) = plan(for: header, request: request)
         let decodedSize = decoder.decodedSize(for: header, minimumSize: minimum)
 
@@ -84,6 +96,12 @@ public final class ImageRenderer {
     /// Convenience for arrays.
     public func render(_ bytes: [UInt8], request: RenderRequest) throws(ImageDecodingError) -> PixelImage {
         try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try render($0, request: request) } }
+    }
+
+    /// Sizes an already decoded `image` into `box` with this thread's resampler (see
+    /// ``Resampler/resize(_:box:mode:allowUpscale:)``); for resampling a cached larger variant.
+    public func resize(_ image: PixelImage, box: PixelSize, mode: ContentMode) -> PixelImage {
+        resampler.resize(image, box: box, mode: mode)
     }
 
     /// An image of `size` that takes over the reused scratch storage (grown when too small);

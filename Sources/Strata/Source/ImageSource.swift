@@ -18,6 +18,16 @@ public struct SourceData: Sendable {
 public protocol ImageSource: Sendable {
     /// Returns the original for `key`, or throws a ``SourceError``.
     func fetch(key: String) async throws(SourceError) -> SourceData
+
+    /// The current version of `key`'s original (the same string ``fetch(key:)`` would report),
+    /// found cheaply — a `stat`, a `HEAD` — for revalidating cached variants; `nil` when this
+    /// source has no cheaper way than fetching. Throws ``SourceError/Reason/notFound`` when the
+    /// original is gone. The default returns `nil`.
+    func version(key: String) async throws(SourceError) -> String?
+}
+
+extension ImageSource {
+    public func version(key: String) async throws(SourceError) -> String? { nil }
 }
 
 /// Why the source tier could not produce an image; every case names the key.
@@ -62,11 +72,27 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
 /// store client, a test).
 public struct ClosureSource: ImageSource {
     private let body: @Sendable (String) async throws -> SourceData
+    private let versionBody: (@Sendable (String) async throws -> String?)?
 
     /// `body` returns the original for a key; any error it throws is reported as
     /// ``SourceError/Reason/failed(_:)`` (or passed through when it already is a ``SourceError``).
-    public init(_ body: @escaping @Sendable (String) async throws -> SourceData) {
+    /// `version`, when given, answers ``version(key:)`` cheaply.
+    public init(
+        version: (@Sendable (String) async throws -> String?)? = nil, _ body: @escaping @Sendable (String) async throws -> SourceData
+    ) {
         self.body = body
+        self.versionBody = version
+    }
+
+    public func version(key: String) async throws(SourceError) -> String? {
+        guard let versionBody else { return nil }
+        do {
+            return try await versionBody(key)
+        } catch let error as SourceError {
+            throw error
+        } catch {
+            throw SourceError(key: key, reason: .failed(String(describing: error)))
+        }
     }
 
     public func fetch(key: String) async throws(SourceError) -> SourceData {

@@ -26,11 +26,17 @@ public final class SourceTier: Sendable {
     public struct Rendered: Sendable {
         public var image: PixelImage
         public var sourceVersion: String
+        /// The original's size (after orientation): `image` is the whole original when it has
+        /// this size in `fit` mode.
+        public var originalSize: PixelSize
     }
 
     public let source: any ImageSource
     public let configuration: Configuration
-    private let pool: BlockingPool<ImageRenderer>
+    /// The rendering threads: the tier's own, or the engine's (shared with its other blocking work).
+    public let pool: BlockingPool<ImageRenderer>
+    /// Set when the tier made its own pool (shut down on deinit).
+    private let ownsPool: Bool
 
     /// Starts the rendering threads; throws only when the system refuses a thread.
     public init(source: any ImageSource, configuration: Configuration = Configuration()) throws(SystemCallError) {
@@ -42,9 +48,25 @@ public final class SourceTier: Sendable {
         self.pool = try BlockingPool(width: configuration.width, name: "strata-render") {
             ImageRenderer(limits: limits, decodeHeadroom: headroom)
         }
+        self.ownsPool = true
     }
 
-    deinit { pool.shutdown() }
+    /// A source tier rendering on `pool` (whose renderers carry their own limits; make them
+    /// with ``makeRenderer(_:)``), which the caller owns and shuts down.
+    public init(source: any ImageSource, configuration: Configuration = Configuration(), pool: BlockingPool<ImageRenderer>) {
+        precondition(configuration.maxPixels > 0 && configuration.decodeHeadroom >= 1)
+        self.source = source
+        self.configuration = configuration
+        self.pool = pool
+        self.ownsPool = false
+    }
+
+    /// A renderer configured as `configuration` says (for the threads of a shared pool).
+    public static func makeRenderer(_ configuration: Configuration) -> ImageRenderer {
+        ImageRenderer(limits: DecodingLimits(maxPixels: configuration.maxPixels), decodeHeadroom: configuration.decodeHeadroom)
+    }
+
+    deinit { if ownsPool { pool.shutdown() } }
 
     /// Fetches `key` and renders it for `request`.
     public func image(forKey key: String, request: RenderRequest) async throws(SourceError) -> Rendered {
@@ -52,10 +74,12 @@ public final class SourceTier: Sendable {
         try Task.checkCancellation(key: key)
         let bytes = data.bytes
         do {
-            let image = try await pool.run { (renderer) throws(ImageDecodingError) -> PixelImage in
-                try renderer.render(bytes, request: request)
+            let (image, originalSize) = try await pool.run { (renderer) throws(ImageDecodingError) -> (PixelImage, PixelSize) in
+                try rethrowingTyped(ImageDecodingError.self) {
+                    try bytes.withUnsafeBytes { try renderer.renderWithOriginalSize($0, request: request) }
+                }
             }
-            return Rendered(image: image, sourceVersion: data.version)
+            return Rendered(image: image, sourceVersion: data.version, originalSize: originalSize)
         } catch {
             switch error {
             case .failed(let error): throw SourceError(key: key, reason: .decoding(error))

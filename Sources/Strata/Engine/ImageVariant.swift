@@ -1,0 +1,64 @@
+/// One cached variant as every tier describes it: its pixels' descriptor, the source version it
+/// was made from, when it was fetched, and whether it is the *whole original*.
+///
+/// A whole-original variant is the original at full resolution because the request's box was
+/// larger (no upscaling): the source can give nothing bigger, so it serves every `fit` request
+/// whose box contains it, not only those within tolerance of its own size (a 640×400 original
+/// rendered for a 1024 box is the answer for 1024, 2048, … boxes too).
+public struct ImageVariant: Hashable, Sendable, CustomStringConvertible {
+    public var descriptor: VariantDescriptor
+    public var sourceVersion: SourceVersion
+    public var isWholeOriginal: Bool
+    /// When the variant's source was fetched (or, for a hit made by another process, when this
+    /// process first served it), for revalidation.
+    public var fetchedAt: ContinuousClock.Instant
+
+    public init(
+        descriptor: VariantDescriptor, sourceVersion: SourceVersion = .unknown, isWholeOriginal: Bool = false,
+        fetchedAt: ContinuousClock.Instant = .now
+    ) {
+        self.descriptor = descriptor
+        self.sourceVersion = sourceVersion
+        self.isWholeOriginal = isWholeOriginal
+        self.fetchedAt = fetchedAt
+    }
+
+    public var size: PixelSize { descriptor.size }
+
+    public var description: String {
+        "\(descriptor)\(isWholeOriginal ? " (whole original)" : "") v\(sourceVersion)"
+    }
+
+    /// The fill ratio this variant offers `query` (``VariantMatcher``'s rule), where a whole
+    /// original that fits inside a `fit` box counts as exact (1): the source has nothing larger.
+    @inlinable
+    public func fillRatio(for query: SizeQuery, allowUpscale: Bool = false) -> Double? {
+        guard let q = VariantMatcher.fillRatio(of: descriptor, for: query) else { return nil }
+        if isWholeOriginal, !allowUpscale, query.mode == .fit, q <= 1 { return 1 }
+        return q
+    }
+
+    /// Whether this variant serves `query`.
+    @inlinable
+    public func matches(_ query: SizeQuery, allowUpscale: Bool = false) -> Bool {
+        guard let q = fillRatio(for: query, allowUpscale: allowUpscale) else { return false }
+        return VariantMatcher.withinTolerance(q, query.tolerance)
+    }
+
+    /// The best of `variants` for `query` (closest to q = 1, larger on a tie), or `nil`.
+    @inlinable
+    public static func bestMatch(in variants: [ImageVariant], for query: SizeQuery, allowUpscale: Bool = false) -> ImageVariant? {
+        var best: ImageVariant?
+        var bestQ = 0.0
+        for variant in variants {
+            guard let q = variant.fillRatio(for: query, allowUpscale: allowUpscale),
+                VariantMatcher.withinTolerance(q, query.tolerance)
+            else { continue }
+            if best == nil || VariantMatcher.isBetter(q, than: bestQ) {
+                best = variant
+                bestQ = q
+            }
+        }
+        return best
+    }
+}
