@@ -1,0 +1,510 @@
+import Testing
+@testable import Strata
+
+@Suite(.timeLimit(.minutes(1))) struct CoalescerTests {
+    enum TestError: Error, Equatable { case boom(Int) }
+
+    /// Groups are strings, descriptors and priorities and values are integers.
+    typealias TestCoalescer = Coalescer<String, Int, Int, Int, TestError>
+
+    /// What a call returned, comparable.
+    struct Reply: Equatable, Sendable {
+        var value: Int
+        var joined: Bool
+    }
+    typealias Outcome = Result<Reply, CoalescerError<TestError>>
+
+    /// A one-shot event: fires once; waiters before and after then go on.
+    final class Event: Sendable {
+        private struct State {
+            var fired = false
+            var waiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
+            var nextWaiter: UInt64 = 0
+        }
+        private let state = Lock(State())
+
+        var hasFired: Bool { state.withLock { $0.fired } }
+
+        func fire() {
+            let waiters = state.withLock { s in
+                s.fired = true
+                defer { s.waiters = [:] }
+                return Array(s.waiters.values)
+            }
+            for waiter in waiters { waiter.resume(returning: true) }
+        }
+
+        /// Waits until the event fires (true) or the calling task is cancelled (false).
+        func wait() async -> Bool {
+            let id = state.withLock { s in
+                s.nextWaiter += 1
+                return s.nextWaiter
+            }
+            return await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                    let now = state.withLock { s -> Bool? in
+                        if s.fired { return true }
+                        if Task.isCancelled { return false }
+                        s.waiters[id] = continuation
+                        return nil
+                    }
+                    if let now { continuation.resume(returning: now) }
+                }
+            } onCancel: {
+                state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: false)
+            }
+        }
+
+        /// Waits until the event fires, for at most 10 s; returns whether it fired.
+        func waitBounded() async -> Bool {
+            await bounded { await self.wait() } ?? false
+        }
+    }
+
+    /// The first value offered to it.
+    final class Slot<T: Sendable>: Sendable {
+        private let state = Lock<(value: T?, taken: Bool, waiter: CheckedContinuation<T, Never>?)>((nil, false, nil))
+
+        func offer(_ value: T) {
+            let waiter = state.withLock { s -> CheckedContinuation<T, Never>? in
+                guard !s.taken else { return nil }
+                s.taken = true
+                guard let waiter = s.waiter else {
+                    s.value = value
+                    return nil
+                }
+                s.waiter = nil
+                return waiter
+            }
+            waiter?.resume(returning: value)
+        }
+
+        /// Waits for the first value (one waiter at most).
+        var value: T {
+            get async {
+                await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
+                    let now = state.withLock { s -> T? in
+                        if let value = s.value { return value }
+                        s.waiter = continuation
+                        return nil
+                    }
+                    if let now { continuation.resume(returning: now) }
+                }
+            }
+        }
+    }
+
+    /// `body`'s result, or `nil` if it takes longer than 10 s (a hang shows as a failure rather
+    /// than as a stuck test; `body` is left running then).
+    static func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T? {
+        let slot = Slot<T?>()
+        let worker = Task { slot.offer(await body()) }
+        let timer = Task {
+            try? await Task.sleep(for: .seconds(10))
+            slot.offer(nil)
+        }
+        let result = await slot.value
+        timer.cancel()
+        _ = worker
+        return result
+    }
+
+    /// Polls `condition` every millisecond, for at most 10 s; returns whether it held.
+    static func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<10_000 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return condition()
+    }
+
+    /// The shared work of a test: counts its runs and hands out its operations; each run waits
+    /// at `gate` (or until its task is cancelled, which it reports), then returns or throws.
+    final class Probe: Sendable {
+        let gate = Event()
+        /// Fires when the task of a run is cancelled (seen by `withTaskCancellationHandler`).
+        let sawCancellation = Event()
+        /// Fires when a run has started.
+        let started = Event()
+        private let state = Lock<(runs: Int, cancelled: Int, operations: [CoalescedOperation<Int>])>((0, 0, []))
+
+        var runs: Int { state.withLock { $0.runs } }
+        var cancelledRuns: Int { state.withLock { $0.cancelled } }
+        var operations: [CoalescedOperation<Int>] { state.withLock { $0.operations } }
+
+        func work(returning value: Int, throwing failure: TestError? = nil)
+            -> @Sendable (CoalescedOperation<Int>) async throws(TestError) -> Int
+        {
+            { [self] (operation: CoalescedOperation<Int>) async throws(TestError) -> Int in
+                state.withLock {
+                    $0.runs += 1
+                    $0.operations.append(operation)
+                }
+                started.fire()
+                await withTaskCancellationHandler {
+                    _ = await gate.wait()
+                } onCancel: {
+                    state.withLock { $0.cancelled += 1 }
+                    sawCancellation.fire()
+                }
+                if let failure { throw failure }
+                return value
+            }
+        }
+    }
+
+    /// Starts a call of `coalescer.run` in a task of its own.
+    static func call(
+        _ coalescer: TestCoalescer, group: String = "g", descriptor: Int = 0, priority: Int = 0,
+        accepts: @escaping @Sendable (Int) -> Bool = { _ in true },
+        work: @escaping @Sendable (CoalescedOperation<Int>) async throws(TestError) -> Int
+    ) -> Task<Outcome, Never> {
+        Task {
+            do throws(CoalescerError<TestError>) {
+                let reply = try await coalescer.run(group: group, descriptor: descriptor, priority: priority, joining: accepts, work: work)
+                return .success(Reply(value: reply.value, joined: reply.joined))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// Starts a call and waits until it is registered (`group` then has `waiters` waiters).
+    static func join(
+        _ coalescer: TestCoalescer, waiters: Int, group: String = "g", descriptor: Int = 0, priority: Int = 0,
+        accepts: @escaping @Sendable (Int) -> Bool = { _ in true },
+        work: @escaping @Sendable (CoalescedOperation<Int>) async throws(TestError) -> Int
+    ) async -> Task<Outcome, Never> {
+        let task = call(coalescer, group: group, descriptor: descriptor, priority: priority, accepts: accepts, work: work)
+        #expect(await eventually { coalescer.waiterCount(group: group) == waiters }, "waiter \(waiters) registered")
+        return task
+    }
+
+    /// The outcome of a call, or `nil` if it does not come within 10 s.
+    static func outcome(_ task: Task<Outcome, Never>) async -> Outcome? {
+        await bounded { await task.value }
+    }
+
+    // MARK: - Joining
+
+    @Test func concurrentIdenticalCallsRunTheWorkOnceAndAllGetItsValue() async {
+        let coalescer = TestCoalescer()
+        let probe = Probe()
+        let callers = (0..<8).map { _ in Self.call(coalescer, work: probe.work(returning: 42)) }
+        #expect(await Self.eventually { coalescer.waiterCount(group: "g") == 8 })
+        #expect(coalescer.operationCount == 1)
+        probe.gate.fire()
+        var joined = 0
+        for caller in callers {
+            let outcome = await Self.outcome(caller)
+            guard case .success(let reply)? = outcome else {
+                Issue.record("expected a value, got \(String(describing: outcome))")
+                continue
+            }
+            #expect(reply.value == 42)
+            if reply.joined { joined += 1 }
+        }
+        #expect(joined == 7, "all but the call that started the work joined")
+        #expect(probe.runs == 1)
+        #expect(coalescer.operationCount == 0)
+        #expect(coalescer.waiterCount(group: "g") == 0)
+    }
+
+    @Test func aCallThatAcceptsNoInFlightDescriptorStartsItsOwnOperation() async {
+        let coalescer = TestCoalescer()
+        let one = Probe(), two = Probe(), other = Probe(), unused = Probe()
+        let a = await Self.join(coalescer, waiters: 1, descriptor: 1, accepts: { $0 == 1 }, work: one.work(returning: 1))
+        let b = await Self.join(coalescer, waiters: 2, descriptor: 2, accepts: { $0 == 2 }, work: two.work(returning: 2))
+        #expect(coalescer.operationCount == 2)
+        // Joins the first operation of the group (in start order) it accepts, asking in that order.
+        let asked = Lock<[Int]>([])
+        let c = await Self.join(coalescer, waiters: 3, descriptor: 3, accepts: { _ in true }, work: unused.work(returning: -1))
+        let d = await Self.join(coalescer, waiters: 4, descriptor: 4, accepts: { descriptor in
+            asked.withLock { $0.append(descriptor) }
+            return descriptor == 2
+        }, work: unused.work(returning: -1))
+        #expect(asked.withLock { $0 } == [1, 2])
+        // The same descriptor in another group is other work.
+        let e = await Self.join(coalescer, waiters: 1, group: "h", descriptor: 1, accepts: { $0 == 1 }, work: other.work(returning: 7))
+        #expect(coalescer.operationCount == 3)
+        #expect(coalescer.waiterCount(group: "g") == 4)
+
+        one.gate.fire()
+        two.gate.fire()
+        other.gate.fire()
+        #expect(await Self.outcome(a) == .success(Reply(value: 1, joined: false)))
+        #expect(await Self.outcome(b) == .success(Reply(value: 2, joined: false)))
+        #expect(await Self.outcome(c) == .success(Reply(value: 1, joined: true)))
+        #expect(await Self.outcome(d) == .success(Reply(value: 2, joined: true)))
+        #expect(await Self.outcome(e) == .success(Reply(value: 7, joined: false)))
+        #expect([one.runs, two.runs, other.runs, unused.runs] == [1, 1, 1, 0])
+        #expect(coalescer.operationCount == 0)
+    }
+
+    // MARK: - Cancellation
+
+    @Test func aCancelledWaiterLeavesAtOnceAndTheOthersStillGetTheValue() async {
+        let coalescer = TestCoalescer()
+        let probe = Probe()
+        let a = await Self.join(coalescer, waiters: 1, work: probe.work(returning: 5))
+        let b = await Self.join(coalescer, waiters: 2, work: probe.work(returning: -1))
+        let c = await Self.join(coalescer, waiters: 3, work: probe.work(returning: -1))
+        b.cancel()
+        // The work is still held at its gate: b must not wait for it.
+        #expect(await Self.outcome(b) == .failure(.cancelled))
+        #expect(coalescer.waiterCount(group: "g") == 2)
+        #expect(coalescer.operationCount == 1)
+        probe.gate.fire()
+        #expect(await Self.outcome(a) == .success(Reply(value: 5, joined: false)))
+        #expect(await Self.outcome(c) == .success(Reply(value: 5, joined: true)))
+        #expect(probe.runs == 1)
+        #expect(probe.cancelledRuns == 0, "the work went on for the remaining waiters")
+        #expect(coalescer.operationCount == 0)
+    }
+
+    @Test func theLastWaiterLeavingCancelsTheOperationAndALaterCallStartsAfresh() async {
+        let coalescer = TestCoalescer()
+        let probe = Probe()
+        let a = await Self.join(coalescer, waiters: 1, work: probe.work(returning: 1))
+        let b = await Self.join(coalescer, waiters: 2, work: probe.work(returning: 1))
+        #expect(await probe.started.waitBounded())
+        a.cancel()
+        #expect(await Self.outcome(a) == .failure(.cancelled))
+        #expect(!probe.sawCancellation.hasFired, "one waiter is left")
+        #expect(coalescer.operationCount == 1)
+        b.cancel()
+        #expect(await Self.outcome(b) == .failure(.cancelled))
+        #expect(coalescer.operationCount == 0, "forgotten when its last waiter left")
+        #expect(coalescer.waiterCount(group: "g") == 0)
+        #expect(await probe.sawCancellation.waitBounded(), "the work's task was cancelled")
+        #expect(probe.cancelledRuns == 1)
+
+        probe.gate.fire()
+        let later = Self.call(coalescer, work: probe.work(returning: 2))
+        #expect(await Self.outcome(later) == .success(Reply(value: 2, joined: false)))
+        #expect(probe.runs == 2)
+    }
+
+    @Test func aCallerCancelledBeforeItCallsGetsCancelledAtOnceAndStartsNothing() async {
+        let coalescer = TestCoalescer()
+        let probe = Probe()
+        let cancelled = Task { () -> Outcome in
+            withUnsafeCurrentTask { $0?.cancel() }
+            do throws(CoalescerError<TestError>) {
+                let reply = try await coalescer.run(group: "g", descriptor: 0, priority: 0, joining: { _ in true }, work: probe.work(returning: 1))
+                return .success(Reply(value: reply.value, joined: reply.joined))
+            } catch {
+                return .failure(error)
+            }
+        }
+        #expect(await Self.outcome(cancelled) == .failure(.cancelled))
+        #expect(probe.runs == 0)
+        #expect(coalescer.operationCount == 0)
+
+        // Nor does it join an operation in flight.
+        let a = await Self.join(coalescer, waiters: 1, work: probe.work(returning: 3))
+        let late = Task { () -> Outcome in
+            withUnsafeCurrentTask { $0?.cancel() }
+            do throws(CoalescerError<TestError>) {
+                let reply = try await coalescer.run(group: "g", descriptor: 0, priority: 9, joining: { _ in true }, work: probe.work(returning: -1))
+                return .success(Reply(value: reply.value, joined: reply.joined))
+            } catch {
+                return .failure(error)
+            }
+        }
+        #expect(await Self.outcome(late) == .failure(.cancelled))
+        #expect(coalescer.waiterCount(group: "g") == 1)
+        probe.gate.fire()
+        #expect(await Self.outcome(a) == .success(Reply(value: 3, joined: false)))
+        #expect(probe.operations.map(\.priority) == [0], "the cancelled caller's priority was never counted")
+        #expect(probe.runs == 1)
+    }
+
+    @Test func cancelAllCancelsEveryWaiterAndOperationOfTheGroupOnly() async {
+        let coalescer = TestCoalescer()
+        let one = Probe(), two = Probe(), other = Probe()
+        let a = await Self.join(coalescer, waiters: 1, descriptor: 1, accepts: { $0 == 1 }, work: one.work(returning: 1))
+        let b = await Self.join(coalescer, waiters: 2, descriptor: 1, accepts: { $0 == 1 }, work: one.work(returning: 1))
+        let c = await Self.join(coalescer, waiters: 3, descriptor: 2, accepts: { $0 == 2 }, work: two.work(returning: 2))
+        let h = await Self.join(coalescer, waiters: 1, group: "h", work: other.work(returning: 7))
+        #expect(coalescer.operationCount == 3)
+
+        coalescer.cancelAll(group: "g")
+        for caller in [a, b, c] { #expect(await Self.outcome(caller) == .failure(.cancelled)) }
+        #expect(coalescer.waiterCount(group: "g") == 0)
+        #expect(coalescer.operationCount == 1)
+        #expect(await one.sawCancellation.waitBounded())
+        #expect(await two.sawCancellation.waitBounded())
+        coalescer.cancelAll(group: "nothing in flight")
+
+        other.gate.fire()
+        #expect(await Self.outcome(h) == .success(Reply(value: 7, joined: false)))
+        #expect(other.cancelledRuns == 0)
+        // A later call of the group starts afresh.
+        one.gate.fire()
+        #expect(await Self.outcome(Self.call(coalescer, work: one.work(returning: 8))) == .success(Reply(value: 8, joined: false)))
+        #expect(one.runs == 2)
+        #expect(coalescer.operationCount == 0)
+    }
+
+    // MARK: - Results are not kept
+
+    @Test func anErrorReachesEveryWaiterAndIsNotKept() async {
+        let coalescer = TestCoalescer()
+        let probe = Probe()
+        let callers = [
+            await Self.join(coalescer, waiters: 1, work: probe.work(returning: 0, throwing: .boom(1))),
+            await Self.join(coalescer, waiters: 2, work: probe.work(returning: 0, throwing: .boom(2))),
+            await Self.join(coalescer, waiters: 3, work: probe.work(returning: 0, throwing: .boom(3))),
+        ]
+        probe.gate.fire()
+        for caller in callers { #expect(await Self.outcome(caller) == .failure(.failed(.boom(1)))) }
+        #expect(coalescer.operationCount == 0)
+        let next = Self.call(coalescer, work: probe.work(returning: 4))
+        #expect(await Self.outcome(next) == .success(Reply(value: 4, joined: false)), "the work ran again")
+        #expect(probe.runs == 2)
+    }
+
+    @Test func aFinishedOperationIsForgotten() async {
+        let coalescer = TestCoalescer()
+        let probe = Probe()
+        probe.gate.fire()
+        for value in 1...3 {
+            #expect(await Self.outcome(Self.call(coalescer, work: probe.work(returning: value))) == .success(Reply(value: value, joined: false)))
+            #expect(coalescer.operationCount == 0)
+        }
+        #expect(probe.runs == 3)
+    }
+
+    // MARK: - Priority
+
+    @Test func thePriorityIsTheHighestOfTheRemainingWaiters() async {
+        let coalescer = TestCoalescer()
+        let gate = Event(), ready = Event()
+        let changes = Lock<[Int]>([])
+        let operation = Lock<CoalescedOperation<Int>?>(nil)
+        let work = { @Sendable (op: CoalescedOperation<Int>) async throws(TestError) -> Int in
+            op.onPriorityChange { priority in Issue.record("a replaced handler heard \(priority)") }
+            op.onPriorityChange { priority in changes.withLock { $0.append(priority) } }
+            operation.withLock { $0 = op }
+            ready.fire()
+            _ = await gate.wait()
+            return op.priority
+        }
+        var current: Int? { operation.withLock { $0 }?.priority }
+        func heard(_ expected: [Int]) async -> Bool { await Self.eventually { changes.withLock { $0 } == expected } }
+
+        let a = await Self.join(coalescer, waiters: 1, priority: 1, work: work)
+        #expect(await ready.waitBounded())
+        #expect(current == 1)
+        let b = await Self.join(coalescer, waiters: 2, priority: 3, work: work)
+        #expect(current == 3, "raised by a higher waiter")
+        #expect(await heard([3]))
+        let c = await Self.join(coalescer, waiters: 3, priority: 2, work: work)
+        let d = await Self.join(coalescer, waiters: 4, priority: 3, work: work)
+        #expect(current == 3)
+        b.cancel()
+        #expect(await Self.outcome(b) == .failure(.cancelled))
+        #expect(current == 3, "another waiter has the same priority")
+        d.cancel()
+        #expect(await Self.outcome(d) == .failure(.cancelled))
+        #expect(current == 2, "lowered when the highest left")
+        #expect(await heard([3, 2]))
+        c.cancel()
+        #expect(await Self.outcome(c) == .failure(.cancelled))
+        #expect(current == 1)
+        #expect(await heard([3, 2, 1]))
+        gate.fire()
+        #expect(await Self.outcome(a) == .success(Reply(value: 1, joined: false)))
+        #expect(changes.withLock { $0 } == [3, 2, 1], "one call per change, in order")
+    }
+
+    // MARK: - Stress
+
+    /// A deterministic random sequence (SplitMix64), so a failing run can be replayed.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func manyCallsWithRandomCancellationsEachResolveOnceAndLeaveNothingBehind(seed: UInt64) async {
+        let coalescer = TestCoalescer()
+        let groups = ["a", "b", "c", "d"]
+        let counts = Lock<(started: Int, ended: Int, resolved: Int, priorityOutOfRange: Int)>((0, 0, 0, 0))
+        var rng = SplitMix(state: seed)
+        let calls = 400
+        var tasks: [Task<Outcome, Never>] = []
+        var expected: [Int] = []
+        for i in 0..<calls {
+            let group = Int.random(in: 0..<groups.count, using: &rng)
+            let descriptor = Int.random(in: 0..<3, using: &rng)
+            let value = group * 10 + descriptor
+            let spins = Int.random(in: 0..<30, using: &rng)
+            let fails = Int.random(in: 0..<8, using: &rng) == 0
+            let work = { @Sendable (op: CoalescedOperation<Int>) async throws(TestError) -> Int in
+                counts.withLock { $0.started += 1 }
+                defer { counts.withLock { $0.ended += 1 } }
+                op.onPriorityChange { priority in
+                    if !(0..<5).contains(priority) { counts.withLock { $0.priorityOutOfRange += 1 } }
+                }
+                for _ in 0..<spins where !Task.isCancelled { await Task.yield() }
+                if fails { throw .boom(value) }
+                return value
+            }
+            let priority = Int.random(in: 0..<5, using: &rng)
+            tasks.append(Task {
+                let outcome: Outcome
+                do throws(CoalescerError<TestError>) {
+                    let reply = try await coalescer.run(
+                        group: groups[group], descriptor: descriptor, priority: priority,
+                        joining: { $0 == descriptor }, work: work)
+                    outcome = .success(Reply(value: reply.value, joined: reply.joined))
+                } catch {
+                    outcome = .failure(error)
+                }
+                counts.withLock { $0.resolved += 1 }
+                return outcome
+            })
+            expected.append(value)
+            // Cancel some callers as they go (some before they have called), and now and then a
+            // whole group.
+            if Int.random(in: 0..<4, using: &rng) == 0 {
+                let victim = Int.random(in: 0...i, using: &rng)
+                if Int.random(in: 0..<2, using: &rng) == 0 { await Task.yield() }
+                tasks[victim].cancel()
+            }
+            if Int.random(in: 0..<50, using: &rng) == 0 { coalescer.cancelAll(group: groups.randomElement(using: &rng)!) }
+            if i % 16 == 0 { await Task.yield() }
+        }
+
+        var values = 0, failures = 0, cancellations = 0
+        for (i, task) in tasks.enumerated() {
+            switch await Self.outcome(task) {
+            case .success(let reply)?:
+                #expect(reply.value == expected[i], "call \(i) got another operation's value")
+                values += 1
+            case .failure(.failed(.boom(let value)))?:
+                #expect(value == expected[i], "call \(i) got another operation's error")
+                failures += 1
+            case .failure(.cancelled)?:
+                cancellations += 1
+            case nil:
+                Issue.record("call \(i) never resolved")
+            }
+        }
+        #expect(values + failures + cancellations == calls)
+        #expect(counts.withLock { $0.resolved } == calls, "every call resolved exactly once")
+        #expect(coalescer.operationCount == 0)
+        for group in groups { #expect(coalescer.waiterCount(group: group) == 0) }
+        #expect(await Self.eventually { counts.withLock { $0.started == $0.ended } }, "every run of the work ended")
+        #expect(counts.withLock { $0.priorityOutOfRange } == 0)
+        #expect(values > 0)
+    }
+}
