@@ -11,6 +11,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.4.0"),
         // NIOConcurrencyHelpers only: `strata bench locks` measures NIOLock beside our own lock.
         .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
     ],
@@ -32,6 +33,7 @@ let package = Package(
             dependencies: [
                 "CTurboJPEG", "CWebP", "CPNG", "CStrataLinux",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         .executableTarget(

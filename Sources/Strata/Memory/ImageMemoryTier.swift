@@ -216,6 +216,22 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         return admitted
     }
 
+    /// Marks the variants of `key` made from `version` as checked at `time` (a revalidation that
+    /// found the original unchanged); returns how many were updated.
+    @discardableResult
+    public func refresh(key: String, version: SourceVersion, fetchedAt time: ContinuousClock.Instant) -> Int {
+        locked { state in
+            guard var held = state.variants[key] else { return 0 }
+            var updated = 0
+            for i in held.indices where held[i].sourceVersion == version {
+                held[i].fetchedAt = time
+                updated += 1
+            }
+            state.variants[key] = held
+            return updated
+        }
+    }
+
     /// Drops the variants of `key` whose record satisfies `predicate` (a changed source
     /// version, files another process deleted); returns how many were dropped.
     @discardableResult

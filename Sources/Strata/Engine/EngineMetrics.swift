@@ -1,0 +1,60 @@
+import Metrics
+
+/// The engine's swift-metrics instruments, made once (no backend is chosen here: whatever the
+/// process bootstrapped — Prometheus in `strata serve` — receives them; without one they cost
+/// a no-op call).
+///
+/// Names (with the configured prefix, default `strata`): counters `_requests_total{tier}`,
+/// `_misses_total{tier}`, `_coalesced_total`, `_source_fetches_total`, `_decode_errors_total`,
+/// `_source_errors_total`, `_errors_total{kind}`, `_revalidations_total`; timers
+/// `_lookup_seconds{tier}`, `_render_seconds`, `_source_fetch_seconds`; gauges
+/// `_tier_bytes{tier}`, `_tier_entries{tier}`, `_tier_evictions{tier}`, `_queue_depth{lane}`.
+struct EngineMetrics: Sendable {
+    let served: [ServingTier: Counter]
+    let lookups: [ServingTier: Timer]
+    let misses: [ServingTier: Counter]
+    let coalesced: Counter
+    let sourceFetches: Counter
+    let decodeErrors: Counter
+    let sourceErrors: Counter
+    let revalidations: Counter
+    let render: Timer
+    let sourceFetch: Timer
+    let bytes: [ServingTier: Gauge]
+    let entries: [ServingTier: Gauge]
+    let evictions: [ServingTier: Gauge]
+    let queueUrgent: Gauge
+    let queuePrefetch: Gauge
+    let prefix: String
+
+    init(prefix: String) {
+        self.prefix = prefix
+        func byTier<T>(_ make: (ServingTier) -> T) -> [ServingTier: T] {
+            Dictionary(uniqueKeysWithValues: ServingTier.allCases.map { ($0, make($0)) })
+        }
+        served = byTier { Counter(label: "\(prefix)_requests_total", dimensions: [("tier", $0.rawValue)]) }
+        lookups = byTier { Timer(label: "\(prefix)_lookup_seconds", dimensions: [("tier", $0.rawValue)], preferredDisplayUnit: .seconds) }
+        misses = byTier { Counter(label: "\(prefix)_misses_total", dimensions: [("tier", $0.rawValue)]) }
+        coalesced = Counter(label: "\(prefix)_coalesced_total")
+        sourceFetches = Counter(label: "\(prefix)_source_fetches_total")
+        decodeErrors = Counter(label: "\(prefix)_decode_errors_total")
+        sourceErrors = Counter(label: "\(prefix)_source_errors_total")
+        revalidations = Counter(label: "\(prefix)_revalidations_total")
+        render = Timer(label: "\(prefix)_render_seconds", preferredDisplayUnit: .seconds)
+        sourceFetch = Timer(label: "\(prefix)_source_fetch_seconds", preferredDisplayUnit: .seconds)
+        bytes = byTier { Gauge(label: "\(prefix)_tier_bytes", dimensions: [("tier", $0.rawValue)]) }
+        entries = byTier { Gauge(label: "\(prefix)_tier_entries", dimensions: [("tier", $0.rawValue)]) }
+        evictions = byTier { Gauge(label: "\(prefix)_tier_evictions", dimensions: [("tier", $0.rawValue)]) }
+        queueUrgent = Gauge(label: "\(prefix)_queue_depth", dimensions: [("lane", "urgent")])
+        queuePrefetch = Gauge(label: "\(prefix)_queue_depth", dimensions: [("lane", "prefetch")])
+    }
+
+    func error(_ error: ImageCacheError) {
+        Counter(label: "\(prefix)_errors_total", dimensions: [("kind", error.kind)]).increment()
+        switch error {
+        case .decoding: decodeErrors.increment()
+        case .source, .notFound: sourceErrors.increment()
+        default: break
+        }
+    }
+}

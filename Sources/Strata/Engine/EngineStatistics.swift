@@ -1,0 +1,87 @@
+import Synchronization
+
+/// The engine's own counts, beside the tiers' (``ImageCacheStatistics``).
+public struct EngineStatistics: Sendable, Hashable {
+    /// Calls of ``ImageCache/image(for:)``.
+    public var requests = 0
+    /// Requests served, by tier.
+    public var served: [ServingTier: Int] = [:]
+    /// Requests that joined another request's work instead of starting their own.
+    public var coalesced = 0
+    /// Source fetches and renders started.
+    public var sourceFetches = 0
+    public var sourceDecodes = 0
+    /// Larger variants resampled down for `exactSize` requests.
+    public var resamples = 0
+    /// Background version checks, and how many found a changed original.
+    public var revalidations = 0
+    public var changedOriginals = 0
+    /// Requests answered from the negative cache.
+    public var negativeHits = 0
+    /// Variants dropped because another process deleted their disk files.
+    public var crossProcessInvalidations = 0
+    /// Failed requests by ``ImageCacheError/kind``.
+    public var errors: [String: Int] = [:]
+
+    public init() {}
+}
+
+/// Every tier's statistics and the engine's, taken together (each tier's snapshot is
+/// consistent; they are taken one after another).
+public struct ImageCacheStatistics: Sendable {
+    public var engine: EngineStatistics
+    public var memory: ImageMemoryTier.Statistics?
+    public var disk: DiskTier.Statistics?
+    /// Blocking work waiting, per lane.
+    public var queues: (urgent: Int, prefetch: Int)
+}
+
+/// Lock-free counters behind ``EngineStatistics``.
+final class EngineCounters: Sendable {
+    let requests = Atomic<Int>(0)
+    let servedMemory = Atomic<Int>(0)
+    let servedDisk = Atomic<Int>(0)
+    let servedTable = Atomic<Int>(0)
+    let servedSource = Atomic<Int>(0)
+    let coalesced = Atomic<Int>(0)
+    let sourceFetches = Atomic<Int>(0)
+    let sourceDecodes = Atomic<Int>(0)
+    let resamples = Atomic<Int>(0)
+    let revalidations = Atomic<Int>(0)
+    let changedOriginals = Atomic<Int>(0)
+    let negativeHits = Atomic<Int>(0)
+    let crossProcessInvalidations = Atomic<Int>(0)
+    let errors = Lock<[String: Int]>([:])
+
+    func served(_ tier: ServingTier) {
+        switch tier {
+        case .memory: servedMemory.add(1, ordering: .relaxed)
+        case .disk: servedDisk.add(1, ordering: .relaxed)
+        case .table: servedTable.add(1, ordering: .relaxed)
+        case .source: servedSource.add(1, ordering: .relaxed)
+        }
+    }
+
+    func countError(_ error: ImageCacheError) {
+        errors.withLock { $0[error.kind, default: 0] += 1 }
+    }
+
+    func snapshot() -> EngineStatistics {
+        var s = EngineStatistics()
+        s.requests = requests.load(ordering: .relaxed)
+        s.served = [
+            .memory: servedMemory.load(ordering: .relaxed), .disk: servedDisk.load(ordering: .relaxed),
+            .table: servedTable.load(ordering: .relaxed), .source: servedSource.load(ordering: .relaxed),
+        ]
+        s.coalesced = coalesced.load(ordering: .relaxed)
+        s.sourceFetches = sourceFetches.load(ordering: .relaxed)
+        s.sourceDecodes = sourceDecodes.load(ordering: .relaxed)
+        s.resamples = resamples.load(ordering: .relaxed)
+        s.revalidations = revalidations.load(ordering: .relaxed)
+        s.changedOriginals = changedOriginals.load(ordering: .relaxed)
+        s.negativeHits = negativeHits.load(ordering: .relaxed)
+        s.crossProcessInvalidations = crossProcessInvalidations.load(ordering: .relaxed)
+        s.errors = errors.withLock { $0 }
+        return s
+    }
+}

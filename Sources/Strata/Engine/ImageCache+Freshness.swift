@@ -1,0 +1,48 @@
+/// Stale-while-revalidate: a hit older than ``ImageCache/Options/revalidateAfter`` is served at
+/// once, and the source is asked — in the background, once per key however many hits ask — for
+/// its current version. A changed original drops that key's variants from every tier; an
+/// unchanged one marks the held variants fresh again; a vanished one drops them and is
+/// remembered as missing.
+extension ImageCache {
+    func scheduleRevalidation(_ key: CacheKey, cached: SourceVersion) {
+        guard source != nil else { return }
+        Task.detached(priority: .background) { [self] in
+            _ = try? await revalidations.run(
+                group: key, descriptor: (), priority: .prefetch, joining: { _ in true },
+                work: { [self] _ async throws(ImageCacheError) in try await revalidate(key, cached: cached) })
+        }
+    }
+
+    /// Asks the source for `key`'s current version and reconciles the tiers with it.
+    func revalidate(_ key: CacheKey, cached: SourceVersion) async throws(ImageCacheError) {
+        guard let source else { return }
+        counters.revalidations.add(1, ordering: .relaxed)
+        metrics.revalidations.increment()
+        let current: SourceVersion
+        do {
+            if let token = try await source.version(key: key.string) {
+                current = SourceVersion(token: token)
+            } else {
+                current = SourceVersion(token: try await source.fetch(key: key.string).version)
+            }
+        } catch {
+            if case .notFound = error.reason {
+                options.logger.info("original gone; dropping its variants", metadata: ["key": "\(key)"])
+                counters.changedOriginals.add(1, ordering: .relaxed)
+                remove(key: key)
+                rememberMissing(key)
+                return
+            }
+            throw ImageCacheError(error)
+        }
+        if current == cached {
+            memory?.refresh(key: key.string, version: current, fetchedAt: .now)
+            return
+        }
+        counters.changedOriginals.add(1, ordering: .relaxed)
+        options.logger.info("original changed; dropping its variants", metadata: ["key": "\(key)", "version": "\(current)"])
+        memory?.remove(key: key.string) { $0.sourceVersion != current }
+        disk?.remove(key: key.string)
+        if let tables { try? tables.deleteImage(for: key.entityID) }
+    }
+}

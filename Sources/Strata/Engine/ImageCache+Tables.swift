@@ -1,0 +1,5 @@
+extension ImageCache {
+    func tableHit(_ request: ImageRequest, operation: CoalescedOperation<Lane>) async throws(ImageCacheError) -> CachedImage? {
+        nil
+    }
+}

@@ -1,0 +1,182 @@
+import Logging
+import Synchronization
+
+/// The engine: the one object a service embeds. A request for "key K at about W×H" goes
+/// memory → disk → image tables → source, each within the size tolerance, and the answer fills
+/// the tiers it passed on the way back (memory at once, disk write-behind, every format of a
+/// matching table family from one decode).
+///
+/// - ``image(for:)``: the image from the cheapest tier, waiting for the source when needed.
+///   Identical in-flight requests (same key, mode and style, a box within the first request's
+///   tolerance) share one fetch and one render; each waiter may cancel alone; the work stops
+///   when the last waiter leaves. Urgent requests run in parallel, prefetches one at a time and
+///   only while no urgent work waits.
+/// - ``cachedImage(for:)``: the memory tier only, synchronous, never blocks, allocates nothing
+///   on a miss — for render loops.
+/// - ``prefetch(_:)``, ``prioritize(_:)``, ``deprioritize(_:)``, ``remove(key:)``,
+///   ``removeAll()``, ``statistics``.
+///
+/// Every tier is optional (memory + source, disk + source, …). Blocking work (decoding,
+/// resampling, file reads) runs on the engine's dedicated threads, never on Swift's
+/// cooperative pool. Thread-safe.
+public final class ImageCache: Sendable {
+    /// Engine-wide settings (the tiers carry their own).
+    public struct Options: Sendable {
+        /// Size tolerance for requests that name none (0...1). Default 0.2.
+        public var defaultTolerance: Double = SizeQuery.defaultTolerance
+        /// Threads for blocking work (decode, resample, file reads); urgent work runs on up to
+        /// all of them, prefetch work on one at a time. Default: the number of cores.
+        public var width: Int = SourceTier.coreCount
+        /// Hits older than this are served at once and revalidated with the source in the
+        /// background (stale-while-revalidate); `nil` (default) never revalidates — for
+        /// immutable or content-addressed keys.
+        public var revalidateAfter: Duration? = nil
+        /// How long a key the source does not have is answered `notFound` without asking it
+        /// again. Default 10 s; zero turns negative caching off.
+        public var negativeTTL: Duration = .seconds(10)
+        /// How requests whose box is within tolerance of a table format are served: from the
+        /// tables (a source miss fills the whole family from one decode). Default true.
+        public var useTablesForMatchingRequests = true
+        /// Labels for log lines; swift-metrics names start with `metricsPrefix`.
+        public var logger = Logger(label: "strata.engine")
+        public var metricsPrefix = "strata"
+
+        public init() {}
+
+        /// Checks the values; throws an error naming the bad one.
+        public func validate() throws(ImageCacheConfigurationError) {
+            if !(0...1).contains(defaultTolerance) { throw .init(key: "defaultTolerance", reason: "must be within 0...1, got \(defaultTolerance)") }
+            if width < 1 { throw .init(key: "width", reason: "must be ≥ 1, got \(width)") }
+            if let r = revalidateAfter, r < .zero { throw .init(key: "revalidateAfter", reason: "must be ≥ 0, got \(r)") }
+            if negativeTTL < .zero { throw .init(key: "negativeTTL", reason: "must be ≥ 0, got \(negativeTTL)") }
+        }
+    }
+
+    public let options: Options
+    public let memory: ImageMemoryTier?
+    public let disk: DiskTier?
+    public let tables: ImageTableCache?
+    public let source: (any ImageSource)?
+    /// The engine's threads: every tier's blocking work, in two lanes.
+    let pool: BlockingPool<ImageRenderer>
+    let flights = Coalescer<FlightGroup, FlightDescriptor, Lane, CachedImage, ImageCacheError>()
+    let revalidations = Coalescer<CacheKey, Void, Lane, Void, ImageCacheError>()
+    let negative = Lock<[CacheKey: ContinuousClock.Instant]>([:])
+    let counters = EngineCounters()
+    let metrics: EngineMetrics
+
+    /// An engine over the given tiers (each optional). `source` is where originals come from;
+    /// without it only cached images are served. Throws when `options` are out of range or the
+    /// system refuses a thread.
+    public init(
+        memory: ImageMemoryTier? = ImageMemoryTier(), disk: DiskTier? = nil, tables: ImageTableCache? = nil,
+        source: (any ImageSource)?, sourceConfiguration: SourceTier.Configuration = .init(), options: Options = .init()
+    ) throws(ImageCacheConfigurationError) {
+        try options.validate()
+        self.options = options
+        self.memory = memory
+        self.disk = disk
+        self.tables = tables
+        self.source = source
+        do {
+            pool = try BlockingPool(width: options.width, name: "strata-engine") { SourceTier.makeRenderer(sourceConfiguration) }
+        } catch {
+            throw .init(key: "width", reason: "cannot start \(options.width) threads: \(error)")
+        }
+        metrics = EngineMetrics(prefix: options.metricsPrefix)
+    }
+
+    deinit { pool.shutdown() }
+
+    // MARK: - Requests
+
+    /// The image for `request` from the cheapest tier that has a variant within tolerance,
+    /// else from the source (filling the tiers on the way back).
+    public func image(for request: ImageRequest) async throws(ImageCacheError) -> CachedImage {
+        let started = ContinuousClock.now
+        counters.requests.add(1, ordering: .relaxed)
+        do {
+            try validate(request)
+            if let hit = memoryHit(request) {
+                let served = try await finish(hit, for: request)
+                record(served, since: started)
+                return served
+            }
+            try checkNegative(request.key)
+            let served = try await throughFlight(request)
+            record(served, since: started)
+            return served
+        } catch {
+            counters.countError(error)
+            metrics.error(error)
+            throw error
+        }
+    }
+
+    /// The memory tier's best variant for `request`, or `nil`. Synchronous and non-blocking:
+    /// a hash lookup and a scan of the key's variants under the memory tier's lock; allocates
+    /// nothing on a miss. Never resamples (`exactSize` is honoured by returning only an exact
+    /// match).
+    public func cachedImage(for request: ImageRequest) -> CachedImage? {
+        guard let memory else { return nil }
+        let query = request.query(defaultTolerance: options.defaultTolerance)
+        guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query, allowUpscale: request.allowUpscale) else {
+            return nil
+        }
+        return CachedImage(image: image, variant: variant, tier: .memory)
+    }
+
+    func validate(_ request: ImageRequest) throws(ImageCacheError) {
+        let key = request.key.string
+        if request.box.width <= 0 || request.box.height <= 0 {
+            throw .invalidRequest(key: key, reason: "the box \(request.box) is empty")
+        }
+        if let t = request.tolerance, !(0...1).contains(t) {
+            throw .invalidRequest(key: key, reason: "tolerance \(t) is outside 0...1")
+        }
+        if key.isEmpty { throw .invalidRequest(key: key, reason: "the key is empty") }
+    }
+
+    // MARK: - Removal and statistics
+
+    /// Drops every variant of `key` from every tier: memory, the disk files, the table entries
+    /// (and a remembered "not found").
+    public func remove(key: CacheKey) {
+        memory?.remove(key: key.string)
+        disk?.remove(key: key.string)
+        if let tables { try? tables.deleteImage(for: key.entityID) }
+        _ = negative.withLock { $0.removeValue(forKey: key) }
+    }
+
+    /// Drops everything from every tier.
+    public func removeAll() throws(ImageCacheError) {
+        memory?.removeAll()
+        negative.withLock { $0.removeAll() }
+        do {
+            try disk?.removeAll()
+        } catch {
+            throw .source(SourceError(key: "", reason: .failed("cannot empty the disk tier: \(error)")))
+        }
+        if let tables {
+            for format in tables.formats { try? tables.reset(formatName: format.name) }
+        }
+    }
+
+    /// Per-tier and engine counters.
+    public var statistics: ImageCacheStatistics {
+        ImageCacheStatistics(
+            engine: counters.snapshot(), memory: memory?.statistics, disk: disk?.statistics,
+            queues: pool.queueDepths)
+    }
+}
+
+/// An engine setting out of range: which key, and why.
+public struct ImageCacheConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var key: String
+    public var reason: String
+    public init(key: String, reason: String) {
+        self.key = key
+        self.reason = reason
+    }
+    public var description: String { "engine configuration \(key): \(reason)" }
+}

@@ -1,0 +1,200 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Strata
+
+@Suite("ImageCache", .timeLimit(.minutes(2)))
+struct ImageCacheTests {
+    static let photo = "jpeg/fallenleaf-2048x1280-420.jpg"
+    static let small = "jpeg/eveningglow-1024x640-progressive.jpg"
+
+    func request(_ key: String, _ w: Int, _ h: Int, tolerance: Double? = nil, exact: Bool = false) -> ImageRequest {
+        ImageRequest(key: CacheKey(key), box: PixelSize(width: w, height: h), tolerance: tolerance, exactSize: exact)
+    }
+
+    @Test func chainOrderAndPromotion() async throws {
+        let scratch = ScratchDirectory()
+        let source = CountingSource()
+        var config = DiskTier.Configuration()
+        config.useInotify = false
+        let disk = try DiskTier(directory: scratch.path, configuration: config)
+        let cache = try ImageCache(disk: disk, source: source)
+        let first = try await cache.image(for: request(Self.photo, 512, 512))
+        #expect(first.tier == .source)
+        #expect(first.image.size == PixelSize(width: 512, height: 320))
+        let second = try await cache.image(for: request(Self.photo, 500, 500))
+        #expect(second.tier == .memory)
+        disk.flush()
+        #expect(scratch.names().contains { $0.contains("512x320") }, "write-back reached the disk: \(scratch.names())")
+
+        // A second engine over the same directory, with an empty memory tier: disk, then memory.
+        let other = try ImageCache(disk: disk, source: source)
+        let fromDisk = try await other.image(for: request(Self.photo, 512, 512))
+        #expect(fromDisk.tier == .disk)
+        #expect(fromDisk.sourceVersion == first.sourceVersion)
+        #expect(fromDisk.image.hasSamePixels(as: first.image))
+        let promoted = try await other.image(for: request(Self.photo, 512, 512))
+        #expect(promoted.tier == .memory)
+        #expect(source.fetches.load(ordering: .relaxed) == 1)
+        let stats = other.statistics.engine
+        #expect(stats.served[.disk] == 1 && stats.served[.memory] == 1)
+    }
+
+    @Test func cachedImageIsMemoryOnly() async throws {
+        let cache = try ImageCache(source: CountingSource())
+        #expect(cache.cachedImage(for: request(Self.photo, 256, 256)) == nil)
+        _ = try await cache.image(for: request(Self.photo, 256, 256))
+        let hit = try #require(cache.cachedImage(for: request(Self.photo, 240, 240)))
+        #expect(hit.tier == .memory && hit.image.size == PixelSize(width: 256, height: 160))
+    }
+
+    @Test func exactSizeResamplesALargerVariantInsteadOfDecoding() async throws {
+        let source = CountingSource()
+        let cache = try ImageCache(source: source)
+        _ = try await cache.image(for: request(Self.photo, 1000, 1000))
+        let exact = try await cache.image(for: request(Self.photo, 900, 900, exact: true))
+        #expect(exact.image.size == PixelSize(width: 900, height: 563))
+        #expect(source.fetches.load(ordering: .relaxed) == 1)
+        #expect(cache.statistics.engine.resamples == 1)
+        #expect(cache.statistics.engine.sourceDecodes == 1)
+        // The resampled variant is kept: the same exact request is now a plain memory hit.
+        let again = try await cache.image(for: request(Self.photo, 900, 900, exact: true))
+        #expect(again.image.size == exact.image.size && cache.statistics.engine.resamples == 1)
+        // Without exactSize a variant within tolerance is served as it is.
+        let loose = try await cache.image(for: request(Self.photo, 1100, 1100))
+        #expect(loose.image.size.width == 1000 || loose.image.size.width == 900)
+    }
+
+    @Test func wholeOriginalServesLargerBoxes() async throws {
+        let source = CountingSource()
+        let cache = try ImageCache(source: source)
+        let first = try await cache.image(for: request(Self.small, 2048, 2048))
+        #expect(first.image.size == PixelSize(width: 1024, height: 640) && first.variant.isWholeOriginal)
+        let second = try await cache.image(for: request(Self.small, 2048, 2048))
+        #expect(second.tier == .memory)
+        let third = try await cache.image(for: request(Self.small, 4000, 3000))
+        #expect(third.tier == .memory)
+        #expect(source.fetches.load(ordering: .relaxed) == 1)
+    }
+
+    @Test(arguments: [false, true])
+    func concurrentRequestsShareOneRender(withinTolerance: Bool) async throws {
+        let source = CountingSource(gated: true)
+        let cache = try ImageCache(source: source)
+        let boxes = (0..<100).map { i in withinTolerance ? 500 + (i % 40) : 512 }
+        let results = try await withThrowingTaskGroup(of: CachedImage.self) { group in
+            for width in boxes { group.addTask { try await cache.image(for: request(Self.photo, width, width)) } }
+            let group1 = FlightGroup(key: CacheKey(Self.photo), mode: .fit, style: .default, allowUpscale: false)
+            #expect(await eventually { cache.flights.waiterCount(group: group1) == 100 })
+            source.gate!.open()
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.count == 100)
+        #expect(source.fetches.load(ordering: .relaxed) == 1)
+        #expect(cache.statistics.engine.sourceDecodes == 1)
+        #expect(cache.statistics.engine.coalesced == 99)
+    }
+
+    @Test func cancellingOneWaiterLeavesTheOthersServed() async throws {
+        let source = CountingSource(gated: true)
+        let cache = try ImageCache(source: source)
+        let group1 = FlightGroup(key: CacheKey(Self.photo), mode: .fit, style: .default, allowUpscale: false)
+        let a = Task { try await cache.image(for: request(Self.photo, 256, 256)) }
+        let b = Task { try await cache.image(for: request(Self.photo, 256, 256)) }
+        #expect(await eventually { cache.flights.waiterCount(group: group1) == 2 })
+        a.cancel()
+        await #expect(throws: ImageCacheError.self) { try await a.value }
+        #expect(await eventually { cache.flights.waiterCount(group: group1) == 1 })
+        source.gate!.open()
+        let served = try await b.value
+        #expect(served.tier == .source && source.cancelledFetches.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func cancellingEveryWaiterStopsTheWork() async throws {
+        let source = CountingSource(gated: true)
+        let cache = try ImageCache(source: source)
+        let tasks = (0..<3).map { _ in Task { try await cache.image(for: request(Self.photo, 256, 256)) } }
+        #expect(await eventually { source.held.load(ordering: .relaxed) == 1 })
+        for task in tasks { task.cancel() }
+        for task in tasks { await #expect(throws: ImageCacheError.self) { try await task.value } }
+        // The held fetch itself saw the cancellation: the work stopped, nothing was decoded.
+        #expect(await eventually { source.cancelledFetches.load(ordering: .relaxed) == 1 })
+        #expect(cache.statistics.engine.sourceDecodes == 0)
+        #expect(cache.flights.operationCount == 0)
+    }
+
+    @Test func negativeCaching() async throws {
+        let source = CountingSource()
+        var options = ImageCache.Options()
+        options.negativeTTL = .seconds(60)
+        let cache = try ImageCache(source: source, options: options)
+        for _ in 0..<5 {
+            await #expect(throws: ImageCacheError.self) { try await cache.image(for: request("jpeg/missing.jpg", 100, 100)) }
+        }
+        #expect(source.fetches.load(ordering: .relaxed) == 1)
+        #expect(cache.statistics.engine.negativeHits == 4)
+        // Removing the key forgets that it was missing.
+        cache.remove(key: "jpeg/missing.jpg")
+        await #expect(throws: ImageCacheError.self) { try await cache.image(for: request("jpeg/missing.jpg", 100, 100)) }
+        #expect(source.fetches.load(ordering: .relaxed) == 2)
+    }
+
+    @Test func brokenFixturesGiveTypedErrorsAndTheEngineGoesOn() async throws {
+        let cache = try ImageCache(source: CountingSource())
+        let broken = try FileManager.default.contentsOfDirectory(atPath: Fixtures.url("broken").path).sorted()
+        #expect(broken.count >= 8)
+        for name in broken {
+            do {
+                _ = try await cache.image(for: request("broken/" + name, 256, 256))
+                Issue.record("broken/\(name) was served")
+            } catch {
+                guard case .decoding(let key, _) = error else {
+                    Issue.record("broken/\(name): \(error)")
+                    continue
+                }
+                #expect(key == "broken/" + name)
+            }
+            let good = try await cache.image(for: request(Self.photo, 128, 128))
+            #expect(good.image.size.width == 128)
+        }
+        #expect(cache.statistics.engine.errors["decoding"] == broken.count)
+    }
+
+    @Test func revalidationServesTheOldImageOnceThenTheNew() async throws {
+        let scratch = ScratchDirectory()
+        try FileManager.default.createDirectory(atPath: scratch.path, withIntermediateDirectories: true)
+        let file = scratch.path + "/photo.jpg"
+        try Data(Fixtures.bytes(Self.photo)).write(to: URL(fileURLWithPath: file))
+        var options = ImageCache.Options()
+        options.revalidateAfter = .zero
+        let cache = try ImageCache(source: try DirectorySource(root: scratch.path), options: options)
+        let old = try await cache.image(for: request("photo.jpg", 256, 256))
+        #expect(old.tier == .source && old.image.size == PixelSize(width: 256, height: 160))
+        // Replace the original with another photo of another aspect.
+        try Data(Fixtures.bytes("jpeg/kite-800x500-gray.jpg")).write(to: URL(fileURLWithPath: file + ".new"))
+        try FileManager.default.removeItem(atPath: file)
+        try FileManager.default.moveItem(atPath: file + ".new", toPath: file)
+        let stale = try await cache.image(for: request("photo.jpg", 256, 256))
+        #expect(stale.tier == .memory && stale.sourceVersion == old.sourceVersion)
+        #expect(await eventually { cache.statistics.engine.changedOriginals == 1 })
+        let fresh = try await cache.image(for: request("photo.jpg", 256, 256))
+        #expect(fresh.tier == .source && fresh.sourceVersion != old.sourceVersion)
+        #expect(!fresh.image.hasSamePixels(as: old.image))
+    }
+
+    @Test func invalidRequestsAreRefused() async throws {
+        let cache = try ImageCache(source: CountingSource())
+        await #expect(throws: ImageCacheError.self) { try await cache.image(for: request(Self.photo, 0, 10)) }
+        await #expect(throws: ImageCacheError.self) { try await cache.image(for: request(Self.photo, 10, 10, tolerance: 2)) }
+        await #expect(throws: ImageCacheError.self) { try await cache.image(for: request("", 10, 10)) }
+        #expect(cache.statistics.engine.errors["invalid_request"] == 3)
+    }
+
+    @Test func optionsAreValidated() {
+        var options = ImageCache.Options()
+        options.defaultTolerance = 1.5
+        #expect(throws: ImageCacheConfigurationError(key: "defaultTolerance", reason: "must be within 0...1, got 1.5")) {
+            try ImageCache(source: nil, options: options)
+        }
+    }
+}
