@@ -4,24 +4,38 @@ import Glibc
 
 /// A fixed set of dedicated threads for blocking C work (decoding, file I/O), so that it never
 /// occupies Swift's cooperative pool. Use it for work that blocks a thread or runs long in C;
-/// plain Swift computation belongs on the cooperative pool.
+/// plain Swift computation belongs on the cooperative pool. One pool can serve every tier's
+/// blocking work, urgent and speculative alike, through its two lanes.
 ///
 /// Each thread owns one `Context` made by the factory on that thread (for example a decoder
 /// with its reusable buffers); a job receives the context of the thread it runs on, so
-/// per-thread state needs no lock. Jobs start in submission order, at most ``width`` at once.
+/// per-thread state needs no lock.
+///
+/// Lanes (``Lane``): every job is queued in one of two first-in, first-out queues.
+/// - ``Lane/urgent`` jobs start in queue order on any free thread, up to ``width`` at once.
+/// - ``Lane/prefetch`` jobs start in queue order, at most one running at a time, and one only
+///   starts when no urgent job is queued: prefetching pauses while urgent work waits, and leaves
+///   the other threads to urgent work.
+/// - A job that has started is never interrupted, whatever its lane (so with `width` 1 a running
+///   prefetch job delays urgent work until it ends).
+/// - A ``LaneTicket`` given to ``run(lane:ticket:_:)`` moves that job between lanes while it is
+///   queued (a prefetch that an urgent request joins becomes urgent).
 ///
 /// Modelled on swift-nio's `NIOThreadPool`:
 /// - a job is let go of the moment a thread takes it and has run it (whatever it captured — an
 ///   original of hundreds of MiB, a pinned table slot — is released then, not later);
-/// - ``run(_:)`` suspends the calling task until its job has finished; cancelling that task
-///   while the job is still queued removes the job (it never runs) and `run` throws
-///   ``BlockingPoolError/cancelled``; a job that has started is never interrupted;
+/// - ``run(lane:ticket:_:)`` suspends the calling task until its job has finished; cancelling
+///   that task while the job is still queued, in either lane, removes the job (it never runs)
+///   and `run` throws ``BlockingPoolError/cancelled``; a job that has started is never
+///   interrupted;
 /// - after ``shutdown()`` new work is refused with ``BlockingPoolError/shutDown`` (no trap);
-///   the jobs queued before it still run.
+///   the jobs queued before it, in both lanes, still run.
 ///
 /// The threads keep the pool alive until ``shutdown()`` (see `BlockingPoolOwner`).
-/// Cost: one ``Lock`` hand-off per job and a futex wake when a thread sleeps, plus one small allocation for
-/// `run`'s cancellation ticket; cancelling a queued job is O(1).
+/// Cost: one ``Lock`` hand-off per job and a futex wake when a thread sleeps; `run` adds a
+/// ticket (a ``LaneTicket``, made for it unless the caller gives one: three small allocations)
+/// whose lock is taken inside the pool's when the job is queued and taken. Cancelling or moving a
+/// queued job is O(1).
 public final class BlockingPool<Context>: @unchecked Sendable {
     /// What a queued job is handed: the context of the thread running it, or word that it
     /// will never run (its `run` call was cancelled while it was queued).
@@ -31,27 +45,82 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     }
     typealias Job = @Sendable (Turn) -> Void
 
+    /// A queued job, and the ticket of its `run` call (`nil` for `submit`).
+    struct Entry {
+        var job: Job
+        var ticket: LaneTicket?
+    }
+
+    /// Whom to wake after a change to the state.
+    enum Wake {
+        case none, one, all
+    }
+
     private struct State {
-        /// Queued jobs in submission order; a job cancelled while queued leaves a `nil` that
-        /// the workers skip.
-        var queue = RingBuffer<Job?>()
-        /// Sequence number of the job at the front of `queue` (each queued job's number stays
-        /// the same, so a cancellation finds its slot without a search).
-        var frontSequence: UInt64 = 0
+        var urgent = LaneQueue<Entry>()
+        var prefetch = LaneQueue<Entry>()
+        /// Jobs taken by a thread and not yet finished, per lane.
+        var running: (urgent: Int, prefetch: Int) = (0, 0)
         var stopping = false
         var threadsLeft = 0
         /// The workers' thread ids, so `shutdown` called from a worker does not wait for itself.
         var workerThreads: [pthread_t] = []
 
-        /// Queues `job`; returns its sequence number.
-        mutating func enqueue(_ job: @escaping Job) -> UInt64 {
-            let sequence = frontSequence &+ UInt64(queue.count)
-            queue.append(job)
-            return sequence
+        /// Runs `body` on the queue of `lane` (in place: no copy of the queue).
+        mutating func withQueue<R>(_ lane: Lane, _ body: (inout LaneQueue<Entry>) -> R) -> R {
+            switch lane {
+            case .urgent: body(&urgent)
+            case .prefetch: body(&prefetch)
+            }
+        }
+
+        /// The lane whose front job a free thread takes now, if any: urgent first; prefetch
+        /// only when no urgent job is queued and no prefetch job is running.
+        var nextLane: Lane? {
+            if !urgent.isEmpty { return .urgent }
+            if !prefetch.isEmpty && running.prefetch == 0 { return .prefetch }
+            return nil
+        }
+
+        /// Nothing queued in either lane (jobs may still be running).
+        var isDrained: Bool { urgent.isEmpty && prefetch.isEmpty }
+
+        /// Whom to wake after a change that may have made work startable (or, when stopping,
+        /// drained the queues so that the threads may exit). While stopping, `shutdown` sleeps on
+        /// the same lock as the workers, so a single signal could reach it instead of a worker:
+        /// then everyone is woken.
+        var wakeAfterChange: Wake {
+            if stopping { return isDrained || nextLane != nil ? .all : .none }
+            return nextLane != nil ? .one : .none
+        }
+
+        /// Queues `entry` in `lane` (or in the lane its ticket was moved to before), unless the
+        /// pool is stopping or the ticket's `run` was cancelled already; then the ticket (if any)
+        /// is withdrawn and the refusal returned. `pool` is the ticket's pool from now on.
+        mutating func enqueue<E>(_ entry: Entry, in lane: Lane, pool: any LaneTicket.Scheduler) -> BlockingPoolError<E>? {
+            guard let ticket = entry.ticket else {
+                if stopping { return .shutDown }
+                _ = withQueue(lane) { $0.append(entry) }
+                return nil
+            }
+            return ticket.state.withLock { t in
+                guard case .waiting = t.phase else {
+                    // The cancellation handler ran before the job could be queued.
+                    return .cancelled
+                }
+                if stopping {
+                    t.phase = .withdrawn
+                    return .shutDown
+                }
+                if !t.laneChosen { t.lane = lane }
+                t.phase = .queued(sequence: withQueue(t.lane) { $0.append(entry) })
+                t.scheduler = pool
+                return nil
+            }
         }
     }
 
-    /// The queue and the workers' bookkeeping; workers sleep on it until work arrives.
+    /// The queues and the workers' bookkeeping; workers sleep on it until work arrives.
     private let state = Lock(State())
     /// Number of threads.
     public let width: Int
@@ -76,7 +145,9 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     }
 
     /// Runs `body` on one of the pool's threads with that thread's context and returns its
-    /// result.
+    /// result. The job is queued in `lane` — or, when `ticket` was moved before this call queued
+    /// the job, in the ticket's lane; `ticket` (one per call) moves it between lanes while it is
+    /// queued.
     ///
     /// Throws ``BlockingPoolError/failed(_:)`` with the error `body` threw;
     /// ``BlockingPoolError/cancelled`` when the calling task is cancelled before a thread has
@@ -84,9 +155,12 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     /// when the pool was shut down before the call. A job that has started runs to the end
     /// even if the task is cancelled meanwhile, and its result is returned.
     public func run<T: Sendable, E: Error>(
+        lane: Lane = .urgent,
+        ticket: LaneTicket? = nil,
         _ body: @escaping @Sendable (Context) throws(E) -> T
     ) async throws(BlockingPoolError<E>) -> T {
-        let ticket = Ticket()
+        let ticket = ticket ?? LaneTicket()
+        ticket.claim()
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, BlockingPoolError<E>>, Never>) in
                 let job: Job = { turn in
@@ -101,17 +175,14 @@ public final class BlockingPool<Context>: @unchecked Sendable {
                         continuation.resume(returning: .failure(.cancelled))
                     }
                 }
-                let refusal: BlockingPoolError<E>? = state.withLock { s in
-                    if s.stopping { return .shutDown }
-                    // The cancellation handler ran before the job could be queued.
-                    if case .cancelled = ticket.state { return .cancelled }
-                    ticket.state = .queued(sequence: s.enqueue(job))
-                    return nil
+                let (refusal, wake): (BlockingPoolError<E>?, Wake) = state.withLock { s in
+                    let refusal: BlockingPoolError<E>? = s.enqueue(Entry(job: job, ticket: ticket), in: lane, pool: self)
+                    return (refusal, refusal == nil ? s.wakeAfterChange : .none)
                 }
                 if let refusal {
                     continuation.resume(returning: .failure(refusal))
                 } else {
-                    state.signal()
+                    self.wake(wake)
                 }
             }
         } onCancel: {
@@ -120,23 +191,21 @@ public final class BlockingPool<Context>: @unchecked Sendable {
         return try result.get()
     }
 
-    /// Queues `job` without waiting for it; it runs even if the pool is shut down after this
-    /// call. Throws ``BlockingPoolError/shutDown`` (and drops `job`) after ``shutdown()``.
-    public func submit(_ job: @escaping @Sendable (Context) -> Void) throws(BlockingPoolError<Never>) {
-        let accepted = state.withLock { s in
-            if s.stopping { return false }
-            _ = s.enqueue { turn in
-                if case .run(let context) = turn { job(context) }
-            }
-            return true
+    /// Queues `job` in `lane` without waiting for it; it runs even if the pool is shut down after
+    /// this call. Throws ``BlockingPoolError/shutDown`` (and drops `job`) after ``shutdown()``.
+    public func submit(lane: Lane = .urgent, _ job: @escaping @Sendable (Context) -> Void) throws(BlockingPoolError<Never>) {
+        let entry = Entry(job: { turn in if case .run(let context) = turn { job(context) } }, ticket: nil)
+        let (refusal, wake): (BlockingPoolError<Never>?, Wake) = state.withLock { s in
+            let refusal: BlockingPoolError<Never>? = s.enqueue(entry, in: lane, pool: self)
+            return (refusal, refusal == nil ? s.wakeAfterChange : .none)
         }
-        if !accepted { throw BlockingPoolError<Never>.shutDown }
-        state.signal()
+        if let refusal { throw refusal }
+        self.wake(wake)
     }
 
-    /// Refuses new work, lets the queued jobs finish, then stops the threads (waiting for
-    /// them, unless called from one of them). Further `run` and `submit` calls throw
-    /// ``BlockingPoolError/shutDown``. Calling it again does nothing more.
+    /// Refuses new work, lets the queued jobs of both lanes finish (by the lanes' rules), then
+    /// stops the threads (waiting for them, unless called from one of them). Further `run` and
+    /// `submit` calls throw ``BlockingPoolError/shutDown``. Calling it again does nothing more.
     public func shutdown() {
         let me = pthread_self()
         let fromWorker = state.withLock { s in
@@ -150,62 +219,123 @@ public final class BlockingPool<Context>: @unchecked Sendable {
         state.withLock(waitingUntil: { $0.threadsLeft == 0 }) { _ in }
     }
 
-    /// Jobs queued and not yet taken by a thread, cancelled ones included until a thread
-    /// skips them (for tests).
-    var queuedJobCount: Int { state.withLock { $0.queue.count } }
+    /// Jobs queued and not yet taken by a thread, per lane, not counting jobs whose `run` was
+    /// cancelled. A snapshot: it may change as soon as it is read.
+    public var queueDepths: (urgent: Int, prefetch: Int) {
+        state.withLock { ($0.urgent.count, $0.prefetch.count) }
+    }
 
-    /// The cancellation handler of a `run` call: takes its job out of the queue if no thread
-    /// has taken it yet, and tells it so (outside the lock).
-    private func cancel(_ ticket: Ticket) {
-        let job: Job? = state.withLock { s in
-            defer { ticket.state = .cancelled }
-            guard case .queued(let sequence) = ticket.state else { return nil }
-            let offset = sequence &- s.frontSequence
-            guard offset < UInt64(s.queue.count) else { return nil }  // already taken by a thread
-            let job = s.queue[Int(offset)]
-            s.queue[Int(offset)] = nil
-            return job
+    /// Jobs running now, per lane (a job counts until its thread has returned from it, which
+    /// may be a moment after its `run` call has returned). A snapshot.
+    public var runningCounts: (urgent: Int, prefetch: Int) {
+        state.withLock { $0.running }
+    }
+
+    /// Jobs queued and not yet taken by a thread, both lanes, cancelled ones excluded (for tests).
+    var queuedJobCount: Int { state.withLock { $0.urgent.count + $0.prefetch.count } }
+
+    /// Whether ``shutdown()`` has been called (for tests).
+    var isShuttingDown: Bool { state.withLock { $0.stopping } }
+
+    /// The cancellation handler of a `run` call: takes its job out of its lane's queue if no
+    /// thread has taken it yet, and tells it so (outside the locks).
+    private func cancel(_ ticket: LaneTicket) {
+        let (job, wake): (Job?, Wake) = state.withLock { s in
+            let entry: Entry? = ticket.state.withLock { t in
+                switch t.phase {
+                case .waiting:
+                    // Not queued yet: `run` will see this and not queue it.
+                    t.phase = .withdrawn
+                    return nil
+                case .queued(let sequence):
+                    t.phase = .withdrawn
+                    t.scheduler = nil
+                    return s.withQueue(t.lane) { $0.remove(sequence: sequence) }
+                case .started, .withdrawn:
+                    return nil
+                }
+            }
+            guard let entry else { return (nil, .none) }
+            // Removing an urgent job may let a prefetch job start; when stopping, may let the
+            // threads exit.
+            return (entry.job, s.wakeAfterChange)
         }
+        self.wake(wake)
         job?(.cancelled)
     }
 
-    private func work(_ context: Context) {
-        while true {
-            let job: Job? = state.withLock(waitingUntil: { !$0.queue.isEmpty || $0.stopping }) { s in
-                while let slot = s.queue.popFirst() {
-                    s.frontSequence &+= 1
-                    if let job = slot { return job }
-                    // A job cancelled while queued: skip it.
-                }
-                return nil
-            }
-            guard let job else {
-                // Only cancelled jobs were left: wait again, unless the pool is stopping.
-                let exiting = state.withLock { s in
-                    guard s.stopping, s.queue.isEmpty else { return false }
-                    s.threadsLeft -= 1
-                    return true
-                }
-                if exiting {
-                    state.broadcast()
-                    return
-                }
-                continue
-            }
-            // The queue no longer refers to the job: it (and all it captured) is released at
-            // the end of this iteration, before the next job is taken.
-            job(.run(context))
+    private func wake(_ wake: Wake) {
+        switch wake {
+        case .none: break
+        case .one: state.signal()
+        case .all: state.broadcast()
         }
     }
 
-    /// Where one `run` call's job is; guarded by the pool's lock.
-    private final class Ticket: @unchecked Sendable {
-        enum State {
-            case notQueued
-            case queued(sequence: UInt64)
-            case cancelled
+    private func work(_ context: Context) {
+        /// The lane of the job this thread has just run: it stops counting as running the next
+        /// time the thread holds the lock, before it looks for work (a finished prefetch job
+        /// lets the next one start).
+        var finished: Lane?
+        while true {
+            let (taken, wake): ((job: Job, lane: Lane)?, Wake) = state.withLock(waitingUntil: { s in
+                switch finished {
+                case .urgent?: s.running.urgent -= 1
+                case .prefetch?: s.running.prefetch -= 1
+                case nil: break
+                }
+                finished = nil
+                return s.nextLane != nil || (s.stopping && s.isDrained)
+            }) { s in
+                guard let lane = s.nextLane else {
+                    // Stopping, and nothing is queued: this thread exits.
+                    s.threadsLeft -= 1
+                    return (nil, .all)
+                }
+                let tookLastUrgent = lane == .urgent && s.urgent.count == 1
+                // `nextLane` saw a job in that queue.
+                let entry = s.withQueue(lane) { $0.popFirst() }!
+                switch lane {
+                case .urgent: s.running.urgent += 1
+                case .prefetch: s.running.prefetch += 1
+                }
+                entry.ticket?.state.withLock { t in
+                    t.phase = .started
+                    t.scheduler = nil
+                }
+                // Each queued job woke a thread when it became startable; the one exception is a
+                // prefetch job that waited for the urgent queue to empty, which it just did.
+                let wake: Wake = s.stopping ? s.wakeAfterChange : (tookLastUrgent && s.nextLane == .prefetch ? .one : .none)
+                return ((entry.job, lane), wake)
+            }
+            self.wake(wake)
+            guard let taken else { return }
+            // The queue no longer refers to the job: it (and all it captured) is released at
+            // the end of this iteration, before the next job is taken.
+            taken.job(.run(context))
+            finished = taken.lane
         }
-        var state = State.notQueued
+    }
+}
+
+extension BlockingPool: LaneTicket.Scheduler {
+    /// Moves `ticket`'s job to the back of `lane`'s queue if it is queued in the other lane.
+    func move(_ ticket: LaneTicket, to lane: Lane) -> Bool {
+        let (moved, wake): (Bool, Wake) = state.withLock { s in
+            let moved = ticket.state.withLock { t in
+                guard case .queued(let sequence) = t.phase, t.lane != lane,
+                    let entry = s.withQueue(t.lane, { $0.remove(sequence: sequence) })
+                else { return false }
+                t.lane = lane
+                t.phase = .queued(sequence: s.withQueue(lane) { $0.append(entry) })
+                return true
+            }
+            // A job moved to urgent may start now; one moved to prefetch may leave the urgent
+            // queue empty, so that a prefetch job may start.
+            return (moved, moved ? s.wakeAfterChange : .none)
+        }
+        self.wake(wake)
+        return moved
     }
 }
 

@@ -2,7 +2,7 @@
 /// front, and a slot is emptied the moment its element leaves, so the queue never keeps a
 /// removed element alive (an array with a moving head index would, until it compacts).
 ///
-/// Used by ``BlockingPool`` for its jobs. Grows by doubling when full; never shrinks.
+/// Used by ``LaneQueue`` for a ``BlockingPool``'s jobs. Grows by doubling when full; never shrinks.
 struct RingBuffer<Element> {
     private var slots: [Element?] = []
     /// Index in `slots` of the first element.

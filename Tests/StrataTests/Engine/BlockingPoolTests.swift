@@ -40,7 +40,7 @@ import Glibc
     }
 
     @Test func everyRunExecutesOnceOnAThreadWithThatThreadsContext() async throws {
-        let workers = Mutex<[Worker]>([])
+        let workers = Lock<[Worker]>([])
         let pool = try BlockingPool(width: 2, name: "test-pool") { () -> Worker in
             let worker = Worker()
             workers.withLock { $0.append(worker) }
@@ -67,7 +67,7 @@ import Glibc
     }
 
     @Test func aOneThreadPoolRunsJobsInSubmissionOrder() throws {
-        let order = Mutex<[Int]>([])
+        let order = Lock<[Int]>([])
         let pool = try BlockingPool(width: 1, name: "test-pool") {}
         for i in 0..<500 { try pool.submit { _ in order.withLock { $0.append(i) } } }
         pool.shutdown()
@@ -235,7 +235,7 @@ extension BlockingPoolTests {
         let pool = try BlockingPool(width: 2, name: "test-pool") {}
         defer { pool.shutdown() }
         let runs = 2000
-        let ran = Mutex<[Int]>([])
+        let ran = Lock<[Int]>([])
         var tasks: [Task<Void, any Error>] = []
         for i in 0..<runs {
             tasks.append(Task { @Sendable in try await pool.run { _ in ran.withLock { $0.append(i) } } })
