@@ -52,13 +52,15 @@ extension ImageCache {
     /// Completes a hit for `request`: resamples a larger variant to the exact box when the
     /// request asks for `exactSize` (and keeps the result in memory), and starts a background
     /// revalidation when the variant is older than ``Options/revalidateAfter``.
-    func finish(_ hit: CachedImage, for request: ImageRequest) async throws(ImageCacheError) -> CachedImage {
+    func finish(_ hit: CachedImage, for request: ImageRequest, lane: FlightLane? = nil) async throws(ImageCacheError) -> CachedImage {
         if let limit = options.revalidateAfter, hit.age > limit { scheduleRevalidation(request.key, cached: hit.sourceVersion) }
         guard request.exactSize else { return hit }
         let plan = SizingPlan(source: hit.image.size, box: request.box, mode: request.mode, allowUpscale: request.allowUpscale)
         if plan.output == hit.image.size { return hit }
         let source = hit.image, box = request.box, mode = request.mode
-        let resized = try await onPool(request.key, lane: request.priority) { renderer in renderer.resize(source, box: box, mode: mode) }
+        let resized = try await onPool(request.key, lane: lane ?? FlightLane(request.priority)) { renderer in
+            renderer.resize(source, box: box, mode: mode)
+        }
         counters.resamples.add(1, ordering: .relaxed)
         let variant = ImageVariant(
             descriptor: VariantDescriptor(size: resized.size, mode: request.mode, style: resized.style),
@@ -136,20 +138,22 @@ extension ImageCache {
         return outcome.value
     }
 
-    /// Disk, then tables, then the source, for one flight.
+    /// Disk, then tables, then the source, for one flight. Its blocking work runs in the lane of
+    /// its highest waiter, and moves when that changes.
     func fetch(_ request: ImageRequest, operation: CoalescedOperation<Lane>) async throws(ImageCacheError) -> CachedImage {
-        if let hit = try await diskHit(request, lane: operation.priority) {
-            return try await finish(hit, for: request)
+        let lane = FlightLane(operation)
+        if let hit = try await diskHit(request, lane: lane) {
+            return try await finish(hit, for: request, lane: lane)
         }
-        if let hit = try await tableHit(request, operation: operation) {
-            return try await finish(hit, for: request)
+        if let hit = try await tableHit(request, lane: lane) {
+            return try await finish(hit, for: request, lane: lane)
         }
-        return try await sourceRender(request, operation: operation)
+        return try await sourceRender(request, lane: lane)
     }
 
     /// A disk-tier hit (decided from the in-memory index; the file is mapped or read on the
     /// engine's threads), promoted to memory.
-    func diskHit(_ request: ImageRequest, lane: Lane) async throws(ImageCacheError) -> CachedImage? {
+    func diskHit(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage? {
         guard let disk else { return nil }
         let key = request.key.string
         let query = request.query(defaultTolerance: options.defaultTolerance)
@@ -167,7 +171,7 @@ extension ImageCache {
     }
 
     /// The source: fetch, render on the engine's threads, write back to memory and disk.
-    func sourceRender(_ request: ImageRequest, operation: CoalescedOperation<Lane>) async throws(ImageCacheError) -> CachedImage {
+    func sourceRender(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage {
         guard let source else { throw .noSource(key: request.key.string) }
         let key = request.key.string
         counters.sourceFetches.add(1, ordering: .relaxed)
@@ -187,7 +191,8 @@ extension ImageCache {
         counters.sourceDecodes.add(1, ordering: .relaxed)
         let rendered: (image: PixelImage, originalSize: PixelSize)
         do {
-            rendered = try await pool.run(lane: operation.priority) { (renderer) throws(ImageDecodingError) -> (image: PixelImage, originalSize: PixelSize) in
+            let ticket = lane.ticket()
+            rendered = try await pool.run(lane: ticket.lane, ticket: ticket) { (renderer) throws(ImageDecodingError) -> (image: PixelImage, originalSize: PixelSize) in
                 try rethrowingTyped(ImageDecodingError.self) {
                     try bytes.withUnsafeBytes { try renderer.renderWithOriginalSize($0, request: renderRequest) }
                 }
@@ -213,16 +218,51 @@ extension ImageCache {
 
     /// Runs blocking `body` on the engine's threads in `lane`.
     func onPool<T: Sendable>(
-        _ key: CacheKey, lane: Lane, _ body: @escaping @Sendable (ImageRenderer) -> T
+        _ key: CacheKey, lane: FlightLane, _ body: @escaping @Sendable (ImageRenderer) -> T
     ) async throws(ImageCacheError) -> T {
+        let ticket = lane.ticket()
         do {
-            return try await pool.run(lane: lane) { (renderer) throws(Never) -> T in body(renderer) }
+            return try await pool.run(lane: ticket.lane, ticket: ticket) { (renderer) throws(Never) -> T in body(renderer) }
         } catch {
             switch error {
             case .cancelled: throw .cancelled(key: key.string)
             case .shutDown: throw .shutDown
             }
         }
+    }
+}
+
+/// The lane of one flight's blocking work: the highest lane among its waiters, followed as it
+/// changes (an urgent request joining a prefetch moves the queued job to the urgent lane; the
+/// last urgent waiter leaving moves it back).
+final class FlightLane: Sendable {
+    private let current: Lock<(lane: Lane, ticket: LaneTicket?)>
+
+    /// Follows `operation`'s priority.
+    init(_ operation: CoalescedOperation<Lane>) {
+        current = Lock((.urgent, nil))
+        // Moves happen under `current`'s lock, so a change and a new ticket never cross.
+        operation.onPriorityChange { [current] lane in
+            current.withLock { state in
+                state.lane = lane
+                state.ticket?.move(to: lane)
+            }
+        }
+        let lane = operation.priority
+        current.withLock { $0.lane = lane }
+    }
+
+    /// A fixed lane (work outside a flight).
+    init(_ lane: Lane) { current = Lock((lane, nil)) }
+
+    /// A ticket for the next job, in the current lane; later priority changes move it.
+    func ticket() -> LaneTicket {
+        let ticket = LaneTicket()
+        current.withLock { state in
+            state.ticket = ticket
+            ticket.move(to: state.lane)
+        }
+        return ticket
     }
 }
 

@@ -28,9 +28,9 @@ extension ImageCache {
         } catch {
             if case .notFound = error.reason {
                 options.logger.info("original gone; dropping its variants", metadata: ["key": "\(key)"])
-                counters.changedOriginals.add(1, ordering: .relaxed)
                 remove(key: key)
                 rememberMissing(key)
+                counters.changedOriginals.add(1, ordering: .relaxed)  // counted once the tiers agree
                 return
             }
             throw ImageCacheError(error)
@@ -39,10 +39,10 @@ extension ImageCache {
             memory?.refresh(key: key.string, version: current, fetchedAt: .now)
             return
         }
-        counters.changedOriginals.add(1, ordering: .relaxed)
         options.logger.info("original changed; dropping its variants", metadata: ["key": "\(key)", "version": "\(current)"])
         memory?.remove(key: key.string) { $0.sourceVersion != current }
         disk?.remove(key: key.string)
         if let tables { try? tables.deleteImage(for: key.entityID) }
+        counters.changedOriginals.add(1, ordering: .relaxed)  // counted once the tiers agree
     }
 }

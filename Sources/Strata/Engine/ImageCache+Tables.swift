@@ -1,5 +1,5 @@
 extension ImageCache {
-    func tableHit(_ request: ImageRequest, operation: CoalescedOperation<Lane>) async throws(ImageCacheError) -> CachedImage? {
+    func tableHit(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage? {
         nil
     }
 }
