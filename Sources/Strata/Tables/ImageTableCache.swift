@@ -13,7 +13,7 @@ public protocol ImageTableCacheDelegate: Sendable {
 /// - ``cachedImage(for:formatName:)`` answers at once from the table (never loads a source).
 /// - ``image(for:formatName:)`` loads the entity's source once and fills every format of the
 ///   requested format's family (unless the delegate declines), then returns the requested one.
-///   Identical pending requests share one load; each waiter can cancel on its own, and the load
+///   Identical pending requests (same entity, format and source version) share one load; each waiter can cancel on its own, and the load
 ///   stops when the last waiter leaves. ``cancelRequest(for:formatName:)`` stops it for everyone.
 /// - ``cachedImage(for:matching:)`` serves a size query from any format within tolerance
 ///   (``VariantMatcher``), best match first.
@@ -49,9 +49,12 @@ public final class ImageTableCache: Sendable {
         var waiters: [UInt64: CheckedContinuation<PixelImage, any Error>]
     }
 
+    /// What makes two requests identical: the same entity, format and source version (a
+    /// request for another version must never get this one's pixels).
     struct RequestKey: Hashable {
         var id: ImageEntityID
         var format: String
+        var sourceVersion: UInt64
     }
 
     /// Opens (or creates) a table for each format in `directory`. The entities' processing
@@ -122,7 +125,7 @@ public final class ImageTableCache: Sendable {
         guard let table = tables[formatName] else { throw ImageTableError.unknownFormat(formatName) }
         if let hit = table.image(for: entity.id, sourceVersion: entity.sourceVersion) { return hit }
         try Task.checkCancellation()
-        let key = RequestKey(id: entity.id, format: formatName)
+        let key = RequestKey(id: entity.id, format: formatName, sourceVersion: entity.sourceVersion)
         let waiter = nextToken.add(1, ordering: .relaxed).newValue
         let format = table.format
         return try await withTaskCancellationHandler {
@@ -147,17 +150,31 @@ public final class ImageTableCache: Sendable {
         }
     }
 
-    /// Cancels the pending request of `entityID` in `formatName`, if any: all its waiters get
-    /// `CancellationError` at once, and no further format of the family is drawn.
+    /// Cancels the pending requests of `entityID` in `formatName` (of any source version), if
+    /// any: all their waiters get `CancellationError` at once, and no further format of the
+    /// family is drawn.
     public func cancelRequest(for entityID: ImageEntityID, formatName: String) {
-        guard let entry = pending.withLock({ $0.removeValue(forKey: RequestKey(id: entityID, format: formatName)) }) else { return }
-        entry.task.cancel()
-        for continuation in entry.waiters.values { continuation.resume(throwing: CancellationError()) }
+        let removed = pending.withLock { map -> [Pending] in
+            let keys = map.keys.filter { $0.id == entityID && $0.format == formatName }
+            return keys.map { map.removeValue(forKey: $0)! }
+        }
+        for entry in removed {
+            entry.task.cancel()
+            for continuation in entry.waiters.values { continuation.resume(throwing: CancellationError()) }
+        }
     }
 
-    /// Number of requests waiting for the pending load of `entityID` in `formatName` (for tests).
-    func waiterCount(for entityID: ImageEntityID, formatName: String) -> Int {
-        pending.withLock { $0[RequestKey(id: entityID, format: formatName)]?.waiters.count ?? 0 }
+    /// Number of requests waiting for pending loads of `entityID` in `formatName` (of
+    /// `sourceVersion`, or of any version when it is `nil`), for tests.
+    func waiterCount(for entityID: ImageEntityID, formatName: String, sourceVersion: UInt64? = nil) -> Int {
+        pending.withLock { map in
+            map.reduce(0) { total, element in
+                let key = element.key
+                guard key.id == entityID, key.format == formatName, sourceVersion == nil || key.sourceVersion == sourceVersion
+                else { return total }
+                return total + element.value.waiters.count
+            }
+        }
     }
 
     /// A waiter's task was cancelled: resume it with `CancellationError` (unless the load or
