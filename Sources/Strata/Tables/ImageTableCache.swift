@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 /// A hook to decline filling a whole family (FastImageCache's
@@ -18,6 +19,10 @@ public protocol ImageTableCacheDelegate: Sendable {
 /// - ``cachedImage(for:matching:)`` serves a size query from any format within tolerance
 ///   (``VariantMatcher``), best match first.
 ///
+/// The requested format's result never depends on its siblings: a sibling that cannot be drawn
+/// (its processing throws, its table is full, …) is logged and counted
+/// (``Statistics/siblingFailures``), and the request still gets its image.
+///
 /// Storing and drawing (a cross-process `flock` and CPU-bound pixel work) always run on a
 /// dedicated thread pool, never on Swift's cooperative pool: the one given to the initializer,
 /// or a private two-thread pool the cache owns and shuts down when it goes away.
@@ -34,6 +39,21 @@ public final class ImageTableCache: Sendable {
     private let ownedPool: BlockingPoolOwner<Void>?
     let pending = Mutex<[RequestKey: Pending]>([:])
     let nextToken = Atomic<UInt64>(0)
+    /// Where the cache logs sibling formats it could not draw.
+    let logger: Logger
+    private let siblingFailures = Atomic<Int>(0)
+
+    /// Counters since the cache was opened.
+    public struct Statistics: Sendable, Hashable {
+        /// Formats of a family that could not be drawn while another format of the family was
+        /// requested (each is logged; the requested format was still served).
+        public var siblingFailures = 0
+    }
+
+    /// Counters since the cache was opened.
+    public var statistics: Statistics {
+        Statistics(siblingFailures: siblingFailures.load(ordering: .relaxed))
+    }
 
     /// Name prefix of the threads of the pool a cache makes for itself (`<prefix>-<index>`).
     static let privatePoolName = "strata-table"
@@ -61,9 +81,10 @@ public final class ImageTableCache: Sendable {
     /// (CPU-bound drawing into the slots, under the table's file lock) runs on `drawingPool`'s
     /// threads, or, when it is `nil`, on a private two-thread pool the cache starts (throws
     /// ``ImageTableError/system(_:)`` if the system refuses a thread) and stops on deinit.
+    /// `logger` receives the sibling formats that could not be drawn.
     public init(
         directory: String, formats: [ImageTableFormat], delegate: (any ImageTableCacheDelegate)? = nil,
-        drawingPool: BlockingPool<Void>? = nil
+        drawingPool: BlockingPool<Void>? = nil, logger: Logger = Logger(label: "strata.tables")
     ) throws(ImageTableError) {
         var tables: [String: ImageTable] = [:]
         for format in formats {
@@ -74,6 +95,7 @@ public final class ImageTableCache: Sendable {
         self.formats = formats
         self.tables = tables
         self.delegate = delegate
+        self.logger = logger
         if let drawingPool {
             self.drawingPool = drawingPool
             self.ownedPool = nil
@@ -251,8 +273,20 @@ public final class ImageTableCache: Sendable {
             let draw: @Sendable (()) throws -> PixelImage = { _ in
                 try table.store(entity.id, sourceVersion: entity.sourceVersion) { canvas in try entity.process(source, &canvas) }
             }
-            let image = try await drawingPool.run(draw)
-            if format.name == requested.name { result = image }
+            if format.name == requested.name {
+                result = try await drawingPool.run(draw)
+                continue
+            }
+            // A sibling is drawn for later requests; its failure is not this request's.
+            do {
+                _ = try await drawingPool.run(draw)
+            } catch {
+                siblingFailures.add(1, ordering: .relaxed)
+                logger.warning("could not draw a sibling format of the requested one", metadata: [
+                    "entity": "\(entity.id)", "sourceVersion": "\(entity.sourceVersion)", "format": "\(format.name)",
+                    "requested": "\(requested.name)", "source": "\(entity.source.description)", "error": "\(error)",
+                ])
+            }
         }
         return result!
     }

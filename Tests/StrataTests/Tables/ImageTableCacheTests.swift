@@ -1,6 +1,26 @@
+import Logging
 import Testing
 import Synchronization
 @testable import Strata
+
+/// A log handler that keeps every message (with its metadata) for the test to read.
+struct CapturingLogHandler: LogHandler {
+    final class Store: Sendable {
+        let messages = Mutex<[(Logger.Level, String, Logger.Metadata)]>([])
+    }
+    let store: Store
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        store.messages.withLock { $0.append((event.level, event.message.description, event.metadata ?? [:])) }
+    }
+}
 
 /// Counts source loads, and can hold a load until released.
 final class SourceProbe: Sendable {
@@ -123,6 +143,36 @@ struct DeclineFamily: ImageTableCacheDelegate {
         let fallback = cache.cachedImage(for: entity, matching: SizeQuery(box: PixelSize(width: 60, height: 60), mode: .fill,
                                                                           tolerance: 0.7))
         #expect(fallback?.size == PixelSize(width: 50, height: 50))
+    }
+
+    /// An entity whose processing cannot draw one format (`failing`) but draws the others.
+    func entity(_ n: Int, failingIn failing: String) -> ImageTableEntity {
+        struct CannotDraw: Error {}
+        let pattern = SourceProbe().entity(n)
+        return ImageTableEntity(id: pattern.id, sourceVersion: pattern.sourceVersion, source: pattern.source) { source, canvas in
+            if canvas.format.name == failing { throw CannotDraw() }
+            try pattern.process(source, &canvas)
+        }
+    }
+
+    @Test func aSiblingThatCannotBeDrawnDoesNotFailTheRequestedFormat() async throws {
+        let dir = TempDirectory()
+        let log = CapturingLogHandler.Store()
+        let cache = try ImageTableCache(directory: dir.path, formats: formats,
+                                        logger: Logger(label: "test") { _ in CapturingLogHandler(store: log) })
+        let entity = entity(8, failingIn: "thumb50")
+        let image = try await cache.image(for: entity, formatName: "thumb100")
+        #expect(TableTestPattern.matches(image, n: 8, version: 1))
+        #expect(TableTestPattern.matches(try #require(cache.cachedImage(for: entity, formatName: "thumb100")), n: 8, version: 1))
+        #expect(cache.cachedImage(for: entity, formatName: "thumb50") == nil)
+        #expect(cache.statistics.siblingFailures == 1, "the sibling's failure is counted")
+        let logged = log.messages.withLock { $0 }
+        #expect(logged.count == 1 && logged.first?.0 == .warning, "the sibling's failure is logged: \(logged)")
+        #expect(logged.first?.2["format"] == "thumb50")
+        #expect(logged.first?.2["error"]?.description.contains("CannotDraw") == true)
+        // The requested format's own failure is still the request's failure.
+        await #expect(throws: (any Error).self) { try await cache.image(for: entity, formatName: "thumb50") }
+        #expect(cache.statistics.siblingFailures == 1)
     }
 
     @Test func setDeleteResetAndDiskUsage() throws {
