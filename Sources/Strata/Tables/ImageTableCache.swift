@@ -23,9 +23,11 @@ public protocol ImageTableCacheDelegate: Sendable {
 /// (its processing throws, its table is full, …) is logged and counted
 /// (``Statistics/siblingFailures``), and the request still gets its image.
 ///
-/// Storing and drawing (a cross-process `flock` and CPU-bound pixel work) always run on a
-/// dedicated thread pool, never on Swift's cooperative pool: the one given to the initializer,
-/// or a private two-thread pool the cache owns and shuts down when it goes away.
+/// Everything that blocks — storing and drawing (a cross-process `flock`, disk reservations and
+/// CPU-bound pixel work), deleting, resetting, compacting, and the rare retrieval that must
+/// re-read a table's whole metadata first — runs on a dedicated thread pool, never on Swift's
+/// cooperative pool: the one given to the initializer, or a private two-thread pool the cache
+/// owns and shuts down when it goes away.
 ///
 /// Thread-safe; several processes may open the same directory.
 public final class ImageTableCache: Sendable {
@@ -37,7 +39,7 @@ public final class ImageTableCache: Sendable {
     let drawingPool: BlockingPool<Void>
     /// Set when the cache made its own pool: stops its threads when the cache goes away.
     private let ownedPool: BlockingPoolOwner<Void>?
-    let pending = Mutex<[RequestKey: Pending]>([:])
+    let pending = Lock<[RequestKey: Pending]>([:])
     let nextToken = Atomic<UInt64>(0)
     /// Where the cache logs sibling formats it could not draw.
     let logger: Logger
@@ -145,7 +147,19 @@ public final class ImageTableCache: Sendable {
     /// source's error otherwise.
     public func image(for entity: ImageTableEntity, formatName: String) async throws -> PixelImage {
         guard let table = tables[formatName] else { throw ImageTableError.unknownFormat(formatName) }
-        if let hit = table.image(for: entity.id, sourceVersion: entity.sourceVersion) { return hit }
+        switch table.read(entity.id, sourceVersion: entity.sourceVersion, maintain: false) {
+        case .hit(let image):
+            return image
+        case .miss:
+            break
+        case .needsMaintenance:
+            // The table must re-read its metadata (another process wrote or replaced it): O(slots)
+            // work that belongs on the pool.
+            let (id, version) = (entity.id, entity.sourceVersion)
+            if let hit = try await onPool({ () throws -> PixelImage? in table.image(for: id, sourceVersion: version) }) {
+                return hit
+            }
+        }
         try Task.checkCancellation()
         let key = RequestKey(id: entity.id, format: formatName, sourceVersion: entity.sourceVersion)
         let waiter = nextToken.add(1, ordering: .relaxed).newValue
@@ -228,24 +242,41 @@ public final class ImageTableCache: Sendable {
     }
 
     /// Stores `image` as the entry of `entity` in format `formatName` (copied into the slot; it
-    /// must have the format's style and fit its size).
+    /// must have the format's style and fit its size). Runs on the pool; throws
+    /// ``ImageTableError``.
     @discardableResult
-    public func setImage(_ image: PixelImage, for entity: ImageTableEntity, formatName: String) throws -> PixelImage {
-        try table(named: formatName).setImage(image, for: entity.id, sourceVersion: entity.sourceVersion)
+    public func setImage(_ image: PixelImage, for entity: ImageTableEntity, formatName: String) async throws -> PixelImage {
+        let table = try table(named: formatName)
+        let (id, version) = (entity.id, entity.sourceVersion)
+        return try await onPool { () throws -> PixelImage in try table.setImage(image, for: id, sourceVersion: version) }
     }
 
-    /// Removes `entityID` from format `formatName`, or from every format when it is `nil`.
-    public func deleteImage(for entityID: ImageEntityID, formatName: String? = nil) throws(ImageTableError) {
-        if let formatName {
-            try table(named: formatName).delete(entityID)
-        } else {
-            for format in formats { try tables[format.name]!.delete(entityID) }
-        }
+    /// Removes `entityID` from format `formatName`, or from every format when it is `nil`. Runs
+    /// on the pool; throws ``ImageTableError``.
+    public func deleteImage(for entityID: ImageEntityID, formatName: String? = nil) async throws {
+        let targets = try formatName.map { [try table(named: $0)] } ?? formats.map { tables[$0.name]! }
+        try await onPool { () throws in for table in targets { try table.delete(entityID) } }
     }
 
-    /// Empties format `formatName` (new files renamed over the old ones).
-    public func reset(formatName: String) throws(ImageTableError) {
-        try table(named: formatName).reset()
+    /// Empties format `formatName` (new files renamed over the old ones; readers are not held
+    /// up). Runs on the pool; throws ``ImageTableError``.
+    public func reset(formatName: String) async throws {
+        let table = try table(named: formatName)
+        try await onPool { () throws in try table.reset() }
+    }
+
+    /// Packs format `formatName`'s live entries into the lowest slots (new files renamed over
+    /// the old ones; readers are not held up) and returns the bytes of disk freed. Runs on the
+    /// pool; throws ``ImageTableError``.
+    @discardableResult
+    public func compact(formatName: String) async throws -> Int {
+        let table = try table(named: formatName)
+        return try await onPool { () throws -> Int in try table.compact() }
+    }
+
+    /// Runs blocking table work on the drawing pool (the one place this cache calls the pool).
+    private func onPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await drawingPool.run { (_: Void) throws -> T in try body() }
     }
 
     /// Bytes on disk of format `formatName`'s files.
@@ -270,16 +301,16 @@ public final class ImageTableCache: Sendable {
         for format in targets {
             try Task.checkCancellation()
             let table = tables[format.name]!
-            let draw: @Sendable (()) throws -> PixelImage = { _ in
+            let draw: @Sendable () throws -> PixelImage = {
                 try table.store(entity.id, sourceVersion: entity.sourceVersion) { canvas in try entity.process(source, &canvas) }
             }
             if format.name == requested.name {
-                result = try await drawingPool.run(draw)
+                result = try await onPool(draw)
                 continue
             }
             // A sibling is drawn for later requests; its failure is not this request's.
             do {
-                _ = try await drawingPool.run(draw)
+                _ = try await onPool(draw)
             } catch {
                 siblingFailures.add(1, ordering: .relaxed)
                 logger.warning("could not draw a sibling format of the requested one", metadata: [

@@ -272,6 +272,12 @@ enum MetadataLayout {
         p.set(56, UInt64(0))
     }
 
+    /// Whether the metadata file at `p` was retired (replaced: its readers must reopen).
+    static func isRetired(_ p: UnsafeMutableRawPointer) -> Bool { p.u64(56) != 0 }
+
+    /// Flags the metadata file at `p` retired.
+    static func retire(_ p: UnsafeMutableRawPointer) { p.set(56, UInt64(1)) }
+
     static func headerIsValid(_ p: UnsafeMutableRawPointer, generation: UInt64, slots: Int) -> Bool {
         p.u64(0) == magic && p.u64(8) == 1 && p.u64(16) == generation && p.u64(24) == UInt64(slots)
             && p.u64(32) == headerChecksum(p)

@@ -139,7 +139,7 @@ struct DeclineFamily: ImageTableCacheDelegate {
         #expect(cache.cachedImage(for: entity, matching: SizeQuery(box: PixelSize(width: 100, height: 100), mode: .fit)) == nil,
                 "another content mode never matches")
         // When the best format lacks the entity, the next match within tolerance serves it.
-        try cache.deleteImage(for: entity.id, formatName: "thumb100")
+        try await cache.deleteImage(for: entity.id, formatName: "thumb100")
         let fallback = cache.cachedImage(for: entity, matching: SizeQuery(box: PixelSize(width: 60, height: 60), mode: .fill,
                                                                           tolerance: 0.7))
         #expect(fallback?.size == PixelSize(width: 50, height: 50))
@@ -175,23 +175,65 @@ struct DeclineFamily: ImageTableCacheDelegate {
         #expect(cache.statistics.siblingFailures == 1)
     }
 
-    @Test func setDeleteResetAndDiskUsage() throws {
+    @Test func compactionRunsOnThePoolAndKeepsTheEntries() async throws {
+        let dir = TempDirectory()
+        let cache = try ImageTableCache(directory: dir.path, formats: formats)
+        let entities = (10..<14).map { SourceProbe().entity($0) }
+        for entity in entities { _ = try await cache.image(for: entity, formatName: "thumb100") }
+        try await cache.deleteImage(for: entities[0].id)
+        let threads = Lock<[String]>([])
+        try cache.table(named: "thumb100").hooks.afterCompactingEntry.withLock {
+            $0 = { _ in threads.withLock { $0.append(ScriptedSource.currentThreadName()) } }
+        }
+        try await cache.compact(formatName: "thumb100")
+        let names = threads.withLock { $0 }
+        #expect(names.count == 3, "three live entries were copied")
+        for name in names { #expect(name.hasPrefix(ImageTableCache.privatePoolName + "-"), "compacted on thread '\(name)'") }
+        #expect(cache.cachedImage(for: entities[0], formatName: "thumb100") == nil)
+        for (n, entity) in zip(11..., entities.dropFirst()) {
+            #expect(TableTestPattern.matches(try #require(cache.cachedImage(for: entity, formatName: "thumb100")), n: n, version: 1))
+        }
+    }
+
+    /// After another instance wrote, the cache's table must re-read its whole metadata before it
+    /// can answer: that scan runs on the pool, and the entry is served without a source load.
+    @Test func aMetadataScanForAnAsyncRequestRunsOnThePool() async throws {
+        let dir = TempDirectory()
+        let cache = try ImageTableCache(directory: dir.path, formats: formats)
+        let probe = SourceProbe()
+        let entity = probe.entity(15)
+        let other = try ImageTable(directory: dir.path, format: formats[0])
+        try storePattern(other, 15)
+        let threads = Lock<[String]>([])
+        try cache.table(named: "thumb100").hooks.duringIndexScan.withLock {
+            $0 = { threads.withLock { $0.append(ScriptedSource.currentThreadName()) } }
+        }
+        let image = try await cache.image(for: entity, formatName: "thumb100")
+        #expect(TableTestPattern.matches(image, n: 15, version: 1))
+        #expect(probe.loads.load(ordering: .relaxed) == 0, "served from the table")
+        let names = threads.withLock { $0 }
+        #expect(!names.isEmpty)
+        for name in names { #expect(name.hasPrefix(ImageTableCache.privatePoolName + "-"), "scanned on thread '\(name)'") }
+    }
+
+    @Test func setDeleteResetAndDiskUsage() async throws {
         let dir = TempDirectory()
         let cache = try ImageTableCache(directory: dir.path, formats: formats)
         let entity = SourceProbe().entity(6)
         var manual = PixelImage(width: 40, height: 40)
         TableTestPattern.draw(&manual, n: 6, version: 1)
-        try cache.setImage(manual, for: entity, formatName: "avatar")
+        try await cache.setImage(manual, for: entity, formatName: "avatar")
         #expect(try #require(cache.cachedImage(for: entity, formatName: "avatar")).hasSamePixels(as: manual))
         #expect(cache.imageExists(for: entity.id, formatName: "avatar"))
         #expect(try cache.diskUsage(formatName: "avatar") > 0)
         #expect(cache.totalDiskUsage >= (try cache.diskUsage(formatName: "avatar")) + (try cache.diskUsage(formatName: "thumb50")))
-        try cache.deleteImage(for: entity.id)
+        try await cache.deleteImage(for: entity.id)
         #expect(cache.cachedImage(for: entity, formatName: "avatar") == nil)
-        try cache.setImage(manual, for: entity, formatName: "avatar")
-        try cache.reset(formatName: "avatar")
+        try await cache.setImage(manual, for: entity, formatName: "avatar")
+        try await cache.reset(formatName: "avatar")
         #expect(cache.cachedImage(for: entity, formatName: "avatar") == nil)
-        #expect(throws: ImageTableError.unknownFormat("nope")) { try cache.reset(formatName: "nope") }
+        await #expect(throws: ImageTableError.unknownFormat("nope")) { try await cache.reset(formatName: "nope") }
+        await #expect(throws: ImageTableError.unknownFormat("nope")) { try await cache.compact(formatName: "nope") }
         #expect(throws: ImageTableError.duplicateFormat("thumb50")) {
             try ImageTableCache(directory: dir.path, formats: formats + [formats[1]])
         }
