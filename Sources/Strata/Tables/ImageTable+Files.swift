@@ -7,166 +7,203 @@ import Synchronization
 
 /// Opening, creating and rebuilding the table's files (the writer `flock` held unless `repair`
 /// is false). Static: these work on a ``ImageTable/State`` nobody else sees yet, never under the
-/// state lock.
+/// state lock. Every call reaches the system through ``FileDescriptor``/``MappedRegion``, so
+/// errors name the call and the path, and ``SyscallFaults`` can fail any of them.
 extension ImageTable {
-    static func openLockFile(_ path: String, permissions: UInt32) throws(SystemCallError) -> TableFileHandle {
-        let lock = try TableFileHandle.open(path, flags: O_RDWR | O_CREAT, permissions: permissions)
-        _ = fchmod(lock.fd, mode_t(permissions))
-        return lock
+    // MARK: - The writer lock file
+
+    static func openLockFile(_ path: String, permissions: UInt32) throws(SystemCallError) -> Shared<FileDescriptor> {
+        let lock = try FileDescriptor(open: path, flags: O_RDWR | O_CREAT, mode: mode_t(permissions))
+        try? lock.setPermissions(mode_t(permissions))   // a file another user created may refuse; it still works
+        return Shared(lock)
     }
 
     /// Takes the writer `flock` on the file now at `lock`'s path: a lock on a file that was
     /// deleted or replaced since it was opened excludes nobody who opens the path, so then the
-    /// path is opened again (creating it) and locked again.
-    static func lockWriter(_ lock: inout TableFileHandle, permissions: UInt32) throws(SystemCallError) {
+    /// path is opened again (creating it) and locked again. Blocks while another process writes.
+    static func lockWriter(_ lock: inout Shared<FileDescriptor>, permissions: UInt32) throws(SystemCallError) {
         while true {
-            try lock.lockExclusive()
+            try lock.resource.lockFile(.exclusive)
             if isCurrent(lock) { return }
-            lock.unlock()
-            lock = try openLockFile(lock.path, permissions: permissions)
+            unlockWriter(lock)
+            lock = try openLockFile(lock.resource.path, permissions: permissions)
         }
     }
 
-    /// Whether two handles are open on the same file (device and inode).
-    static func isSameFile(_ a: TableFileHandle, _ b: TableFileHandle) -> Bool {
-        guard let x = try? a.stat(), let y = try? b.stat() else { return false }
-        return x.st_ino == y.st_ino && x.st_dev == y.st_dev
+    static func unlockWriter(_ lock: Shared<FileDescriptor>) {
+        _ = try? lock.resource.lockFile(.unlock)
+    }
+
+    /// Whether two descriptors are open on the same file (device and inode).
+    static func isSameFile(_ a: Shared<FileDescriptor>, _ b: Shared<FileDescriptor>) -> Bool {
+        guard let x = try? a.resource.status(), let y = try? b.resource.status() else { return false }
+        return FileDescriptor.isSameFile(x, y)
     }
 
     /// Whether `file`'s path still names the file we have open (an `fstat` and a `stat`).
-    static func isCurrent(_ file: TableFileHandle) -> Bool {
-        var byPath = stat()
-        guard let open = try? file.stat(), stat(file.path, &byPath) == 0 else { return false }
-        return open.st_ino == byPath.st_ino && open.st_dev == byPath.st_dev
+    static func isCurrent(_ file: Shared<FileDescriptor>) -> Bool {
+        guard let open = try? file.resource.status(), let byPath = try? FileDescriptor.status(ofPath: file.resource.path)
+        else { return false }
+        return FileDescriptor.isSameFile(open, byPath)
     }
+
+    /// Bytes of disk `file` occupies (0 when it cannot be asked).
+    static func allocatedBytes(_ file: Shared<FileDescriptor>) -> Int {
+        (try? Int(file.resource.status().st_blocks) * 512) ?? 0
+    }
+
+    // MARK: - Opening
 
     static func openFiles(
         layout: TableLayout, format: ImageTableFormat, tablePath: String, metaPath: String, repair: Bool
     ) throws(ImageTableError) -> State {
+        let mode = mode_t(format.filePermissions)
         // The table file: a valid header for this layout, else (when repairing) a new file.
-        let file: TableFileHandle
+        let file: Shared<FileDescriptor>
         let generation: UInt64
         do throws(SystemCallError) {
-            let f = try TableFileHandle.open(tablePath, flags: O_RDWR, permissions: format.filePermissions)
-            guard let g = TableHeader.generation(in: try f.read(layout.pageSize, at: 0), for: layout) else {
+            let f = try FileDescriptor(open: tablePath, flags: O_RDWR, mode: mode)
+            var header = [UInt8](repeating: 0, count: layout.pageSize)
+            let n = try rethrowingTyped(SystemCallError.self) { try header.withUnsafeMutableBytes { try f.read(into: $0, at: 0) } }
+            guard let g = TableHeaderView.generation(in: Array(header[0..<n]), for: layout) else {
                 throw SystemCallError(call: "open", path: tablePath, errno: EINVAL)
             }
-            file = f
+            file = Shared(f)
             generation = g
         } catch {
             guard repair else { throw .system(error) }
             return try createFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath)
         }
-        var chunks: [TableMapping?] = Array(repeating: nil, count: layout.chunkCount)
+        var chunks: [Shared<MappedRegion>?] = Array(repeating: nil, count: layout.chunkCount)
         // The metadata: valid for this table generation, else rebuilt from the trailers.
-        var opened: (TableFileHandle, TableMapping)?
-        if let meta = try? TableFileHandle.open(metaPath, flags: O_RDWR, permissions: format.filePermissions),
-           let size = try? meta.size(), size == MetadataLayout.fileLength(slots: layout.maximumCount),
-           let map = try? TableMapping(fd: meta.fd, offset: 0, length: size, path: metaPath),
-           MetadataLayout.headerIsValid(map.base, generation: generation, slots: layout.maximumCount) {
-            opened = (meta, map)
+        let length = MetadataLayout.fileLength(slots: layout.maximumCount)
+        var opened: (Shared<FileDescriptor>, Shared<MappedRegion>)?
+        if let meta = try? FileDescriptor(open: metaPath, flags: O_RDWR, mode: mode),
+           let size = try? meta.size(), size == length,
+           let map = try? MappedRegion(file: meta, length: size, writable: true),
+           MetadataHeaderView(base: map.base).isValid(generation: generation, slots: layout.maximumCount) {
+            opened = (Shared(meta), Shared(map))
         }
         if opened == nil {
             guard repair else { throw .system(SystemCallError(call: "open", path: metaPath, errno: EINVAL)) }
             // A damaged file that other processes may still have mapped: flag it retired so
             // they reopen once the rebuilt one is in place.
-            if let old = try? TableFileHandle.open(metaPath, flags: O_RDWR, permissions: format.filePermissions),
+            if let old = try? FileDescriptor(open: metaPath, flags: O_RDWR, mode: mode),
                let size = try? old.size(), size >= MetadataLayout.headerLength,
-               let map = try? TableMapping(fd: old.fd, offset: 0, length: MetadataLayout.headerLength, path: metaPath) {
-                MetadataLayout.retire(map.base)
+               let map = try? MappedRegion(file: old, length: MetadataLayout.headerLength, writable: true) {
+                MetadataHeaderView(base: map.base).retire()
             }
             opened = try rebuildMetadata(file: file, chunks: &chunks, layout: layout, format: format,
                                          generation: generation, metaPath: metaPath)
         }
         var s = State(file: file, chunks: chunks, meta: opened!.0, metaMap: opened!.1,
                       slots: Array(repeating: SlotState(), count: layout.maximumCount))
-        s.fileSize = (try? file.size()) ?? 0
-        s.seenChange = s.metaMap.base.u64(40)
+        s.fileSize = (try? file.resource.size()) ?? 0
+        let metaBase = s.metaMap.resource.base
+        s.seenChange = MetadataHeaderView(base: metaBase).change
         atomicMemoryFence(ordering: .sequentiallyConsistent)
         let (index, corrupt) = scanRecords(s.metaMap, slots: layout.maximumCount)
         s.index = index
         if repair && !corrupt.isEmpty {
             // Damaged records: trust the slot's trailer when it verifies, else free the slot.
             for slot in corrupt {
-                let r = s.metaMap.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength
-                var rec: MetadataLayout.Record?
-                if layout.entryOffset(slot) + layout.entryLength <= s.fileSize,
-                   let (_, entry) = entryPointerStatic(file: s.file, chunks: &s.chunks, layout: layout, slot: slot),
-                   let f = EntryTrailer.read(entry + layout.trailerOffset, slot: slot), s.index[f.id] == nil {
+                var rec: MetadataRecordView.Record?
+                if layout.entryEnd(slot) <= s.fileSize,
+                   let (_, entry) = try? mapEntry(file: s.file, chunks: &s.chunks, layout: layout, slot: slot),
+                   let f = layout.trailer(entry).read(slot: slot), s.index[f.id] == nil {
                     rec = .init(id: f.id, sourceVersion: f.sourceVersion, sequence: f.sequence)
                     s.index[f.id] = slot
                 }
-                MetadataLayout.writeRecord(r, slot: slot, rec, lastUsed: rec?.sequence ?? 0)
+                MetadataLayout.record(metaBase, slot).write(rec, slot: slot, lastUsed: rec?.sequence ?? 0)
             }
         }
         for slot in 0..<layout.maximumCount {
-            let used = (s.metaMap.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength).u64(40)
-            s.clock = max(s.clock, saneRecency(used))
+            s.clock = max(s.clock, saneRecency(MetadataLayout.record(metaBase, slot).lastUsed))
         }
         return s
     }
 
-    /// Maps `slot`'s chunk if needed (the mapping may extend past the end of the file; callers
-    /// only touch entries inside it).
-    static func entryPointerStatic(
-        file: TableFileHandle, chunks: inout [TableMapping?], layout: TableLayout, slot: Int
-    ) -> (TableMapping, UnsafeMutableRawPointer)? {
-        try? mapEntry(file: file, chunks: &chunks, layout: layout, slot: slot)
+    /// Maps chunk `c` of `file` (the mapping may extend past the end of the file; callers only
+    /// touch entries inside it).
+    static func mapChunk(_ c: Int, of file: Shared<FileDescriptor>, layout: TableLayout) throws(SystemCallError) -> Shared<MappedRegion> {
+        let (offset, length) = layout.chunkRange(c)
+        return Shared(try MappedRegion(file: file.resource, length: length, offset: offset, writable: true))
     }
 
+    /// `slot`'s chunk and entry in `chunks` (of a state nobody else sees yet), mapping the chunk
+    /// if needed.
     static func mapEntry(
-        file: TableFileHandle, chunks: inout [TableMapping?], layout: TableLayout, slot: Int
-    ) throws(SystemCallError) -> (TableMapping, UnsafeMutableRawPointer) {
-        let c = slot / layout.entriesPerChunk
-        let chunk: TableMapping
+        file: Shared<FileDescriptor>, chunks: inout [Shared<MappedRegion>?], layout: TableLayout, slot: Int
+    ) throws(SystemCallError) -> (Shared<MappedRegion>, UnsafeMutableRawPointer) {
+        let (c, offset) = layout.chunkPosition(slot)
+        let chunk: Shared<MappedRegion>
         if let mapped = chunks[c] {
             chunk = mapped
         } else {
-            let (offset, length) = layout.chunkRange(c)
-            chunk = try TableMapping(fd: file.fd, offset: offset, length: length, path: file.path)
+            chunk = try mapChunk(c, of: file, layout: layout)
             chunks[c] = chunk
         }
-        return (chunk, chunk.base + (slot - c * layout.entriesPerChunk) * layout.entryLength)
+        return (chunk, chunk.resource.base + offset)
     }
 
-    /// Writes a new metadata file from the trailers of `s.file` and renames it into place.
+    /// Reserves `slot`'s disk space in a state nobody else sees yet (a compaction's new files)
+    /// and maps it.
+    static func reservedEntry(
+        _ s: inout State, _ slot: Int, layout: TableLayout
+    ) throws(ImageTableError) -> (Shared<MappedRegion>, UnsafeMutableRawPointer) {
+        do throws(SystemCallError) {
+            try s.file.resource.allocate(offset: layout.entryOffset(slot), length: layout.entryLength)
+            s.fileSize = max(s.fileSize, layout.entryEnd(slot))
+            return try mapEntry(file: s.file, chunks: &s.chunks, layout: layout, slot: slot)
+        } catch { throw .system(error) }
+    }
+
+    // MARK: - Creating
+
+    /// Creates `path` afresh (removing a leftover of an interrupted attempt first).
+    private static func createFile(_ path: String, permissions: UInt32) throws(SystemCallError) -> FileDescriptor {
+        do throws(SystemCallError) {
+            try FileDescriptor.unlink(path: path)
+        } catch where error.errno == ENOENT {
+        }
+        let file = try FileDescriptor(open: path, flags: O_RDWR | O_CREAT | O_EXCL, mode: mode_t(permissions))
+        try file.setPermissions(mode_t(permissions))   // regardless of the umask
+        return file
+    }
+
+    /// Writes a new metadata file from the trailers of `file` and renames it into place.
     static func rebuildMetadata(
-        file: TableFileHandle, chunks: inout [TableMapping?], layout: TableLayout, format: ImageTableFormat,
+        file: Shared<FileDescriptor>, chunks: inout [Shared<MappedRegion>?], layout: TableLayout, format: ImageTableFormat,
         generation: UInt64, metaPath: String
-    ) throws(ImageTableError) -> (TableFileHandle, TableMapping) {
+    ) throws(ImageTableError) -> (Shared<FileDescriptor>, Shared<MappedRegion>) {
         let temp = metaPath + ".rebuild"
         let length = MetadataLayout.fileLength(slots: layout.maximumCount)
         do throws(SystemCallError) {
-            unlink(temp)
-            let meta = try TableFileHandle.open(temp, flags: O_RDWR | O_CREAT | O_EXCL, permissions: format.filePermissions)
-            _ = fchmod(meta.fd, mode_t(format.filePermissions))
-            try meta.reserve(offset: 0, length: length)
-            let map = try TableMapping(fd: meta.fd, offset: 0, length: length, path: temp)
+            let meta = try createFile(temp, permissions: format.filePermissions)
+            try meta.allocate(offset: 0, length: length)
+            let map = try MappedRegion(file: meta, length: length, writable: true)
             var best: [ImageEntityID: (slot: Int, sequence: UInt64)] = [:]
             var maxSequence: UInt64 = 0
-            let stored = min(layout.maximumCount, max(0, (try file.size() - layout.entriesOffset) / layout.entryLength))
+            let stored = min(layout.maximumCount, max(0, (try file.resource.size() - layout.entriesOffset) / layout.entryLength))
             for slot in 0..<stored {
-                guard let (_, entry) = entryPointerStatic(file: file, chunks: &chunks, layout: layout, slot: slot),
-                      let f = EntryTrailer.read(entry + layout.trailerOffset, slot: slot) else { continue }
+                guard let (_, entry) = try? mapEntry(file: file, chunks: &chunks, layout: layout, slot: slot),
+                      let f = layout.trailer(entry).read(slot: slot) else { continue }
                 maxSequence = max(maxSequence, f.sequence)
                 if let other = best[f.id], other.sequence >= f.sequence { continue }
                 best[f.id] = (slot, f.sequence)
-                let r = map.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength
-                MetadataLayout.writeRecord(r, slot: slot, .init(id: f.id, sourceVersion: f.sourceVersion, sequence: f.sequence),
-                                           lastUsed: f.sequence)
+                MetadataLayout.record(map.base, slot)
+                    .write(.init(id: f.id, sourceVersion: f.sourceVersion, sequence: f.sequence), slot: slot, lastUsed: f.sequence)
             }
             // Clear records of duplicates that lost to a newer write of the same entity.
             for slot in 0..<stored {
-                let r = map.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength
-                if case .valid(let rec) = MetadataLayout.readRecord(r, slot: slot), best[rec.id]?.slot != slot {
-                    MetadataLayout.writeRecord(r, slot: slot, nil, lastUsed: 0)
-                }
+                let r = MetadataLayout.record(map.base, slot)
+                if case .valid(let rec) = r.read(slot: slot), best[rec.id]?.slot != slot { r.write(nil, slot: slot, lastUsed: 0) }
             }
-            MetadataLayout.writeHeader(map.base, generation: generation, slots: layout.maximumCount, nextSequence: sequence(after: maxSequence))
+            MetadataHeaderView(base: map.base).write(generation: generation, slots: layout.maximumCount,
+                                                     nextSequence: sequence(after: maxSequence))
             try meta.sync()
-            try Syscall.retrying("rename", path: metaPath) { rename(temp, metaPath) }
-            meta.path = metaPath
-            return (meta, map)
+            try FileDescriptor.rename(path: temp, to: metaPath)
+            return (Shared(try meta.duplicate(path: metaPath)), Shared(map))
         } catch { throw .system(error) }
     }
 
@@ -178,42 +215,37 @@ extension ImageTable {
         let generation = UInt64.random(in: 1...UInt64.max)
         let tableTemp = publish ? tablePath + ".new" : tablePath
         let metaTemp = publish ? metaPath + ".new" : metaPath
-        do {
-            unlink(tableTemp)
-            unlink(metaTemp)
-            let file = try TableFileHandle.open(tableTemp, flags: O_RDWR | O_CREAT | O_EXCL, permissions: format.filePermissions)
-            _ = fchmod(file.fd, mode_t(format.filePermissions))
-            try file.write(TableHeader.encode(layout, generation: generation), at: 0)
-            let meta = try TableFileHandle.open(metaTemp, flags: O_RDWR | O_CREAT | O_EXCL, permissions: format.filePermissions)
-            _ = fchmod(meta.fd, mode_t(format.filePermissions))
+        var s: State
+        do throws(SystemCallError) {
+            let file = try createFile(tableTemp, permissions: format.filePermissions)
+            let header = TableHeaderView.encode(layout, generation: generation)
+            try rethrowingTyped(SystemCallError.self) { try header.withUnsafeBytes { try file.write($0, at: 0) } }
+            let meta = try createFile(metaTemp, permissions: format.filePermissions)
             let length = MetadataLayout.fileLength(slots: layout.maximumCount)
-            try meta.reserve(offset: 0, length: length)
-            let map = try TableMapping(fd: meta.fd, offset: 0, length: length, path: metaTemp)
-            MetadataLayout.writeHeader(map.base, generation: generation, slots: layout.maximumCount, nextSequence: 1)
-            if publish {
-                try file.sync()
-                try meta.sync()
-                try Syscall.retrying("rename", path: tablePath) { rename(tableTemp, tablePath) }
-                try Syscall.retrying("rename", path: metaPath) { rename(metaTemp, metaPath) }
-                file.path = tablePath
-                meta.path = metaPath
-            }
-            var s = State(file: file, chunks: Array(repeating: nil, count: layout.chunkCount), meta: meta, metaMap: map,
-                          slots: Array(repeating: SlotState(), count: layout.maximumCount))
-            s.seenChange = map.base.u64(40)
-            return s
+            try meta.allocate(offset: 0, length: length)
+            let map = try MappedRegion(file: meta, length: length, writable: true)
+            MetadataHeaderView(base: map.base).write(generation: generation, slots: layout.maximumCount, nextSequence: 1)
+            let change = MetadataHeaderView(base: map.base).change
+            s = State(file: Shared(file), chunks: Array(repeating: nil, count: layout.chunkCount), meta: Shared(meta),
+                      metaMap: Shared(map), slots: Array(repeating: SlotState(), count: layout.maximumCount))
+            s.seenChange = change
         } catch { throw .system(error) }
+        if publish { try Self.publish(&s, from: (tableTemp, metaTemp), to: (tablePath, metaPath)) }
+        return s
     }
 
-    /// Reserves `slot`'s disk space in a state nobody else sees yet (a compaction's new files)
-    /// and maps it.
-    static func reservedEntry(
-        _ s: inout State, _ slot: Int, layout: TableLayout
-    ) throws(ImageTableError) -> (TableMapping, UnsafeMutableRawPointer) {
+    /// Makes new files durable and renames them into place (table first, then metadata); the
+    /// state's descriptors then carry the published names.
+    static func publish(_ s: inout State, from temp: (table: String, meta: String), to path: (table: String, meta: String))
+        throws(ImageTableError)
+    {
         do throws(SystemCallError) {
-            try s.file.reserve(offset: layout.entryOffset(slot), length: layout.entryLength)
-            s.fileSize = max(s.fileSize, layout.entryOffset(slot) + layout.entryLength)
-            return try mapEntry(file: s.file, chunks: &s.chunks, layout: layout, slot: slot)
+            try s.file.resource.sync()
+            try s.meta.resource.sync()
+            try FileDescriptor.rename(path: temp.table, to: path.table)
+            try FileDescriptor.rename(path: temp.meta, to: path.meta)
+            s.file = Shared(try s.file.resource.duplicate(path: path.table))
+            s.meta = Shared(try s.meta.resource.duplicate(path: path.meta))
         } catch { throw .system(error) }
     }
 }

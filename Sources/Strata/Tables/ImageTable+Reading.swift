@@ -16,9 +16,10 @@ extension ImageTable {
     public func contains(_ id: ImageEntityID) -> Bool {
         for _ in 0..<2 {
             let answer = state.withLock { s -> Bool? in
-                if MetadataLayout.isRetired(s.metaMap.base) { return nil }
+                let h = header(&s)
+                if h.isRetired { return nil }
                 if s.index[id] != nil { return true }
-                return s.metaMap.base.u64(40) == s.seenChange ? false : nil
+                return h.change == s.seenChange ? false : nil
             }
             if let answer { return answer }
             guard maintainIndex() else { return false }
@@ -37,12 +38,12 @@ extension ImageTable {
 
     /// What the fast path (under the lock) found.
     private enum Step {
-        case hit(TableFileHandle, TableMapping, UnsafeMutableRawPointer, slot: Int, width: Int, height: Int)
+        case hit(Shared<FileDescriptor>, Shared<MappedRegion>, UnsafeMutableRawPointer, slot: Int, width: Int, height: Int)
         case miss
         /// Pinned; the trailer and pixels must be verified (outside the lock).
-        case verify(TableFileHandle, TableMapping, UnsafeMutableRawPointer, slot: Int)
+        case verify(Shared<FileDescriptor>, Shared<MappedRegion>, UnsafeMutableRawPointer, slot: Int)
         /// The entry's chunk is not mapped or the file size is not known to cover it.
-        case map(TableFileHandle, slot: Int)
+        case map(Shared<FileDescriptor>, slot: Int)
         case maintain
     }
 
@@ -60,10 +61,10 @@ extension ImageTable {
             case .verify(let file, let chunk, let entry, let slot):
                 return verifyAndServe(id, sourceVersion: sourceVersion, file: file, chunk: chunk, entry: entry, slot: slot)
             case .map(let file, let slot):
-                guard let size = try? file.size() else { return .miss }
+                guard let size = try? file.resource.size() else { return .miss }
                 noteFileSize(size, of: file)
                 // Never touch pages past the end of the file (SIGBUS).
-                guard layout.entryOffset(slot) + layout.entryLength <= size, (try? mapChunk(of: slot, file: file)) != nil
+                guard layout.entryEnd(slot) <= size, (try? mapChunk(of: slot, file: file)) != nil
                 else { return .miss }
             case .maintain:
                 guard maintain else { return .needsMaintenance }
@@ -75,10 +76,11 @@ extension ImageTable {
 
     private func fastStep(_ s: inout State, _ id: ImageEntityID, _ sourceVersion: UInt64) -> Step {
         // A retired index describes replaced files: without the current ones there is no answer.
-        if MetadataLayout.isRetired(s.metaMap.base) { return .maintain }
+        let h = header(&s)
+        if h.isRetired { return .maintain }
         guard let slot = s.index[id] else {
             // Another instance changed the metadata since the index was built: it may have the entry.
-            return s.metaMap.base.u64(40) == s.seenChange ? .miss : .maintain
+            return h.change == s.seenChange ? .miss : .maintain
         }
         guard let (chunk, entry) = mappedEntry(&s, slot) else { return .map(s.file, slot: slot) }
         // Pin first (publishing the pin to other processes), then check the entry: a writer
@@ -87,8 +89,7 @@ extension ImageTable {
         let known = s.slots[slot]
         // The trailer still names the write this instance verified (one more cache line): the
         // pixels are the ones checksummed then.
-        guard known.verified != 0, known.id == id,
-              EntryTrailer.names(entry + layout.trailerOffset, sequence: known.verified, id: id)
+        guard known.verified != 0, known.id == id, layout.trailer(entry).names(sequence: known.verified, id: id)
         else { return .verify(s.file, chunk, entry, slot: slot) }
         guard known.sourceVersion == sourceVersion else {
             unpinLocked(&s, slot, file: s.file)
@@ -101,7 +102,7 @@ extension ImageTable {
     /// Verifies a pinned entry outside the lock (a writer never reuses a pinned slot), then
     /// records the verification and serves it.
     private func verifyAndServe(
-        _ id: ImageEntityID, sourceVersion: UInt64, file: TableFileHandle, chunk: TableMapping,
+        _ id: ImageEntityID, sourceVersion: UInt64, file: Shared<FileDescriptor>, chunk: Shared<MappedRegion>,
         entry: UnsafeMutableRawPointer, slot: Int
     ) -> ReadOutcome {
         let fields = Self.verifiedFields(entry, slot: slot, layout: layout)
@@ -125,7 +126,7 @@ extension ImageTable {
 
     /// The entry's trailer fields when the trailer and the pixel checksum verify.
     static func verifiedFields(_ entry: UnsafeMutableRawPointer, slot: Int, layout: TableLayout) -> EntryTrailer.Fields? {
-        guard let f = EntryTrailer.read(entry + layout.trailerOffset, slot: slot),
+        guard let f = layout.trailer(entry).read(slot: slot),
               f.width >= 1, f.height >= 1, f.width <= layout.width, f.height <= layout.height else { return nil }
         let rows = UnsafeRawBufferPointer(start: entry, count: layout.rowsBytes)
         guard EntryTrailer.pixelChecksum(rows, id: f.id, sourceVersion: f.sourceVersion) == f.pixelChecksum else { return nil }

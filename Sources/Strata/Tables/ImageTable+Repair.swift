@@ -13,14 +13,14 @@ extension ImageTable {
     /// thread is already at it or the files cannot be reopened (the caller then answers a miss).
     @discardableResult
     func maintainIndex() -> Bool {
-        let snapshot = state.withLock { s -> (TableFileHandle, TableFileHandle, TableMapping)? in
+        let snapshot = state.withLock { s -> (Shared<FileDescriptor>, Shared<FileDescriptor>, Shared<MappedRegion>)? in
             guard !s.maintaining else { return nil }
             s.maintaining = true
             return (s.file, s.meta, s.metaMap)
         }
         guard let (file, meta, metaMap) = snapshot else { return false }
         defer { state.withLock { $0.maintaining = false } }
-        if MetadataLayout.isRetired(metaMap.base) {
+        if MetadataHeaderView(base: metaMap.resource.base).isRetired {
             // Readers never repair: a damaged or missing file is a miss until a writer fixes it.
             guard let fresh = try? Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath,
                                                   repair: false) else { return false }
@@ -37,14 +37,15 @@ extension ImageTable {
     func refreshForWriting() throws(ImageTableError) {
         for _ in 0..<8 {
             let (file, meta, metaMap, seen) = state.withLock { ($0.file, $0.meta, $0.metaMap, $0.seenChange) }
-            if MetadataLayout.isRetired(metaMap.base) || !Self.isCurrent(meta) || !Self.isCurrent(file) {
+            let h = MetadataHeaderView(base: metaMap.resource.base)
+            if h.isRetired || !Self.isCurrent(meta) || !Self.isCurrent(file) {
                 // Replaced by another process (or removed): retire our view and reopen.
-                MetadataLayout.retire(metaMap.base)
+                h.retire()
                 let fresh = try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true)
                 if publishReopened(fresh, replacing: file, meta: meta) { return }
                 continue
             }
-            guard metaMap.base.u64(40) != seen else { return }
+            guard h.change != seen else { return }
             var (change, index) = scanIndex(metaMap)
             if publishIndex(&index, change: change, file: file, meta: meta) { return }
         }
@@ -52,8 +53,8 @@ extension ImageTable {
 
     /// Reads every record of `metaMap` (outside the lock): the change counter read first, then
     /// the index of the valid records.
-    func scanIndex(_ metaMap: TableMapping) -> (change: UInt64, index: [ImageEntityID: Int]) {
-        let change = metaMap.base.u64(40)
+    func scanIndex(_ metaMap: Shared<MappedRegion>) -> (change: UInt64, index: [ImageEntityID: Int]) {
+        let change = MetadataHeaderView(base: metaMap.resource.base).change
         atomicMemoryFence(ordering: .sequentiallyConsistent)
         hooks.call(hooks.duringIndexScan)
         return (change, Self.scanRecords(metaMap, slots: layout.maximumCount).0)
@@ -63,7 +64,9 @@ extension ImageTable {
     /// when it is newer than the one in place; `index` then holds the replaced one, released by
     /// the caller after the lock.
     @discardableResult
-    func publishIndex(_ index: inout [ImageEntityID: Int], change: UInt64, file: TableFileHandle, meta: TableFileHandle) -> Bool {
+    func publishIndex(
+        _ index: inout [ImageEntityID: Int], change: UInt64, file: Shared<FileDescriptor>, meta: Shared<FileDescriptor>
+    ) -> Bool {
         state.withLock { s in
             guard s.file === file, s.meta === meta, change > s.seenChange else { return false }
             swap(&s.index, &index)
@@ -77,7 +80,7 @@ extension ImageTable {
     /// same file (only the metadata was rebuilt), this instance's live images are in it: its
     /// handle, mappings, per-slot state and pin bits are kept. Only a really new table file
     /// starts with no pins.
-    func publishReopened(_ fresh: State, replacing file: TableFileHandle, meta: TableFileHandle) -> Bool {
+    func publishReopened(_ fresh: State, replacing file: Shared<FileDescriptor>, meta: Shared<FileDescriptor>) -> Bool {
         var fresh = fresh
         let sameTableFile = Self.isSameFile(file, fresh.file)   // two fstats, before the lock
         return state.withLock { s in
@@ -104,19 +107,20 @@ extension ImageTable {
     /// place), retiring the old metadata so that other instances follow.
     func publishReplacement(_ fresh: inout State) {
         state.withLock { s in
-            MetadataLayout.retire(s.metaMap.base)
+            header(&s).retire()
             swap(&s, &fresh)
             pins.clearOwn()
         }
     }
 
-    static func scanRecords(_ meta: TableMapping, slots: Int) -> ([ImageEntityID: Int], [Int]) {
+    /// The index of the valid records of the metadata mapped at `meta` (the newest write of an
+    /// entity wins), and the slots whose records are corrupt.
+    static func scanRecords(_ meta: Shared<MappedRegion>, slots: Int) -> ([ImageEntityID: Int], [Int]) {
         var index: [ImageEntityID: Int] = [:]
         var sequences: [ImageEntityID: UInt64] = [:]
         var corrupt: [Int] = []
         for slot in 0..<slots {
-            let r = meta.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength
-            switch MetadataLayout.readRecord(r, slot: slot) {
+            switch MetadataLayout.record(meta.resource.base, slot).read(slot: slot) {
             case .empty: break
             case .corrupt: corrupt.append(slot)
             case .valid(let rec):

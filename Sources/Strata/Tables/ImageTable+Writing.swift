@@ -20,7 +20,7 @@ extension ImageTable {
     ) throws -> PixelImage {
         try writerGate.withLock { lockFile throws -> PixelImage in
             try lockAndRefresh(&lockFile)
-            defer { lockFile.unlock() }
+            defer { Self.unlockWriter(lockFile) }
             state.withLock { s in flushRecency(&s) }
             let (file, chunk, entry, slot) = try chooseSlot(for: id)   // pinned by this writer
             defer { unpin(slot, file: file) }
@@ -53,15 +53,14 @@ extension ImageTable {
                 sequence: sequence, pixelChecksum: EntryTrailer.pixelChecksum(rows, id: id, sourceVersion: sourceVersion))
             // Pixels are complete before the trailer that vouches for them.
             atomicMemoryFence(ordering: .sequentiallyConsistent)
-            EntryTrailer.write(fields, to: entry + layout.trailerOffset, slot: slot)
+            layout.trailer(entry).write(fields, slot: slot)
             atomicMemoryFence(ordering: .sequentiallyConsistent)
             state.withLock { s in
                 // The files cannot have been replaced (gate and flock held); if they were, the
                 // entry is simply not published (the returned image stays valid).
                 guard s.file === file else { return }
                 let now = tick(&s)
-                MetadataLayout.writeRecord(record(&s, slot), slot: slot,
-                                           .init(id: id, sourceVersion: sourceVersion, sequence: sequence), lastUsed: now)
+                record(&s, slot).write(.init(id: id, sourceVersion: sourceVersion, sequence: sequence), slot: slot, lastUsed: now)
                 s.index[id] = slot
                 s.slots[slot].verified(fields)
                 s.slots[slot].lastUsed = now
@@ -97,13 +96,13 @@ extension ImageTable {
             // The slot could be a hole inside the file: reserved before the store below.
             var entry: UnsafeMutableRawPointer?
             let size: Int
-            do throws(SystemCallError) { size = try file.size() } catch { throw .system(error) }
-            if layout.entryOffset(slot) + layout.entryLength <= size { entry = try reservedEntry(slot, file: file).1 }
+            do throws(SystemCallError) { size = try file.resource.size() } catch { throw .system(error) }
+            if layout.entryEnd(slot) <= size { entry = try reservedEntry(slot, file: file).1 }
             state.withLock { s in
                 guard s.file === file, s.index[id] == slot else { return }
                 s.index.removeValue(forKey: id)
-                if let entry { EntryTrailer.invalidate(entry + layout.trailerOffset) }
-                MetadataLayout.writeRecord(record(&s, slot), slot: slot, nil, lastUsed: 0)
+                if let entry { layout.trailer(entry).invalidate() }
+                record(&s, slot).write(nil, slot: slot, lastUsed: 0)
                 s.slots[slot].verified = 0
                 bumpChange(&s)
             }
@@ -114,21 +113,21 @@ extension ImageTable {
     func writing<R>(_ body: () throws(ImageTableError) -> R) throws(ImageTableError) -> R {
         try writerGate.withLock { lockFile throws(ImageTableError) -> R in
             try lockAndRefresh(&lockFile)
-            defer { lockFile.unlock() }
+            defer { Self.unlockWriter(lockFile) }
             return try body()
         }
     }
 
     /// Takes the writer `flock` (blocking while another process writes) and follows what other
     /// instances did meanwhile.
-    func lockAndRefresh(_ lockFile: inout TableFileHandle) throws(ImageTableError) {
+    func lockAndRefresh(_ lockFile: inout Shared<FileDescriptor>) throws(ImageTableError) {
         do throws(SystemCallError) {
             try Self.lockWriter(&lockFile, permissions: format.filePermissions)
         } catch { throw .system(error) }
         do {
             try refreshForWriting()
         } catch {
-            lockFile.unlock()
+            Self.unlockWriter(lockFile)
             throw error
         }
     }
@@ -137,28 +136,34 @@ extension ImageTable {
     /// value is recomputed from the records rather than trusted). Writers only.
     private func takeSequence() -> UInt64 {
         let metaMap = state.withLock { $0.metaMap }
-        let stored = metaMap.base.u64(48)
-        var next = stored
-        if !(1..<Self.sequenceLimit).contains(stored) {
+        let header = MetadataHeaderView(base: metaMap.resource.base)
+        var next = header.nextSequence
+        if !(1..<Self.sequenceLimit).contains(next) {
             var highest: UInt64 = 0
             for slot in 0..<layout.maximumCount {
-                let r = metaMap.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength
-                if case .valid(let rec) = MetadataLayout.readRecord(r, slot: slot) { highest = max(highest, rec.sequence) }
+                if case .valid(let rec) = MetadataLayout.record(metaMap.resource.base, slot).read(slot: slot) {
+                    highest = max(highest, rec.sequence)
+                }
             }
             next = Self.sequence(after: highest)
         }
-        metaMap.base.set(48, next + 1)
+        header.nextSequence = next + 1
         return next
     }
 
     // MARK: - Choosing and claiming a slot (writer gate held)
 
+    /// A slot invalidated and pinned for the writer: the table file, the chunk, the entry.
+    typealias ClaimedSlot = (file: Shared<FileDescriptor>, chunk: Shared<MappedRegion>, entry: UnsafeMutableRawPointer, slot: Int)
+
     /// Picks the slot for a new entry of `id`, invalidates it (record, then trailer) and pins
     /// it, making sure no other instance holds an image of it.
-    private func chooseSlot(for id: ImageEntityID) throws(ImageTableError) -> (TableFileHandle, TableMapping, UnsafeMutableRawPointer, Int) {
+    private func chooseSlot(for id: ImageEntityID) throws(ImageTableError) -> ClaimedSlot {
         var excluded = Set<Int>()
-        if let previous = state.withLock({ $0.index.removeValue(forKey: id) }) {
-            // The entity's old slot: reuse it when nobody holds it.
+        // The entity's old slot: reuse it when nobody holds it. It stays indexed until claimed (a
+        // claim that fails — no disk space — must not lose the entry); while somebody holds it,
+        // it stays valid until the new write replaces it in the index.
+        if let previous = state.withLock({ $0.index[id] }) {
             if let claimed = try claim(previous) { return claimed }
             excluded.insert(previous)
         }
@@ -187,7 +192,7 @@ extension ImageTable {
                 let end = min(layout.maximumCount, cursor + Self.scanBatch)
                 defer { s.freeCursor = cursor }
                 while cursor < end {
-                    if s.slots[cursor].pins == 0, !excluded.contains(cursor), record(&s, cursor).u32(32) != 1 { return (cursor, true) }
+                    if s.slots[cursor].pins == 0, !excluded.contains(cursor), !record(&s, cursor).isMarkedValid { return (cursor, true) }
                     cursor += 1
                 }
                 return (nil, cursor >= layout.maximumCount)
@@ -207,7 +212,7 @@ extension ImageTable {
             state.withLock { s in
                 for slot in start..<end where s.slots[slot].pins == 0 && !excluded.contains(slot) {
                     let r = record(&s, slot)
-                    let used = r.u32(32) == 1 ? max(Self.saneRecency(r.u64(40)), s.slots[slot].lastUsed) : 0
+                    let used = r.isMarkedValid ? max(Self.saneRecency(r.lastUsed), s.slots[slot].lastUsed) : 0
                     if used < oldest {
                         oldest = used
                         candidate = slot
@@ -222,7 +227,7 @@ extension ImageTable {
 
     /// Invalidates `slot` (record, index, trailer) and pins it for the writer when nobody else
     /// holds it; `nil` when somebody does.
-    private func claim(_ slot: Int) throws(ImageTableError) -> (TableFileHandle, TableMapping, UnsafeMutableRawPointer, Int)? {
+    private func claim(_ slot: Int) throws(ImageTableError) -> ClaimedSlot? {
         // Reserve the entry's disk space before anything is stored into it through the shared
         // mapping: a slot inside the file can be a hole (after a reset while another instance
         // held a slot), and a store into a hole on a full disk raises SIGBUS.
@@ -232,14 +237,14 @@ extension ImageTable {
             // Held here, or (without a fence: a cheap early answer) by another instance: leave it be.
             guard s.file === file, s.slots[slot].pins == 0, !pins.isPinnedElsewhere(slot, fence: false) else { return false }
             let r = record(&s, slot)
-            if case .valid(let old) = MetadataLayout.readRecord(r, slot: slot), s.index[old.id] == slot {
+            if case .valid(let old) = r.read(slot: slot), s.index[old.id] == slot {
                 s.index.removeValue(forKey: old.id)
             }
-            MetadataLayout.writeRecord(r, slot: slot, nil, lastUsed: 0)
+            r.write(nil, slot: slot, lastUsed: 0)
             s.slots[slot].verified = 0
             s.slots[slot].lastUsed = 0
             bumpChange(&s)
-            EntryTrailer.invalidate(entry + layout.trailerOffset)
+            layout.trailer(entry).invalidate()
             pin(&s, slot)
             return true
         }
@@ -254,11 +259,11 @@ extension ImageTable {
     /// The chunk and start of `slot`'s entry of `file` for writing: the entry's disk space is
     /// reserved first (outside the state lock), so stores through the mapping cannot fault on
     /// a full disk. Throws the failing call's error (e.g. `posix_fallocate` with ENOSPC).
-    func reservedEntry(_ slot: Int, file: TableFileHandle) throws(ImageTableError) -> (TableMapping, UnsafeMutableRawPointer) {
+    func reservedEntry(_ slot: Int, file: Shared<FileDescriptor>) throws(ImageTableError) -> (Shared<MappedRegion>, UnsafeMutableRawPointer) {
         do throws(SystemCallError) {
             // Always reserve the entry's own range: a larger file may still have a hole here.
-            try file.reserve(offset: layout.entryOffset(slot), length: layout.entryLength)
-            noteFileSize(layout.entryOffset(slot) + layout.entryLength, of: file)
+            try file.resource.allocate(offset: layout.entryOffset(slot), length: layout.entryLength)
+            noteFileSize(layout.entryEnd(slot), of: file)
             return try mapChunk(of: slot, file: file)
         } catch { throw .system(error) }
     }

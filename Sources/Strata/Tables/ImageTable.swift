@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Synchronization
 
 /// One image table: a memory-mapped file of fixed-size entries for one ``ImageTableFormat``
 /// (FastImageCache's `FICImageTable`), shareable between processes.
@@ -55,17 +54,19 @@ public final class ImageTable: Sendable {
     /// Serialises this instance's writers (the `flock` is per open file, so it does not), and
     /// holds the open `<name>.lock` file writers `flock` (reopened when the file was replaced).
     /// Held across the `flock` wait, file work and the draw: only writers take it.
-    let writerGate: Lock<TableFileHandle>
+    let writerGate: Lock<Shared<FileDescriptor>>
     /// What readers and writers of this instance share. Held only for short in-memory work.
     let state: Lock<State>
     /// Test seams (pausing a compaction or a metadata scan part-way).
     package let hooks = TableTestHooks()
 
     struct State {
-        var file: TableFileHandle
-        var chunks: [TableMapping?]
-        var meta: TableFileHandle
-        var metaMap: TableMapping
+        /// The table file (its identity tells images whose pins are still counted here).
+        var file: Shared<FileDescriptor>
+        /// Mappings of the table file's chunks, made on first use.
+        var chunks: [Shared<MappedRegion>?]
+        var meta: Shared<FileDescriptor>
+        var metaMap: Shared<MappedRegion>
         var index: [ImageEntityID: Int] = [:]
         /// Per-slot state of this instance.
         var slots: [SlotState]
@@ -82,7 +83,8 @@ public final class ImageTable: Sendable {
         var maintaining = false
     }
 
-    /// Opens (creating if needed) the table for `format` in `directory` (created if missing).
+    /// Opens (creating if needed) the table for `format` in `directory` (created, with its
+    /// parents, if missing).
     ///
     /// Rebuilds the metadata from the entries' trailers when it is missing, truncated or
     /// corrupt, and replaces a table file whose header does not match the format. Cost: reads
@@ -95,16 +97,14 @@ public final class ImageTable: Sendable {
         self.layout = TableLayout(format: format)
         self.tablePath = directory + "/" + format.name + ".table"
         self.metaPath = directory + "/" + format.name + ".meta"
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
-            throw .system(SystemCallError(call: "mkdir", path: directory, errno: errno))
-        }
         let lockPath = directory + "/" + format.name + ".lock"
-        var lock: TableFileHandle
+        var lock: Shared<FileDescriptor>
         do throws(SystemCallError) {
+            try FileDescriptor.makeDirectories(directory)
             lock = try Self.openLockFile(lockPath, permissions: format.filePermissions)
             try Self.lockWriter(&lock, permissions: format.filePermissions)
         } catch { throw .system(error) }
-        defer { lock.unlock() }
+        defer { Self.unlockWriter(lock) }
         writerGate = Lock(lock)
         pins = try SharedPins(path: directory + "/" + format.name + ".pins", format: format.name, slots: format.maximumCount,
                               permissions: format.filePermissions, lockFile: lock)
@@ -123,7 +123,7 @@ public final class ImageTable: Sendable {
     /// files).
     public var diskUsage: Int {
         let (file, meta) = state.withLock { ($0.file, $0.meta) }
-        func used(_ f: TableFileHandle) -> Int { (try? Int(f.stat().st_blocks) * 512) ?? 0 }
+        func used(_ f: Shared<FileDescriptor>) -> Int { (try? Int(f.resource.status().st_blocks) * 512) ?? 0 }
         return used(file) + used(meta) + pins.diskUsage
     }
 
@@ -134,9 +134,9 @@ public final class ImageTable: Sendable {
             flushRecency(&s)
             return (s.file, s.meta)
         }
-        do {
-            try file.sync()
-            try meta.sync()
+        do throws(SystemCallError) {
+            try file.resource.sync()
+            try meta.resource.sync()
         } catch { throw .system(error) }
     }
 
@@ -186,13 +186,15 @@ public final class ImageTable: Sendable {
     /// The write sequence to use after `sequence` (saturating at ``sequenceLimit``).
     static func sequence(after sequence: UInt64) -> UInt64 { min(sequence, sequenceLimit - 1) + 1 }
 
-    func record(_ s: inout State, _ slot: Int) -> UnsafeMutableRawPointer {
-        s.metaMap.base + MetadataLayout.headerLength + slot * MetadataLayout.recordLength
-    }
+    /// The shared metadata header of the files in place.
+    func header(_ s: inout State) -> MetadataHeaderView { MetadataHeaderView(base: s.metaMap.resource.base) }
+
+    /// `slot`'s shared metadata record in the files in place.
+    func record(_ s: inout State, _ slot: Int) -> MetadataRecordView { MetadataLayout.record(s.metaMap.resource.base, slot) }
 
     func tick(_ s: inout State) -> UInt64 {
         var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
+        _ = try? Syscall.retrying("clock_gettime") { clock_gettime(CLOCK_REALTIME, &ts) }   // cannot fail: 0 is harmless
         let now = UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
         s.clock = max(s.clock &+ 1, now)
         return s.clock
@@ -213,17 +215,17 @@ public final class ImageTable: Sendable {
     func flushRecency(_ s: inout State) {
         for slot in s.touched.map({ Int($0) }) {
             let r = record(&s, slot)
-            if r.u32(32) == 1, r.u64(24) == s.slots[slot].verified {
-                r.set(40, max(r.u64(40), s.slots[slot].lastUsed))
+            if r.isMarkedValid, r.sequence == s.slots[slot].verified {
+                r.lastUsed = max(r.lastUsed, s.slots[slot].lastUsed)
             }
         }
         s.touched.removeAll(keepingCapacity: true)
     }
 
     func bumpChange(_ s: inout State) {
-        let p = s.metaMap.base
-        let old = p.u64(40)
-        p.set(40, old &+ 1)
+        let h = header(&s)
+        let old = h.change
+        h.change = old &+ 1
         if s.seenChange == old { s.seenChange = old &+ 1 }
     }
 
@@ -234,20 +236,20 @@ public final class ImageTable: Sendable {
 
     /// Drops a pin taken on `file` (nothing when the table was reset or compacted since: the
     /// pin counts of the old file are gone with it).
-    func unpinLocked(_ s: inout State, _ slot: Int, file: TableFileHandle) {
+    func unpinLocked(_ s: inout State, _ slot: Int, file: Shared<FileDescriptor>) {
         guard s.file === file else { return }
         s.slots[slot].pins -= 1
         if s.slots[slot].pins == 0 { pins.set(slot, false) }
     }
 
-    func unpin(_ slot: Int, file: TableFileHandle) {
+    func unpin(_ slot: Int, file: Shared<FileDescriptor>) {
         state.withLock { s in unpinLocked(&s, slot, file: file) }
     }
 
     /// An image over `entry` that unpins `slot` when its last copy goes away (the caller has
     /// pinned it, or `pinFirst` pins it here).
     func makeImage(
-        file: TableFileHandle, chunk: TableMapping, entry: UnsafeMutableRawPointer, slot: Int,
+        file: Shared<FileDescriptor>, chunk: Shared<MappedRegion>, entry: UnsafeMutableRawPointer, slot: Int,
         width: Int, height: Int, writable: Bool, pinFirst: Bool = false
     ) -> PixelImage {
         if pinFirst { state.withLock { s in pin(&s, slot) } }
@@ -263,32 +265,30 @@ public final class ImageTable: Sendable {
 
     /// `slot`'s chunk and entry when the chunk is mapped and the file is known to cover the
     /// entry; `nil` otherwise (then ``mapChunk(of:file:)`` outside the lock).
-    func mappedEntry(_ s: inout State, _ slot: Int) -> (TableMapping, UnsafeMutableRawPointer)? {
-        guard layout.entryOffset(slot) + layout.entryLength <= s.fileSize,
-              let chunk = s.chunks[slot / layout.entriesPerChunk] else { return nil }
-        return (chunk, chunk.base + (slot % layout.entriesPerChunk) * layout.entryLength)
+    func mappedEntry(_ s: inout State, _ slot: Int) -> (Shared<MappedRegion>, UnsafeMutableRawPointer)? {
+        let (c, offset) = layout.chunkPosition(slot)
+        guard layout.entryEnd(slot) <= s.fileSize, let chunk = s.chunks[c] else { return nil }
+        return (chunk, chunk.resource.base + offset)
     }
 
     /// Maps `slot`'s chunk of `file` (outside the state lock) and installs it unless another
     /// thread did first; returns the chunk and the entry. Mappings may extend past the end of
     /// the file: callers only touch entries inside it.
-    func mapChunk(of slot: Int, file: TableFileHandle) throws(SystemCallError) -> (TableMapping, UnsafeMutableRawPointer) {
-        let c = slot / layout.entriesPerChunk
-        let entryOffset = (slot % layout.entriesPerChunk) * layout.entryLength
-        if let mapped = state.withLock({ s in s.file === file ? s.chunks[c] : nil }) { return (mapped, mapped.base + entryOffset) }
-        let (offset, length) = layout.chunkRange(c)
-        let fresh = try TableMapping(fd: file.fd, offset: offset, length: length, path: file.path)
-        let chunk = state.withLock { s -> TableMapping in
+    func mapChunk(of slot: Int, file: Shared<FileDescriptor>) throws(SystemCallError) -> (Shared<MappedRegion>, UnsafeMutableRawPointer) {
+        let (c, entryOffset) = layout.chunkPosition(slot)
+        if let mapped = state.withLock({ s in s.file === file ? s.chunks[c] : nil }) { return (mapped, mapped.resource.base + entryOffset) }
+        let fresh = try Self.mapChunk(c, of: file, layout: layout)
+        let chunk = state.withLock { s -> Shared<MappedRegion> in
             guard s.file === file else { return fresh }
             if let other = s.chunks[c] { return other }   // ours is unmapped after the lock is dropped
             s.chunks[c] = fresh
             return fresh
         }
-        return (chunk, chunk.base + entryOffset)
+        return (chunk, chunk.resource.base + entryOffset)
     }
 
     /// Records that `file` is at least `size` bytes long.
-    func noteFileSize(_ size: Int, of file: TableFileHandle) {
+    func noteFileSize(_ size: Int, of file: Shared<FileDescriptor>) {
         state.withLock { s in if s.file === file { s.fileSize = max(s.fileSize, size) } }
     }
 }
