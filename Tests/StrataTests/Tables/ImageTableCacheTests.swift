@@ -118,7 +118,7 @@ struct DeclineFamily: ImageTableCacheDelegate {
         let probe = SourceProbe()
         let entity = probe.entity(4, delayMs: 300)
         let waiter = Task { try await cache.image(for: entity, formatName: "thumb100") }
-        while probe.loads.load(ordering: .relaxed) == 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+        try await waitUntil("the load has started") { probe.loads.load(ordering: .relaxed) > 0 }
         cache.cancelRequest(for: entity.id, formatName: "thumb100")
         await #expect(throws: CancellationError.self) { try await waiter.value }
         #expect(cache.cachedImage(for: entity, formatName: "thumb100") == nil)

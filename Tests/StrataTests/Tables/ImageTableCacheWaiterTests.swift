@@ -94,7 +94,9 @@ final class ScriptedSource: Sendable {
     ]
 
     func waitForWaiters(_ count: Int, _ cache: ImageTableCache, _ entity: ImageTableEntity) async throws {
-        while cache.waiterCount(for: entity.id, formatName: "thumb100") < count { try await Task.sleep(for: .milliseconds(1)) }
+        try await waitUntil("\(count) requests wait for the load of \(entity.id)") {
+            cache.waiterCount(for: entity.id, formatName: "thumb100") >= count
+        }
     }
 
     @Test func withoutAPoolDrawingRunsOnThePrivatePool() async throws {
@@ -152,7 +154,7 @@ final class ScriptedSource: Sendable {
         #expect(source.cancelledLoads.load(ordering: .relaxed) == 0, "one waiter is left: the load goes on")
         b.cancel()
         await #expect(throws: CancellationError.self) { try await b.value }
-        while source.cancelledLoads.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        try await waitUntil("the orphaned load is cancelled") { source.cancelledLoads.load(ordering: .relaxed) > 0 }
         #expect(cache.waiterCount(for: entity.id, formatName: "thumb100") == 0)
         #expect(cache.cachedImage(for: entity, formatName: "thumb100") == nil)
         #expect(cache.cachedImage(for: entity, formatName: "thumb50") == nil)
