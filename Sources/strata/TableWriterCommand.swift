@@ -24,8 +24,8 @@ struct TableWriterCommand: ParsableCommand {
     @Flag var verify = false
     /// Sleep this long after each drawn row, so that a kill most likely lands mid-draw.
     @Option var rowDelayMicroseconds: UInt32 = 0
-    /// Record progress in this file (see ``TableWriterProgress``) when a draw starts, after each
-    /// drawn row and after each store, so that a test that kills this process knows whether it
+    /// Record progress in this file (see ``TableWriterProgress``) once the table is open, when a
+    /// draw starts, after each drawn row and after each store, so that a test that kills this process knows whether it
     /// died inside a draw.
     @Option var progressFile: String?
 
@@ -38,6 +38,7 @@ struct TableWriterCommand: ParsableCommand {
             guard let progress else { return }
             try record.encoded.withUnsafeBytes { try progress.resource.write($0, at: 0) }
         }
+        try report(TableWriterProgress(phase: .ready, entity: 0, version: 0, rows: 0))
         var rng = SplitMix(state: seed)
         var done = 0
         while iterations == 0 || done < iterations {

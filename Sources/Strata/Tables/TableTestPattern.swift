@@ -40,14 +40,16 @@ package enum TableTestPattern {
 
 /// What the hidden `strata table-writer --progress-file` child was doing last: four
 /// little-endian UInt64 at offset 0 of the file (phase, entity number, version, rows drawn),
-/// rewritten when a draw starts, after each drawn row and after each store. A test that kills
-/// the child reads it to know whether the kill landed inside a draw.
+/// rewritten once the table is open, when a draw starts, after each drawn row and after each
+/// store. A test that kills the child reads it to know whether the kill landed inside a draw.
 package struct TableWriterProgress: Sendable, Hashable {
     package enum Phase: UInt64, Sendable {
         /// Inside the draw of `entity` at `version`, `rows` rows complete.
         case drawing = 1
         /// The store of `entity` at `version` returned.
         case stored = 2
+        /// The table is open; no store has started yet.
+        case ready = 3
     }
 
     package var phase: Phase

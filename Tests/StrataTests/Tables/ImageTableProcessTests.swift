@@ -46,7 +46,12 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
                                       "--max-count", "16", "--entities", "\(entities)", "--seed", "\(cycle + 1)",
                                       "--row-delay-microseconds", cycle % 2 == 0 ? "0" : "100",
                                       "--progress-file", progressPath])
-            usleep(UInt32.random(in: 2_000...40_000, using: &rng))
+            // The kill lands at a random moment after the child has opened the table (its start-up
+            // time varies a lot: debug builds, sanitizers, a loaded machine).
+            try waitUntilSynchronously("the table-writer child has opened the table") {
+                Self.progress(at: progressPath) != nil || waitpid(pid, nil, WNOHANG) == pid
+            }
+            usleep(UInt32.random(in: 1_000...30_000, using: &rng))
             kill(pid, SIGKILL)
             if waitFor(pid) == 128 + SIGKILL { killedWhileRunning += 1 }
             let last = Self.progress(at: progressPath)
