@@ -74,6 +74,7 @@ extension ImageTable {
         return .miss
     }
 
+    @inline(__always)
     private func fastStep(_ s: inout State, _ id: ImageEntityID, _ sourceVersion: UInt64) -> Step {
         // A retired index describes replaced files: without the current ones there is no answer.
         let h = header(&s)
