@@ -8,9 +8,12 @@
 ///
 /// A job that has started always runs to the end: lanes decide the order in which queued jobs
 /// start, never interrupt one.
-public enum Lane: Sendable, Hashable {
+public enum Lane: Sendable, Hashable, Comparable {
     case urgent
     case prefetch
+
+    /// `.prefetch < .urgent`: a coalesced operation runs at the highest of its waiters' lanes.
+    public static func < (a: Lane, b: Lane) -> Bool { a == .prefetch && b == .urgent }
 }
 
 /// A handle on one ``BlockingPool/run(lane:ticket:_:)`` call's job, made by the caller before the
