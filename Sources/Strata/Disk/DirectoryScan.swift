@@ -75,15 +75,16 @@ package enum DirectoryScan {
         return min(Int(st.st_size) / 64, 1 << 26)
     }
 
-    /// Builds an index from the directory's names alone. Every entry gets `recency`.
+    /// Builds an index from the directory's names alone, in directory order (the first name
+    /// listed is the least recently used).
     package static func buildIndex(
-        of directory: DirectoryHandle, recency: UInt32, staleTemporaries: inout [String]
+        of directory: DirectoryHandle, staleTemporaries: inout [String]
     ) throws(SystemCallError) -> DiskIndex {
         var index = DiskIndex(minimumCapacity: estimatedEntryCount(of: directory))
         let prefix = Array(DiskFileName.temporaryPrefix.utf8)
         try forEachName(in: directory) { bytes in
             if let name = DiskFileName(bytes: bytes) {
-                index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: recency))
+                index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant))
             } else if bytes.starts(with: prefix) {
                 staleTemporaries.append(String(decoding: bytes, as: UTF8.self))
             }

@@ -61,7 +61,7 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
 ///   and logs that it does.
 ///
 /// Recency lives in memory only: after a restart every existing file is equally old (they are
-/// evicted in index order until used again). Thread-safe; all blocking work runs on the
+/// evicted in directory order until used again). Thread-safe; all blocking work runs on the
 /// caller's thread (hits, ``storeSynchronously(_:forKey:mode:sourceVersion:)``) or on the tier's
 /// own two threads (writer, watcher), never on Swift's cooperative pool unless the caller is.
 public final class DiskTier: Sendable {
@@ -82,7 +82,9 @@ public final class DiskTier: Sendable {
         /// Upper bound for the files in the directory (pixels plus a 4 KiB header allowance
         /// per file), enforced before every publish: when a store would exceed it, the least
         /// recently used files are deleted first, down to 1/128 of the limit below it (so a full
-        /// cache pays the O(n) victim scan once per many stores). Default 1 GiB.
+        /// cache deletes once per many stores). Choosing N victims costs O(N), in batches that
+        /// hold the index lock briefly, so opening a directory far over a smaller limit does not
+        /// stall lookups. Default 1 GiB.
         public var byteLimit: Int = 1 << 30
         /// Pixel checksum verification on hits. Default ``ChecksumPolicy/firstHit``.
         public var checksumPolicy: ChecksumPolicy = .firstHit
@@ -228,6 +230,20 @@ public final class DiskTier: Sendable {
     /// Stops (true) or resumes reading inotify events, so tests can overflow the kernel queue.
     package func pauseWatcher(_ paused: Bool) { core.pauseWatcher(paused) }
 
-    /// Index entries (diagnostics).
+    /// Seams for tests that must interleave with the tier's own work deterministically.
+    package struct TestHooks: Sendable {
+        /// Called with each batch of eviction victims once it is chosen, before their files are
+        /// deleted.
+        package var evictionBatchChosen: (@Sendable ([DiskIndexEntry]) -> Void)?
+        package init() {}
+    }
+
+    /// Installs `hooks` (replacing earlier ones).
+    package func setTestHooks(_ hooks: TestHooks) { core.testHooks.withLock { $0 = hooks } }
+
+    /// Index entries examined so far to choose eviction victims.
+    package var evictionExamined: Int { core.evictionExamined.load(ordering: .relaxed) }
+
+    /// Index entries, least recently used first (diagnostics).
     package var indexEntries: [DiskIndexEntry] { core.state.withLock { $0.index.entries } }
 }

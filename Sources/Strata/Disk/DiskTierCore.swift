@@ -16,17 +16,10 @@ extension DiskTier {
     final class Core: Sendable {
         struct State {
             var index: DiskIndex
-            var clock: UInt32 = 1
             var directory: DirectoryHandle
             /// Bytes of stores between eviction and publish (counted against the limit).
             var reserved = 0
             var closed = false
-
-            mutating func tick() -> UInt32 {
-                if clock == UInt32.max { clock = index.compactRecency() }
-                clock += 1
-                return clock
-            }
         }
 
         struct Job: Sendable {
@@ -73,6 +66,9 @@ extension DiskTier {
         let closeOnce = Atomic<Bool>(false)
         let threads = Mutex<[OSThread]>([])
         let temporaryCounter = Atomic<Int>(0)
+        let testHooks = Lock(DiskTier.TestHooks())
+        /// Index entries looked at to choose eviction victims (the work of choosing them).
+        let evictionExamined = Atomic<Int>(0)
 
         // Counters.
         let hits = Atomic<Int>(0)
@@ -107,7 +103,7 @@ extension DiskTier {
             var stale: [String] = []
             let index: DiskIndex
             do {
-                index = try DirectoryScan.buildIndex(of: directory, recency: 0, staleTemporaries: &stale)
+                index = try DirectoryScan.buildIndex(of: directory, staleTemporaries: &stale)
             } catch {
                 throw .cannotUseDirectory(path: path, underlying: error)
             }
@@ -190,7 +186,7 @@ extension DiskTier {
             let digest = KeyDigest(key: key)
             let found: (DiskIndexEntry, DirectoryHandle)? = state.withLock { s in
                 guard !s.closed, let slot = s.index.bestMatch(for: digest, query: query) else { return nil }
-                s.index.touch(slot, clock: s.tick())
+                s.index.touch(slot)
                 return (s.index[slot], s.directory)
             }
             guard let (entry, directory) = found else {
@@ -464,48 +460,21 @@ extension DiskTier {
             guard image.width * image.height <= DiskFileName.maximumPixelCount else {
                 throw .invalidImage(key: key, reason: "images above \(DiskFileName.maximumPixelCount) pixels cannot be stored on disk")
             }
-            let newEntry = DiskIndexEntry(digest: digest, variant: variant, recency: 0)
+            let newEntry = DiskIndexEntry(digest: digest, variant: variant)
             let charge = newEntry.chargedBytes
             let limit = configuration.byteLimit
             guard charge <= limit else { throw .imageLargerThanLimit(key: key, bytes: charge, limit: limit) }
 
             // Reserve the bytes, evicting least-recently-used files first: the limit holds
             // before the new file becomes visible.
-            let reservation: (victims: [DiskIndexEntry], directory: DirectoryHandle)? = state.withLock { s in
+            let reserved: DirectoryHandle? = state.withLock { s in
                 guard !s.closed else { return nil }
                 s.reserved += charge
-                return (Self.takeVictims(&s, for: newEntry, limit: limit), s.directory)
+                return s.directory
             }
-            guard let reservation else { throw .closed }
+            guard let directory = reserved else { throw .closed }
             defer { state.withLock { $0.reserved -= charge } }
-            let directory = reservation.directory
-            var victims = reservation.victims
-            // A victim that cannot be deleted (EPERM, EBUSY, EROFS, a directory under the name…)
-            // goes back into the index as most recently used (so that it is not retried on every
-            // store) and others are evicted in its place; a few rounds at most.
-            var round = 0
-            while !victims.isEmpty {
-                var kept: [DiskIndexEntry] = []
-                for victim in victims {
-                    let name = victim.name.string
-                    if unlinkat(directory.fd, name, 0) == 0 || errno == ENOENT {
-                        evictions.add(1, ordering: .relaxed)
-                    } else {
-                        let code = errno
-                        logger.warning("cannot evict cache file; keeping it in the index",
-                                       metadata: ["file": "\(path)/\(name)", "error": "\(SystemCallError(call: "unlinkat", path: "\(path)/\(name)", errno: code))"])
-                        kept.append(victim)
-                    }
-                }
-                round += 1
-                victims = state.withLock { s in
-                    for var entry in kept {
-                        entry.recency = s.tick()
-                        s.index.insert(entry)
-                    }
-                    return kept.isEmpty || round >= 4 ? [] : Self.takeVictims(&s, for: newEntry, limit: limit)
-                }
-            }
+            evict(toFit: newEntry, limit: limit, directory: directory)
 
             // The byte limit charges each file its pixels plus a fixed allowance for header and
             // key (the index knows names only): long keys are stored by digest to fit it.
@@ -538,25 +507,57 @@ extension DiskTier {
             }
             state.withLock { s in
                 var entry = newEntry
-                entry.recency = s.tick()
                 entry.isVerified = true  // written from these very bytes
-                s.index.insert(entry, replacedFile: true)
+                s.index.insert(entry, replacedFile: true, use: true)
             }
             stores.add(1, ordering: .relaxed)
         }
 
-        /// Removes from the index and returns the least-recently-used entries to delete so that
-        /// the index, the reservations (which include the store of `newEntry`) and nothing more
-        /// fit in `limit`.
-        private static func takeVictims(_ s: inout State, for newEntry: DiskIndexEntry, limit: Int) -> [DiskIndexEntry] {
-            let replacing = s.index.slot(of: newEntry) != nil ? newEntry.chargedBytes : 0
-            let excess = s.index.chargedBytes - replacing + s.reserved - limit
-            guard excess > 0 else { return [] }
-            // Free a little more than needed (1/128 of the limit) so that a full cache scans its
-            // index for victims once per many writes, not on every one.
-            let victims = s.index.leastRecentlyUsed(atLeast: excess + limit / 128, excluding: newEntry)
-            for victim in victims { s.index.remove(victim) }
-            return victims
+        /// Victims chosen per acquisition of the index lock.
+        static let evictionBatch = 64
+
+        /// Deletes least-recently-used files until the index, the reservations (which include
+        /// the store of `newEntry`) and nothing more fit in `limit`, freeing a little more than
+        /// needed (1/128 of the limit) so that a full cache evicts once per many writes.
+        ///
+        /// Victims are taken in batches of ``evictionBatch`` from the oldest end of the index's
+        /// recency list: each batch costs O(batch) under the index lock, and the files are
+        /// deleted outside it, so lookups interleave with even a very large eviction (a directory
+        /// opened far over a smaller limit). A victim that cannot be deleted (EPERM, EBUSY, EROFS,
+        /// a directory under the name…) goes back into the index as most recently used, so that
+        /// it is not retried on every store, and others are evicted in its place; after four
+        /// batches in a row that deleted nothing the store goes ahead over the limit.
+        func evict(toFit newEntry: DiskIndexEntry, limit: Int, directory: DirectoryHandle) {
+            var fruitless = 0
+            while fruitless < 4 {
+                var examined = 0
+                let victims: [DiskIndexEntry] = state.withLock { s in
+                    let replacing = s.index.slot(of: newEntry) != nil ? newEntry.chargedBytes : 0
+                    let excess = s.index.chargedBytes - replacing + s.reserved - limit
+                    guard excess > 0 else { return [] }
+                    return s.index.takeLeastRecentlyUsed(
+                        atLeast: excess + limit / 128, maximumCount: Self.evictionBatch, excluding: newEntry, examined: &examined)
+                }
+                evictionExamined.add(examined, ordering: .relaxed)
+                if victims.isEmpty { return }
+                testHooks.withLock { $0.evictionBatchChosen }?(victims)
+                var kept: [DiskIndexEntry] = []
+                for victim in victims {
+                    let name = victim.name.string
+                    if unlinkat(directory.fd, name, 0) == 0 || errno == ENOENT {
+                        evictions.add(1, ordering: .relaxed)
+                    } else {
+                        let code = errno
+                        logger.warning("cannot evict cache file; keeping it in the index",
+                                       metadata: ["file": "\(path)/\(name)", "error": "\(SystemCallError(call: "unlinkat", path: "\(path)/\(name)", errno: code))"])
+                        kept.append(victim)
+                    }
+                }
+                if !kept.isEmpty {
+                    state.withLock { s in for entry in kept { s.index.insert(entry, use: true) } }
+                }
+                fruitless = kept.count == victims.count ? fruitless + 1 : 0
+            }
         }
 
         func remove(digest: KeyDigest) {
@@ -581,33 +582,32 @@ extension DiskTier {
         // MARK: Index maintenance
 
         /// Rebuilds the index from the directory's names and converges to it, keeping the
-        /// recency of files that are still there. Verification is not kept: with
+        /// recency order of files that are still there. Verification is not kept: with
         /// ``ChecksumPolicy/firstHit`` each file is checksummed again on its next hit.
         func rescan(initial: Bool) throws(DiskTierError) {
             let directory = state.withLock { $0.directory }
             var stale: [String] = []
             var fresh: DiskIndex
             do {
-                fresh = try DirectoryScan.buildIndex(of: directory, recency: 0, staleTemporaries: &stale)
+                fresh = try DirectoryScan.buildIndex(of: directory, staleTemporaries: &stale)
             } catch {
                 throw .io(error)
             }
             rescans.add(1, ordering: .relaxed)
             state.withLock { s in
-                let now = s.clock
                 var merged = DiskIndex(minimumCapacity: fresh.count)
                 merged.continueGenerations(after: s.index)
-                fresh.forEach { entry in
+                // Files still there keep their order, oldest first; not the verified flag: a
+                // name alone does not tell whether another process replaced the file while no
+                // event said so.
+                s.index.forEach { entry in
+                    guard fresh.slot(of: entry) != nil else { return }
                     var entry = entry
-                    if let slot = s.index.slot(of: entry) {
-                        // Not the verified flag: a name alone does not tell whether another
-                        // process replaced the file while no event said so.
-                        entry.recency = s.index[slot].recency
-                    } else {
-                        entry.recency = now  // appeared while we were not looking: treat as new
-                    }
+                    entry.isVerified = false
                     merged.insert(entry)
                 }
+                // Files that appeared while we were not looking count as new (no-op for the rest).
+                fresh.forEach { merged.insert($0) }
                 s.index = merged
             }
         }
@@ -717,20 +717,17 @@ extension DiskTier {
                     // A writer that does not rename: index only a complete, valid file.
                     if validateClosedFile(name) { indexAppearedFile(name) }
                 } else if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
-                    _ = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: 0)) }
+                    _ = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant)) }
                 }
             }
         }
 
         /// Indexes a file that appeared under `name`: a new name counts as just used; a name
-        /// already indexed keeps its recency (the event may be the late echo of our own publish,
-        /// arriving after later lookups, and must not reorder the LRU) but is unverified again.
+        /// already indexed keeps its place in the recency order (the event may be the late echo
+        /// of our own publish, arriving after later lookups, and must not reorder the LRU) but
+        /// is unverified again.
         private func indexAppearedFile(_ name: DiskFileName) {
-            state.withLock { s in
-                var entry = DiskIndexEntry(digest: name.digest, variant: name.variant, recency: 0)
-                if s.index.slot(of: entry) == nil { entry.recency = s.tick() }
-                s.index.insert(entry, replacedFile: true)
-            }
+            _ = state.withLock { $0.index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant), replacedFile: true) }
         }
 
         /// Header, key digest and length check of a file written in place (`IN_CLOSE_WRITE`).

@@ -290,7 +290,7 @@ struct DiskTierTests {
     func byteLimit() throws {
         let scratch = ScratchDirectory()
         let image = patternImage(width: 100, height: 100, seed: 11)
-        let charge = DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size), recency: 0).chargedBytes
+        let charge = DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size)).chargedBytes
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = charge * 3 })
         let q = SizeQuery(box: image.size)
         for key in ["a", "b", "c"] { try tier.storeSynchronously(image, forKey: key) }

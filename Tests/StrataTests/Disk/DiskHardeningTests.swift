@@ -1,0 +1,98 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Strata
+
+/// The charge of one `side`×`side` default-style file against the byte limit.
+private func charge(side: Int) -> Int {
+    DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: PixelSize(width: side, height: side))).chargedBytes
+}
+
+private func box(_ side: Int) -> SizeQuery { SizeQuery(box: PixelSize(width: side, height: side)) }
+
+private func cacheName(_ key: String, side: Int) -> String {
+    DiskFileName(digest: KeyDigest(key: key), variant: VariantDescriptor(size: PixelSize(width: side, height: side))).string
+}
+
+/// `count` empty files named like `side`×`side` variants (the index reads names only), and one
+/// real file for `survivor` when given.
+private func fillDirectory(_ path: String, count: Int, side: Int, survivor: String? = nil) throws {
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    for i in 0..<count {
+        let fd = open(path + "/" + cacheName("filler/\(i)", side: side), O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+        #expect(fd >= 0)
+        if fd >= 0 { close(fd) }
+    }
+    if let survivor {
+        let bytes = DiskFileEncoder.encode(patternImage(width: side, height: side, seed: 9), key: survivor, mode: .fit, sourceVersion: 0)
+        try Data(bytes).write(to: URL(fileURLWithPath: path + "/" + cacheName(survivor, side: side)))
+    }
+}
+
+/// Runs `body` on a new thread; returns whether it finished within `seconds` (a generous bound
+/// for work that must not block, never a performance threshold).
+private func returnsWithin(seconds: Int, _ body: @escaping @Sendable () -> Void) -> Bool {
+    let done = DispatchSemaphore(value: 0)
+    Thread { body(); done.signal() }.start()
+    return done.wait(timeout: .now() + .seconds(seconds)) == .success
+}
+
+/// The hardening defects of the disk tier: eviction cost and locking, paths that alias their
+/// parent, name-based deletion races, use after close, injected syscall failures.
+@Suite("Disk tier hardening", .serialized)
+struct DiskHardeningTests {
+    // MARK: Defect 6 — eviction cost
+
+    @Test("Evicting thousands of files for one store examines each victim about once, not the index once per 64 victims")
+    func evictionWorkIsProportionalToVictims() throws {
+        let scratch = ScratchDirectory()
+        let files = 4000, keep = 50
+        try fillDirectory(scratch.path, count: files, side: 8)
+        // As after a restart with a smaller limit: the directory is far over it.
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = keep * charge(side: 8) })
+        defer { tier.close() }
+        #expect(tier.statistics.entries == files)
+        try tier.storeSynchronously(patternImage(width: 8, height: 8, seed: 1), forKey: "new")
+        let statistics = tier.statistics
+        #expect(statistics.bytes <= keep * charge(side: 8))
+        #expect(statistics.evictions >= files - keep)
+        let examined = tier.evictionExamined
+        #expect(examined <= 2 * statistics.evictions + 64,
+                "examined \(examined) index entries to choose \(statistics.evictions) victims")
+        #expect(try tier.image(forKey: "new", matching: box(8)) != nil)
+    }
+
+    @Test("A lookup completes while an eviction of thousands of files is held between two batches")
+    func lookupsProceedDuringALargeEviction() throws {
+        let scratch = ScratchDirectory()
+        try fillDirectory(scratch.path, count: 4000, side: 8, survivor: "survivor")
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 50 * charge(side: 8) })
+        defer { tier.close() }
+        #expect(try tier.image(forKey: "survivor", matching: box(8)) != nil)   // now the most recently used
+        let reached = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let first = Atomic<Bool>(true)
+        var hooks = DiskTier.TestHooks()
+        hooks.evictionBatchChosen = { _ in
+            guard first.exchange(false, ordering: .relaxed) else { return }
+            reached.signal()
+            _ = release.wait(timeout: .now() + 60)   // bounded even if the test gives up
+        }
+        tier.setTestHooks(hooks)
+        let stored = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? tier.storeSynchronously(patternImage(width: 8, height: 8, seed: 1), forKey: "new")
+            stored.signal()
+        }.start()
+        try #require(reached.wait(timeout: .now() + 60) == .success, "the eviction never chose a batch")
+        let hit = Lock<Bool?>(nil)
+        let proceeded = returnsWithin(seconds: 10) {
+            let found = (try? tier.image(forKey: "survivor", matching: box(8))) != nil
+            hit.withLock { $0 = found && tier.contains(key: "survivor", matching: box(8)) }
+        }
+        release.signal()
+        #expect(proceeded, "a lookup waited for the eviction to finish")
+        #expect(stored.wait(timeout: .now() + 60) == .success)
+        if proceeded { #expect(hit.withLock { $0 } == true) }
+        #expect(tier.statistics.evictions >= 3950)
+    }
+}
