@@ -165,8 +165,8 @@ public final class DiskTier: Sendable {
 
     deinit { core.close() }
 
-    /// The directory's path.
-    public var directory: String { core.path }
+    /// The directory's path, as given to ``init(directory:configuration:)``.
+    public var directory: String { core.requestedPath }
 
     /// The best variant of `key` for `query` (``VariantMatcher``'s rule over the in-memory
     /// index), or `nil`. Invalid or vanished files are misses.

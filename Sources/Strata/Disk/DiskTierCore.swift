@@ -43,7 +43,10 @@ extension DiskTier {
             var closed = false
         }
 
+        /// The directory's canonical path (``FileDescriptor/resolvedPath(_:)``).
         let path: String
+        /// The path as the tier was opened with.
+        let requestedPath: String
         let configuration: Configuration
         let logger: Logger
         let state: Mutex<State>
@@ -51,13 +54,17 @@ extension DiskTier {
         let queueSignal = DispatchSemaphore(value: 0)
 
         // Watcher.
-        let inotifyFD: Int32
+        /// `nil` without inotify (then the watcher rescans periodically).
+        let inotify: Inotify?
         let wakeFD: Int32
         let watch = Atomic<Int32>(-1)
         /// Watch on the parent directory: while the tier holds the directory open, deleting it
         /// does not produce `IN_DELETE_SELF` (the inode lives on), but the parent sees the
-        /// `IN_DELETE`/`IN_MOVED_FROM` of its name.
+        /// `IN_DELETE`/`IN_MOVED_FROM` of its name. -1 when the parent is the directory itself
+        /// (`/`).
         let parentWatch = Atomic<Int32>(-1)
+        /// The parent and the last component of ``path`` (canonical, so `dir/.` watches the
+        /// parent of `dir`, not `dir` again).
         let parentPath: String
         let baseName: [UInt8]
         let stopping = Atomic<Bool>(false)
@@ -81,25 +88,24 @@ extension DiskTier {
         let rescans = Atomic<Int>(0)
         let recoveries = Atomic<Int>(0)
 
-        init(path: String, configuration: Configuration) throws(DiskTierError) {
-            self.path = path
-            var trimmed = Substring(path)
-            while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
-            if let slash = trimmed.lastIndex(of: "/") {
-                parentPath = slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
-                baseName = Array(trimmed[trimmed.index(after: slash)...].utf8)
-            } else {
-                parentPath = "."
-                baseName = Array(trimmed.utf8)
-            }
+        init(path requested: String, configuration: Configuration) throws(DiskTierError) {
+            self.requestedPath = requested
             self.configuration = configuration
             self.logger = configuration.logger
             let directory: DirectoryHandle
+            let resolved: String
             do {
-                directory = try DirectoryHandle(path: path, create: true)
+                directory = try DirectoryHandle(path: requested, create: true)
+                // Canonical, so that the parent of `dir/.`, `dir/sub/..` or `dir//` is the
+                // parent of `dir`; `realpath` also resolves a symbolic link to the directory.
+                resolved = try FileDescriptor.resolvedPath(requested)
             } catch {
-                throw .cannotUseDirectory(path: path, underlying: error)
+                throw .cannotUseDirectory(path: requested, underlying: error)
             }
+            self.path = resolved
+            let (parent, name) = FileDescriptor.splitParent(ofResolved: resolved)
+            parentPath = parent
+            baseName = Array(name.utf8)
             var stale: [String] = []
             let index: DiskIndex
             do {
@@ -111,24 +117,19 @@ extension DiskTier {
             let wake = strataEventFD(0, O_CLOEXEC | O_NONBLOCK)  // EFD_CLOEXEC/EFD_NONBLOCK equal these
             guard wake >= 0 else { throw .io(SystemCallError(call: "eventfd", errno: errno)) }
             wakeFD = wake
-            var inotify: Int32 = -1
+            var inotify: Inotify?
             if configuration.useInotify {
-                inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-                if inotify < 0 {
+                do {
+                    inotify = try Inotify()
+                } catch {
                     logger.warning("inotify unavailable; rescanning every \(configuration.rescanInterval)",
-                                   metadata: ["directory": "\(path)", "error": "\(SystemCallError(call: "inotify_init1", errno: errno))"])
+                                   metadata: ["directory": "\(resolved)", "error": "\(error)"])
                 }
             }
-            inotifyFD = inotify
-            if inotify >= 0 {
-                let wd = inotify_add_watch(inotify, path, Self.watchMask)
-                if wd < 0 {
-                    logger.warning("cannot watch directory (inotify watch limit?); rescanning every \(configuration.rescanInterval)",
-                                   metadata: ["directory": "\(path)", "error": "\(SystemCallError(call: "inotify_add_watch", path: path, errno: errno))"])
-                } else {
-                    watch.store(wd, ordering: .releasing)
-                    parentWatch.store(inotify_add_watch(inotify, parentPath, Self.parentMask), ordering: .releasing)
-                }
+            self.inotify = inotify
+            if let inotify, !startWatching(inotify) {
+                logger.warning("cannot watch directory (inotify watch limit?); rescanning every \(configuration.rescanInterval)",
+                               metadata: ["directory": "\(resolved)"])
             }
             removeStaleTemporaries(stale, in: directory)
             let writer: OSThread
@@ -157,8 +158,31 @@ extension DiskTier {
         }
 
         private func closeDescriptors() {
-            if inotifyFD >= 0 { _ = Glibc.close(inotifyFD) }
             _ = Glibc.close(wakeFD)
+        }
+
+        /// Watches the directory and its parent. Both watches merge their masks into an existing
+        /// watch of the same inode (`IN_MASK_ADD`): for `/` the parent is the directory, and a
+        /// replaced mask would silently drop the directory's own events. Returns false when the
+        /// directory cannot be watched (logged).
+        private func startWatching(_ inotify: Inotify) -> Bool {
+            let directoryWatch: Int32
+            do {
+                directoryWatch = try inotify.addWatch(path, mask: Self.watchMask, merge: true)
+            } catch {
+                logger.warning("cannot watch cache directory", metadata: ["directory": "\(path)", "error": "\(error)"])
+                return false
+            }
+            var parent: Int32 = -1
+            do {
+                parent = try inotify.addWatch(parentPath, mask: Self.parentMask, merge: true)
+            } catch {
+                logger.warning("cannot watch the cache directory's parent; its deletion goes unnoticed",
+                               metadata: ["directory": "\(path)", "error": "\(error)"])
+            }
+            parentWatch.store(parent == directoryWatch ? -1 : parent, ordering: .releasing)
+            watch.store(directoryWatch, ordering: .releasing)
+            return true
         }
 
         static let parentMask: UInt32 = UInt32(IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
@@ -643,7 +667,7 @@ extension DiskTier {
                 }
                 let watching = watch.load(ordering: .acquiring) >= 0
                 var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: watching ? inotifyFD : -1, events: Int16(POLLIN), revents: 0)]
+                           pollfd(fd: watching ? inotify?.descriptor.rawValue ?? -1 : -1, events: Int16(POLLIN), revents: 0)]
                 let timeout: Int32 = recoverPending ? 100 : (watching ? -1 : max(pollMilliseconds, 10))
                 let ready = poll(&fds, 2, timeout)
                 if ready < 0 && errno != EINTR {
@@ -665,7 +689,8 @@ extension DiskTier {
                     continue
                 }
                 guard fds[1].revents != 0 else { continue }
-                let n = Glibc.read(inotifyFD, buffer, bufferSize)
+                guard let inotify else { continue }
+                let n = Glibc.read(inotify.descriptor.rawValue, buffer, bufferSize)
                 if n <= 0 { continue }
                 var needRescan = false
                 var needRecover = false
@@ -765,7 +790,7 @@ extension DiskTier {
         /// when it must be retried.
         private func recoverDirectory() -> Bool {
             let old = watch.exchange(-1, ordering: .acquiringAndReleasing)
-            if old >= 0 { _ = inotify_rm_watch(inotifyFD, old) }
+            if old >= 0 { try? inotify?.removeWatch(old) }
             let directory: DirectoryHandle
             do {
                 directory = try DirectoryHandle(path: path, create: true)
@@ -773,13 +798,8 @@ extension DiskTier {
                 logger.error("cannot recreate cache directory; retrying", metadata: ["directory": "\(path)", "error": "\(error)"])
                 return false
             }
-            let wd = inotify_add_watch(inotifyFD, path, Self.watchMask)
-            if wd >= 0 {
-                watch.store(wd, ordering: .releasing)
-                parentWatch.store(inotify_add_watch(inotifyFD, parentPath, Self.parentMask), ordering: .releasing)
-            } else {
-                logger.warning("cannot re-watch recreated directory; rescanning periodically",
-                               metadata: ["directory": "\(path)", "errno": "\(errno)"])
+            if let inotify, !startWatching(inotify) {
+                logger.warning("cannot re-watch recreated directory; rescanning periodically", metadata: ["directory": "\(path)"])
             }
             state.withLock { $0.directory = directory }
             recoveries.add(1, ordering: .relaxed)

@@ -96,3 +96,40 @@ struct DiskHardeningTests {
         #expect(tier.statistics.evictions >= 3950)
     }
 }
+
+extension DiskHardeningTests {
+    // MARK: Defect 7 — paths whose parent watch is the directory itself
+
+    @Test("A tier opened through dir/., dir/sub/.. or dir/ sees other writers' files and recovers its deleted directory",
+          arguments: ["/.", "/sub/..", "/", "//./"])
+    func unnormalisedPathsAreWatched(suffix: String) throws {
+        let scratch = ScratchDirectory()
+        try FileManager.default.createDirectory(atPath: scratch.path + "/sub", withIntermediateDirectories: true)
+        let tier = try DiskTier(directory: scratch.path + suffix, configuration: quietConfiguration())
+        defer { tier.close() }
+        #expect(tier.statistics.watching)
+        let image = patternImage(width: 24, height: 24, seed: 3)
+        do {
+            let other = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
+            defer { other.close() }
+            try other.storeSynchronously(image, forKey: "renamed-in")
+            #expect(waitUntil(seconds: 10) { tier.contains(key: "renamed-in", matching: box(24)) } != nil,
+                    "a file renamed into \(suffix) was not seen")
+            #expect(try tier.image(forKey: "renamed-in", matching: box(24))?.hasSamePixels(as: image) == true)
+            other.remove(key: "renamed-in")
+            #expect(waitUntil(seconds: 10) { !tier.contains(key: "renamed-in", matching: box(24)) } != nil,
+                    "a file deleted from \(suffix) stayed indexed")
+        }
+        // Written in place by another writer: IN_CLOSE_WRITE.
+        let bytes = DiskFileEncoder.encode(image, key: "in-place", mode: .fit, sourceVersion: 0)
+        try Data(bytes).write(to: URL(fileURLWithPath: scratch.path + "/" + cacheName("in-place", side: 24)))
+        #expect(waitUntil(seconds: 10) { tier.contains(key: "in-place", matching: box(24)) } != nil,
+                "a file written in place in \(suffix) was not seen")
+        // The parent watch sees the directory go.
+        try run("/bin/rm", ["-rf", scratch.path])
+        #expect(waitUntil(seconds: 10) { tier.statistics.recoveries >= 1 && FileManager.default.fileExists(atPath: scratch.path) } != nil,
+                "the deletion of \(suffix) was not noticed")
+        try tier.storeSynchronously(image, forKey: "after")
+        #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("after", side: 24)))
+    }
+}
