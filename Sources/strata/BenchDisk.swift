@@ -200,7 +200,7 @@ struct BenchDiskCommand: ParsableCommand {
                 let start = Self.now()
                 let handle = try DirectoryHandle(path: dir, create: false)
                 var names = 0
-                try DirectoryScan.forEachName(in: handle) { _ in names += 1 }
+                try DirectoryScan.forEachName(in: handle) { _, _ in names += 1 }
                 floor = min(floor, Double(Self.now() - start) / 1e6)
                 Self.sink &+= names
             }

@@ -36,11 +36,11 @@ package final class DirectoryHandle: Sendable {
 
 /// Reading a disk-tier directory: names only (`getdents64`) — no `stat` and no `open` per file.
 package enum DirectoryScan {
-    /// Calls `body` with the name bytes (no terminator) of every entry of the directory open as
-    /// `directory`, except `.` and `..`. Reads `getdents64` batches of 1 MiB (glibc's `readdir`
+    /// Calls `body` with the name bytes (no terminator) and the inode number of every entry of
+    /// the directory open as `directory`, except `.` and `..`. Reads `getdents64` batches of 1 MiB (glibc's `readdir`
     /// uses 32 KiB), so a million names take about 80 calls.
     package static func forEachName(
-        in directory: DirectoryHandle, _ body: (UnsafeBufferPointer<UInt8>) -> Void
+        in directory: DirectoryHandle, _ body: (UnsafeBufferPointer<UInt8>, UInt64) -> Void
     ) throws(SystemCallError) {
         // A fresh open file description, so that the scan has its own read position.
         let fd = try Syscall.retrying("openat", path: directory.path) {
@@ -57,12 +57,13 @@ package enum DirectoryScan {
             if n == 0 { return }
             var offset = 0
             while offset < n {
+                let inode = buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
                 let recordLength = Int(buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt16.self))
                 let name = buffer.advanced(by: offset + nameOffset).assumingMemoryBound(to: UInt8.self)
                 let length = strnlen(UnsafeRawPointer(name).assumingMemoryBound(to: CChar.self), recordLength - nameOffset)
                 offset += recordLength
                 if name[0] == UInt8(ascii: ".") && (length == 1 || (length == 2 && name[1] == UInt8(ascii: "."))) { continue }
-                body(UnsafeBufferPointer(start: name, count: length))
+                body(UnsafeBufferPointer(start: name, count: length), inode)
             }
         }
     }
@@ -82,9 +83,9 @@ package enum DirectoryScan {
     ) throws(SystemCallError) -> DiskIndex {
         var index = DiskIndex(minimumCapacity: estimatedEntryCount(of: directory))
         let prefix = Array(DiskFileName.temporaryPrefix.utf8)
-        try forEachName(in: directory) { bytes in
+        try forEachName(in: directory) { bytes, inode in
             if let name = DiskFileName(bytes: bytes) {
-                index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant))
+                index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant, inode: inode))
             } else if bytes.starts(with: prefix) {
                 staleTemporaries.append(String(decoding: bytes, as: UTF8.self))
             }

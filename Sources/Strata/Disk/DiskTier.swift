@@ -202,12 +202,14 @@ public final class DiskTier: Sendable {
         try core.publish(image: image, key: key, mode: mode, sourceVersion: sourceVersion)
     }
 
-    /// Deletes every variant of `key`.
+    /// Deletes every variant of `key` that the index holds (a file published under the key by
+    /// another writer after the index last heard of it is left alone).
     public func remove(key: String) {
         core.remove(digest: KeyDigest(key: key))
     }
 
-    /// Deletes every published file in the directory (other processes' too) and empties the index.
+    /// Deletes every published file in the directory (other processes' too) and their index
+    /// entries. A file published while it runs survives, with its entry.
     public func removeAll() throws(DiskTierError) {
         try core.removeAll()
     }

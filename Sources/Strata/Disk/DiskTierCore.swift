@@ -17,6 +17,8 @@ extension DiskTier {
         struct State {
             var index: DiskIndex
             var directory: DirectoryHandle
+            /// The directory's device (`st_dev`): with an entry's inode, the identity of its file.
+            var device: UInt64
             /// Bytes of stores between eviction and publish (counted against the limit).
             var reserved = 0
             var closed = false
@@ -74,6 +76,10 @@ extension DiskTier {
         let threads = Mutex<[OSThread]>([])
         let temporaryCounter = Atomic<Int>(0)
         let testHooks = Lock(DiskTier.TestHooks())
+        /// Striped by digest: held while a name is checked and deleted (``deleteFile(_:digest:ifIdentity:in:regularOnly:_:)``)
+        /// and while a publish renames onto it and indexes the result, so that neither lands
+        /// between the other's steps. Never held by lookups.
+        let nameLocks = (0..<16).map { _ in Lock(()) }
         /// Index entries looked at to choose eviction victims (the work of choosing them).
         let evictionExamined = Atomic<Int>(0)
 
@@ -113,7 +119,13 @@ extension DiskTier {
             } catch {
                 throw .cannotUseDirectory(path: path, underlying: error)
             }
-            state = Mutex(State(index: index, directory: directory))
+            let device: UInt64
+            do {
+                device = UInt64(try directory.descriptor.status().st_dev)
+            } catch {
+                throw .cannotUseDirectory(path: resolved, underlying: error)
+            }
+            state = Mutex(State(index: index, directory: directory, device: device))
             let wake = strataEventFD(0, O_CLOEXEC | O_NONBLOCK)  // EFD_CLOEXEC/EFD_NONBLOCK equal these
             guard wake >= 0 else { throw .io(SystemCallError(call: "eventfd", errno: errno)) }
             wakeFD = wake
@@ -256,7 +268,19 @@ extension DiskTier {
             case failed(SystemCallError)
         }
 
-        struct FileIdentity: Equatable { var device: UInt; var inode: UInt }
+        /// A file's device and inode numbers.
+        struct FileIdentity: Equatable {
+            var device: UInt64
+            var inode: UInt64
+            init(device: UInt64, inode: UInt64) { self.device = device; self.inode = inode }
+            init(_ st: stat) { self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) }
+            /// The identity of the file `entry` describes in a directory on `device`; `nil` when
+            /// the index does not know its inode.
+            init?(of entry: DiskIndexEntry, device: UInt64) {
+                guard entry.inode != 0 else { return nil }
+                self.init(device: device, inode: entry.inode)
+            }
+        }
 
         private func load(_ entry: DiskIndexEntry, key: UnsafeRawBufferPointer, directory: DirectoryHandle) -> LoadOutcome {
             var rawFD: Int32 = -1
@@ -368,34 +392,32 @@ extension DiskTier {
         ]
 
         private func identity(of file: borrowing FileDescriptor) -> FileIdentity? {
-            var st = stat()
-            guard fstat(file.rawValue, &st) == 0 else { return nil }
-            return FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino))
+            (try? file.status()).map(FileIdentity.init)
         }
 
         /// Drops a file that failed validation: from the index, and from disk unless the name
-        /// meanwhile points at another file (a newer publish). Only regular files and symlinks
+        /// meanwhile holds another file (a newer publish). Only regular files and symlinks
         /// are deleted; anything else under the name (a FIFO, a directory, a device) is only
-        /// dropped from the index, since it is not ours to remove.
+        /// dropped from the index, since it is not ours to remove. `identity` is the file that
+        /// failed (`nil` when it could not be opened: then the one the index knows).
         private func discardInvalid(_ entry: DiskIndexEntry, directory: DirectoryHandle, identity: FileIdentity?, reason: String) {
             let name = entry.name.string
-            var st = stat()
-            var same = true
-            var deletable = true
-            if fstatat(directory.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
-                if let identity { same = FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino)) == identity }
-                let type = st.st_mode & S_IFMT
-                deletable = type == S_IFREG || type == S_IFLNK
-            }
-            guard deletable else {
-                dropForeign(entry, reason: reason)
-                return
-            }
-            invalidFiles.add(1, ordering: .relaxed)
-            if same {
-                _ = unlinkat(directory.fd, name, 0)
+            let device = state.withLock { $0.device }
+            let outcome = deleteFile(name, digest: entry.digest, ifIdentity: identity ?? FileIdentity(of: entry, device: device),
+                                     in: directory, regularOnly: true) {
                 _ = state.withLock { $0.index.remove(entry) }
             }
+            switch outcome {
+            case .foreign:
+                dropForeign(entry, reason: reason)
+                return
+            case .deleted, .gone, .replaced:
+                break
+            case .failed(let error):
+                logger.warning("cannot delete invalid cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
+                _ = state.withLock { $0.index.remove(entry) }
+            }
+            invalidFiles.add(1, ordering: .relaxed)
             logger.warning("removed invalid cache file", metadata: ["file": "\(path)/\(name)", "reason": "\(reason)"])
         }
 
@@ -510,29 +532,23 @@ extension DiskTier {
                     openAt: directory.descriptor, name: temporary,
                     flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644)
                 do throws(SystemCallError) {
-                    let failure = bytes.withUnsafeBytes { raw -> SystemCallError? in
-                        do throws(SystemCallError) { try file.write(raw, at: 0) } catch { return error }
-                        return nil
-                    }
-                    if let failure { throw failure }
+                    try rethrowingTyped(SystemCallError.self) { try bytes.withUnsafeBytes { raw in try file.write(raw, at: 0) } }
                     if configuration.durable { try file.sync() }
-                    try Syscall.retrying("renameat", path: "\(path)/\(finalName)") {
-                        renameat(directory.fd, temporary, directory.fd, finalName)
+                    var entry = newEntry
+                    entry.inode = UInt64(try file.status().st_ino)
+                    entry.isVerified = true  // written from these very bytes
+                    // Rename and index as one step for evictions and removals of the name.
+                    try nameLock(digest).withLock { _ throws(SystemCallError) in
+                        try directory.descriptor.rename(temporary, to: finalName)
+                        _ = state.withLock { $0.index.insert(entry, replacedFile: true, use: true) }
                     }
                 } catch {
-                    _ = unlinkat(directory.fd, temporary, 0)
+                    try? directory.descriptor.unlink(temporary)
                     throw error
                 }
-                if configuration.durable {
-                    try Syscall.retrying("fsync", path: path) { fsync(directory.fd) }
-                }
+                if configuration.durable { try directory.descriptor.sync() }
             } catch {
                 throw .io(error)
-            }
-            state.withLock { s in
-                var entry = newEntry
-                entry.isVerified = true  // written from these very bytes
-                s.index.insert(entry, replacedFile: true, use: true)
             }
             stores.add(1, ordering: .relaxed)
         }
@@ -555,12 +571,12 @@ extension DiskTier {
             var fruitless = 0
             while fruitless < 4 {
                 var examined = 0
-                let victims: [DiskIndexEntry] = state.withLock { s in
+                let (victims, device): ([DiskIndexEntry], UInt64) = state.withLock { s in
                     let replacing = s.index.slot(of: newEntry) != nil ? newEntry.chargedBytes : 0
                     let excess = s.index.chargedBytes - replacing + s.reserved - limit
-                    guard excess > 0 else { return [] }
-                    return s.index.takeLeastRecentlyUsed(
-                        atLeast: excess + limit / 128, maximumCount: Self.evictionBatch, excluding: newEntry, examined: &examined)
+                    guard excess > 0 else { return ([], s.device) }
+                    return (s.index.takeLeastRecentlyUsed(
+                        atLeast: excess + limit / 128, maximumCount: Self.evictionBatch, excluding: newEntry, examined: &examined), s.device)
                 }
                 evictionExamined.add(examined, ordering: .relaxed)
                 if victims.isEmpty { return }
@@ -568,12 +584,16 @@ extension DiskTier {
                 var kept: [DiskIndexEntry] = []
                 for victim in victims {
                     let name = victim.name.string
-                    if unlinkat(directory.fd, name, 0) == 0 || errno == ENOENT {
+                    switch deleteFile(name, digest: victim.digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory) {
+                    case .deleted, .gone:
                         evictions.add(1, ordering: .relaxed)
-                    } else {
-                        let code = errno
+                    case .replaced, .foreign:
+                        // A newer file under the name (published after the victim was chosen):
+                        // indexed by its publish or its inotify event, not ours to delete.
+                        break
+                    case .failed(let error):
                         logger.warning("cannot evict cache file; keeping it in the index",
-                                       metadata: ["file": "\(path)/\(name)", "error": "\(SystemCallError(call: "unlinkat", path: "\(path)/\(name)", errno: code))"])
+                                       metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
                         kept.append(victim)
                     }
                 }
@@ -584,23 +604,92 @@ extension DiskTier {
             }
         }
 
-        func remove(digest: KeyDigest) {
-            let (victims, directory) = state.withLock { s in (s.index.removeAll(digest: digest), s.directory) }
-            for victim in victims { _ = unlinkat(directory.fd, victim.name.string, 0) }
+        enum DeleteOutcome {
+            case deleted
+            /// Nothing under the name.
+            case gone
+            /// The name holds another file than the one asked for (or the index never knew
+            /// which file it described): left alone.
+            case replaced
+            /// Not a regular file or symlink (only with `regularOnly`): left alone.
+            case foreign
+            case failed(SystemCallError)
         }
 
+        /// The lock that orders deletions of and publishes onto names of `digest`.
+        func nameLock(_ digest: KeyDigest) -> Lock<Void> { nameLocks[Int(truncatingIfNeeded: digest.high) & (nameLocks.count - 1)] }
+
+        /// Deletes `name` only while it is the file `identity` (`fstatat`, compare device and
+        /// inode, `unlinkat`), holding the name's lock, so that a store of this process cannot
+        /// land between the check and the deletion; `andThen` runs under that lock after a
+        /// deletion (or when nothing is there), e.g. to drop the entry from the index. Another
+        /// process can still rename onto the name in the microseconds between the check and the
+        /// unlink; Linux has no unlink-if-inode.
+        func deleteFile(
+            _ name: String, digest: KeyDigest, ifIdentity identity: FileIdentity?, in directory: DirectoryHandle,
+            regularOnly: Bool = false, _ andThen: () -> Void = {}
+        ) -> DeleteOutcome {
+            nameLock(digest).withLock { _ in
+                let st: stat
+                do throws(SystemCallError) {
+                    st = try directory.descriptor.status(of: name)
+                } catch {
+                    if error.errno == ENOENT { andThen(); return .gone }
+                    return .failed(error)
+                }
+                let type = st.st_mode & S_IFMT
+                if regularOnly && type != S_IFREG && type != S_IFLNK { return .foreign }
+                guard let identity, FileIdentity(st) == identity else { return .replaced }
+                do throws(SystemCallError) {
+                    try directory.descriptor.unlink(name)
+                } catch {
+                    if error.errno != ENOENT { return .failed(error) }
+                }
+                andThen()
+                return .deleted
+            }
+        }
+
+        /// Deletes every variant of `digest` that the index holds: from the index, and each file
+        /// while it is still the one indexed.
+        func remove(digest: KeyDigest) {
+            let (victims, directory, device) = state.withLock { s in (s.index.removeAll(digest: digest), s.directory, s.device) }
+            for victim in victims {
+                let name = victim.name.string
+                if case .failed(let error) = deleteFile(name, digest: digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory) {
+                    logger.warning("cannot delete cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
+                }
+            }
+        }
+
+        /// Deletes every published file listed in the directory (other processes' too), and
+        /// their entries; a file published under a listed name after the listing survives,
+        /// with its entry.
         func removeAll() throws(DiskTierError) {
-            let directory = state.withLock { $0.directory }
-            var names: [String] = []
+            let (directory, device) = state.withLock { ($0.directory, $0.device) }
+            var listed: [DiskIndexEntry] = []
             do {
-                try DirectoryScan.forEachName(in: directory) { bytes in
-                    if DiskFileName(bytes: bytes) != nil { names.append(String(decoding: bytes, as: UTF8.self)) }
+                try DirectoryScan.forEachName(in: directory) { bytes, inode in
+                    if let name = DiskFileName(bytes: bytes) {
+                        listed.append(DiskIndexEntry(digest: name.digest, variant: name.variant, inode: inode))
+                    }
                 }
             } catch {
                 throw .io(error)
             }
-            for name in names { _ = unlinkat(directory.fd, name, 0) }
-            state.withLock { $0.index = DiskIndex() }
+            for file in listed {
+                let name = file.name.string
+                let outcome = deleteFile(name, digest: file.digest, ifIdentity: FileIdentity(of: file, device: device), in: directory) {
+                    state.withLock { s in
+                        if let id = s.index.slot(of: file), s.index[id].inode == file.inode || s.index[id].inode == 0 {
+                            s.index.remove(file)
+                        }
+                    }
+                }
+                if case .failed(let error) = outcome {
+                    logger.warning("cannot delete cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
+                }
+            }
         }
 
         // MARK: Index maintenance
@@ -625,10 +714,7 @@ extension DiskTier {
                 // name alone does not tell whether another process replaced the file while no
                 // event said so.
                 s.index.forEach { entry in
-                    guard fresh.slot(of: entry) != nil else { return }
-                    var entry = entry
-                    entry.isVerified = false
-                    merged.insert(entry)
+                    if let id = fresh.slot(of: entry) { merged.insert(fresh[id]) }
                 }
                 // Files that appeared while we were not looking count as new (no-op for the rest).
                 fresh.forEach { merged.insert($0) }
@@ -740,7 +826,7 @@ extension DiskTier {
                     indexAppearedFile(name)
                 } else if mask & UInt32(IN_CLOSE_WRITE) != 0 {
                     // A writer that does not rename: index only a complete, valid file.
-                    if validateClosedFile(name) { indexAppearedFile(name) }
+                    if let inode = validateClosedFile(name) { indexAppearedFile(name, inode: inode) }
                 } else if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
                     _ = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant)) }
                 }
@@ -750,17 +836,34 @@ extension DiskTier {
         /// Indexes a file that appeared under `name`: a new name counts as just used; a name
         /// already indexed keeps its place in the recency order (the event may be the late echo
         /// of our own publish, arriving after later lookups, and must not reorder the LRU) but
-        /// is unverified again.
-        private func indexAppearedFile(_ name: DiskFileName) {
-            _ = state.withLock { $0.index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant), replacedFile: true) }
+        /// is unverified again. The file's inode is `inode`, or looked up (`fstatat`); a name that
+        /// is gone again is not indexed.
+        private func indexAppearedFile(_ name: DiskFileName, inode known: UInt64? = nil) {
+            var inode: UInt64 = 0
+            if let known {
+                inode = known
+            } else {
+                let directory = state.withLock { $0.directory }
+                do {
+                    inode = UInt64(try directory.descriptor.status(of: name.string).st_ino)
+                } catch where error.errno == ENOENT {
+                    return  // its IN_DELETE/IN_MOVED_FROM follows
+                } catch {
+                    // Unknown inode: eviction will leave the file alone (logged) until a rescan.
+                    logger.warning("cannot stat a file another writer published", metadata: ["error": "\(error)"])
+                }
+            }
+            let entry = DiskIndexEntry(digest: name.digest, variant: name.variant, inode: inode)
+            _ = state.withLock { $0.index.insert(entry, replacedFile: true) }
         }
 
-        /// Header, key digest and length check of a file written in place (`IN_CLOSE_WRITE`).
-        private func validateClosedFile(_ name: DiskFileName) -> Bool {
+        /// Header, key digest and length check of a file written in place (`IN_CLOSE_WRITE`);
+        /// returns its inode when it is valid.
+        private func validateClosedFile(_ name: DiskFileName) -> UInt64? {
             let directory = state.withLock { $0.directory }
             let fileName = name.string
             guard let file = try? FileDescriptor(openAt: directory.descriptor, name: fileName, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
-            else { return false }
+            else { return nil }
             var valid = false
             let headerBytes = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { fixed -> Int? in
                 guard (try? file.read(into: fixed, at: 0)) == 64,
@@ -782,8 +885,9 @@ extension DiskTier {
             if !valid {
                 invalidFiles.add(1, ordering: .relaxed)
                 logger.warning("ignored invalid file written in place", metadata: ["file": "\(path)/\(fileName)"])
+                return nil
             }
-            return valid
+            return (try? file.status()).map { UInt64($0.st_ino) }
         }
 
         /// Recreates and re-watches a directory that was deleted or moved away. Returns false
@@ -792,8 +896,10 @@ extension DiskTier {
             let old = watch.exchange(-1, ordering: .acquiringAndReleasing)
             if old >= 0 { try? inotify?.removeWatch(old) }
             let directory: DirectoryHandle
+            let device: UInt64
             do {
                 directory = try DirectoryHandle(path: path, create: true)
+                device = UInt64(try directory.descriptor.status().st_dev)
             } catch {
                 logger.error("cannot recreate cache directory; retrying", metadata: ["directory": "\(path)", "error": "\(error)"])
                 return false
@@ -801,7 +907,10 @@ extension DiskTier {
             if let inotify, !startWatching(inotify) {
                 logger.warning("cannot re-watch recreated directory; rescanning periodically", metadata: ["directory": "\(path)"])
             }
-            state.withLock { $0.directory = directory }
+            state.withLock { s in
+                s.directory = directory
+                s.device = device
+            }
             recoveries.add(1, ordering: .relaxed)
             logger.warning("cache directory was deleted or moved; recreated it", metadata: ["directory": "\(path)"])
             rescanLogging()

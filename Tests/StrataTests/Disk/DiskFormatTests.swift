@@ -166,7 +166,7 @@ struct DiskIndexTests {
 
     @Test("The index stays under 100 bytes per entry")
     func compact() {
-        #expect(MemoryLayout<DiskIndexEntry>.stride == 24)
+        #expect(MemoryLayout<DiskIndexEntry>.stride == 32)
         var index = DiskIndex()
         let variant = VariantDescriptor(size: PixelSize(width: 16, height: 16))
         for i in 0..<100_000 { index.insert(DiskIndexEntry(digest: KeyDigest(high: UInt64(i), low: UInt64(i) &* 0x9E37_79B9_7F4A_7C15), variant: variant)) }

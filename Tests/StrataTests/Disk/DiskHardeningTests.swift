@@ -133,3 +133,84 @@ extension DiskHardeningTests {
         #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("after", side: 24)))
     }
 }
+
+extension DiskHardeningTests {
+    // MARK: Defect 8 — deleting by name what someone else has just published
+
+    @Test("A store of the same variant published between choosing an eviction victim and deleting it survives",
+          arguments: [false, true])   // true: published by another instance (as another process would)
+    func aStoreBetweenVictimChoiceAndUnlinkSurvives(byAnotherInstance: Bool) throws {
+        let scratch = ScratchDirectory()
+        let side = 64
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 2 * charge(side: side) })
+        let other = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
+        defer {
+            tier.setTestHooks(DiskTier.TestHooks())   // the hook holds the tier
+            tier.close()
+            other.close()
+        }
+        let newer = patternImage(width: side, height: side, seed: 2)
+        try tier.storeSynchronously(patternImage(width: side, height: side, seed: 1), forKey: "a")
+        try tier.storeSynchronously(patternImage(width: side, height: side, seed: 3), forKey: "b")
+        let interleaved = Atomic<Bool>(false)
+        var hooks = DiskTier.TestHooks()
+        hooks.evictionBatchChosen = { victims in
+            guard victims.contains(where: { $0.digest == KeyDigest(key: "a") }),
+                  !interleaved.exchange(true, ordering: .relaxed) else { return }
+            // "a" was chosen as a victim; before its file is deleted, a writer publishes it anew.
+            do {
+                try (byAnotherInstance ? other : tier).storeSynchronously(newer, forKey: "a")
+            } catch {
+                Issue.record("the interleaved store failed: \(error)")
+            }
+        }
+        tier.setTestHooks(hooks)
+        try tier.storeSynchronously(patternImage(width: side, height: side, seed: 4), forKey: "c")
+        let didInterleave = interleaved.load(ordering: .relaxed)
+        #expect(didInterleave)
+        #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("a", side: side)),
+                "the eviction deleted the acknowledged store of a")
+        // Another instance's file is indexed through its inotify event.
+        #expect(waitUntil(seconds: 10) { tier.contains(key: "a", matching: box(side)) } != nil)
+        #expect(try tier.image(forKey: "a", matching: box(side))?.hasSamePixels(as: newer) == true)
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("b", side: side)))
+    }
+
+    @Test("removeAll deletes every listed file and its entry, including files the index never knew")
+    func removeAllDeletesListedFiles() throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
+            $0.useInotify = false
+            $0.rescanInterval = .seconds(3600)
+        })
+        defer { tier.close() }
+        for key in ["a", "b"] { try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: key) }
+        let foreign = DiskFileEncoder.encode(patternImage(width: 16, height: 16, seed: 2), key: "c", mode: .fit, sourceVersion: 0)
+        try Data(foreign).write(to: URL(fileURLWithPath: scratch.path + "/" + cacheName("c", side: 16)))
+        try tier.removeAll()
+        #expect(scratch.names().isEmpty)
+        #expect(tier.statistics.entries == 0)
+        try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 3), forKey: "a")
+        #expect(try tier.image(forKey: "a", matching: box(16)) != nil)
+    }
+
+    @Test("remove(key:) does not delete a file published under the key after the index forgot it")
+    func removeDoesNotDeleteANewerFile() throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
+            $0.useInotify = false   // so that the index does not learn of the newer file on its own
+            $0.rescanInterval = .seconds(3600)
+        })
+        defer { tier.close() }
+        try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: "k")
+        // Another process replaces the file; this tier has not seen it yet.
+        let newer = DiskFileEncoder.encode(patternImage(width: 16, height: 16, seed: 2), key: "k", mode: .fit, sourceVersion: 2)
+        try Data(newer).write(to: URL(fileURLWithPath: scratch.parent + "/newer"))
+        #expect(rename(scratch.parent + "/newer", scratch.path + "/" + cacheName("k", side: 16)) == 0)
+        tier.remove(key: "k")
+        #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("k", side: 16)),
+                "remove deleted a file it had never indexed")
+        try tier.rescanNow()
+        #expect(try tier.hit(forKey: "k", matching: box(16))?.sourceVersion == 2)
+    }
+}
