@@ -7,10 +7,6 @@ import Dispatch
 import Logging
 import Synchronization
 
-/// `eventfd(2)`; `<sys/eventfd.h>` is not part of the Glibc module Swift imports.
-@_silgen_name("eventfd")
-private func strataEventFD(_ initialValue: UInt32, _ flags: Int32) -> Int32
-
 extension DiskTier {
     /// The shared state behind a ``DiskTier``, referenced by its writer and watcher threads.
     final class Core: Sendable {
@@ -58,7 +54,12 @@ extension DiskTier {
         // Watcher.
         /// `nil` without inotify (then the watcher rescans periodically).
         let inotify: Inotify?
-        let wakeFD: Int32
+        /// Wakes the watcher out of `poll` (non-blocking eventfd). Open until the core goes away,
+        /// so that a late ``pauseWatcher(_:)`` never writes to a descriptor number that has
+        /// since been reused.
+        let wakeEvent: FileDescriptor
+        /// The watcher thread's state, with sleeping waits for pausing and stopping it.
+        let control = Lock(WatcherControl())
         let watch = Atomic<Int32>(-1)
         /// Watch on the parent directory: while the tier holds the directory open, deleting it
         /// does not produce `IN_DELETE_SELF` (the inode lives on), but the parent sees the
@@ -69,9 +70,6 @@ extension DiskTier {
         /// parent of `dir`, not `dir` again).
         let parentPath: String
         let baseName: [UInt8]
-        let stopping = Atomic<Bool>(false)
-        let paused = Atomic<Bool>(false)
-        let pauseAcknowledged = Atomic<Bool>(false)
         let closeOnce = Atomic<Bool>(false)
         let threads = Mutex<[OSThread]>([])
         let temporaryCounter = Atomic<Int>(0)
@@ -126,9 +124,11 @@ extension DiskTier {
                 throw .cannotUseDirectory(path: resolved, underlying: error)
             }
             state = Mutex(State(index: index, directory: directory, device: device))
-            let wake = strataEventFD(0, O_CLOEXEC | O_NONBLOCK)  // EFD_CLOEXEC/EFD_NONBLOCK equal these
-            guard wake >= 0 else { throw .io(SystemCallError(call: "eventfd", errno: errno)) }
-            wakeFD = wake
+            do {
+                wakeEvent = try FileDescriptor.eventFD(nonBlocking: true)
+            } catch {
+                throw .io(error)
+            }
             var inotify: Inotify?
             if configuration.useInotify {
                 do {
@@ -148,15 +148,16 @@ extension DiskTier {
             do {
                 writer = try OSThread(name: "strata-disk-w") { [self] in writerLoop() }
             } catch {
-                closeDescriptors()
                 throw .io(error)
             }
             do {
+                control.withLock { $0.running = true }
                 let watcher = try OSThread(name: "strata-disk-i") { [self] in watcherLoop() }
                 threads.withLock { $0 = [writer, watcher] }
             } catch {
                 // Stop the writer (nothing is queued yet) before giving up, so that neither the
                 // thread nor the descriptors outlive the failed init.
+                control.withLock { $0.running = false }
                 _ = closeOnce.exchange(true, ordering: .acquiringAndReleasing)
                 queue.withLock { q in
                     q.items.append(.stop)
@@ -164,13 +165,8 @@ extension DiskTier {
                 }
                 queueSignal.signal()
                 writer.join()
-                closeDescriptors()
                 throw .io(error)
             }
-        }
-
-        private func closeDescriptors() {
-            _ = Glibc.close(wakeFD)
         }
 
         /// Watches the directory and its parent. Both watches merge their masks into an existing
@@ -722,18 +718,45 @@ extension DiskTier {
             }
         }
 
+        struct WatcherControl {
+            /// The watcher thread runs its loop (from before it starts until it returns).
+            var running = false
+            var stopping = false
+            var paused = false
+            /// The watcher is parked because of `paused` (reads no events).
+            var parked = false
+        }
+
+        /// Stops (true) or resumes reading inotify events. Pausing returns once the watcher is
+        /// parked, or at once when it is not running (before start, after close).
         func pauseWatcher(_ pause: Bool) {
-            pauseAcknowledged.store(false, ordering: .sequentiallyConsistent)
-            paused.store(pause, ordering: .sequentiallyConsistent)
-            wake()
-            if pause && watch.load(ordering: .acquiring) >= 0 {
-                while !pauseAcknowledged.load(ordering: .sequentiallyConsistent) { usleep(1000) }
+            let running = control.withLock { c in
+                c.paused = pause
+                return c.running
             }
+            guard running else { return }
+            control.broadcast()  // a parked watcher re-checks `paused`
+            wake()               // a watcher in poll() looks at `paused`
+            if pause { control.withLock(waitingUntil: { $0.parked || !$0.running }) { _ in } }
+        }
+
+        /// Whether the watcher should go on; parks it (sleeping) while it is paused.
+        private func watcherShouldContinue() -> Bool {
+            let parked = control.withLock { c -> Bool in
+                guard c.paused, !c.stopping else { return false }
+                c.parked = true
+                return true
+            }
+            if parked {
+                control.broadcast()  // the pauser waits for `parked`
+                control.withLock(waitingUntil: { !$0.paused || $0.stopping }) { $0.parked = false }
+            }
+            return !control.withLock { $0.stopping }
         }
 
         private func wake() {
             var one: UInt64 = 1
-            _ = Glibc.write(wakeFD, &one, 8)
+            _ = try? withUnsafeBytes(of: &one) { raw throws(SystemCallError) in try wakeEvent.writeOnce(raw) }
         }
 
         // MARK: Watcher thread
@@ -745,14 +768,13 @@ extension DiskTier {
             var recoverPending = false
             let pollMilliseconds = Int32(clamping: configuration.rescanInterval.components.seconds * 1000
                 + configuration.rescanInterval.components.attoseconds / 1_000_000_000_000_000)
-            while !stopping.load(ordering: .acquiring) {
-                if paused.load(ordering: .acquiring) {
-                    pauseAcknowledged.store(true, ordering: .sequentiallyConsistent)
-                    usleep(2000)
-                    continue
-                }
+            defer {
+                control.withLock { $0.running = false }
+                control.broadcast()
+            }
+            while watcherShouldContinue() {
                 let watching = watch.load(ordering: .acquiring) >= 0
-                var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+                var fds = [pollfd(fd: wakeEvent.rawValue, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: watching ? inotify?.descriptor.rawValue ?? -1 : -1, events: Int16(POLLIN), revents: 0)]
                 let timeout: Int32 = recoverPending ? 100 : (watching ? -1 : max(pollMilliseconds, 10))
                 let ready = poll(&fds, 2, timeout)
@@ -763,7 +785,7 @@ extension DiskTier {
                 }
                 if fds[0].revents != 0 {
                     var value: UInt64 = 0
-                    _ = Glibc.read(wakeFD, &value, 8)
+                    _ = try? withUnsafeMutableBytes(of: &value) { raw throws(SystemCallError) in try wakeEvent.readOnce(into: raw) }
                     continue
                 }
                 if recoverPending {
@@ -947,7 +969,8 @@ extension DiskTier {
                 q.closed = true
             }
             queueSignal.signal()
-            stopping.store(true, ordering: .releasing)
+            control.withLock { $0.stopping = true }
+            control.broadcast()
             wake()
             let workers = threads.withLock { t in
                 let all = t
@@ -956,7 +979,11 @@ extension DiskTier {
             }
             for worker in workers { worker.join() }
             state.withLock { $0.closed = true }
-            closeDescriptors()
+            // No events queue up for a closed tier; the descriptors close with the core.
+            for watchDescriptor in [watch.exchange(-1, ordering: .acquiringAndReleasing), parentWatch.exchange(-1, ordering: .acquiringAndReleasing)]
+            where watchDescriptor >= 0 {
+                try? inotify?.removeWatch(watchDescriptor)
+            }
         }
     }
 }

@@ -214,3 +214,35 @@ extension DiskHardeningTests {
         #expect(try tier.hit(forKey: "k", matching: box(16))?.sourceVersion == 2)
     }
 }
+
+extension DiskHardeningTests {
+    // MARK: Defect 10 — watcher control after close
+
+    @Test("pauseWatcher after close returns instead of waiting forever for a stopped watcher")
+    func pauseAfterCloseReturns() throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
+        #expect(tier.statistics.watching)
+        tier.close()
+        #expect(returnsWithin(seconds: 10) { tier.pauseWatcher(true) }, "pauseWatcher(true) after close() did not return")
+        #expect(returnsWithin(seconds: 10) { tier.pauseWatcher(false) })
+        #expect(!tier.statistics.watching)
+    }
+
+    @Test("pauseWatcher racing close returns either way")
+    func pauseRacingCloseReturns() throws {
+        for _ in 0..<20 {
+            let scratch = ScratchDirectory()
+            let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
+            let started = DispatchSemaphore(value: 0)
+            let paused = returnsWithin(seconds: 10) {
+                Thread { started.wait(); tier.close() }.start()
+                started.signal()
+                tier.pauseWatcher(true)
+                tier.pauseWatcher(false)
+            }
+            #expect(paused)
+            if !paused { return }
+        }
+    }
+}
