@@ -1,11 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-import Dispatch
 import Logging
-import Synchronization
 
 /// Errors of the disk tier. Each says what failed and what to do about it.
 public enum DiskTierError: Error, Sendable, CustomStringConvertible {
@@ -227,7 +220,7 @@ public final class DiskTier: Sendable {
     // MARK: Hooks for tests and benchmarks
 
     /// Rescans the directory now and converges the index to it (as on `IN_Q_OVERFLOW`).
-    package func rescanNow() throws(DiskTierError) { try core.rescan(initial: false) }
+    package func rescanNow() throws(DiskTierError) { try core.rescan() }
 
     /// Stops (true) or resumes reading inotify events, so tests can overflow the kernel queue.
     package func pauseWatcher(_ paused: Bool) { core.pauseWatcher(paused) }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import Strata
 
@@ -25,7 +24,7 @@ struct DiskRobustnessTests {
         #expect(rename(scratch.path + "/fifo", fifo) == 0)   // IN_MOVED_TO indexes it
         #expect(waitUntil(seconds: 5) { tier.contains(key: "victim", matching: box(8)) } != nil)
         let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<PixelImage?, DiskTierError>?>(nil)
+        let outcome = Lock<Result<PixelImage?, DiskTierError>?>(nil)
         let thread = Thread {
             let result = Result { () throws(DiskTierError) in try tier.image(forKey: "victim", matching: box(8)) }
             outcome.withLock { $0 = result }
