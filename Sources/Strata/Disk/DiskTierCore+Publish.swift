@@ -105,6 +105,17 @@ extension DiskTier.Core {
         queue.withLock(waitingUntil: { $0.barriersPassed >= ticket }) { _ in }
     }
 
+    /// Writes `bytes` to the new file `name` (`O_EXCL | O_NOFOLLOW`), `fsync`s it when durable,
+    /// and closes it before it is renamed: so its `IN_CLOSE_WRITE` names the temporary file,
+    /// which the watcher ignores, instead of the published name, which the watcher would open
+    /// and validate again (and mark unverified). Returns its inode.
+    private func writeTemporary(_ bytes: [UInt8], named name: String, in directory: borrowing FileDescriptor) throws(SystemCallError) -> UInt64 {
+        let file = try FileDescriptor(openAt: directory, name: name, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644)
+        try rethrowingTyped(SystemCallError.self) { try bytes.withUnsafeBytes { raw in try file.write(raw, at: 0) } }
+        if configuration.durable { try file.sync() }
+        return UInt64(try file.status().st_ino)
+    }
+
     /// Writes `image` to a temporary file (`O_EXCL | O_NOFOLLOW`), `fsync`s it, renames it over
     /// its name and indexes it (one step under the name's lock), then `fsync`s the directory.
     /// Evicts first, so that the byte limit holds before the file becomes visible. On failure
@@ -140,13 +151,9 @@ extension DiskTier.Core {
         let finalName = DiskFileName(digest: digest, variant: variant).string
         let temporary = "\(DiskFileName.temporaryPrefix)\(digest)-\(getpid())-\(temporaryCounter.add(1, ordering: .relaxed).newValue)"
         do throws(SystemCallError) {
-            let file = try FileDescriptor(
-                openAt: directory.resource, name: temporary, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644)
             do throws(SystemCallError) {
-                try rethrowingTyped(SystemCallError.self) { try bytes.withUnsafeBytes { raw in try file.write(raw, at: 0) } }
-                if configuration.durable { try file.sync() }
                 var entry = newEntry
-                entry.inode = UInt64(try file.status().st_ino)
+                entry.inode = try writeTemporary(bytes, named: temporary, in: directory.resource)
                 entry.isVerified = true  // written from these very bytes
                 // Rename and index as one step for evictions and removals of the name.
                 try nameLock(digest).withLock { _ throws(SystemCallError) in
@@ -156,9 +163,9 @@ extension DiskTier.Core {
             } catch {
                 do throws(SystemCallError) {
                     try directory.resource.unlink(temporary)
-                } catch {
+                } catch where error.errno != ENOENT {
                     logger.warning("cannot delete the temporary file of a failed store", metadata: ["error": "\(error)"])
-                }
+                } catch {}
                 throw error
             }
             if configuration.durable { try directory.resource.sync() }

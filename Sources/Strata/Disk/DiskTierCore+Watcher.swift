@@ -156,8 +156,9 @@ extension DiskTier.Core {
                     if event.has(IN_MOVED_TO) {
                         indexAppearedFile(name)
                     } else if event.has(IN_CLOSE_WRITE) {
-                        // A writer that does not rename: index only a complete, valid file.
-                        if let inode = validateClosedFile(name) { indexAppearedFile(name, inode: inode) }
+                        // A writer that does not rename: index only a complete, valid file (new
+                        // content even if the inode is the same).
+                        if let inode = validateClosedFile(name) { indexAppearedFile(name, inode: inode, rewritten: true) }
                     } else if event.has(IN_DELETE | IN_MOVED_FROM) {
                         _ = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant)) }
                     }
@@ -168,10 +169,11 @@ extension DiskTier.Core {
 
     /// Indexes a file that appeared under `name`: a new name counts as just used; a name
     /// already indexed keeps its place in the recency order (the event may be the late echo
-    /// of our own publish, arriving after later lookups, and must not reorder the LRU) but
-    /// is unverified again. The file's inode is `inode`, or looked up (`fstatat`); a name that
-    /// is gone again is not indexed.
-    private func indexAppearedFile(_ name: DiskFileName, inode known: UInt64? = nil) {
+    /// of our own publish, arriving after later lookups, and must not reorder the LRU) and is
+    /// unverified again, unless it is the very file indexed (same inode, not `rewritten` in
+    /// place): the echo of our own publish keeps its verification. The file's inode is `inode`,
+    /// or looked up (`fstatat`); a name that is gone again is not indexed.
+    private func indexAppearedFile(_ name: DiskFileName, inode known: UInt64? = nil, rewritten: Bool = false) {
         var inode: UInt64 = 0
         if let known {
             inode = known
@@ -187,7 +189,10 @@ extension DiskTier.Core {
             }
         }
         let entry = DiskIndexEntry(digest: name.digest, variant: name.variant, inode: inode)
-        _ = state.withLock { $0.index.insert(entry, replacedFile: true) }
+        state.withLock { s in
+            if !rewritten, inode != 0, let id = s.index.slot(of: entry), s.index[id].inode == inode { return }
+            s.index.insert(entry, replacedFile: true)
+        }
     }
 
     /// Header, key digest and length check of a file written in place (`IN_CLOSE_WRITE`);

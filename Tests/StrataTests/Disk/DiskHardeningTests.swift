@@ -246,3 +246,129 @@ extension DiskHardeningTests {
         }
     }
 }
+
+/// A syscall failure to inject into a publish.
+struct PublishFault: Sendable, CustomTestStringConvertible {
+    var call: String
+    var errno: Int32
+    /// Matching calls to let through first (the directory's fsync follows the file's).
+    var after = 0
+    /// The file is renamed into place before the call fails: published, but not durable.
+    var published = false
+    var testDescription: String { "\(call)#\(after + 1) \(String(cString: strerror(errno)))" }
+}
+
+extension DiskHardeningTests {
+    // MARK: Injected failures
+
+    @Test("A failing syscall in a publish gives a typed error naming call and path, leaves no temporary file and the rest intact",
+          arguments: [
+              PublishFault(call: "openat", errno: EMFILE),
+              PublishFault(call: "pwrite", errno: ENOSPC),
+              PublishFault(call: "pwrite", errno: EIO),
+              PublishFault(call: "fsync", errno: EIO),
+              PublishFault(call: "fstat", errno: EIO),
+              PublishFault(call: "renameat", errno: EIO),
+              PublishFault(call: "renameat", errno: ENOSPC),
+              PublishFault(call: "fsync", errno: EIO, after: 1, published: true),
+          ])
+    func injectedPublishFailures(fault: PublishFault) throws {
+        let scratch = ScratchDirectory()
+        // Without inotify: the watcher's own calls (fstatat of files that appear) stay out of the
+        // way of the rule.
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
+            $0.durable = true
+            $0.useInotify = false
+            $0.rescanInterval = .seconds(3600)
+        })
+        defer { tier.close() }
+        let earlier = patternImage(width: 32, height: 32, seed: 1)
+        try tier.storeSynchronously(earlier, forKey: "earlier")
+        let image = patternImage(width: 32, height: 32, seed: 2)
+        let rule = SyscallFaults.Rule(call: fault.call, pathContains: scratch.parent, errno: fault.errno, times: 1, after: fault.after)
+        let (result, failures) = SyscallFaults.injecting(rule) {
+            Result { () throws(DiskTierError) in try tier.storeSynchronously(image, forKey: "failing") }
+        }
+        #expect(failures == 1)
+        guard case .failure(.io(let error)) = result else {
+            Issue.record("expected DiskTierError.io, got \(result)")
+            return
+        }
+        #expect(error.call == fault.call && error.errno == fault.errno)
+        let path = try #require(error.path)
+        #expect(path.contains(scratch.parent.split(separator: "/").last!), "\(error) does not name the cache directory")
+        let description = DiskTierError.io(error).description
+        #expect(description.contains(fault.call) && description.contains(path))
+        // No temporary file left; the earlier file and its entry intact.
+        #expect(!scratch.names().contains { $0.hasPrefix(DiskFileName.temporaryPrefix) }, "\(scratch.names())")
+        #expect(try tier.image(forKey: "earlier", matching: box(32))?.hasSamePixels(as: earlier) == true)
+        #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("earlier", side: 32)))
+        let failing = scratch.path + "/" + cacheName("failing", side: 32)
+        if fault.published {
+            #expect(FileManager.default.fileExists(atPath: failing) && tier.contains(key: "failing", matching: box(32)))
+        } else {
+            #expect(!FileManager.default.fileExists(atPath: failing))
+            #expect(!tier.contains(key: "failing", matching: box(32)))
+            #expect(tier.statistics.entries == 1 && tier.statistics.stores == 1)
+        }
+        // The tier keeps serving.
+        let later = patternImage(width: 32, height: 32, seed: 3)
+        try tier.storeSynchronously(later, forKey: "later")
+        #expect(try tier.image(forKey: "later", matching: box(32))?.hasSamePixels(as: later) == true)
+    }
+
+    @Test("The tier's own publish is not validated again by its watcher and stays verified")
+    func ownPublishIsNotRevalidated() throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.checksumPolicy = .firstHit })
+        defer { tier.close() }
+        try tier.storeSynchronously(patternImage(width: 32, height: 32, seed: 1), forKey: "own")
+        // Another writer publishes a marker; once it is indexed, the events of our store were handled.
+        let marker = DiskFileEncoder.encode(patternImage(width: 8, height: 8, seed: 2), key: "marker", mode: .fit, sourceVersion: 0)
+        try Data(marker).write(to: URL(fileURLWithPath: scratch.parent + "/marker"))
+        #expect(rename(scratch.parent + "/marker", scratch.path + "/" + cacheName("marker", side: 8)) == 0)
+        #expect(waitUntil(seconds: 10) { tier.contains(key: "marker", matching: box(8)) } != nil)
+        let own = try #require(tier.indexEntries.first { $0.digest == KeyDigest(key: "own") })
+        #expect(own.isVerified, "the watcher validated our own file again (IN_CLOSE_WRITE under its final name)")
+    }
+
+    @Test("A failing read or open on a hit is a typed error naming the file, and the entry stays", arguments: [
+        PublishFault(call: "openat", errno: EMFILE), PublishFault(call: "pread", errno: EIO),
+    ])
+    func injectedHitFailures(fault: PublishFault) throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
+        defer { tier.close() }
+        let image = patternImage(width: 32, height: 32, seed: 1)
+        try tier.storeSynchronously(image, forKey: "k")
+        let rule = SyscallFaults.Rule(call: fault.call, pathContains: scratch.parent, errno: fault.errno)
+        let (result, failures) = SyscallFaults.injecting(rule) {
+            Result { () throws(DiskTierError) in try tier.image(forKey: "k", matching: box(32)) }
+        }
+        #expect(failures == 1)
+        guard case .failure(.io(let error)) = result else {
+            Issue.record("expected DiskTierError.io, got \(result)")
+            return
+        }
+        #expect(error.call == fault.call && error.errno == fault.errno)
+        #expect(error.path?.hasSuffix("/" + cacheName("k", side: 32)) == true, "\(error)")
+        #expect(try tier.image(forKey: "k", matching: box(32))?.hasSamePixels(as: image) == true)
+    }
+
+    @Test("An eviction whose unlink fails keeps the victim indexed and the store goes ahead")
+    func injectedEvictionFailure() throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 2 * charge(side: 32) })
+        defer { tier.close() }
+        for key in ["a", "b"] { try tier.storeSynchronously(patternImage(width: 32, height: 32, seed: 1), forKey: key) }
+        let rule = SyscallFaults.Rule(call: "unlinkat", pathContains: scratch.parent, errno: EIO, times: nil)
+        let (_, failures) = try SyscallFaults.injecting(rule) { () throws(DiskTierError) in
+            try tier.storeSynchronously(patternImage(width: 32, height: 32, seed: 2), forKey: "c")
+        }
+        #expect(failures > 0)
+        #expect(tier.statistics.evictions == 0)
+        for key in ["a", "b", "c"] { #expect(try tier.image(forKey: key, matching: box(32)) != nil, "\(key)") }
+        try tier.storeSynchronously(patternImage(width: 32, height: 32, seed: 3), forKey: "d")
+        #expect(tier.statistics.evictions > 0 && tier.statistics.bytes <= 2 * charge(side: 32))
+    }
+}
