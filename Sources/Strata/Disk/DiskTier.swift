@@ -49,6 +49,9 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
 ///   `fsync`) and enforce the byte limit before publishing, evicting least-recently-used files.
 ///   ``store(_:forKey:mode:sourceVersion:)`` is write-behind through a bounded queue drained by
 ///   a dedicated thread; a full queue drops the store, it never blocks.
+/// - Eviction, ``remove(key:)`` and ``removeAll()`` delete a name only while it still holds the
+///   file (device and inode) they meant to delete, so a store of the same variant published in
+///   between survives.
 /// - Several processes (or instances) may share one directory; each sees the others' files
 ///   through inotify. Without inotify (watch or instance limit) the tier rescans periodically
 ///   and logs that it does.

@@ -30,8 +30,10 @@ extension DiskTier.Core {
                 let replacing = s.index.slot(of: newEntry) != nil ? newEntry.chargedBytes : 0
                 let excess = s.index.chargedBytes - replacing + s.reserved - limit
                 guard excess > 0 else { return ([], s.device) }
-                return (s.index.takeLeastRecentlyUsed(
-                    atLeast: excess + limit / 128, maximumCount: Self.evictionBatch, excluding: newEntry, examined: &examined), s.device)
+                let victims = s.index.takeLeastRecentlyUsed(
+                    atLeast: excess + limit / 128, maximumCount: Self.evictionBatch, excluding: newEntry, examined: &examined)
+                s.markDeleting(victims)
+                return (victims, s.device)
             }
             evictionExamined.add(examined, ordering: .relaxed)
             if victims.isEmpty { return }
@@ -52,11 +54,17 @@ extension DiskTier.Core {
                     kept.append(victim)
                 }
             }
-            if !kept.isEmpty {
-                state.withLock { s in for entry in kept { s.index.insert(entry, use: true) } }
+            state.withLock { s in
+                s.unmarkDeleting(victims)
+                for entry in kept { s.index.insert(entry, use: true) }
             }
             fruitless = kept.count == victims.count ? fruitless + 1 : 0
         }
+    }
+
+    /// Whether the index would take `entry` back: not while its file is being deleted.
+    static func mayIndex(_ entry: DiskIndexEntry, in s: State) -> Bool {
+        entry.inode == 0 || !s.deleting.contains(entry.inode)
     }
 
     enum DeleteOutcome {
@@ -110,13 +118,18 @@ extension DiskTier.Core {
     /// Deletes every variant of `digest` that the index holds: from the index, and each file
     /// while it is still the one indexed.
     func remove(digest: KeyDigest) {
-        let (victims, directory, device) = state.withLock { s in (s.index.removeAll(digest: digest), s.directory, s.device) }
+        let (victims, directory, device) = state.withLock { s in
+            let victims = s.index.removeAll(digest: digest)
+            s.markDeleting(victims)
+            return (victims, s.directory, s.device)
+        }
         for victim in victims {
             let name = victim.name.string
             if case .failed(let error) = deleteFile(name, digest: digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory) {
                 logger.warning("cannot delete cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
             }
         }
+        state.withLock { $0.unmarkDeleting(victims) }
     }
 
     /// Deletes every published file listed in the directory (other processes' too), and their
@@ -146,5 +159,16 @@ extension DiskTier.Core {
                 logger.warning("cannot delete cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
             }
         }
+    }
+}
+
+extension DiskTier.Core.State {
+    /// Records that the files of `entries` are about to be deleted (see ``deleting``).
+    mutating func markDeleting(_ entries: [DiskIndexEntry]) {
+        for entry in entries where entry.inode != 0 { deleting.insert(entry.inode) }
+    }
+
+    mutating func unmarkDeleting(_ entries: [DiskIndexEntry]) {
+        for entry in entries where entry.inode != 0 { deleting.remove(entry.inode) }
     }
 }

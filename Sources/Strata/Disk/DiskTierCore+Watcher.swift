@@ -190,6 +190,7 @@ extension DiskTier.Core {
         }
         let entry = DiskIndexEntry(digest: name.digest, variant: name.variant, inode: inode)
         state.withLock { s in
+            guard Self.mayIndex(entry, in: s) else { return }  // the late event of a file being deleted
             if !rewritten, inode != 0, let id = s.index.slot(of: entry), s.index[id].inode == inode { return }
             s.index.insert(entry, replacedFile: true)
         }
@@ -279,8 +280,11 @@ extension DiskTier.Core {
             s.index.forEach { entry in
                 if let id = fresh.slot(of: entry) { merged.insert(fresh[id]) }
             }
-            // Files that appeared while we were not looking count as new (no-op for the rest).
-            fresh.forEach { merged.insert($0) }
+            // Files that appeared while we were not looking count as new (no-op for the rest);
+            // files being deleted were listed before their unlink.
+            fresh.forEach { entry in
+                if Self.mayIndex(entry, in: s) { merged.insert(entry) }
+            }
             s.index = merged
         }
     }

@@ -23,6 +23,10 @@ extension DiskTier {
             var device: UInt64
             /// Bytes of stores between eviction and publish (counted against the limit).
             var reserved = 0
+            /// Inodes of files taken out of the index to be deleted and not deleted yet: a late
+            /// event or a rescan that sees one of them must not index it again (a phantom entry
+            /// that would make the next eviction delete a live file in its place).
+            var deleting: Set<UInt64> = []
             var closed = false
         }
 

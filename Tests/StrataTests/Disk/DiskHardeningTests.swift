@@ -194,6 +194,41 @@ extension DiskHardeningTests {
         #expect(try tier.image(forKey: "a", matching: box(16)) != nil)
     }
 
+    @Test("Late events of files chosen for eviction do not bring them back into the index before they are deleted")
+    func lateEventsDoNotResurrectVictims() throws {
+        let scratch = ScratchDirectory()
+        let side = 64
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 2 * charge(side: side) })
+        defer {
+            tier.setTestHooks(DiskTier.TestHooks())   // the hook holds the tier
+            tier.close()
+        }
+        tier.pauseWatcher(true)   // the IN_MOVED_TO events of a and b wait in the queue
+        for key in ["a", "b"] { try tier.storeSynchronously(patternImage(width: side, height: side, seed: 1), forKey: key) }
+        let resurrected = Lock<[String]?>(nil)
+        let (parent, path) = (scratch.parent, scratch.path)
+        var hooks = DiskTier.TestHooks()
+        hooks.evictionBatchChosen = { victims in
+            guard resurrected.withLock({ $0 == nil }) else { return }
+            // a and b are chosen and out of the index, not yet deleted: now let the watcher
+            // handle their late events, and wait until it has (a marker published after them).
+            tier.pauseWatcher(false)
+            let marker = DiskFileEncoder.encode(patternImage(width: 8, height: 8, seed: 2), key: "marker", mode: .fit, sourceVersion: 0)
+            _ = try? Data(marker).write(to: URL(fileURLWithPath: parent + "/marker"))
+            _ = rename(parent + "/marker", path + "/" + cacheName("marker", side: 8))
+            let seen = waitUntil(seconds: 10) { tier.contains(key: "marker", matching: box(8)) } != nil
+            if !seen { Issue.record("the marker was not indexed") }
+            let back = ["a", "b"].filter { key in
+                victims.contains { $0.digest == KeyDigest(key: key) } && tier.contains(key: key, matching: box(side))
+            }
+            resurrected.withLock { $0 = back }
+        }
+        tier.setTestHooks(hooks)
+        try tier.storeSynchronously(patternImage(width: side, height: side, seed: 3), forKey: "c")
+        #expect(resurrected.withLock { $0 } == [], "victims came back into the index from their late events")
+        #expect(try tier.image(forKey: "c", matching: box(side)) != nil)
+    }
+
     @Test("remove(key:) does not delete a file published under the key after the index forgot it")
     func removeDoesNotDeleteANewerFile() throws {
         let scratch = ScratchDirectory()
