@@ -174,7 +174,7 @@ struct BenchDiskCommand: ParsableCommand {
                 let staged = scratch + "/staged-\(i)"
                 try Data(DiskFileEncoder.encode(small, key: key, mode: .fit, sourceVersion: 0)).write(to: URL(fileURLWithPath: staged))
                 let start = Self.now()
-                guard rename(staged, cacheDir + "/" + name) == 0 else { throw ValidationError("rename failed: \(errno)") }
+                try FileDescriptor.rename(path: staged, to: cacheDir + "/" + name)
                 while !t.contains(key: key, matching: smallQuery) {
                     if Self.now() - start > 5_000_000_000 { throw ValidationError("event not seen within 5 s") }
                     sched_yield()
@@ -198,9 +198,9 @@ struct BenchDiskCommand: ParsableCommand {
             var floor = Double.infinity
             for _ in 0..<3 {
                 let start = Self.now()
-                let handle = try DirectoryHandle(path: dir, create: false)
+                let directory = try FileDescriptor(directory: dir)
                 var names = 0
-                try DirectoryScan.forEachName(in: handle) { _ in names += 1 }
+                try DirectoryScan.forEachName(in: directory) { _, _ in names += 1 }
                 floor = min(floor, Double(Self.now() - start) / 1e6)
                 Self.sink &+= names
             }
@@ -286,15 +286,10 @@ struct BenchDiskCommand: ParsableCommand {
         defer { buffer.deallocate() }
         memset(buffer, 0, size)
         func once() throws {
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw ValidationError("open \(path): \(errno)") }
-            var done = 0
-            while done < size {
-                let n = pread(fd, buffer + done, size - done, off_t(done))
-                guard n > 0 else { break }
-                done += n
-            }
-            close(fd)
+            // open + one pread of the whole file + close, like a hit's syscalls.
+            let file = try FileDescriptor(open: path, flags: O_RDONLY)
+            let done = try file.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size), at: 0)
+            guard done == size else { throw ValidationError("read \(done) of \(size) bytes of \(path)") }
             sink &+= Int(buffer.load(fromByteOffset: size - 1, as: UInt8.self))
         }
         for _ in 0..<5 { try once() }
@@ -333,19 +328,14 @@ struct BenchDiskCommand: ParsableCommand {
         try? FileManager.default.removeItem(atPath: dir)
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         if !quiet { print("creating \(count) files in \(dir) (once; reused with --keep-fixtures)…") }
-        let dirFD = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dirFD >= 0 else { throw ValidationError("open \(dir): \(errno)") }
-        defer { close(dirFD) }
+        let directory = try FileDescriptor(directory: dir)
         let sizes = [PixelSize(width: 256, height: 160), PixelSize(width: 1024, height: 640), PixelSize(width: 2048, height: 1280)]
         for i in 0..<count {
             // About three variants per key, as a thumbnail service would keep.
             let name = DiskFileName(digest: KeyDigest(key: "fixture/\(i / 3)"), variant: VariantDescriptor(size: sizes[i % 3])).string
-            let fd = openat(dirFD, name, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw ValidationError("create \(name): \(errno)") }
-            close(fd)
+            _ = try FileDescriptor(openAt: directory, name: name, flags: O_CREAT | O_WRONLY)  // closed at once
         }
-        let fd = open(marker, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
-        close(fd)
+        _ = try FileDescriptor(open: marker, flags: O_CREAT | O_WRONLY)
     }
 
     /// Warm-up, then `count` tolerance misses (an existing key at a far size, and an absent key), then exit.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import Strata
 
@@ -25,7 +24,7 @@ struct DiskRobustnessTests {
         #expect(rename(scratch.path + "/fifo", fifo) == 0)   // IN_MOVED_TO indexes it
         #expect(waitUntil(seconds: 5) { tier.contains(key: "victim", matching: box(8)) } != nil)
         let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<PixelImage?, DiskTierError>?>(nil)
+        let outcome = Lock<Result<PixelImage?, DiskTierError>?>(nil)
         let thread = Thread {
             let result = Result { () throws(DiskTierError) in try tier.image(forKey: "victim", matching: box(8)) }
             outcome.withLock { $0 = result }
@@ -136,7 +135,7 @@ struct DiskRobustnessTests {
     @Test("The index marks verified only the file that was hashed, not a replacement under the same name")
     func verificationOfAnOlderFileDoesNotCarryOver() {
         let variant = VariantDescriptor(size: PixelSize(width: 8, height: 8), mode: .fit, style: .default)
-        let entry = DiskIndexEntry(digest: KeyDigest(key: "k"), variant: variant, recency: 1)
+        let entry = DiskIndexEntry(digest: KeyDigest(key: "k"), variant: variant)
         var index = DiskIndex()
         index.insert(entry)
         let hashed = index[index.slot(of: entry)!]              // what a lookup works on
@@ -222,7 +221,7 @@ struct DiskRobustnessTests {
         defer { tier.close() }
         let statistics = tier.statistics
         #expect(statistics.entries == 1)
-        #expect(statistics.bytes == DiskIndexEntry(digest: digest, variant: DiskFileName(largest)!.variant, recency: 0).chargedBytes)
+        #expect(statistics.bytes == DiskIndexEntry(digest: digest, variant: DiskFileName(largest)!.variant).chargedBytes)
         #expect(statistics.bytes < 2 << 30)
     }
 
@@ -232,7 +231,7 @@ struct DiskRobustnessTests {
         let image = patternImage(width: 100, height: 100, seed: 11)
         let marker = patternImage(width: 8, height: 8, seed: 12)
         func charge(_ image: PixelImage) -> Int {
-            DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size), recency: 0).chargedBytes
+            DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size)).chargedBytes
         }
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
             $0.byteLimit = 3 * charge(image) + charge(marker)
