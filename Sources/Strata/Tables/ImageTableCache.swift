@@ -275,8 +275,19 @@ public final class ImageTableCache: Sendable {
     }
 
     /// Runs blocking table work on the drawing pool (the one place this cache calls the pool).
+    /// Runs `body` on the drawing pool; its own error comes back as it was thrown (a table
+    /// error, the delegate's or a processing closure's), a cancellation while queued as
+    /// `CancellationError`.
     private func onPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await drawingPool.run { (_: Void) throws -> T in try body() }
+        do {
+            return try await drawingPool.run { (_: Void) throws -> T in try body() }
+        } catch {
+            switch error {
+            case .failed(let error): throw error
+            case .cancelled: throw CancellationError()
+            case .shutDown: throw ImageTableError.shutDown
+            }
+        }
     }
 
     /// Bytes on disk of format `formatName`'s files.

@@ -159,6 +159,8 @@ public enum ImageTableError: Error, Sendable, Hashable, CustomStringConvertible 
     case tooManyInstances(format: String, limit: Int)
     /// A file operation failed.
     case system(SystemCallError)
+    /// The cache's drawing pool was shut down before the work could run.
+    case shutDown
 
     public var description: String {
         switch self {
@@ -174,6 +176,8 @@ public enum ImageTableError: Error, Sendable, Hashable, CustomStringConvertible 
             return "a \(size) \(style) image does not fit image table '\(format)' (it needs the format's style and at most its size)"
         case .tooManyInstances(let format, let limit):
             return "image table '\(format)' is open in \(limit) instances already (the limit); share one ImageTable per process"
+        case .shutDown:
+            return "the image table cache's drawing pool is shut down"
         case .system(let error):
             return "image table I/O failed: \(error)"
         }

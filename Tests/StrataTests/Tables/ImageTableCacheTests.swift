@@ -146,8 +146,9 @@ struct DeclineFamily: ImageTableCacheDelegate {
     }
 
     /// An entity whose processing cannot draw one format (`failing`) but draws the others.
+    struct CannotDraw: Error, Equatable {}
+
     func entity(_ n: Int, failingIn failing: String) -> ImageTableEntity {
-        struct CannotDraw: Error {}
         let pattern = SourceProbe().entity(n)
         return ImageTableEntity(id: pattern.id, sourceVersion: pattern.sourceVersion, source: pattern.source) { source, canvas in
             if canvas.format.name == failing { throw CannotDraw() }
@@ -170,8 +171,9 @@ struct DeclineFamily: ImageTableCacheDelegate {
         #expect(logged.count == 1 && logged.first?.0 == .warning, "the sibling's failure is logged: \(logged)")
         #expect(logged.first?.2["format"] == "thumb50")
         #expect(logged.first?.2["error"]?.description.contains("CannotDraw") == true)
-        // The requested format's own failure is still the request's failure.
-        await #expect(throws: (any Error).self) { try await cache.image(for: entity, formatName: "thumb50") }
+        // The requested format's own failure is still the request's failure, as it was thrown
+        // (not wrapped by the drawing pool).
+        await #expect(throws: CannotDraw()) { try await cache.image(for: entity, formatName: "thumb50") }
         #expect(cache.statistics.siblingFailures == 1)
     }
 
