@@ -6,7 +6,7 @@ import Synchronization
 /// A log handler that keeps every message (with its metadata) for the test to read.
 struct CapturingLogHandler: LogHandler {
     final class Store: Sendable {
-        let messages = Mutex<[(Logger.Level, String, Logger.Metadata)]>([])
+        let messages = Lock<[(Logger.Level, String, Logger.Metadata)]>([])
     }
     let store: Store
     var metadata: Logger.Metadata = [:]
@@ -25,7 +25,7 @@ struct CapturingLogHandler: LogHandler {
 /// Counts source loads, and can hold a load until released.
 final class SourceProbe: Sendable {
     let loads = Atomic<Int>(0)
-    let largest = Mutex<PixelSize?>(nil)
+    let largest = Lock<PixelSize?>(nil)
 
     func entity(_ n: Int, version: UInt64 = 1, delayMs: UInt64 = 0) -> ImageTableEntity {
         ImageTableEntity(

@@ -5,7 +5,7 @@ import Synchronization
 
 /// Opens once; every waiter (before or after) then goes on.
 final class TestGate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Lock<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -53,7 +53,7 @@ final class ScriptedSource: Sendable {
 
     let loads = Atomic<Int>(0)
     let cancelledLoads = Atomic<Int>(0)
-    let drawingThreads = Mutex<[String]>([])
+    let drawingThreads = Lock<[String]>([])
     let gate = TestGate()
 
     static func currentThreadName() -> String {
