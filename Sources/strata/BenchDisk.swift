@@ -111,13 +111,24 @@ struct BenchDiskCommand: ParsableCommand {
 
         // Alternatives: small file mapped instead of read; large file read instead of mapped;
         // mapping without MAP_POPULATE; verifying the pixel checksum on every hit.
-        var mapAll = configuration; mapAll.mapThreshold = 0
-        var readAll = configuration; readAll.mapThreshold = Int.max
-        var eager = configuration; eager.populateMappings = true
-        var verifyAll = configuration; verifyAll.checksumPolicy = .everyHit
+        var mapAll = configuration
+        mapAll.mapThreshold = 0
+        var readAll = configuration
+        readAll.mapThreshold = Int.max
+        var eager = configuration
+        eager.populateMappings = true
+        var verifyAll = configuration
+        verifyAll.checksumPolicy = .everyHit
         for (label, alternative, key, query, n) in [
             ("hit_us_small_mmap", mapAll, "bench/small", smallQuery, runs * 5),
-            ("hit_us_small_mmap_populate", { var c = mapAll; c.populateMappings = true; return c }(), "bench/small", smallQuery, runs * 5),
+            (
+                "hit_us_small_mmap_populate",
+                {
+                    var c = mapAll
+                    c.populateMappings = true
+                    return c
+                }(), "bench/small", smallQuery, runs * 5
+            ),
             ("hit_us_large_pread", readAll, "bench/large", largeQuery, max(runs / 4, 25)),
             ("hit_us_large_mmap_populate", eager, "bench/large", largeQuery, runs),
             ("hit_us_large_checksum_every_hit", verifyAll, "bench/large", largeQuery, max(runs / 4, 25)),
@@ -130,8 +141,10 @@ struct BenchDiskCommand: ParsableCommand {
         // Where mapping starts to beat reading: both paths across sizes (long side in px).
         var crossover: [String: [String: Double]] = [:]
         do {
-            var readCfg = configuration; readCfg.mapThreshold = Int.max
-            var mapCfg = configuration; mapCfg.mapThreshold = 0
+            var readCfg = configuration
+            readCfg.mapThreshold = Int.max
+            var mapCfg = configuration
+            mapCfg.mapThreshold = 0
             let writer = try DiskTier(directory: cacheDir, configuration: configuration)
             let sides = [128, 256, 384, 512, 768, 1024]
             for side in sides {
@@ -145,7 +158,9 @@ struct BenchDiskCommand: ParsableCommand {
                 let r = try Self.timeHits(reader, key: "bench/sweep/\(side)", query: q, runs: runs)
                 let m = try Self.timeHits(mapper, key: "bench/sweep/\(side)", query: q, runs: runs)
                 let bytes = Self.downsample(large, longSide: side).byteCount
-                crossover["\(side)"] = ["read_us": (r * 1e7).rounded() / 10, "mmap_us": (m * 1e7).rounded() / 10, "kib": Double(bytes / 1024)]
+                crossover["\(side)"] = [
+                    "read_us": (r * 1e7).rounded() / 10, "mmap_us": (m * 1e7).rounded() / 10, "kib": Double(bytes / 1024),
+                ]
                 table.append(("hit_us read/mmap [\(side) px, \(bytes / 1024) KiB]", String(format: "%.1f / %.1f µs", r * 1e6, m * 1e6)))
             }
             reader.close()
@@ -274,7 +289,10 @@ struct BenchDiskCommand: ParsableCommand {
         image.withUnsafeBytes { raw in
             var sum = 0
             var i = 0
-            while i < raw.count { sum &+= Int(raw[i]); i += 4096 }
+            while i < raw.count {
+                sum &+= Int(raw[i])
+                i += 4096
+            }
             sum &+= Int(raw[raw.count - 1])
             sink &+= sum
         }
@@ -348,7 +366,9 @@ struct BenchDiskCommand: ParsableCommand {
         }
         var served = 0
         for i in 0..<count {
-            if try tier.image(forKey: i & 1 == 0 ? "bench/large" : "bench/absent", matching: i & 1 == 0 ? far : query) != nil { served += 1 }
+            if try tier.image(forKey: i & 1 == 0 ? "bench/large" : "bench/absent", matching: i & 1 == 0 ? far : query) != nil {
+                served += 1
+            }
         }
         let stats = tier.statistics
         print("misses: \(stats.misses) (\(count) timed after 200 warm-up), hits: \(stats.hits + served)")

@@ -30,8 +30,9 @@ struct TableWriterCommand: ParsableCommand {
     @Option var progressFile: String?
 
     func run() throws {
-        let format = ImageTableFormat(name: name, family: "test", size: PixelSize(width: width, height: height),
-                                      maximumCount: maxCount)
+        let format = ImageTableFormat(
+            name: name, family: "test", size: PixelSize(width: width, height: height),
+            maximumCount: maxCount)
         let table = try ImageTable(directory: directory, format: format)
         let progress = try progressFile.map { Shared(try FileDescriptor(open: $0, flags: O_RDWR | O_CREAT | O_TRUNC)) }
         func report(_ record: TableWriterProgress) throws {
@@ -54,7 +55,9 @@ struct TableWriterCommand: ParsableCommand {
                     TableTestPattern.draw(&canvas.image, n: n, version: version) {
                         if rowDelayMicroseconds > 0 { usleep(rowDelayMicroseconds) }
                         rows += 1
-                        do { try report(TableWriterProgress(phase: .drawing, entity: n, version: version, rows: rows)) } catch { failure = error }
+                        do { try report(TableWriterProgress(phase: .drawing, entity: n, version: version, rows: rows)) } catch {
+                            failure = error
+                        }
                     }
                     if let failure { throw failure }
                 }
@@ -64,7 +67,8 @@ struct TableWriterCommand: ParsableCommand {
                 let m = Int(rng.next() % UInt64(entities))
                 for v in UInt64(1)...3 {
                     if let image = table.image(for: TableTestPattern.entityID(m), sourceVersion: v),
-                       !TableTestPattern.matches(image, n: m, version: v) {
+                        !TableTestPattern.matches(image, n: m, version: v)
+                    {
                         print("wrong image for entity \(m) version \(v)")
                         throw ExitCode(3)
                     }

@@ -22,7 +22,8 @@ package struct DiskIndexEntry: Sendable, Equatable {
         precondition((1...DiskFileName.maximumSide).contains(size.width) && (1...DiskFileName.maximumSide).contains(size.height))
         self.digest = digest
         self.inode = inode
-        self.packed = UInt64(size.width - 1) | UInt64(size.height - 1) << 20
+        self.packed =
+            UInt64(size.width - 1) | UInt64(size.height - 1) << 20
             | (variant.mode == .fill ? Self.fillFlag : 0) | UInt64(variant.style.rawValue & 3) << Self.styleShift
     }
 

@@ -49,8 +49,9 @@ extension DiskTier.Core {
                     // indexed by its publish or its inotify event, not ours to delete.
                     break
                 case .failed(let error):
-                    logger.warning("cannot evict cache file; keeping it in the index",
-                                   metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
+                    logger.warning(
+                        "cannot evict cache file; keeping it in the index",
+                        metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
                     kept.append(victim)
                 }
             }
@@ -99,7 +100,10 @@ extension DiskTier.Core {
             do throws(SystemCallError) {
                 st = try directory.resource.status(of: name)
             } catch {
-                if error.errno == ENOENT { andThen(); return .gone }
+                if error.errno == ENOENT {
+                    andThen()
+                    return .gone
+                }
                 return .failed(error)
             }
             let type = st.st_mode & S_IFMT
@@ -125,7 +129,9 @@ extension DiskTier.Core {
         }
         for victim in victims {
             let name = victim.name.string
-            if case .failed(let error) = deleteFile(name, digest: digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory) {
+            if case .failed(let error) = deleteFile(
+                name, digest: digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory)
+            {
                 logger.warning("cannot delete cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
             }
         }

@@ -113,7 +113,8 @@ extension DiskTier.Core {
             while done <= expected {
                 let n: Int
                 do {
-                    n = try file.readOnce(into: UnsafeMutableRawBufferPointer(start: buffer.base + done, count: expected + 1 - done), at: done)
+                    n = try file.readOnce(
+                        into: UnsafeMutableRawBufferPointer(start: buffer.base + done, count: expected + 1 - done), at: done)
                 } catch {
                     // pread of a FIFO is ESPIPE, of a directory EISDIR: not a cache file.
                     if let reason = Self.foreignReadErrors[error.errno] { return .foreign(reason) }
@@ -151,7 +152,7 @@ extension DiskTier.Core {
             return .invalid(.badField("size, mode or style differ from the name"), identity: identity(of: file))
         }
         guard header.keyLength == key.count,
-              memcmp(DiskFileHeader.keyBytes(in: bytes, keyLength: key.count).baseAddress!, key.baseAddress!, key.count) == 0
+            memcmp(DiskFileHeader.keyBytes(in: bytes, keyLength: key.count).baseAddress!, key.baseAddress!, key.count) == 0
         else { return .otherKey }
         let verify: Bool
         switch configuration.checksumPolicy {
@@ -205,8 +206,10 @@ extension DiskTier.Core {
     private func discardInvalid(_ entry: DiskIndexEntry, directory: Shared<FileDescriptor>, identity: FileIdentity?, reason: String) {
         let name = entry.name.string
         let device = state.withLock { $0.device }
-        let outcome = deleteFile(name, digest: entry.digest, ifIdentity: identity ?? FileIdentity(of: entry, device: device),
-                                 in: directory, regularOnly: true) {
+        let outcome = deleteFile(
+            name, digest: entry.digest, ifIdentity: identity ?? FileIdentity(of: entry, device: device),
+            in: directory, regularOnly: true
+        ) {
             _ = state.withLock { $0.index.remove(entry) }
         }
         switch outcome {
@@ -228,7 +231,8 @@ extension DiskTier.Core {
     private func dropForeign(_ entry: DiskIndexEntry, reason: String) {
         invalidFiles.add(1, ordering: .relaxed)
         _ = state.withLock { $0.index.remove(entry) }
-        logger.warning("ignored a cache-named entry that is not a readable regular file; left it on disk",
-                       metadata: ["file": "\(path)/\(entry.name.string)", "reason": "\(reason)"])
+        logger.warning(
+            "ignored a cache-named entry that is not a readable regular file; left it on disk",
+            metadata: ["file": "\(path)/\(entry.name.string)", "reason": "\(reason)"])
     }
 }

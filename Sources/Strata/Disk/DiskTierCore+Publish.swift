@@ -37,7 +37,8 @@ extension DiskTier.Core {
         let bytes = job.image.byteCount
         let accepted = queue.withLock { q -> Bool in
             guard !q.closed, q.jobs < configuration.writeQueueCapacity,
-                  q.bytes + bytes <= configuration.writeQueueByteLimit || q.jobs == 0 else { return false }
+                q.bytes + bytes <= configuration.writeQueueByteLimit || q.jobs == 0
+            else { return false }
             q.items.append(.job(job))
             q.jobs += 1
             q.bytes += bytes
@@ -109,7 +110,9 @@ extension DiskTier.Core {
     /// and closes it before it is renamed: so its `IN_CLOSE_WRITE` names the temporary file,
     /// which the watcher ignores, instead of the published name, which the watcher would open
     /// and validate again (and mark unverified). Returns its inode.
-    private func writeTemporary(_ bytes: [UInt8], named name: String, in directory: borrowing FileDescriptor) throws(SystemCallError) -> UInt64 {
+    private func writeTemporary(
+        _ bytes: [UInt8], named name: String, in directory: borrowing FileDescriptor
+    ) throws(SystemCallError) -> UInt64 {
         let file = try FileDescriptor(openAt: directory, name: name, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644)
         try rethrowingTyped(SystemCallError.self) { try bytes.withUnsafeBytes { raw in try file.write(raw, at: 0) } }
         if configuration.durable { try file.sync() }
@@ -163,7 +166,7 @@ extension DiskTier.Core {
             } catch {
                 do throws(SystemCallError) {
                     try directory.resource.unlink(temporary)
-                } catch where error.errno != ENOENT {
+                } catch  where error.errno != ENOENT {
                     logger.warning("cannot delete the temporary file of a failed store", metadata: ["error": "\(error)"])
                 } catch {}
                 throw error

@@ -9,8 +9,9 @@ import Logging
 /// without inotify), rescans after a queue overflow, and recreates a deleted directory.
 extension DiskTier.Core {
     static let parentMask = UInt32(IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
-    static let watchMask = UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_DELETE
-        | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+    static let watchMask = UInt32(
+        IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_DELETE
+            | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
     struct WatcherControl {
         /// The watcher thread runs its loop (from before it starts until it returns).
@@ -37,8 +38,9 @@ extension DiskTier.Core {
         do {
             parent = try inotify.addWatch(parentPath, mask: Self.parentMask, merge: true)
         } catch {
-            logger.warning("cannot watch the cache directory's parent; its deletion goes unnoticed",
-                           metadata: ["directory": "\(path)", "error": "\(error)"])
+            logger.warning(
+                "cannot watch the cache directory's parent; its deletion goes unnoticed",
+                metadata: ["directory": "\(path)", "error": "\(error)"])
         }
         parentWatch.store(parent == directoryWatch ? -1 : parent, ordering: .releasing)
         watch.store(directoryWatch, ordering: .releasing)
@@ -54,7 +56,7 @@ extension DiskTier.Core {
         }
         guard running else { return }
         control.broadcast()  // a parked watcher re-checks `paused`
-        wake()               // a watcher in poll() looks at `paused`
+        wake()  // a watcher in poll() looks at `paused`
         if pause { control.withLock(waitingUntil: { $0.parked || !$0.running }) { _ in } }
     }
 
@@ -91,8 +93,9 @@ extension DiskTier.Core {
             control.broadcast()
         }
         var recoverPending = false
-        let pollMilliseconds = Int32(clamping: configuration.rescanInterval.components.seconds * 1000
-            + configuration.rescanInterval.components.attoseconds / 1_000_000_000_000_000)
+        let pollMilliseconds = Int32(
+            clamping: configuration.rescanInterval.components.seconds * 1000
+                + configuration.rescanInterval.components.attoseconds / 1_000_000_000_000_000)
         while watcherShouldContinue() {
             let watching = watch.load(ordering: .acquiring) >= 0
             var descriptors = [Poll.input(wakeEvent.rawValue), Poll.input(watching ? inotify?.descriptor.rawValue ?? -1 : -1)]
@@ -181,7 +184,7 @@ extension DiskTier.Core {
             let directory = state.withLock { $0.directory }
             do {
                 inode = UInt64(try directory.resource.status(of: name.string).st_ino)
-            } catch where error.errno == ENOENT {
+            } catch  where error.errno == ENOENT {
                 return  // its IN_DELETE/IN_MOVED_FROM follows
             } catch {
                 // Unknown inode: eviction leaves the file alone until a rescan learns it.
@@ -206,17 +209,20 @@ extension DiskTier.Core {
         var valid = false
         let headerBytes = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { fixed -> Int? in
             guard (try? file.read(into: fixed, at: 0)) == 64,
-                  let keyLength = Optional(Int(UInt32(littleEndian: UnsafeRawBufferPointer(fixed).loadUnaligned(fromByteOffset: 40, as: UInt32.self)))),
-                  keyLength <= 1 << 24 else { return nil }
+                let keyLength = Optional(
+                    Int(UInt32(littleEndian: UnsafeRawBufferPointer(fixed).loadUnaligned(fromByteOffset: 40, as: UInt32.self)))),
+                keyLength <= 1 << 24
+            else { return nil }
             return DiskFileHeader.pixelOffset(keyLength: keyLength)
         }
         if let headerLength = headerBytes {
             var area = [UInt8](repeating: 0, count: headerLength)
             valid = area.withUnsafeMutableBytes { raw -> Bool in
                 guard (try? file.read(into: raw, at: 0)) == headerLength,
-                      let header = try? DiskFileHeader(validating: UnsafeRawBufferPointer(raw)),
-                      header.variant == name.variant,
-                      (try? file.size()) == header.fileLength else { return false }
+                    let header = try? DiskFileHeader(validating: UnsafeRawBufferPointer(raw)),
+                    header.variant == name.variant,
+                    (try? file.size()) == header.fileLength
+                else { return false }
                 let key = DiskFileHeader.keyBytes(in: UnsafeRawBufferPointer(raw), keyLength: header.keyLength)
                 return StoredKey.nameDigest(ofStored: key) == name.digest
             }

@@ -119,14 +119,16 @@ extension DiskTier {
                 do {
                     inotify = try Inotify()
                 } catch {
-                    logger.warning("inotify unavailable; rescanning every \(configuration.rescanInterval)",
-                                   metadata: ["directory": "\(resolved)", "error": "\(error)"])
+                    logger.warning(
+                        "inotify unavailable; rescanning every \(configuration.rescanInterval)",
+                        metadata: ["directory": "\(resolved)", "error": "\(error)"])
                 }
             }
             self.inotify = inotify
             if let inotify, !startWatching(inotify) {
-                logger.warning("cannot watch directory (inotify watch limit?); rescanning every \(configuration.rescanInterval)",
-                               metadata: ["directory": "\(resolved)"])
+                logger.warning(
+                    "cannot watch directory (inotify watch limit?); rescanning every \(configuration.rescanInterval)",
+                    metadata: ["directory": "\(resolved)"])
             }
             removeStaleTemporaries(stale, in: directory)
             try startThreads()
@@ -205,8 +207,10 @@ extension DiskTier {
             }
             for worker in workers { worker.join() }
             state.withLock { $0.closed = true }
-            for watchDescriptor in [watch.exchange(-1, ordering: .acquiringAndReleasing),
-                                    parentWatch.exchange(-1, ordering: .acquiringAndReleasing)]
+            for watchDescriptor in [
+                watch.exchange(-1, ordering: .acquiringAndReleasing),
+                parentWatch.exchange(-1, ordering: .acquiringAndReleasing),
+            ]
             where watchDescriptor >= 0 {
                 try? inotify?.removeWatch(watchDescriptor)
             }

@@ -282,7 +282,8 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @inlinable
     mutating func rebalanceProtected() {
         while protected.count > 1,
-              protected.cost > protectedCostLimit || protected.count > protectedCountLimit {
+            protected.cost > protectedCostLimit || protected.count > protectedCountLimit
+        {
             let h = protected.head
             if nodes[Int(h)].referenced {
                 rotate(.protected)
@@ -295,8 +296,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// Inserts or replaces; `false` (and no entry for `key` afterwards) when `cost` exceeds
     /// the per-entry cap. `evicted` sees every entry pushed out, under the caller's lock.
     @inlinable
-    mutating func insert(_ value: Value, forKey key: Key, hash knownHash: Int? = nil, cost rawCost: Int,
-                         evicted: (Key, Value) -> Void) -> Bool {
+    mutating func insert(
+        _ value: Value, forKey key: Key, hash knownHash: Int? = nil, cost rawCost: Int,
+        evicted: (Key, Value) -> Void
+    ) -> Bool {
         let cost = Swift.max(0, rawCost)
         guard cost <= maxEntryCost, countLimit > 0 else {
             rejections &+= 1
@@ -319,8 +322,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         } else {
             let estimate = UInt8(sketch.increment(hash))
             let i = takeFreeSlot()
-            (nodes + Int(i)).initialize(to: Node(key: key, value: value, hash: hash, cost: cost,
-                                                 estimate: estimate, epoch: sketch.epoch))
+            (nodes + Int(i)).initialize(
+                to: Node(
+                    key: key, value: value, hash: hash, cost: cost,
+                    estimate: estimate, epoch: sketch.epoch))
             tableInsert(slot: i, hash: hash)
             slot = i
             totalCost += cost
@@ -344,8 +349,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// (as far as this core holds entries other than `keep`'s); for a stripe of a striped cache,
     /// whose limits are enforced across stripes. Returns the cost and count evicted.
     @inlinable
-    mutating func evictExternally(cost: Int, count wanted: Int, sparing keep: Key?,
-                                  _ evicted: (Key, Value) -> Void) -> (cost: Int, count: Int) {
+    mutating func evictExternally(
+        cost: Int, count wanted: Int, sparing keep: Key?,
+        _ evicted: (Key, Value) -> Void
+    ) -> (cost: Int, count: Int) {
         let keepSlot = keep.flatMap { slot(for: $0) } ?? -1
         let before = (totalCost, count)
         externalExcess = (cost, wanted)
@@ -471,8 +478,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
 
     /// Changes the limits, evicting at once if the cache is now over them.
     @usableFromInline
-    mutating func setLimits(costLimit: Int, countLimit: Int, maxEntryShare: Double? = nil,
-                            _ evicted: (Key, Value) -> Void) {
+    mutating func setLimits(
+        costLimit: Int, countLimit: Int, maxEntryShare: Double? = nil,
+        _ evicted: (Key, Value) -> Void
+    ) {
         self.costLimit = costLimit
         self.countLimit = countLimit
         if let maxEntryShare { self.maxEntryShare = maxEntryShare }

@@ -43,7 +43,7 @@ public final class Inotify: Sendable {
     public func readEvents(into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int {
         do throws(SystemCallError) {
             return try descriptor.readOnce(into: buffer)
-        } catch where error.errno == EAGAIN {
+        } catch  where error.errno == EAGAIN {
             return 0
         }
     }

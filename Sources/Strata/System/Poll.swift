@@ -12,9 +12,10 @@ public enum Poll {
     /// is retried with the whole timeout again; a negative `fd` is ignored, as `poll` does.
     public static func wait(_ descriptors: inout [pollfd], timeout: Int32) throws(SystemCallError) -> Int {
         let count = nfds_t(descriptors.count)
-        return Int(try descriptors.withUnsafeMutableBufferPointer { buffer throws(SystemCallError) in
-            try Syscall.retrying("poll") { Glibc.poll(buffer.baseAddress, count, timeout) }
-        })
+        return Int(
+            try descriptors.withUnsafeMutableBufferPointer { buffer throws(SystemCallError) in
+                try Syscall.retrying("poll") { Glibc.poll(buffer.baseAddress, count, timeout) }
+            })
     }
 
     /// A `pollfd` asking for input on `fd` (`POLLIN`).

@@ -22,8 +22,9 @@ extension ImageTable {
         try writing { () throws(ImageTableError) -> Int in
             let (file, metaMap) = state.withLock { ($0.file, $0.metaMap) }
             let before = Self.allocatedBytes(file)
-            var fresh = try Self.createFiles(layout: layout, format: format, tablePath: tablePath + ".compact",
-                                             metaPath: metaPath + ".compact", publish: false)
+            var fresh = try Self.createFiles(
+                layout: layout, format: format, tablePath: tablePath + ".compact",
+                metaPath: metaPath + ".compact", publish: false)
             let fileSize: Int
             do throws(SystemCallError) { fileSize = try file.resource.size() } catch { throw .system(error) }
             var next = 0
@@ -32,7 +33,8 @@ extension ImageTable {
             while start < layout.maximumCount {
                 for live in liveEntries(in: start..<min(layout.maximumCount, start + Self.scanBatch), of: file) {
                     guard layout.entryEnd(live.slot) <= fileSize,
-                          let (_, from) = try? mapChunk(of: live.slot, file: file) else { continue }
+                        let (_, from) = try? mapChunk(of: live.slot, file: file)
+                    else { continue }
                     // No writer can change the entry (the gate and flock are held): verify it
                     // unless this instance verified this very write before.
                     var verified = layout.trailer(from).read(slot: live.slot)

@@ -14,7 +14,7 @@ extension ImageTable {
 
     static func openLockFile(_ path: String, permissions: UInt32) throws(SystemCallError) -> Shared<FileDescriptor> {
         let lock = try FileDescriptor(open: path, flags: O_RDWR | O_CREAT, mode: mode_t(permissions))
-        try? lock.setPermissions(mode_t(permissions))   // a file another user created may refuse; it still works
+        try? lock.setPermissions(mode_t(permissions))  // a file another user created may refuse; it still works
         return Shared(lock)
     }
 
@@ -79,9 +79,10 @@ extension ImageTable {
         let length = MetadataLayout.fileLength(slots: layout.maximumCount)
         var opened: (Shared<FileDescriptor>, Shared<MappedRegion>)?
         if let meta = try? FileDescriptor(open: metaPath, flags: O_RDWR, mode: mode),
-           let size = try? meta.size(), size == length,
-           let map = try? MappedRegion(file: meta, length: size, writable: true),
-           MetadataHeaderView(base: map.base).isValid(generation: generation, slots: layout.maximumCount) {
+            let size = try? meta.size(), size == length,
+            let map = try? MappedRegion(file: meta, length: size, writable: true),
+            MetadataHeaderView(base: map.base).isValid(generation: generation, slots: layout.maximumCount)
+        {
             opened = (Shared(meta), Shared(map))
         }
         if opened == nil {
@@ -89,15 +90,18 @@ extension ImageTable {
             // A damaged file that other processes may still have mapped: flag it retired so
             // they reopen once the rebuilt one is in place.
             if let old = try? FileDescriptor(open: metaPath, flags: O_RDWR, mode: mode),
-               let size = try? old.size(), size >= MetadataLayout.headerLength,
-               let map = try? MappedRegion(file: old, length: MetadataLayout.headerLength, writable: true) {
+                let size = try? old.size(), size >= MetadataLayout.headerLength,
+                let map = try? MappedRegion(file: old, length: MetadataLayout.headerLength, writable: true)
+            {
                 MetadataHeaderView(base: map.base).retire()
             }
-            opened = try rebuildMetadata(file: file, chunks: &chunks, layout: layout, format: format,
-                                         generation: generation, metaPath: metaPath)
+            opened = try rebuildMetadata(
+                file: file, chunks: &chunks, layout: layout, format: format,
+                generation: generation, metaPath: metaPath)
         }
-        var s = State(file: file, chunks: chunks, meta: opened!.0, metaMap: opened!.1,
-                      slots: Array(repeating: SlotState(), count: layout.maximumCount))
+        var s = State(
+            file: file, chunks: chunks, meta: opened!.0, metaMap: opened!.1,
+            slots: Array(repeating: SlotState(), count: layout.maximumCount))
         s.fileSize = (try? file.resource.size()) ?? 0
         let metaBase = s.metaMap.resource.base
         s.seenChange = MetadataHeaderView(base: metaBase).change
@@ -109,8 +113,9 @@ extension ImageTable {
             for slot in corrupt {
                 var rec: MetadataRecordView.Record?
                 if layout.entryEnd(slot) <= s.fileSize,
-                   let (_, entry) = try? mapEntry(file: s.file, chunks: &s.chunks, layout: layout, slot: slot),
-                   let f = layout.trailer(entry).read(slot: slot), s.index[f.id] == nil {
+                    let (_, entry) = try? mapEntry(file: s.file, chunks: &s.chunks, layout: layout, slot: slot),
+                    let f = layout.trailer(entry).read(slot: slot), s.index[f.id] == nil
+                {
                     rec = .init(id: f.id, sourceVersion: f.sourceVersion, sequence: f.sequence)
                     s.index[f.id] = slot
                 }
@@ -164,10 +169,10 @@ extension ImageTable {
     private static func createFile(_ path: String, permissions: UInt32) throws(SystemCallError) -> FileDescriptor {
         do throws(SystemCallError) {
             try FileDescriptor.unlink(path: path)
-        } catch where error.errno == ENOENT {
+        } catch  where error.errno == ENOENT {
         }
         let file = try FileDescriptor(open: path, flags: O_RDWR | O_CREAT | O_EXCL, mode: mode_t(permissions))
-        try file.setPermissions(mode_t(permissions))   // regardless of the umask
+        try file.setPermissions(mode_t(permissions))  // regardless of the umask
         return file
     }
 
@@ -187,7 +192,8 @@ extension ImageTable {
             let stored = min(layout.maximumCount, max(0, (try file.resource.size() - layout.entriesOffset) / layout.entryLength))
             for slot in 0..<stored {
                 guard let (_, entry) = try? mapEntry(file: file, chunks: &chunks, layout: layout, slot: slot),
-                      let f = layout.trailer(entry).read(slot: slot) else { continue }
+                    let f = layout.trailer(entry).read(slot: slot)
+                else { continue }
                 maxSequence = max(maxSequence, f.sequence)
                 if let other = best[f.id], other.sequence >= f.sequence { continue }
                 best[f.id] = (slot, f.sequence)
@@ -199,8 +205,9 @@ extension ImageTable {
                 let r = MetadataLayout.record(map.base, slot)
                 if case .valid(let rec) = r.read(slot: slot), best[rec.id]?.slot != slot { r.write(nil, slot: slot, lastUsed: 0) }
             }
-            MetadataHeaderView(base: map.base).write(generation: generation, slots: layout.maximumCount,
-                                                     nextSequence: sequence(after: maxSequence))
+            MetadataHeaderView(base: map.base).write(
+                generation: generation, slots: layout.maximumCount,
+                nextSequence: sequence(after: maxSequence))
             try meta.sync()
             try FileDescriptor.rename(path: temp, to: metaPath)
             return (Shared(try meta.duplicate(path: metaPath)), Shared(map))
@@ -226,8 +233,9 @@ extension ImageTable {
             let map = try MappedRegion(file: meta, length: length, writable: true)
             MetadataHeaderView(base: map.base).write(generation: generation, slots: layout.maximumCount, nextSequence: 1)
             let change = MetadataHeaderView(base: map.base).change
-            s = State(file: Shared(file), chunks: Array(repeating: nil, count: layout.chunkCount), meta: Shared(meta),
-                      metaMap: Shared(map), slots: Array(repeating: SlotState(), count: layout.maximumCount))
+            s = State(
+                file: Shared(file), chunks: Array(repeating: nil, count: layout.chunkCount), meta: Shared(meta),
+                metaMap: Shared(map), slots: Array(repeating: SlotState(), count: layout.maximumCount))
             s.seenChange = change
         } catch { throw .system(error) }
         if publish { try Self.publish(&s, from: (tableTemp, metaTemp), to: (tablePath, metaPath)) }
@@ -236,7 +244,9 @@ extension ImageTable {
 
     /// Makes new files durable and renames them into place (table first, then metadata); the
     /// state's descriptors then carry the published names.
-    static func publish(_ s: inout State, from temp: (table: String, meta: String), to path: (table: String, meta: String))
+    static func publish(
+        _ s: inout State, from temp: (table: String, meta: String), to path: (table: String, meta: String)
+    )
         throws(ImageTableError)
     {
         do throws(SystemCallError) {

@@ -128,7 +128,8 @@ extension ImageTable {
     /// The entry's trailer fields when the trailer and the pixel checksum verify.
     static func verifiedFields(_ entry: UnsafeMutableRawPointer, slot: Int, layout: TableLayout) -> EntryTrailer.Fields? {
         guard let f = layout.trailer(entry).read(slot: slot),
-              f.width >= 1, f.height >= 1, f.width <= layout.width, f.height <= layout.height else { return nil }
+            f.width >= 1, f.height >= 1, f.width <= layout.width, f.height <= layout.height
+        else { return nil }
         let rows = UnsafeRawBufferPointer(start: entry, count: layout.rowsBytes)
         guard EntryTrailer.pixelChecksum(rows, id: f.id, sourceVersion: f.sourceVersion) == f.pixelChecksum else { return nil }
         return f

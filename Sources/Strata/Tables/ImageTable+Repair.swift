@@ -22,8 +22,11 @@ extension ImageTable {
         defer { state.withLock { $0.maintaining = false } }
         if MetadataHeaderView(base: metaMap.resource.base).isRetired {
             // Readers never repair: a damaged or missing file is a miss until a writer fixes it.
-            guard let fresh = try? Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath,
-                                                  repair: false) else { return false }
+            guard
+                let fresh = try? Self.openFiles(
+                    layout: layout, format: format, tablePath: tablePath, metaPath: metaPath,
+                    repair: false)
+            else { return false }
             _ = publishReopened(fresh, replacing: file, meta: meta)
         } else {
             var (change, index) = scanIndex(metaMap)
@@ -82,7 +85,7 @@ extension ImageTable {
     /// starts with no pins.
     func publishReopened(_ fresh: State, replacing file: Shared<FileDescriptor>, meta: Shared<FileDescriptor>) -> Bool {
         var fresh = fresh
-        let sameTableFile = Self.isSameFile(file, fresh.file)   // two fstats, before the lock
+        let sameTableFile = Self.isSameFile(file, fresh.file)  // two fstats, before the lock
         return state.withLock { s in
             guard s.file === file, s.meta === meta else { return false }
             if sameTableFile {

@@ -22,17 +22,19 @@ extension ImageTable {
             try lockAndRefresh(&lockFile)
             defer { Self.unlockWriter(lockFile) }
             state.withLock { s in flushRecency(&s) }
-            let (file, chunk, entry, slot) = try chooseSlot(for: id)   // pinned by this writer
+            let (file, chunk, entry, slot) = try chooseSlot(for: id)  // pinned by this writer
             defer { unpin(slot, file: file) }
             var content = format.size
             do {
                 var canvas = ImageTableCanvas(
                     format: format,
-                    image: makeImage(file: file, chunk: chunk, entry: entry, slot: slot,
-                                     width: layout.width, height: layout.height, writable: true, pinFirst: true))
+                    image: makeImage(
+                        file: file, chunk: chunk, entry: entry, slot: slot,
+                        width: layout.width, height: layout.height, writable: true, pinFirst: true))
                 try draw(&canvas)
                 content = canvas.contentSize
-                let inPlace = canvas.image.withUnsafeBytes { $0.baseAddress } == UnsafeRawPointer(entry)
+                let inPlace =
+                    canvas.image.withUnsafeBytes { $0.baseAddress } == UnsafeRawPointer(entry)
                     && canvas.image.bytesPerRow == layout.bytesPerRow
                 if !inPlace {
                     let img = canvas.image
@@ -66,10 +68,11 @@ extension ImageTable {
                 s.slots[slot].lastUsed = now
                 s.slots[slot].flushedUsed = now
                 bumpChange(&s)
-                pin(&s, slot)   // for the returned image
+                pin(&s, slot)  // for the returned image
             }
-            return makeImage(file: file, chunk: chunk, entry: entry, slot: slot, width: content.width,
-                             height: content.height, writable: false)
+            return makeImage(
+                file: file, chunk: chunk, entry: entry, slot: slot, width: content.width,
+                height: content.height, writable: false)
         }
     }
 
@@ -259,7 +262,8 @@ extension ImageTable {
     /// The chunk and start of `slot`'s entry of `file` for writing: the entry's disk space is
     /// reserved first (outside the state lock), so stores through the mapping cannot fault on
     /// a full disk. Throws the failing call's error (e.g. `posix_fallocate` with ENOSPC).
-    func reservedEntry(_ slot: Int, file: Shared<FileDescriptor>) throws(ImageTableError) -> (Shared<MappedRegion>, UnsafeMutableRawPointer) {
+    func reservedEntry(_ slot: Int, file: Shared<FileDescriptor>) throws(ImageTableError) -> (Shared<MappedRegion>, UnsafeMutableRawPointer)
+    {
         do throws(SystemCallError) {
             // Always reserve the entry's own range: a larger file may still have a hole here.
             try file.resource.allocate(offset: layout.entryOffset(slot), length: layout.entryLength)

@@ -106,8 +106,9 @@ public final class ImageTable: Sendable {
         } catch { throw .system(error) }
         defer { Self.unlockWriter(lock) }
         writerGate = Lock(lock)
-        pins = try SharedPins(path: directory + "/" + format.name + ".pins", format: format.name, slots: format.maximumCount,
-                              permissions: format.filePermissions, lockFile: lock)
+        pins = try SharedPins(
+            path: directory + "/" + format.name + ".pins", format: format.name, slots: format.maximumCount,
+            permissions: format.filePermissions, lockFile: lock)
         let opened = try Self.openFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath, repair: true)
         state = Lock(opened)
     }
@@ -194,7 +195,7 @@ public final class ImageTable: Sendable {
 
     func tick(_ s: inout State) -> UInt64 {
         var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)   // vDSO, not a syscall; cannot fail for CLOCK_REALTIME
+        clock_gettime(CLOCK_REALTIME, &ts)  // vDSO, not a syscall; cannot fail for CLOCK_REALTIME
         let now = UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
         s.clock = max(s.clock &+ 1, now)
         return s.clock
@@ -257,8 +258,9 @@ public final class ImageTable: Sendable {
             [self, chunk] _, _ in
             withExtendedLifetime(chunk) { unpin(slot, file: file) }
         }
-        return PixelImage(width: width, height: height, bytesPerRow: layout.bytesPerRow, style: layout.style,
-                          storage: storage, offset: 0)
+        return PixelImage(
+            width: width, height: height, bytesPerRow: layout.bytesPerRow, style: layout.style,
+            storage: storage, offset: 0)
     }
 
     // MARK: - Mapping entries
@@ -280,7 +282,7 @@ public final class ImageTable: Sendable {
         let fresh = try Self.mapChunk(c, of: file, layout: layout)
         let chunk = state.withLock { s -> Shared<MappedRegion> in
             guard s.file === file else { return fresh }
-            if let other = s.chunks[c] { return other }   // ours is unmapped after the lock is dropped
+            if let other = s.chunks[c] { return other }  // ours is unmapped after the lock is dropped
             s.chunks[c] = fresh
             return fresh
         }

@@ -324,10 +324,12 @@ public final class ImageTableCache: Sendable {
                 _ = try await onPool(draw)
             } catch {
                 siblingFailures.add(1, ordering: .relaxed)
-                logger.warning("could not draw a sibling format of the requested one", metadata: [
-                    "entity": "\(entity.id)", "sourceVersion": "\(entity.sourceVersion)", "format": "\(format.name)",
-                    "requested": "\(requested.name)", "source": "\(entity.source.description)", "error": "\(error)",
-                ])
+                logger.warning(
+                    "could not draw a sibling format of the requested one",
+                    metadata: [
+                        "entity": "\(entity.id)", "sourceVersion": "\(entity.sourceVersion)", "format": "\(format.name)",
+                        "requested": "\(requested.name)", "source": "\(entity.source.description)", "error": "\(error)",
+                    ])
             }
         }
         return result!

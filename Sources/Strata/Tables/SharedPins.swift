@@ -23,7 +23,7 @@ final class SharedPins: Sendable {
     // All mutation of our own segment happens under the owning ImageTable's state lock; other
     // segments are only read (or cleared when their lease is free), through shared memory.
     static let segments = 32
-    static let leaseBase = 16   // byte offset of segment k's lease lock in the lock file
+    static let leaseBase = 16  // byte offset of segment k's lease lock in the lock file
 
     let file: Shared<FileDescriptor>
     let mapping: Shared<MappedRegion>

@@ -31,7 +31,7 @@ struct TableLayout: Sendable, Hashable {
         mode = format.mode
         bytesPerRow = PixelLayout.bytesPerRow(width: width, style: style)
         rowsBytes = bytesPerRow * height
-        trailerOffset = rowsBytes   // rowsBytes is a multiple of 64
+        trailerOffset = rowsBytes  // rowsBytes is a multiple of 64
         entryLength = (rowsBytes + EntryTrailerView.length + page - 1) / page * page
         maximumCount = format.maximumCount
         pageSize = page

@@ -58,7 +58,7 @@ struct TableHeaderView: RecordView {
         static let generation = RecordField<UInt64>(56)
         static let checksum = RecordField<UInt64>(64)
     }
-    static let magic: UInt64 = 0x3130_4C42_4154_5453   // "STATBL01"
+    static let magic: UInt64 = 0x3130_4C42_4154_5453  // "STATBL01"
     /// Bytes covered by the header (the rest of the page is zero).
     static let length = 72
     /// Bytes that must equal those of a header encoded for the expected layout.
@@ -134,7 +134,7 @@ struct EntryTrailerView: RecordView {
         static let checksum = RecordField<UInt64>(56)
     }
     static let length = 64
-    static let magic: UInt32 = 0x5452_5453   // "STRT" little-endian
+    static let magic: UInt32 = 0x5452_5453  // "STRT" little-endian
     static let version: UInt32 = 1
 
     let base: UnsafeMutableRawPointer
@@ -142,7 +142,8 @@ struct EntryTrailerView: RecordView {
     /// The trailer's fields when its magic and own checksum verify (the pixels are not checked).
     func read(slot: Int) -> EntryTrailer.Fields? {
         guard load(Field.magic) == Self.magic, load(Field.version) == Self.version,
-              load(Field.checksum) == checksum(of: Field.checksum.offset, seed: UInt64(slot)) else { return nil }
+            load(Field.checksum) == checksum(of: Field.checksum.offset, seed: UInt64(slot))
+        else { return nil }
         return EntryTrailer.Fields(
             width: Int(load(Field.width)), height: Int(load(Field.height)),
             id: ImageEntityID(high: load(Field.idHigh), low: load(Field.idLow)),
@@ -228,7 +229,7 @@ struct MetadataHeaderView: RecordView {
         static let nextSequence = RecordField<UInt64>(48)
         static let retired = RecordField<UInt64>(56)
     }
-    static let magic: UInt64 = 0x3130_4154_454D_5453   // "STMETA01"
+    static let magic: UInt64 = 0x3130_4154_454D_5453  // "STMETA01"
     static let checksumSeed: UInt64 = 0x6D65_7461
 
     let base: UnsafeMutableRawPointer
@@ -290,7 +291,11 @@ struct MetadataRecordView: RecordView {
         var sequence: UInt64
     }
 
-    enum State { case empty, valid(Record), corrupt }
+    enum State {
+        case empty
+        case valid(Record)
+        case corrupt
+    }
 
     let base: UnsafeMutableRawPointer
 
@@ -312,8 +317,10 @@ struct MetadataRecordView: RecordView {
         if state == 0 && load(Field.checksum) == 0 { return .empty }
         guard load(Field.checksum) == expectedChecksum(slot: slot) else { return .corrupt }
         guard state == 1 else { return .empty }
-        return .valid(Record(id: ImageEntityID(high: load(Field.idHigh), low: load(Field.idLow)),
-                             sourceVersion: load(Field.sourceVersion), sequence: load(Field.sequence)))
+        return .valid(
+            Record(
+                id: ImageEntityID(high: load(Field.idHigh), low: load(Field.idLow)),
+                sourceVersion: load(Field.sourceVersion), sequence: load(Field.sequence)))
     }
 
     /// Writes `record` (or an empty record when `nil`) and its recency.

@@ -18,10 +18,12 @@ struct DiskFormatTests {
     func sha256Vectors() {
         #expect(sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
-            == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
-        #expect(sha256Hex(String(repeating: "a", count: 1_000_000))
-            == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        #expect(
+            sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(
+            sha256Hex(String(repeating: "a", count: 1_000_000))
+                == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
     @Test("The key digest is the first 128 bits of SHA-256, as 32 hex digits")
@@ -48,7 +50,8 @@ struct DiskFormatTests {
         let digest = KeyDigest(key: "photo/1")
         for mode in ContentMode.allCases {
             for style in PixelStyle.allCases {
-                let name = DiskFileName(digest: digest, variant: VariantDescriptor(size: PixelSize(width: 640, height: 427), mode: mode, style: style))
+                let name = DiskFileName(
+                    digest: digest, variant: VariantDescriptor(size: PixelSize(width: 640, height: 427), mode: mode, style: style))
                 #expect(DiskFileName(name.string) == name)
                 #expect(name.withCString { String(cString: $0) } == name.string)
             }
@@ -100,7 +103,10 @@ struct DiskFormatTests {
 
 @Suite("Disk index")
 struct DiskIndexTests {
-    struct Model: Hashable { var digest: KeyDigest; var variant: VariantDescriptor }
+    struct Model: Hashable {
+        var digest: KeyDigest
+        var variant: VariantDescriptor
+    }
 
     @Test("Random inserts and removals agree with a set, and matching agrees with VariantMatcher")
     func randomAgainstModel() {
@@ -169,7 +175,9 @@ struct DiskIndexTests {
         #expect(MemoryLayout<DiskIndexEntry>.stride == 32)
         var index = DiskIndex()
         let variant = VariantDescriptor(size: PixelSize(width: 16, height: 16))
-        for i in 0..<100_000 { index.insert(DiskIndexEntry(digest: KeyDigest(high: UInt64(i), low: UInt64(i) &* 0x9E37_79B9_7F4A_7C15), variant: variant)) }
+        for i in 0..<100_000 {
+            index.insert(DiskIndexEntry(digest: KeyDigest(high: UInt64(i), low: UInt64(i) &* 0x9E37_79B9_7F4A_7C15), variant: variant))
+        }
         #expect(index.memoryBytes / index.count < 100)
     }
 
@@ -178,7 +186,8 @@ struct DiskIndexTests {
         for side in [1, 2, 255, 4096, DiskFileName.maximumSide] {
             for mode in [ContentMode.fit, .fill] {
                 for style in PixelStyle.allCases {
-                    let variant = VariantDescriptor(size: PixelSize(width: side, height: DiskFileName.maximumSide + 1 - side), mode: mode, style: style)
+                    let variant = VariantDescriptor(
+                        size: PixelSize(width: side, height: DiskFileName.maximumSide + 1 - side), mode: mode, style: style)
                     var entry = DiskIndexEntry(digest: KeyDigest(key: "k"), variant: variant)
                     entry.generation = 0xFFFF
                     entry.isVerified = true
@@ -190,8 +199,10 @@ struct DiskIndexTests {
 }
 
 @Suite struct StoredKeyTests {
-    @Test(arguments: ["short", "", String(repeating: "k", count: DiskTier.maximumKeyLength),
-                      String(repeating: "k", count: DiskTier.maximumKeyLength + 1), String(repeating: "é", count: 6_000)])
+    @Test(arguments: [
+        "short", "", String(repeating: "k", count: DiskTier.maximumKeyLength),
+        String(repeating: "k", count: DiskTier.maximumKeyLength + 1), String(repeating: "é", count: 6_000),
+    ])
     func storedKeysLeadBackToTheirNames(key: String) {
         var stored = StoredKey.string(for: key)
         #expect(stored.utf8.count <= DiskTier.maximumKeyLength)

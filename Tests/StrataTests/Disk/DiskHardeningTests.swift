@@ -33,7 +33,10 @@ private func fillDirectory(_ path: String, count: Int, side: Int, survivor: Stri
 /// for work that must not block, never a performance threshold).
 private func returnsWithin(seconds: Int, _ body: @escaping @Sendable () -> Void) -> Bool {
     let done = DispatchSemaphore(value: 0)
-    Thread { body(); done.signal() }.start()
+    Thread {
+        body()
+        done.signal()
+    }.start()
     return done.wait(timeout: .now() + .seconds(seconds)) == .success
 }
 
@@ -57,8 +60,9 @@ struct DiskHardeningTests {
         #expect(statistics.bytes <= keep * charge(side: 8))
         #expect(statistics.evictions >= files - keep)
         let examined = tier.evictionExamined
-        #expect(examined <= 2 * statistics.evictions + 64,
-                "examined \(examined) index entries to choose \(statistics.evictions) victims")
+        #expect(
+            examined <= 2 * statistics.evictions + 64,
+            "examined \(examined) index entries to choose \(statistics.evictions) victims")
         #expect(try tier.image(forKey: "new", matching: box(8)) != nil)
     }
 
@@ -68,14 +72,14 @@ struct DiskHardeningTests {
         try fillDirectory(scratch.path, count: 4000, side: 8, survivor: "survivor")
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 50 * charge(side: 8) })
         defer { tier.close() }
-        #expect(try tier.image(forKey: "survivor", matching: box(8)) != nil)   // now the most recently used
+        #expect(try tier.image(forKey: "survivor", matching: box(8)) != nil)  // now the most recently used
         let reached = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         let first = Atomic<Bool>(true)
         var hooks = DiskTier.TestHooks()
         hooks.evictionBatchChosen = { _ in
             guard first.exchange(false, ordering: .relaxed) else { return }
             reached.signal()
-            _ = release.wait(timeout: .now() + 60)   // bounded even if the test gives up
+            _ = release.wait(timeout: .now() + 60)  // bounded even if the test gives up
         }
         tier.setTestHooks(hooks)
         let stored = DispatchSemaphore(value: 0)
@@ -100,8 +104,9 @@ struct DiskHardeningTests {
 extension DiskHardeningTests {
     // MARK: Defect 7 — paths whose parent watch is the directory itself
 
-    @Test("A tier opened through dir/., dir/sub/.. or dir/ sees other writers' files and recovers its deleted directory",
-          arguments: ["/.", "/sub/..", "/", "//./"])
+    @Test(
+        "A tier opened through dir/., dir/sub/.. or dir/ sees other writers' files and recovers its deleted directory",
+        arguments: ["/.", "/sub/..", "/", "//./"])
     func unnormalisedPathsAreWatched(suffix: String) throws {
         let scratch = ScratchDirectory()
         try FileManager.default.createDirectory(atPath: scratch.path + "/sub", withIntermediateDirectories: true)
@@ -113,22 +118,26 @@ extension DiskHardeningTests {
             let other = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
             defer { other.close() }
             try other.storeSynchronously(image, forKey: "renamed-in")
-            #expect(waitUntil(seconds: 10) { tier.contains(key: "renamed-in", matching: box(24)) } != nil,
-                    "a file renamed into \(suffix) was not seen")
+            #expect(
+                waitUntil(seconds: 10) { tier.contains(key: "renamed-in", matching: box(24)) } != nil,
+                "a file renamed into \(suffix) was not seen")
             #expect(try tier.image(forKey: "renamed-in", matching: box(24))?.hasSamePixels(as: image) == true)
             other.remove(key: "renamed-in")
-            #expect(waitUntil(seconds: 10) { !tier.contains(key: "renamed-in", matching: box(24)) } != nil,
-                    "a file deleted from \(suffix) stayed indexed")
+            #expect(
+                waitUntil(seconds: 10) { !tier.contains(key: "renamed-in", matching: box(24)) } != nil,
+                "a file deleted from \(suffix) stayed indexed")
         }
         // Written in place by another writer: IN_CLOSE_WRITE.
         let bytes = DiskFileEncoder.encode(image, key: "in-place", mode: .fit, sourceVersion: 0)
         try Data(bytes).write(to: URL(fileURLWithPath: scratch.path + "/" + cacheName("in-place", side: 24)))
-        #expect(waitUntil(seconds: 10) { tier.contains(key: "in-place", matching: box(24)) } != nil,
-                "a file written in place in \(suffix) was not seen")
+        #expect(
+            waitUntil(seconds: 10) { tier.contains(key: "in-place", matching: box(24)) } != nil,
+            "a file written in place in \(suffix) was not seen")
         // The parent watch sees the directory go.
         try run("/bin/rm", ["-rf", scratch.path])
-        #expect(waitUntil(seconds: 10) { tier.statistics.recoveries >= 1 && FileManager.default.fileExists(atPath: scratch.path) } != nil,
-                "the deletion of \(suffix) was not noticed")
+        #expect(
+            waitUntil(seconds: 10) { tier.statistics.recoveries >= 1 && FileManager.default.fileExists(atPath: scratch.path) } != nil,
+            "the deletion of \(suffix) was not noticed")
         try tier.storeSynchronously(image, forKey: "after")
         #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("after", side: 24)))
     }
@@ -137,15 +146,16 @@ extension DiskHardeningTests {
 extension DiskHardeningTests {
     // MARK: Defect 8 — deleting by name what someone else has just published
 
-    @Test("A store of the same variant published between choosing an eviction victim and deleting it survives",
-          arguments: [false, true])   // true: published by another instance (as another process would)
+    @Test(
+        "A store of the same variant published between choosing an eviction victim and deleting it survives",
+        arguments: [false, true])  // true: published by another instance (as another process would)
     func aStoreBetweenVictimChoiceAndUnlinkSurvives(byAnotherInstance: Bool) throws {
         let scratch = ScratchDirectory()
         let side = 64
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 2 * charge(side: side) })
         let other = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
         defer {
-            tier.setTestHooks(DiskTier.TestHooks())   // the hook holds the tier
+            tier.setTestHooks(DiskTier.TestHooks())  // the hook holds the tier
             tier.close()
             other.close()
         }
@@ -156,7 +166,8 @@ extension DiskHardeningTests {
         var hooks = DiskTier.TestHooks()
         hooks.evictionBatchChosen = { victims in
             guard victims.contains(where: { $0.digest == KeyDigest(key: "a") }),
-                  !interleaved.exchange(true, ordering: .relaxed) else { return }
+                !interleaved.exchange(true, ordering: .relaxed)
+            else { return }
             // "a" was chosen as a victim; before its file is deleted, a writer publishes it anew.
             do {
                 try (byAnotherInstance ? other : tier).storeSynchronously(newer, forKey: "a")
@@ -168,8 +179,9 @@ extension DiskHardeningTests {
         try tier.storeSynchronously(patternImage(width: side, height: side, seed: 4), forKey: "c")
         let didInterleave = interleaved.load(ordering: .relaxed)
         #expect(didInterleave)
-        #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("a", side: side)),
-                "the eviction deleted the acknowledged store of a")
+        #expect(
+            FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("a", side: side)),
+            "the eviction deleted the acknowledged store of a")
         // Another instance's file is indexed through its inotify event.
         #expect(waitUntil(seconds: 10) { tier.contains(key: "a", matching: box(side)) } != nil)
         #expect(try tier.image(forKey: "a", matching: box(side))?.hasSamePixels(as: newer) == true)
@@ -179,10 +191,12 @@ extension DiskHardeningTests {
     @Test("removeAll deletes every listed file and its entry, including files the index never knew")
     func removeAllDeletesListedFiles() throws {
         let scratch = ScratchDirectory()
-        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
-            $0.useInotify = false
-            $0.rescanInterval = .seconds(3600)
-        })
+        let tier = try DiskTier(
+            directory: scratch.path,
+            configuration: quietConfiguration {
+                $0.useInotify = false
+                $0.rescanInterval = .seconds(3600)
+            })
         defer { tier.close() }
         for key in ["a", "b"] { try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: key) }
         let foreign = DiskFileEncoder.encode(patternImage(width: 16, height: 16, seed: 2), key: "c", mode: .fit, sourceVersion: 0)
@@ -200,10 +214,10 @@ extension DiskHardeningTests {
         let side = 64
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 2 * charge(side: side) })
         defer {
-            tier.setTestHooks(DiskTier.TestHooks())   // the hook holds the tier
+            tier.setTestHooks(DiskTier.TestHooks())  // the hook holds the tier
             tier.close()
         }
-        tier.pauseWatcher(true)   // the IN_MOVED_TO events of a and b wait in the queue
+        tier.pauseWatcher(true)  // the IN_MOVED_TO events of a and b wait in the queue
         for key in ["a", "b"] { try tier.storeSynchronously(patternImage(width: side, height: side, seed: 1), forKey: key) }
         let resurrected = Lock<[String]?>(nil)
         let (parent, path) = (scratch.parent, scratch.path)
@@ -232,10 +246,12 @@ extension DiskHardeningTests {
     @Test("remove(key:) does not delete a file published under the key after the index forgot it")
     func removeDoesNotDeleteANewerFile() throws {
         let scratch = ScratchDirectory()
-        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
-            $0.useInotify = false   // so that the index does not learn of the newer file on its own
-            $0.rescanInterval = .seconds(3600)
-        })
+        let tier = try DiskTier(
+            directory: scratch.path,
+            configuration: quietConfiguration {
+                $0.useInotify = false  // so that the index does not learn of the newer file on its own
+                $0.rescanInterval = .seconds(3600)
+            })
         defer { tier.close() }
         try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: "k")
         // Another process replaces the file; this tier has not seen it yet.
@@ -243,8 +259,9 @@ extension DiskHardeningTests {
         try Data(newer).write(to: URL(fileURLWithPath: scratch.parent + "/newer"))
         #expect(rename(scratch.parent + "/newer", scratch.path + "/" + cacheName("k", side: 16)) == 0)
         tier.remove(key: "k")
-        #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("k", side: 16)),
-                "remove deleted a file it had never indexed")
+        #expect(
+            FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("k", side: 16)),
+            "remove deleted a file it had never indexed")
         try tier.rescanNow()
         #expect(try tier.hit(forKey: "k", matching: box(16))?.sourceVersion == 2)
     }
@@ -271,7 +288,10 @@ extension DiskHardeningTests {
             let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
             let started = DispatchSemaphore(value: 0)
             let paused = returnsWithin(seconds: 10) {
-                Thread { started.wait(); tier.close() }.start()
+                Thread {
+                    started.wait()
+                    tier.close()
+                }.start()
                 started.signal()
                 tier.pauseWatcher(true)
                 tier.pauseWatcher(false)
@@ -296,26 +316,29 @@ struct PublishFault: Sendable, CustomTestStringConvertible {
 extension DiskHardeningTests {
     // MARK: Injected failures
 
-    @Test("A failing syscall in a publish gives a typed error naming call and path, leaves no temporary file and the rest intact",
-          arguments: [
-              PublishFault(call: "openat", errno: EMFILE),
-              PublishFault(call: "pwrite", errno: ENOSPC),
-              PublishFault(call: "pwrite", errno: EIO),
-              PublishFault(call: "fsync", errno: EIO),
-              PublishFault(call: "fstat", errno: EIO),
-              PublishFault(call: "renameat", errno: EIO),
-              PublishFault(call: "renameat", errno: ENOSPC),
-              PublishFault(call: "fsync", errno: EIO, after: 1, published: true),
-          ])
+    @Test(
+        "A failing syscall in a publish gives a typed error naming call and path, leaves no temporary file and the rest intact",
+        arguments: [
+            PublishFault(call: "openat", errno: EMFILE),
+            PublishFault(call: "pwrite", errno: ENOSPC),
+            PublishFault(call: "pwrite", errno: EIO),
+            PublishFault(call: "fsync", errno: EIO),
+            PublishFault(call: "fstat", errno: EIO),
+            PublishFault(call: "renameat", errno: EIO),
+            PublishFault(call: "renameat", errno: ENOSPC),
+            PublishFault(call: "fsync", errno: EIO, after: 1, published: true),
+        ])
     func injectedPublishFailures(fault: PublishFault) throws {
         let scratch = ScratchDirectory()
         // Without inotify: the watcher's own calls (fstatat of files that appear) stay out of the
         // way of the rule.
-        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
-            $0.durable = true
-            $0.useInotify = false
-            $0.rescanInterval = .seconds(3600)
-        })
+        let tier = try DiskTier(
+            directory: scratch.path,
+            configuration: quietConfiguration {
+                $0.durable = true
+                $0.useInotify = false
+                $0.rescanInterval = .seconds(3600)
+            })
         defer { tier.close() }
         let earlier = patternImage(width: 32, height: 32, seed: 1)
         try tier.storeSynchronously(earlier, forKey: "earlier")
@@ -367,9 +390,11 @@ extension DiskHardeningTests {
         #expect(own.isVerified, "the watcher validated our own file again (IN_CLOSE_WRITE under its final name)")
     }
 
-    @Test("A failing read or open on a hit is a typed error naming the file, and the entry stays", arguments: [
-        PublishFault(call: "openat", errno: EMFILE), PublishFault(call: "pread", errno: EIO),
-    ])
+    @Test(
+        "A failing read or open on a hit is a typed error naming the file, and the entry stays",
+        arguments: [
+            PublishFault(call: "openat", errno: EMFILE), PublishFault(call: "pread", errno: EIO),
+        ])
     func injectedHitFailures(fault: PublishFault) throws {
         let scratch = ScratchDirectory()
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())

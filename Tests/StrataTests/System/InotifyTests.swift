@@ -26,7 +26,7 @@ import Testing
         let second = try inotify.addWatch(scratch.path + "/.", mask: UInt32(IN_DELETE), merge: true)
         #expect(first == second)
         #expect(FileManager.default.createFile(atPath: scratch.parent + "/staged", contents: Data([1])))
-        #expect(rename(scratch.parent + "/staged", scratch.path + "/moved") == 0)   // queued before rename returns
+        #expect(rename(scratch.parent + "/staged", scratch.path + "/moved") == 0)  // queued before rename returns
         #expect(unlink(scratch.path + "/moved") == 0)
         #expect(try queuedNames(inotify, IN_MOVED_TO | IN_DELETE) == ["moved", "moved"])
 

@@ -64,11 +64,14 @@ import Glibc
         let probe = Lock<Probe?>(nil)
         var thread = pthread_t()
         let box = Unmanaged.passRetained(ProbeBox { found in probe.withLock { $0 = found } }).toOpaque()
-        #expect(pthread_create(&thread, nil, { raw in
-            let box = Unmanaged<ProbeBox>.fromOpaque(raw!).takeRetainedValue()
-            box.report(OSThreadTests.probeCurrentThread())
-            return nil
-        }, box) == 0)
+        #expect(
+            pthread_create(
+                &thread, nil,
+                { raw in
+                    let box = Unmanaged<ProbeBox>.fromOpaque(raw!).takeRetainedValue()
+                    box.report(OSThreadTests.probeCurrentThread())
+                    return nil
+                }, box) == 0)
         pthread_join(thread, nil)
         let found = try #require(probe.withLock { $0 })
         #expect(found.tid > 0)
@@ -110,7 +113,11 @@ import Glibc
         let thread = try OSThread(name: name) {
             let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
             let got = comm.hasSuffix("\n") ? String(comm.dropLast()) : comm
-            if name.hasPrefix(got) && got.utf8.count <= 15 && !got.isEmpty { named.store(1, ordering: .relaxed) } else { named.store(2, ordering: .relaxed) }
+            if name.hasPrefix(got) && got.utf8.count <= 15 && !got.isEmpty {
+                named.store(1, ordering: .relaxed)
+            } else {
+                named.store(2, ordering: .relaxed)
+            }
         }
         thread.join()
         #expect(named.load(ordering: .relaxed) == 1)

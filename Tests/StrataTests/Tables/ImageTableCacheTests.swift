@@ -40,8 +40,9 @@ final class SourceProbe: Sendable {
             },
             process: { source, canvas in
                 // "Resample" by copying the top-left corner: enough to check who drew what.
-                var image = PixelImage(width: canvas.format.size.width, height: canvas.format.size.height,
-                                       style: canvas.format.style)
+                var image = PixelImage(
+                    width: canvas.format.size.width, height: canvas.format.size.height,
+                    style: canvas.format.style)
                 TableTestPattern.draw(&image, n: n, version: version)
                 canvas.image.withUnsafeMutableBytes { dst in
                     image.withUnsafeBytes { src in dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: src[0..<dst.count])) }
@@ -136,12 +137,16 @@ struct DeclineFamily: ImageTableCacheDelegate {
         let near50 = cache.cachedImage(for: entity, matching: SizeQuery(box: PixelSize(width: 56, height: 56), mode: .fill))
         #expect(near50?.size == PixelSize(width: 50, height: 50))
         #expect(cache.cachedImage(for: entity, matching: SizeQuery(box: PixelSize(width: 75, height: 75), mode: .fill)) == nil)
-        #expect(cache.cachedImage(for: entity, matching: SizeQuery(box: PixelSize(width: 100, height: 100), mode: .fit)) == nil,
-                "another content mode never matches")
+        #expect(
+            cache.cachedImage(for: entity, matching: SizeQuery(box: PixelSize(width: 100, height: 100), mode: .fit)) == nil,
+            "another content mode never matches")
         // When the best format lacks the entity, the next match within tolerance serves it.
         try await cache.deleteImage(for: entity.id, formatName: "thumb100")
-        let fallback = cache.cachedImage(for: entity, matching: SizeQuery(box: PixelSize(width: 60, height: 60), mode: .fill,
-                                                                          tolerance: 0.7))
+        let fallback = cache.cachedImage(
+            for: entity,
+            matching: SizeQuery(
+                box: PixelSize(width: 60, height: 60), mode: .fill,
+                tolerance: 0.7))
         #expect(fallback?.size == PixelSize(width: 50, height: 50))
     }
 
@@ -159,8 +164,9 @@ struct DeclineFamily: ImageTableCacheDelegate {
     @Test func aSiblingThatCannotBeDrawnDoesNotFailTheRequestedFormat() async throws {
         let dir = TempDirectory()
         let log = CapturingLogHandler.Store()
-        let cache = try ImageTableCache(directory: dir.path, formats: formats,
-                                        logger: Logger(label: "test") { _ in CapturingLogHandler(store: log) })
+        let cache = try ImageTableCache(
+            directory: dir.path, formats: formats,
+            logger: Logger(label: "test") { _ in CapturingLogHandler(store: log) })
         let entity = entity(8, failingIn: "thumb50")
         let image = try await cache.image(for: entity, formatName: "thumb100")
         #expect(TableTestPattern.matches(image, n: 8, version: 1))

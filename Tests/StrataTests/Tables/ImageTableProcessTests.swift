@@ -42,10 +42,14 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
         for cycle in 0..<Self.cycles {
             unlink(progressPath)
             // Every other cycle the child sleeps after each drawn row, so the kill lands mid-draw.
-            let pid = try spawn(exe, ["table-writer", "--directory", dir.path, "--width", "48", "--height", "\(height)",
-                                      "--max-count", "16", "--entities", "\(entities)", "--seed", "\(cycle + 1)",
-                                      "--row-delay-microseconds", cycle % 2 == 0 ? "0" : "100",
-                                      "--progress-file", progressPath])
+            let pid = try spawn(
+                exe,
+                [
+                    "table-writer", "--directory", dir.path, "--width", "48", "--height", "\(height)",
+                    "--max-count", "16", "--entities", "\(entities)", "--seed", "\(cycle + 1)",
+                    "--row-delay-microseconds", cycle % 2 == 0 ? "0" : "100",
+                    "--progress-file", progressPath,
+                ])
             // The kill lands at a random moment after the child has opened the table (its start-up
             // time varies a lot: debug builds, sanitizers, a loaded machine).
             try waitUntilSynchronously("the table-writer child has opened the table") {
@@ -66,8 +70,9 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
             // finished. The slot was invalidated before the draw: the entry must be a miss.
             if let last, last.phase == .drawing, last.rows + 2 <= height {
                 tornMidDraw += 1
-                #expect(table.image(for: TableTestPattern.entityID(last.entity), sourceVersion: last.version) == nil,
-                        "cycle \(cycle): the entry killed after \(last.rows) of \(height) rows was served")
+                #expect(
+                    table.image(for: TableTestPattern.entityID(last.entity), sourceVersion: last.version) == nil,
+                    "cycle \(cycle): the entry killed after \(last.rows) of \(height) rows was served")
             }
             if wrong > 0 { break }
         }
@@ -84,8 +89,12 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
         let format = ImageTableFormat(name: "t", family: "test", size: PixelSize(width: 32, height: 32), maximumCount: 12)
         let table = try ImageTable(directory: dir.path, format: format)
         let writers = try (1...2).map { seed in
-            try spawn(exe, ["table-writer", "--directory", dir.path, "--max-count", "12", "--entities", "\(entities)",
-                            "--iterations", "1500", "--verify", "--seed", "\(seed)"])
+            try spawn(
+                exe,
+                [
+                    "table-writer", "--directory", dir.path, "--max-count", "12", "--entities", "\(entities)",
+                    "--iterations", "1500", "--verify", "--seed", "\(seed)",
+                ])
         }
         // Meanwhile this process reads, holds images for a while (pinning their slots against
         // the other processes' evictions) and checks they never change under it.

@@ -105,16 +105,21 @@ final class LoopingReader: Sendable {
         let insideMiddle = lookups.filter { middle.contains($0.start) && middle.contains($0.end) }.count
         let overlapping = lookups.filter { $0.end >= begin && $0.start <= end }
         let latencies = overlapping.map { $0.end - $0.start }.sorted()
-        func percentile(_ p: Double) -> UInt64 { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+        func percentile(_ p: Double) -> UInt64 {
+            latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
+        }
         let worst = latencies.last ?? 0
-        print("""
+        print(
+            """
             reader during a compaction of \(count * 2 / 3) entries: compaction \(duration / 1000) µs, \
             \(overlapping.count) lookups overlapping it, \(insideMiddle) inside its middle half; lookup median \
             \(percentile(0.5)) ns, p99.9 \(percentile(0.999) / 1000) µs, worst \(worst / 1000) µs \
             (a control loop without the table: worst pause \(controlWorst / 1000) µs)
             """)
         #expect(lookups.allSatisfy { $0.hit }, "the present entry was a miss during the compaction")
-        #expect(insideMiddle > 0, "the reader completed no lookup in the middle half of a \(duration / 1000) µs compaction (worst lookup \(worst / 1000) µs)")
+        #expect(
+            insideMiddle > 0,
+            "the reader completed no lookup in the middle half of a \(duration / 1000) µs compaction (worst lookup \(worst / 1000) µs)")
         #expect(table.image(for: present, sourceVersion: 1) != nil)
     }
 
@@ -157,7 +162,10 @@ final class LoopingReader: Sendable {
             let result = Result { () throws(ImageTableError) -> Int in try table.compact() }
             compacted.withLock { $0 = result }
         }
-        defer { pause.release(); compactor.join() }
+        defer {
+            pause.release()
+            compactor.join()
+        }
         try waitUntilSynchronously("the compaction is paused half-way") { pause.reached }
         let served = Lock<Int?>(nil)
         let reader = try Self.onThread("reader") {
@@ -182,7 +190,7 @@ final class LoopingReader: Sendable {
         let a = try ImageTable(directory: dir.path, format: testFormat(max: 8))
         let b = try ImageTable(directory: dir.path, format: testFormat(max: 8))
         try storePattern(a, 1)
-        try storePattern(b, 2)       // a's index no longer reflects the shared metadata
+        try storePattern(b, 2)  // a's index no longer reflects the shared metadata
         let pause = Pause()
         a.hooks.duringIndexScan.withLock { $0 = { pause.park() } }
         let scanned = Lock<Bool?>(nil)
@@ -190,7 +198,10 @@ final class LoopingReader: Sendable {
             let image = hit(a, 2)
             scanned.withLock { $0 = image.map { TableTestPattern.matches($0, n: 2, version: 1) } ?? false }
         }
-        defer { pause.release(); scanner.join() }
+        defer {
+            pause.release()
+            scanner.join()
+        }
         try waitUntilSynchronously("a reader is scanning the metadata") { pause.reached }
         let served = Lock<(hit: Bool, miss: Bool)?>(nil)
         let reader = try Self.onThread("reader") {

@@ -10,8 +10,13 @@ import Glibc
     // Record bytes 40..<48 (last used) are outside the record checksum.
     @Test func hostileRecencyInARecordDoesNotCrash() throws {
         let dir = TempDirectory()
-        do { let t = try ImageTable(directory: dir.path, format: testFormat(max: 2)); try storePattern(t, 1) }
-        try patchFile(dir.path + "/t.meta") { b in for i in 0..<8 { b[MetadataLayout.headerLength + MetadataRecordView.Field.lastUsed.offset + i] = 0xFF } }
+        do {
+            let t = try ImageTable(directory: dir.path, format: testFormat(max: 2))
+            try storePattern(t, 1)
+        }
+        try patchFile(dir.path + "/t.meta") { b in
+            for i in 0..<8 { b[MetadataLayout.headerLength + MetadataRecordView.Field.lastUsed.offset + i] = 0xFF }
+        }
         let table = try ImageTable(directory: dir.path, format: testFormat(max: 2))
         let image = try #require(hit(table, 1))
         #expect(TableTestPattern.matches(image, n: 1, version: 1))
@@ -22,7 +27,10 @@ import Glibc
     // Header bytes 48..<56 (next write sequence) are outside the header checksum.
     @Test func hostileNextSequenceInTheHeaderDoesNotCrash() throws {
         let dir = TempDirectory()
-        do { let t = try ImageTable(directory: dir.path, format: testFormat(max: 2)); try storePattern(t, 1) }
+        do {
+            let t = try ImageTable(directory: dir.path, format: testFormat(max: 2))
+            try storePattern(t, 1)
+        }
         let next = MetadataHeaderView.Field.nextSequence.offset
         try patchFile(dir.path + "/t.meta") { b in for i in next..<next + 8 { b[i] = 0xFF } }
         let table = try ImageTable(directory: dir.path, format: testFormat(max: 2))
@@ -43,7 +51,7 @@ import Glibc
         let held = try storePattern(a, 1)
         try patchFile(dir.path + "/t.meta") { bytes in for i in 0..<32 { bytes[i] ^= 0xFF } }  // corrupt header
         let b = try ImageTable(directory: dir.path, format: testFormat(max: 1))  // rebuilds, retires old meta
-        _ = hit(a, 99)                  // a follows the retirement (a miss is enough)
+        _ = hit(a, 99)  // a follows the retirement (a miss is enough)
         #expect(throws: ImageTableError.tableFull(format: "t", maximumCount: 1), "b reused a slot that a still holds") {
             try storePattern(b, 2)
         }
@@ -57,10 +65,10 @@ import Glibc
         let dir = TempDirectory()
         let a = try ImageTable(directory: dir.path, format: testFormat(max: 1))
         try storePattern(a, 1)
-        do { _ = try #require(hit(a, 1)) }   // verified in a, then released
+        do { _ = try #require(hit(a, 1)) }  // verified in a, then released
         unlink(dir.path + "/t.meta")
         let b = try ImageTable(directory: dir.path, format: testFormat(max: 1))  // rebuilds from trailers
-        try storePattern(b, 2)            // reuses slot 0 (nothing pinned)
+        try storePattern(b, 2)  // reuses slot 0 (nothing pinned)
         if let image = hit(a, 1) {
             #expect(TableTestPattern.matches(image, n: 1, version: 1), "a served entity 2's pixels as entity 1")
         }
@@ -75,8 +83,8 @@ import Glibc
         do { _ = try #require(hit(a, 1)) }
         try patchFile(dir.path + "/t.meta") { bytes in for i in 0..<32 { bytes[i] ^= 0xFF } }  // corrupt header
         let b = try ImageTable(directory: dir.path, format: testFormat(max: 1))  // rebuilds, retires a's
-        try storePattern(b, 2)            // reuses slot 0
-        unlink(dir.path + "/t.meta")      // a cannot follow (it never repairs on reads)
+        try storePattern(b, 2)  // reuses slot 0
+        unlink(dir.path + "/t.meta")  // a cannot follow (it never repairs on reads)
         #expect(!a.contains(TableTestPattern.entityID(1)), "a answered from its retired index")
         #expect(hit(a, 1) == nil)
     }
@@ -89,9 +97,9 @@ import Glibc
         let layout = TableLayout(format: format)
         let a = try ImageTable(directory: dir.path, format: format)
         let b = try ImageTable(directory: dir.path, format: format)
-        let held = try storePattern(a, 1)          // a pins slot 0
-        try b.reset()                               // new file; a's bit for slot 0 stays set
-        try storePattern(b, 2)                      // slot 0 excluded -> slot 1 reserved
+        let held = try storePattern(a, 1)  // a pins slot 0
+        try b.reset()  // new file; a's bit for slot 0 stays set
+        try storePattern(b, 2)  // slot 0 excluded -> slot 1 reserved
         let fd = open(dir.path + "/t.table", O_RDONLY)
         defer { close(fd) }
         let dataAt = lseek(fd, off_t(layout.entryOffset(0)), 3 /* SEEK_DATA */)
