@@ -1,5 +1,5 @@
 # The two commands: `make run` (the main job) and `make test` (the test suite).
-.PHONY: run test deps release
+.PHONY: run test deps release lint format
 
 deps:
 	@./Scripts/install-deps.sh
@@ -12,3 +12,10 @@ run: release
 
 test: deps
 	swift test
+
+# Formatting: `.swift-format` at the root; the toolchain ships swift-format.
+lint:
+	swift format lint --strict --recursive Sources Tests Package.swift
+
+format:
+	swift format format --in-place --recursive Sources Tests Package.swift

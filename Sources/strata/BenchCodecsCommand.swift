@@ -47,29 +47,33 @@ struct BenchCodecsCommand: ParsableCommand {
 
             var cases: [Case] = []
             var full = PixelImage(width: header.codedSize.width, height: header.codedSize.height)
-            cases.append(Case(name: "decode_full_ms (bare library, reused buffer)", note: "anchor") {
-                try decoder.decodeBare(input, into: &full)
-            })
+            cases.append(
+                Case(name: "decode_full_ms (bare library, reused buffer)", note: "anchor") {
+                    try decoder.decodeBare(input, into: &full)
+                })
             var destination = PixelImage(width: header.size.width, height: header.size.height)
-            cases.append(Case(name: "ImageDecoder.decode into reused destination") {
-                try decoder.decode(input, minimumSize: nil, into: &destination)
-            })
+            cases.append(
+                Case(name: "ImageDecoder.decode into reused destination") {
+                    try decoder.decode(input, minimumSize: nil, into: &destination)
+                })
             cases.append(Case(name: "ImageDecoder.decode, fresh buffer each time") { _ = try decoder.decode(input) })
             if header.format == .jpeg {
                 for factor in JPEGScalingFactor.reducing where factor != .one {
                     let size = factor.scaled(header.codedSize)
                     var scaled = PixelImage(width: size.width, height: size.height)
-                    cases.append(Case(name: "decode_scaled_ms \(factor) -> \(size)") {
-                        try decoder.decodeBare(input, scale: factor, into: &scaled)
-                    })
+                    cases.append(
+                        Case(name: "decode_scaled_ms \(factor) -> \(size)") {
+                            try decoder.decodeBare(input, scale: factor, into: &scaled)
+                        })
                 }
             } else if header.format == .webp {
                 for div in [2, 4, 8] {
                     let size = PixelSize(width: header.codedSize.width / div, height: header.codedSize.height / div)
                     var scaled = PixelImage(width: size.width, height: size.height)
-                    cases.append(Case(name: "decode_scaled_ms 1/\(div) -> \(size)") {
-                        try decoder.decodeBare(input, into: &scaled)
-                    })
+                    cases.append(
+                        Case(name: "decode_scaled_ms 1/\(div) -> \(size)") {
+                            try decoder.decodeBare(input, into: &scaled)
+                        })
                 }
             }
             // Shrink-on-load for a target box: decode to >= target (1x) or leave >= 2x for the reduce.
@@ -79,17 +83,19 @@ struct BenchCodecsCommand: ParsableCommand {
                     let plan = SizingPlan(source: header.size, box: box, mode: .fit)
                     let size = decoder.decodedSize(for: header, minimumSize: plan.output)
                     var out = PixelImage(width: size.width, height: size.height)
-                    cases.append(Case(name: "fit \(target) headroom \(headroom)x: decode -> \(size)") {
-                        try decoder.decode(input, minimumSize: plan.output, into: &out)
-                    })
+                    cases.append(
+                        Case(name: "fit \(target) headroom \(headroom)x: decode -> \(size)") {
+                            try decoder.decode(input, minimumSize: plan.output, into: &out)
+                        })
                 }
             }
             if encode {
                 let image = try decoder.decode(input, minimumSize: PixelSize(width: 1024, height: 1024))
                 for format in ImageFormat.allCases {
-                    cases.append(Case(name: "encode \(format.displayName) q85 \(image.size)") {
-                        _ = try ImageEncoder.encode(image, as: format)
-                    })
+                    cases.append(
+                        Case(name: "encode \(format.displayName) q85 \(image.size)") {
+                            _ = try ImageEncoder.encode(image, as: format)
+                        })
                 }
             }
 

@@ -111,13 +111,24 @@ struct BenchDiskCommand: ParsableCommand {
 
         // Alternatives: small file mapped instead of read; large file read instead of mapped;
         // mapping without MAP_POPULATE; verifying the pixel checksum on every hit.
-        var mapAll = configuration; mapAll.mapThreshold = 0
-        var readAll = configuration; readAll.mapThreshold = Int.max
-        var eager = configuration; eager.populateMappings = true
-        var verifyAll = configuration; verifyAll.checksumPolicy = .everyHit
+        var mapAll = configuration
+        mapAll.mapThreshold = 0
+        var readAll = configuration
+        readAll.mapThreshold = Int.max
+        var eager = configuration
+        eager.populateMappings = true
+        var verifyAll = configuration
+        verifyAll.checksumPolicy = .everyHit
         for (label, alternative, key, query, n) in [
             ("hit_us_small_mmap", mapAll, "bench/small", smallQuery, runs * 5),
-            ("hit_us_small_mmap_populate", { var c = mapAll; c.populateMappings = true; return c }(), "bench/small", smallQuery, runs * 5),
+            (
+                "hit_us_small_mmap_populate",
+                {
+                    var c = mapAll
+                    c.populateMappings = true
+                    return c
+                }(), "bench/small", smallQuery, runs * 5
+            ),
             ("hit_us_large_pread", readAll, "bench/large", largeQuery, max(runs / 4, 25)),
             ("hit_us_large_mmap_populate", eager, "bench/large", largeQuery, runs),
             ("hit_us_large_checksum_every_hit", verifyAll, "bench/large", largeQuery, max(runs / 4, 25)),
@@ -130,8 +141,10 @@ struct BenchDiskCommand: ParsableCommand {
         // Where mapping starts to beat reading: both paths across sizes (long side in px).
         var crossover: [String: [String: Double]] = [:]
         do {
-            var readCfg = configuration; readCfg.mapThreshold = Int.max
-            var mapCfg = configuration; mapCfg.mapThreshold = 0
+            var readCfg = configuration
+            readCfg.mapThreshold = Int.max
+            var mapCfg = configuration
+            mapCfg.mapThreshold = 0
             let writer = try DiskTier(directory: cacheDir, configuration: configuration)
             let sides = [128, 256, 384, 512, 768, 1024]
             for side in sides {
@@ -145,7 +158,9 @@ struct BenchDiskCommand: ParsableCommand {
                 let r = try Self.timeHits(reader, key: "bench/sweep/\(side)", query: q, runs: runs)
                 let m = try Self.timeHits(mapper, key: "bench/sweep/\(side)", query: q, runs: runs)
                 let bytes = Self.downsample(large, longSide: side).byteCount
-                crossover["\(side)"] = ["read_us": (r * 1e7).rounded() / 10, "mmap_us": (m * 1e7).rounded() / 10, "kib": Double(bytes / 1024)]
+                crossover["\(side)"] = [
+                    "read_us": (r * 1e7).rounded() / 10, "mmap_us": (m * 1e7).rounded() / 10, "kib": Double(bytes / 1024),
+                ]
                 table.append(("hit_us read/mmap [\(side) px, \(bytes / 1024) KiB]", String(format: "%.1f / %.1f µs", r * 1e6, m * 1e6)))
             }
             reader.close()
@@ -174,7 +189,7 @@ struct BenchDiskCommand: ParsableCommand {
                 let staged = scratch + "/staged-\(i)"
                 try Data(DiskFileEncoder.encode(small, key: key, mode: .fit, sourceVersion: 0)).write(to: URL(fileURLWithPath: staged))
                 let start = Self.now()
-                guard rename(staged, cacheDir + "/" + name) == 0 else { throw ValidationError("rename failed: \(errno)") }
+                try FileDescriptor.rename(path: staged, to: cacheDir + "/" + name)
                 while !t.contains(key: key, matching: smallQuery) {
                     if Self.now() - start > 5_000_000_000 { throw ValidationError("event not seen within 5 s") }
                     sched_yield()
@@ -198,9 +213,9 @@ struct BenchDiskCommand: ParsableCommand {
             var floor = Double.infinity
             for _ in 0..<3 {
                 let start = Self.now()
-                let handle = try DirectoryHandle(path: dir, create: false)
+                let directory = try FileDescriptor(directory: dir)
                 var names = 0
-                try DirectoryScan.forEachName(in: handle) { _ in names += 1 }
+                try DirectoryScan.forEachName(in: directory) { _, _ in names += 1 }
                 floor = min(floor, Double(Self.now() - start) / 1e6)
                 Self.sink &+= names
             }
@@ -274,7 +289,10 @@ struct BenchDiskCommand: ParsableCommand {
         image.withUnsafeBytes { raw in
             var sum = 0
             var i = 0
-            while i < raw.count { sum &+= Int(raw[i]); i += 4096 }
+            while i < raw.count {
+                sum &+= Int(raw[i])
+                i += 4096
+            }
             sum &+= Int(raw[raw.count - 1])
             sink &+= sum
         }
@@ -286,15 +304,10 @@ struct BenchDiskCommand: ParsableCommand {
         defer { buffer.deallocate() }
         memset(buffer, 0, size)
         func once() throws {
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw ValidationError("open \(path): \(errno)") }
-            var done = 0
-            while done < size {
-                let n = pread(fd, buffer + done, size - done, off_t(done))
-                guard n > 0 else { break }
-                done += n
-            }
-            close(fd)
+            // open + one pread of the whole file + close, like a hit's syscalls.
+            let file = try FileDescriptor(open: path, flags: O_RDONLY)
+            let done = try file.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size), at: 0)
+            guard done == size else { throw ValidationError("read \(done) of \(size) bytes of \(path)") }
             sink &+= Int(buffer.load(fromByteOffset: size - 1, as: UInt8.self))
         }
         for _ in 0..<5 { try once() }
@@ -333,19 +346,14 @@ struct BenchDiskCommand: ParsableCommand {
         try? FileManager.default.removeItem(atPath: dir)
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         if !quiet { print("creating \(count) files in \(dir) (once; reused with --keep-fixtures)…") }
-        let dirFD = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dirFD >= 0 else { throw ValidationError("open \(dir): \(errno)") }
-        defer { close(dirFD) }
+        let directory = try FileDescriptor(directory: dir)
         let sizes = [PixelSize(width: 256, height: 160), PixelSize(width: 1024, height: 640), PixelSize(width: 2048, height: 1280)]
         for i in 0..<count {
             // About three variants per key, as a thumbnail service would keep.
             let name = DiskFileName(digest: KeyDigest(key: "fixture/\(i / 3)"), variant: VariantDescriptor(size: sizes[i % 3])).string
-            let fd = openat(dirFD, name, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw ValidationError("create \(name): \(errno)") }
-            close(fd)
+            _ = try FileDescriptor(openAt: directory, name: name, flags: O_CREAT | O_WRONLY)  // closed at once
         }
-        let fd = open(marker, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
-        close(fd)
+        _ = try FileDescriptor(open: marker, flags: O_CREAT | O_WRONLY)
     }
 
     /// Warm-up, then `count` tolerance misses (an existing key at a far size, and an absent key), then exit.
@@ -358,7 +366,9 @@ struct BenchDiskCommand: ParsableCommand {
         }
         var served = 0
         for i in 0..<count {
-            if try tier.image(forKey: i & 1 == 0 ? "bench/large" : "bench/absent", matching: i & 1 == 0 ? far : query) != nil { served += 1 }
+            if try tier.image(forKey: i & 1 == 0 ? "bench/large" : "bench/absent", matching: i & 1 == 0 ? far : query) != nil {
+                served += 1
+            }
         }
         let stats = tier.statistics
         print("misses: \(stats.misses) (\(count) timed after 200 warm-up), hits: \(stats.hits + served)")

@@ -53,19 +53,26 @@ struct BenchLocksCommand: ParsableCommand {
                     var figures: [Double] = []
                     for n in counts {
                         let count = contended ? 1 : n
-                        let figure = switch kind {
-                        case "mutex": measure(locks: (0..<count).map { _ in MutexBenchLock(shared) }, threads: n, section: section, keys: keys)
-                        case "nio": measure(locks: (0..<count).map { _ in NIOBenchLock(shared) }, threads: n, section: section, keys: keys)
-                        default: measure(locks: (0..<count).map { _ in StrataBenchLock(shared) }, threads: n, section: section, keys: keys)
-                        }
+                        let figure =
+                            switch kind {
+                            case "mutex":
+                                measure(locks: (0..<count).map { _ in MutexBenchLock(shared) }, threads: n, section: section, keys: keys)
+                            case "nio":
+                                measure(locks: (0..<count).map { _ in NIOBenchLock(shared) }, threads: n, section: section, keys: keys)
+                            default:
+                                measure(locks: (0..<count).map { _ in StrataBenchLock(shared) }, threads: n, section: section, keys: keys)
+                            }
                         figures.append(figure)
                     }
                     let mode = contended ? "contended" : "own lock"
                     if json {
                         let values = zip(counts, figures).map { String(format: "\"%d\":%.3f", $0, $1) }.joined(separator: ",")
-                        rows.append("{\"section\":\"\(section.rawValue)\",\"lock\":\"\(kind)\",\"contended\":\(contended),\"mops\":{\(values)}}")
+                        rows.append(
+                            "{\"section\":\"\(section.rawValue)\",\"lock\":\"\(kind)\",\"contended\":\(contended),\"mops\":{\(values)}}")
                     } else {
-                        print(String(format: "%-10@ %-7@ %-11@", section.rawValue, kind, mode) + figures.map { String(format: " %11.2f", $0) }.joined())
+                        print(
+                            String(format: "%-10@ %-7@ %-11@", section.rawValue, kind, mode)
+                                + figures.map { String(format: " %11.2f", $0) }.joined())
                         fflush(nil)
                     }
                 }

@@ -64,8 +64,10 @@ struct BenchMemoryCommand: ParsableCommand {
                     }
                 }
                 if !json, only == nil || only == "floor" {
-                    log(String(format: "floor    %8d entries 1 thr: hit %8.1f ns  (Lock + Dictionary<Int, object>, no policy)",
-                               n, measureFloor(entries: n, ops: ops)))
+                    log(
+                        String(
+                            format: "floor    %8d entries 1 thr: hit %8.1f ns  (Lock + Dictionary<Int, object>, no policy)",
+                            n, measureFloor(entries: n, ops: ops)))
                 }
             }
         }
@@ -87,8 +89,10 @@ struct BenchMemoryCommand: ParsableCommand {
                         log(row.text)
                         let exact = TraceGenerator.strataMissRatio(trace, capacity: capacity, stripes: 1)
                         let stripes = MemoryCache<Int, Int>.defaultStripes(costLimit: capacity, countLimit: capacity)
-                        log(String(format: "%-13@ cache %2d%%: (default %d stripes above) one stripe miss %.4f  (%+.1f %%)",
-                                   name, pct, stripes, exact, (exact - lru) / lru * 100))
+                        log(
+                            String(
+                                format: "%-13@ cache %2d%%: (default %d stripes above) one stripe miss %.4f  (%+.1f %%)",
+                                name, pct, stripes, exact, (exact - lru) / lru * 100))
                     }
                 }
             }
@@ -121,13 +125,16 @@ struct OpRow {
     var hitsPerSecond: Double { Double(threads) / hitNs * 1e9 }
 
     var json: String {
-        String(format: "{\"impl\":\"%@\",\"entries\":%d,\"threads\":%d,\"hit_ns\":%.1f,\"hits_per_s\":%.0f,\"miss_ns\":%.1f,\"insert_ns\":%.1f}",
-               impl.rawValue, entries, threads, hitNs, hitsPerSecond, missNs, insertNs)
+        String(
+            format:
+                "{\"impl\":\"%@\",\"entries\":%d,\"threads\":%d,\"hit_ns\":%.1f,\"hits_per_s\":%.0f,\"miss_ns\":%.1f,\"insert_ns\":%.1f}",
+            impl.rawValue, entries, threads, hitNs, hitsPerSecond, missNs, insertNs)
     }
 
     var text: String {
-        String(format: "%-8@ %8d entries %2d thr: hit %8.1f ns (%6.2f M hits/s)  miss %8.1f ns  insert+evict %8.1f ns",
-               impl.rawValue, entries, threads, hitNs, hitsPerSecond / 1e6, missNs, insertNs)
+        String(
+            format: "%-8@ %8d entries %2d thr: hit %8.1f ns (%6.2f M hits/s)  miss %8.1f ns  insert+evict %8.1f ns",
+            impl.rawValue, entries, threads, hitNs, hitsPerSecond / 1e6, missNs, insertNs)
     }
 }
 
@@ -138,13 +145,15 @@ struct TraceRow {
     var strataMiss: Double
 
     var json: String {
-        String(format: "{\"trace\":\"%@\",\"cache_pct\":%d,\"lru_miss\":%.4f,\"strata_miss\":%.4f}",
-               trace, cachePct, lruMiss, strataMiss)
+        String(
+            format: "{\"trace\":\"%@\",\"cache_pct\":%d,\"lru_miss\":%.4f,\"strata_miss\":%.4f}",
+            trace, cachePct, lruMiss, strataMiss)
     }
 
     var text: String {
-        String(format: "%-13@ cache %2d%%: LRU miss %.4f  strata miss %.4f  (%+.1f %%)",
-               trace, cachePct, lruMiss, strataMiss, (strataMiss - lruMiss) / lruMiss * 100)
+        String(
+            format: "%-13@ cache %2d%%: LRU miss %.4f  strata miss %.4f  (%+.1f %%)",
+            trace, cachePct, lruMiss, strataMiss, (strataMiss - lruMiss) / lruMiss * 100)
     }
 }
 
@@ -153,7 +162,6 @@ final class Payload: Sendable {
     let id: Int
     init(_ id: Int) { self.id = id }
 }
-
 
 /// Runs `body(thread)` on `threads` threads released together; returns each thread's seconds.
 func runThreads(_ threads: Int, _ body: @escaping @Sendable (Int) -> Void) -> [Double] {
@@ -249,8 +257,9 @@ func measureOps(impl: Impl, entries n: Int, threads: Int, ops: Int) -> OpRow {
             for k in ins.ints[t][r] { cache.insert(fresh, forKey: k, cost: 1) }
         }
         precondition(cache.count <= n)
-        return OpRow(impl: impl, entries: n, threads: threads, hitNs: hitT,
-                     missNs: missT, insertNs: insT)
+        return OpRow(
+            impl: impl, entries: n, threads: threads, hitNs: hitT,
+            missNs: missT, insertNs: insT)
     case .nscache:
         let cache = NSCache<NSNumber, Payload>()
         cache.countLimit = n
@@ -274,8 +283,9 @@ func measureOps(impl: Impl, entries n: Int, threads: Int, ops: Int) -> OpRow {
         let insT = timeRounds(threads, ops) { t, r in
             for k in ins.numbers[t][r] { shared.cache.setObject(fresh, forKey: k, cost: 1) }
         }
-        return OpRow(impl: impl, entries: n, threads: threads, hitNs: hitT,
-                     missNs: missT, insertNs: insT)
+        return OpRow(
+            impl: impl, entries: n, threads: threads, hitNs: hitT,
+            missNs: missT, insertNs: insT)
     }
 }
 

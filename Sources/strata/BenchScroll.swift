@@ -101,28 +101,45 @@ struct BenchScrollCommand: ParsableCommand {
             struct Row: Encodable {
                 var method: String, frame_p50_ms: Double, frame_p99_ms: Double, frames_over_budget: Int, rss_mb: Double
             }
-            struct Output: Encodable { var methods: [Row]; var table_hit_ns: [String: Double] }
-            let out = Output(methods: methods.map { Row(method: $0.method, frame_p50_ms: $0.frame_p50_ms, frame_p99_ms: $0.frame_p99_ms,
-                                                        frames_over_budget: $0.frames_over_budget, rss_mb: $0.rss_mb) },
-                             table_hit_ns: hits)
+            struct Output: Encodable {
+                var methods: [Row]
+                var table_hit_ns: [String: Double]
+            }
+            let out = Output(
+                methods: methods.map {
+                    Row(
+                        method: $0.method, frame_p50_ms: $0.frame_p50_ms, frame_p99_ms: $0.frame_p99_ms,
+                        frames_over_budget: $0.frames_over_budget, rss_mb: $0.rss_mb)
+                },
+                table_hit_ns: hits)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
             print(String(decoding: try encoder.encode(out), as: UTF8.self))
         } else {
-            print("\(photos) photos, \(Self.columns)x\(Self.visibleRows) visible, \(rowsPerSecond) rows/s at 60 fps, thumbnails 100x100 + 50x50 (fill)")
+            print(
+                "\(photos) photos, \(Self.columns)x\(Self.visibleRows) visible, \(rowsPerSecond) rows/s at 60 fps, thumbnails 100x100 + 50x50 (fill)"
+            )
             print("method        frames  p50_ms   p99_ms   max_ms  over_16.7ms  rss_mb (anon + file)  misses")
             for m in methods {
-                print(String(format: "%-12@ %7d %7.3f %8.3f %8.3f %12d %7.1f (%5.1f + %5.1f) %7d", m.method as NSString, m.frames,
-                             m.frame_p50_ms, m.frame_p99_ms, m.frame_max_ms, m.frames_over_budget, m.rss_mb,
-                             m.rss_anon_mb ?? 0, m.rss_file_mb ?? 0, m.misses))
+                print(
+                    String(
+                        format: "%-12@ %7d %7.3f %8.3f %8.3f %12d %7.1f (%5.1f + %5.1f) %7d", m.method as NSString, m.frames,
+                        m.frame_p50_ms, m.frame_p99_ms, m.frame_max_ms, m.frames_over_budget, m.rss_mb,
+                        m.rss_anon_mb ?? 0, m.rss_file_mb ?? 0, m.misses))
             }
-            if let fillDisk { print(String(format: "disk fill (separate process, both sizes, one decode per photo): %.2f s", fillDisk.fill_s)) }
+            if let fillDisk {
+                print(String(format: "disk fill (separate process, both sizes, one decode per photo): %.2f s", fillDisk.fill_s))
+            }
             if let fill { print(String(format: "table fill (separate process, both formats, one decode per photo): %.2f s", fill.fill_s)) }
             for m in methods.dropFirst() where m.frame_p99_ms > 0 {
                 print(String(format: "%@ p99 = 1/%.0f of conventional p99", m.method as NSString, methods[0].frame_p99_ms / m.frame_p99_ms))
             }
-            print("table_hit_ns (retrieve + release): 1000 entries \(Int(hits["1000"] ?? 0)) ns, 100000 entries \(Int(hits["100000"] ?? 0)) ns")
-            print("  with a read of the first pixel:     1000 entries \(Int(touched["1000+touch"] ?? 0)) ns, 100000 entries \(Int(touched["100000+touch"] ?? 0)) ns")
+            print(
+                "table_hit_ns (retrieve + release): 1000 entries \(Int(hits["1000"] ?? 0)) ns, 100000 entries \(Int(hits["100000"] ?? 0)) ns"
+            )
+            print(
+                "  with a read of the first pixel:     1000 entries \(Int(touched["1000+touch"] ?? 0)) ns, 100000 entries \(Int(touched["100000+touch"] ?? 0)) ns"
+            )
         }
     }
 
@@ -131,8 +148,10 @@ struct BenchScrollCommand: ParsableCommand {
     private func runChild(_ method: String) throws -> Data {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["bench", "scroll", "--child-method", method, "--photos", "\(photos)",
-                             "--rows-per-second", "\(rowsPerSecond)", "--workdir", workdir, "--fixtures", fixtures]
+        process.arguments = [
+            "bench", "scroll", "--child-method", method, "--photos", "\(photos)",
+            "--rows-per-second", "\(rowsPerSecond)", "--workdir", workdir, "--fixtures", fixtures,
+        ]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
@@ -160,8 +179,10 @@ struct BenchScrollCommand: ParsableCommand {
         guard !missing.isEmpty else { return 0 }
         let decoder = ImageDecoder()
         var sources: [PixelImage] = []
-        for name in ["jpeg/path-2560x1600.jpg", "jpeg/fallenleaf-2048x1280-420.jpg", "jpeg/eveningglow-1024x640-progressive.jpg",
-                     "jpeg/coldripple-1024x640-orientation6.jpg"] {
+        for name in [
+            "jpeg/path-2560x1600.jpg", "jpeg/fallenleaf-2048x1280-420.jpg", "jpeg/eveningglow-1024x640-progressive.jpg",
+            "jpeg/coldripple-1024x640-orientation6.jpg",
+        ] {
             let path = fixtures + "/" + name
             guard let bytes = FileManager.default.contents(atPath: path) else {
                 throw ValidationError("cannot read \(path): run from the package root or pass --fixtures")
@@ -215,7 +236,10 @@ struct BenchScrollCommand: ParsableCommand {
         image.withUnsafeBytes { raw in
             var sum: UInt64 = 0
             var i = 0
-            while i < raw.count { sum &+= UInt64(raw[i]); i += 64 }
+            while i < raw.count {
+                sum &+= UInt64(raw[i])
+                i += 64
+            }
             return sum
         }
     }
@@ -231,7 +255,8 @@ struct BenchScrollCommand: ParsableCommand {
             let entities = (0..<photos).map { i in scrollEntity(i) }
             lookup = { cell in
                 guard let a = cache.cachedImage(for: entities[cell], formatName: "thumb100"),
-                      let b = cache.cachedImage(for: entities[cell], formatName: "thumb50") else { return nil }
+                    let b = cache.cachedImage(for: entities[cell], formatName: "thumb50")
+                else { return nil }
                 return (a, b)
             }
         } else if method == "disk" {
@@ -240,7 +265,8 @@ struct BenchScrollCommand: ParsableCommand {
             let big = SizeQuery(box: Self.big, mode: .fill, tolerance: 0), small = SizeQuery(box: Self.small, mode: .fill, tolerance: 0)
             lookup = { cell in
                 guard let a = try disk.image(forKey: keys[cell], matching: big),
-                      let b = try disk.image(forKey: keys[cell], matching: small) else { return nil }
+                    let b = try disk.image(forKey: keys[cell], matching: small)
+                else { return nil }
                 return (a, b)
             }
         }
@@ -274,18 +300,21 @@ struct BenchScrollCommand: ParsableCommand {
             if top >= lastTop { break }
             frame += 1
         }
-        if sink == 42 { print("") }   // keep the touches
+        if sink == 42 { print("") }  // keep the touches
         let sorted = frameMs.sorted()
         func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)] }
-        return MethodResult(method: method, frame_p50_ms: percentile(0.50),
-                            frame_p99_ms: percentile(0.99), frames_over_budget: frameMs.filter { $0 > Self.budgetMs }.count,
-                            rss_mb: residentMegabytes(), frames: frameMs.count, frame_max_ms: sorted.last ?? 0,
-                            misses: misses, rss_anon_mb: residentMegabytes("RssAnon:"), rss_file_mb: residentMegabytes("RssFile:"))
+        return MethodResult(
+            method: method, frame_p50_ms: percentile(0.50),
+            frame_p99_ms: percentile(0.99), frames_over_budget: frameMs.filter { $0 > Self.budgetMs }.count,
+            rss_mb: residentMegabytes(), frames: frameMs.count, frame_max_ms: sorted.last ?? 0,
+            misses: misses, rss_anon_mb: residentMegabytes("RssAnon:"), rss_file_mb: residentMegabytes("RssFile:"))
     }
 
     private var tableFormats: [ImageTableFormat] {
-        [ImageTableFormat(name: "thumb100", family: "thumbs", size: Self.big, mode: .fill, maximumCount: photos),
-         ImageTableFormat(name: "thumb50", family: "thumbs", size: Self.small, mode: .fill, maximumCount: photos)]
+        [
+            ImageTableFormat(name: "thumb100", family: "thumbs", size: Self.big, mode: .fill, maximumCount: photos),
+            ImageTableFormat(name: "thumb50", family: "thumbs", size: Self.small, mode: .fill, maximumCount: photos),
+        ]
     }
 
     /// Fills both formats of the family from one decode per photo (the same pipeline as
@@ -306,8 +335,9 @@ struct BenchScrollCommand: ParsableCommand {
             }
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
-        return MethodResult(method: "fill", frame_p50_ms: 0, frame_p99_ms: 0, frames_over_budget: 0, rss_mb: residentMegabytes(),
-                            fill_s: seconds)
+        return MethodResult(
+            method: "fill", frame_p50_ms: 0, frame_p99_ms: 0, frames_over_budget: 0, rss_mb: residentMegabytes(),
+            fill_s: seconds)
     }
 
     /// Stores both thumbnails of every photo in a fresh disk-tier directory (same pipeline).
@@ -327,8 +357,9 @@ struct BenchScrollCommand: ParsableCommand {
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
         disk.close()
-        return MethodResult(method: "fill-disk", frame_p50_ms: 0, frame_p99_ms: 0, frames_over_budget: 0, rss_mb: residentMegabytes(),
-                            fill_s: seconds)
+        return MethodResult(
+            method: "fill-disk", frame_p50_ms: 0, frame_p99_ms: 0, frames_over_budget: 0, rss_mb: residentMegabytes(),
+            fill_s: seconds)
     }
 
     /// The entity of photo `i`: its source is the JPEG decoded with shrink-on-load for the
@@ -367,8 +398,10 @@ struct BenchScrollCommand: ParsableCommand {
         for n in [1000, 100_000] {
             let dir = workdir + "/hits-\(n)"
             try? FileManager.default.removeItem(atPath: dir)
-            let table = try ImageTable(directory: dir, format: ImageTableFormat(
-                name: "hits", family: "hits", size: Self.small, mode: .fill, maximumCount: n))
+            let table = try ImageTable(
+                directory: dir,
+                format: ImageTableFormat(
+                    name: "hits", family: "hits", size: Self.small, mode: .fill, maximumCount: n))
             let ids = (0..<n).map { ImageEntityID(high: 0x6869_7473, low: UInt64($0)) }
             for (i, id) in ids.enumerated() {
                 try table.store(id, sourceVersion: 1) { canvas in

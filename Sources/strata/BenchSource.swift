@@ -92,11 +92,12 @@ struct BenchSourceCommand: ParsableCommand {
                         scaledTimes.append(Double(t3 - t2) / 1e6)
                     }
                 }
-                rows.append(Row(
-                    file: (path as NSString).lastPathComponent, format: header.format.rawValue,
-                    width: header.size.width, height: header.size.height, target: target,
-                    thumbnail_ms: median(thumbTimes), decode_full_ms: median(fullTimes),
-                    decode_scaled_ms: header.format == .jpeg ? median(scaledTimes) : nil))
+                rows.append(
+                    Row(
+                        file: (path as NSString).lastPathComponent, format: header.format.rawValue,
+                        width: header.size.width, height: header.size.height, target: target,
+                        thumbnail_ms: median(thumbTimes), decode_full_ms: median(fullTimes),
+                        decode_scaled_ms: header.format == .jpeg ? median(scaledTimes) : nil))
             }
         }
         if json {
@@ -110,9 +111,10 @@ struct BenchSourceCommand: ParsableCommand {
             for r in rows {
                 let scaled = r.decode_scaled_ms.map { String(format: "%9.2f", $0) } ?? "        -"
                 let ratio = r.decode_scaled_ms.map { String(format: "%12.2f", r.thumbnail_ms / $0) } ?? "           -"
-                print(pad(r.file, 38), pad(r.format, 5), pad("\(r.width)x\(r.height)", 10),
-                      String(format: "%6d %9.2f %8.2f", r.target, r.thumbnail_ms, r.decode_full_ms),
-                      scaled, ratio, String(format: "%11.2f", r.thumbnail_ms / r.decode_full_ms))
+                print(
+                    pad(r.file, 38), pad(r.format, 5), pad("\(r.width)x\(r.height)", 10),
+                    String(format: "%6d %9.2f %8.2f", r.target, r.thumbnail_ms, r.decode_full_ms),
+                    scaled, ratio, String(format: "%11.2f", r.thumbnail_ms / r.decode_full_ms))
             }
         }
     }

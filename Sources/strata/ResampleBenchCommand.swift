@@ -9,14 +9,14 @@ struct ResampleBenchCommand: ParsableCommand {
         commandName: "resample",
         abstract: "Resampler speed (vs. the bare DCT-scaled JPEG decode) and quality (PSNR vs. Pillow).",
         discussion: """
-        For 256 px and 1024 px thumbnails of the JPEG, and every power-of-two DCT scale that \
-        still covers the thumbnail, times the bare libjpeg-turbo decode at that scale (the \
-        anchor) and Lanczos-3 resampling of its output to the thumbnail, and reports the ratio \
-        (decode + resample) / decode. At the scale the source tier picks (≥ 2× the thumbnail, \
-        marked *) it also times Strata's whole pipeline (ImageRenderer.render). \
-        With Fixtures/reference present, reports PSNR against Pillow's Lanczos of the full \
-        decode (Scripts/quality/reference.py).
-        """)
+            For 256 px and 1024 px thumbnails of the JPEG, and every power-of-two DCT scale that \
+            still covers the thumbnail, times the bare libjpeg-turbo decode at that scale (the \
+            anchor) and Lanczos-3 resampling of its output to the thumbnail, and reports the ratio \
+            (decode + resample) / decode. At the scale the source tier picks (≥ 2× the thumbnail, \
+            marked *) it also times Strata's whole pipeline (ImageRenderer.render). \
+            With Fixtures/reference present, reports PSNR against Pillow's Lanczos of the full \
+            decode (Scripts/quality/reference.py).
+            """)
 
     @Option(help: "The JPEG to decode (a 2048+ px photo).")
     var jpeg = "Fixtures/jpeg/path-2560x1600.jpg"
@@ -47,7 +47,8 @@ struct ResampleBenchCommand: ParsableCommand {
             let target = SizingPlan(source: header.size, box: box, mode: .fit).output
             // The source tier's choice (ImageRenderer: shrink-on-load to ≥ 2× the output) is marked *.
             let request = RenderRequest(box: box, mode: .fit)
-            let chosen = decoder.jpegScalingFactor(for: header, minimumSize: renderer.plan(for: header, request: request).minimumDecode) ?? .one
+            let chosen =
+                decoder.jpegScalingFactor(for: header, minimumSize: renderer.plan(for: header, request: request).minimumDecode) ?? .one
             // Every power-of-two DCT scale whose output still covers the thumbnail.
             let factors = [8, 4, 2, 1].map { JPEGScalingFactor(1, $0) }.filter {
                 let s = $0.scaled(header.size)
@@ -71,9 +72,11 @@ struct ResampleBenchCommand: ParsableCommand {
                     pipelineText = String(format: "%11.2f  %5.2f", pipeline, pipeline / bare)
                 }
                 let psnr = try quality(thumb).map { String(format: "%.2f", $0) } ?? "-"
-                print(String(format: "%-9@  %@%-3@ %-10@ %8.2f  %11.2f  %5.2f  %@  %@", "\(target)",
-                             factor == chosen ? "*" : " ", "\(factor)", "\(scaled)", bare, resample,
-                             (bare + resample) / bare, pipelineText, psnr))
+                print(
+                    String(
+                        format: "%-9@  %@%-3@ %-10@ %8.2f  %11.2f  %5.2f  %@  %@", "\(target)",
+                        factor == chosen ? "*" : " ", "\(factor)", "\(scaled)", bare, resample,
+                        (bare + resample) / bare, pipelineText, psnr))
                 if let dump { try Self.write(thumb, to: "\(dump)/strata-dct\(factor.denominator)-\(target).bgra") }
             }
         }
@@ -106,7 +109,8 @@ struct ResampleBenchCommand: ParsableCommand {
         if let range = name.range(of: "-crop-") {
             let parts = name[range.upperBound...].dropLast(4).split(separator: "-")
             guard parts.count == 3, let x = Int(parts[0]), let y = Int(parts[1]),
-                  let size = PixelSize(parsing: parts[2]) else { return nil }
+                let size = PixelSize(parsing: parts[2])
+            else { return nil }
             (x0, y0, w, h) = (x, y, size.width, size.height)
         }
         guard rgb.count == w * h * 3 else { return nil }
@@ -117,7 +121,10 @@ struct ResampleBenchCommand: ParsableCommand {
             for y in 0..<h {
                 for x in 0..<w {
                     let s = (y * w + x) * 3, d = y * refStride + x * 4
-                    raw[d] = rgb[s + 2]; raw[d + 1] = rgb[s + 1]; raw[d + 2] = rgb[s]; raw[d + 3] = 255
+                    raw[d] = rgb[s + 2]
+                    raw[d + 1] = rgb[s + 1]
+                    raw[d + 2] = rgb[s]
+                    raw[d + 3] = 255
                 }
             }
         }

@@ -15,7 +15,9 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmark Strata's tiers (build with -c release).",
-        subcommands: [BenchSourceCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
-                      BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self]
+        subcommands: [
+            BenchSourceCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
+            BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self,
+        ]
     )
 }

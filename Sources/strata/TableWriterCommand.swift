@@ -24,11 +24,22 @@ struct TableWriterCommand: ParsableCommand {
     @Flag var verify = false
     /// Sleep this long after each drawn row, so that a kill most likely lands mid-draw.
     @Option var rowDelayMicroseconds: UInt32 = 0
+    /// Record progress in this file (see ``TableWriterProgress``) once the table is open, when a
+    /// draw starts, after each drawn row and after each store, so that a test that kills this process knows whether it
+    /// died inside a draw.
+    @Option var progressFile: String?
 
     func run() throws {
-        let format = ImageTableFormat(name: name, family: "test", size: PixelSize(width: width, height: height),
-                                      maximumCount: maxCount)
+        let format = ImageTableFormat(
+            name: name, family: "test", size: PixelSize(width: width, height: height),
+            maximumCount: maxCount)
         let table = try ImageTable(directory: directory, format: format)
+        let progress = try progressFile.map { Shared(try FileDescriptor(open: $0, flags: O_RDWR | O_CREAT | O_TRUNC)) }
+        func report(_ record: TableWriterProgress) throws {
+            guard let progress else { return }
+            try record.encoded.withUnsafeBytes { try progress.resource.write($0, at: 0) }
+        }
+        try report(TableWriterProgress(phase: .ready, entity: 0, version: 0, rows: 0))
         var rng = SplitMix(state: seed)
         var done = 0
         while iterations == 0 || done < iterations {
@@ -38,15 +49,26 @@ struct TableWriterCommand: ParsableCommand {
                 try table.delete(TableTestPattern.entityID(n))
             } else {
                 try table.store(TableTestPattern.entityID(n), sourceVersion: version) { canvas in
-                    TableTestPattern.draw(&canvas.image, n: n, version: version,
-                                          afterRow: rowDelayMicroseconds > 0 ? { usleep(rowDelayMicroseconds) } : nil)
+                    try report(TableWriterProgress(phase: .drawing, entity: n, version: version, rows: 0))
+                    var rows = 0
+                    var failure: (any Error)?
+                    TableTestPattern.draw(&canvas.image, n: n, version: version) {
+                        if rowDelayMicroseconds > 0 { usleep(rowDelayMicroseconds) }
+                        rows += 1
+                        do { try report(TableWriterProgress(phase: .drawing, entity: n, version: version, rows: rows)) } catch {
+                            failure = error
+                        }
+                    }
+                    if let failure { throw failure }
                 }
+                try report(TableWriterProgress(phase: .stored, entity: n, version: version, rows: height))
             }
             if verify {
                 let m = Int(rng.next() % UInt64(entities))
                 for v in UInt64(1)...3 {
                     if let image = table.image(for: TableTestPattern.entityID(m), sourceVersion: v),
-                       !TableTestPattern.matches(image, n: m, version: v) {
+                        !TableTestPattern.matches(image, n: m, version: v)
+                    {
                         print("wrong image for entity \(m) version \(v)")
                         throw ExitCode(3)
                     }

@@ -108,12 +108,14 @@ public final class ImageDecoder {
         case .jpeg:
             let h = try jpeg.readHeader(bytes)
             let markers = Metadata.jpegMarkers(bytes)
-            header = ImageHeader(format: .jpeg, codedSize: h.size, orientation: markers.orientation,
-                                 isGrayscale: h.colorspace == TJCS_GRAY.rawValue)
+            header = ImageHeader(
+                format: .jpeg, codedSize: h.size, orientation: markers.orientation,
+                isGrayscale: h.colorspace == TJCS_GRAY.rawValue)
         case .webp:
             let f = try WebPCodec.features(bytes)
-            header = ImageHeader(format: .webp, codedSize: f.size, orientation: Metadata.webpOrientation(bytes),
-                                 hasAlpha: f.hasAlpha, isAnimated: f.isAnimated)
+            header = ImageHeader(
+                format: .webp, codedSize: f.size, orientation: Metadata.webpOrientation(bytes),
+                hasAlpha: f.hasAlpha, isAnimated: f.isAnimated)
         case .png:
             let f = try PNGCodec.features(bytes)
             header = ImageHeader(format: .png, codedSize: f.size, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale)
@@ -189,20 +191,26 @@ public final class ImageDecoder {
     /// destination; other cases go through the decoder's reused scratch buffer.
     /// When this throws, the destination's bytes are unspecified (possibly partly written)
     /// and must not be used.
-    public func decode(_ bytes: UnsafeRawBufferPointer, minimumSize: PixelSize?, into destination: inout PixelImage) throws(ImageDecodingError) {
+    public func decode(
+        _ bytes: UnsafeRawBufferPointer, minimumSize: PixelSize?, into destination: inout PixelImage
+    ) throws(ImageDecodingError) {
         let header = try readHeader(bytes)
         try decode(bytes, header: header, minimumSize: minimumSize, into: &destination)
     }
 
     /// Like ``decode(_:minimumSize:into:)`` with a header already read by ``readHeader(_:)``
     /// from the same bytes.
-    public func decode(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimumSize: PixelSize?,
-                       into destination: inout PixelImage) throws(ImageDecodingError) {
+    public func decode(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimumSize: PixelSize?,
+        into destination: inout PixelImage
+    ) throws(ImageDecodingError) {
         let size = decodedSize(for: header, minimumSize: minimumSize)
-        precondition(destination.style == .bgra32Premultiplied,
-                     "ImageDecoder.decode: destination must be bgra32Premultiplied, not \(destination.style)")
-        precondition(destination.size == size,
-                     "ImageDecoder.decode: destination is \(destination.size), decodedSize is \(size)")
+        precondition(
+            destination.style == .bgra32Premultiplied,
+            "ImageDecoder.decode: destination must be bgra32Premultiplied, not \(destination.style)")
+        precondition(
+            destination.size == size,
+            "ImageDecoder.decode: destination is \(destination.size), decodedSize is \(size)")
         let stride = destination.bytesPerRow
         defer { trimScratch() }
         try destination.withUnsafeMutableBytes { (dst: UnsafeMutableRawBufferPointer) throws(ImageDecodingError) in
@@ -254,8 +262,10 @@ public final class ImageDecoder {
         return try result.get()
     }
 
-    private func decodeJPEG(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimumSize: PixelSize?,
-                            into out: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
+    private func decodeJPEG(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimumSize: PixelSize?,
+        into out: UnsafeMutableRawPointer, stride: Int
+    ) throws(ImageDecodingError) {
         let factor = jpegScalingFactor(for: header, minimumSize: minimumSize) ?? .one
         let coded = factor.scaled(header.codedSize)
         let h = try jpeg.readHeader(bytes)
@@ -272,19 +282,23 @@ public final class ImageDecoder {
         // expanding here measured faster (see `strata bench codecs`).
         let scratchStride = isGray ? (coded.width + 63) & ~63 : coded.width * 4
         let buffer = scratchBuffer(scratchStride * coded.height)
-        try jpeg.decompress(bytes, scaledSize: coded, pixelFormat: isCMYK ? TJPF_CMYK : isGray ? TJPF_GRAY : TJPF_BGRA,
-                            into: buffer, pitch: scratchStride)
+        try jpeg.decompress(
+            bytes, scaledSize: coded, pixelFormat: isCMYK ? TJPF_CMYK : isGray ? TJPF_GRAY : TJPF_BGRA,
+            into: buffer, pitch: scratchStride)
         if isCMYK {
             // Adobe-marked files (APP14) store inverted CMYK, as Photoshop writes them.
             let inverted = Metadata.jpegMarkers(bytes).adobeTransform != nil
             PixelOps.cmykToBGRA(buffer, size: coded, stride: scratchStride, inverted: inverted)
         }
-        PixelOps.orient(from: buffer, codedSize: coded, sourceStride: scratchStride, gray: isGray,
-                        to: out, destinationStride: stride, orientation: header.orientation)
+        PixelOps.orient(
+            from: buffer, codedSize: coded, sourceStride: scratchStride, gray: isGray,
+            to: out, destinationStride: stride, orientation: header.orientation)
     }
 
-    private func decodeWebP(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, size: PixelSize,
-                            into out: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
+    private func decodeWebP(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, size: PixelSize,
+        into out: UnsafeMutableRawPointer, stride: Int
+    ) throws(ImageDecodingError) {
         let coded = header.swapsSides ? PixelSize(width: size.height, height: size.width) : size
         if header.isAnimated {
             if header.orientation == 1 {
@@ -293,8 +307,9 @@ public final class ImageDecoder {
             }
             let buffer = scratchBuffer(coded.width * 4 * coded.height)
             try WebPCodec.decodeFirstFrame(bytes, canvas: header.codedSize, into: buffer, stride: coded.width * 4)
-            PixelOps.orient(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
-                            to: out, destinationStride: stride, orientation: header.orientation)
+            PixelOps.orient(
+                from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+                to: out, destinationStride: stride, orientation: header.orientation)
             return
         }
         if header.orientation == 1 {
@@ -303,12 +318,15 @@ public final class ImageDecoder {
         }
         let buffer = scratchBuffer(coded.width * 4 * coded.height)
         try WebPCodec.decode(bytes, codedSize: header.codedSize, size: coded, into: buffer, stride: coded.width * 4)
-        PixelOps.orient(from: buffer, codedSize: coded, sourceStride: coded.width * 4,
-                          to: out, destinationStride: stride, orientation: header.orientation)
+        PixelOps.orient(
+            from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+            to: out, destinationStride: stride, orientation: header.orientation)
     }
 
-    private func decodePNG(_ bytes: UnsafeRawBufferPointer, header: ImageHeader,
-                           into out: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
+    private func decodePNG(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader,
+        into out: UnsafeMutableRawPointer, stride: Int
+    ) throws(ImageDecodingError) {
         try PNGCodec.decode(bytes, expectedSize: header.codedSize, into: out, stride: stride)
     }
 
@@ -323,8 +341,10 @@ public final class ImageDecoder {
     /// the coded size scaled by a libjpeg-turbo factor, checked against `scale` when given; for
     /// WebP any size). Reuse one destination across calls to time the library rather than page
     /// faults. CMYK JPEGs come out as libjpeg-turbo's CMYK→RGB guess; use it for timing only.
-    public func decodeBare(_ bytes: UnsafeRawBufferPointer, scale: JPEGScalingFactor? = nil,
-                           into destination: inout PixelImage) throws(ImageDecodingError) {
+    public func decodeBare(
+        _ bytes: UnsafeRawBufferPointer, scale: JPEGScalingFactor? = nil,
+        into destination: inout PixelImage
+    ) throws(ImageDecodingError) {
         guard let format = ImageFormatDetector.detect(bytes) else {
             throw ImageDecodingError(.unrecognizedFormat, format: nil)
         }
@@ -332,8 +352,9 @@ public final class ImageDecoder {
         precondition(destination.style == .bgra32Premultiplied, "decodeBare: destination must be bgra32Premultiplied")
         if let scale, format == .jpeg {
             let h = try jpeg.readHeader(bytes)
-            precondition(scale.scaled(h.size) == size,
-                         "decodeBare: destination is \(size), \(scale) of the JPEG is \(scale.scaled(h.size))")
+            precondition(
+                scale.scaled(h.size) == size,
+                "decodeBare: destination is \(size), \(scale) of the JPEG is \(scale.scaled(h.size))")
         }
         try destination.withUnsafeMutableBytes { (dst: UnsafeMutableRawBufferPointer) throws(ImageDecodingError) in
             switch format {

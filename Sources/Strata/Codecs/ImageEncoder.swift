@@ -35,20 +35,24 @@ public enum ImageEncoder {
         switch image.style {
         case .bgra32Premultiplied, .bgrx32:
             return try image.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(ImageEncodingError) in
-                try compressor.compress(raw.baseAddress!, size: image.size, pitch: image.bytesPerRow,
-                                        pixelFormat: TJPF_BGRX, subsampling: subsampling, quality: quality)
+                try compressor.compress(
+                    raw.baseAddress!, size: image.size, pitch: image.bytesPerRow,
+                    pixelFormat: TJPF_BGRX, subsampling: subsampling, quality: quality)
             }
         case .gray8:
             return try image.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(ImageEncodingError) in
-                try compressor.compress(raw.baseAddress!, size: image.size, pitch: image.bytesPerRow,
-                                        pixelFormat: TJPF_GRAY, subsampling: TJSAMP_GRAY, quality: quality)
+                try compressor.compress(
+                    raw.baseAddress!, size: image.size, pitch: image.bytesPerRow,
+                    pixelFormat: TJPF_GRAY, subsampling: TJSAMP_GRAY, quality: quality)
             }
         case .rgb565:
             let (pixels, _) = PixelOps.straightBGRA(image)
             let result: Result<[UInt8], ImageEncodingError> = pixels.withUnsafeBytes { raw in
                 do throws(ImageEncodingError) {
-                    return .success(try compressor.compress(raw.baseAddress!, size: image.size, pitch: image.width * 4,
-                                                            pixelFormat: TJPF_BGRX, subsampling: subsampling, quality: quality))
+                    return .success(
+                        try compressor.compress(
+                            raw.baseAddress!, size: image.size, pitch: image.width * 4,
+                            pixelFormat: TJPF_BGRX, subsampling: subsampling, quality: quality))
                 } catch { return .failure(error) }
             }
             return try result.get()

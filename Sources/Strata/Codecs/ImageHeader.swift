@@ -13,12 +13,15 @@ public struct ImageHeader: Sendable, Hashable {
     /// An animated WebP; Strata decodes its first frame (at full size).
     public var isAnimated: Bool
 
-    public init(format: ImageFormat, codedSize: PixelSize, orientation: Int = 1, hasAlpha: Bool = false,
-                isGrayscale: Bool = false, isAnimated: Bool = false) {
+    public init(
+        format: ImageFormat, codedSize: PixelSize, orientation: Int = 1, hasAlpha: Bool = false,
+        isGrayscale: Bool = false, isAnimated: Bool = false
+    ) {
         self.format = format
         self.codedSize = codedSize
         self.orientation = (1...8).contains(orientation) ? orientation : 1
-        self.size = self.orientation >= 5
+        self.size =
+            self.orientation >= 5
             ? PixelSize(width: codedSize.height, height: codedSize.width) : codedSize
         self.hasAlpha = hasAlpha
         self.isGrayscale = isGrayscale

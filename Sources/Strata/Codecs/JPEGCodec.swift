@@ -62,8 +62,9 @@ final class TurboJPEGDecompressor {
 
     func readHeader(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) -> Header {
         var w: Int32 = 0, h: Int32 = 0, subsamp: Int32 = 0, cs: Int32 = 0
-        let rc = tjDecompressHeader3(handle, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                                     UInt(bytes.count), &w, &h, &subsamp, &cs)
+        let rc = tjDecompressHeader3(
+            handle, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self),
+            UInt(bytes.count), &w, &h, &subsamp, &cs)
         if rc != 0 { throw error() }
         return Header(size: PixelSize(width: Int(w), height: Int(h)), subsampling: subsamp, colorspace: cs)
     }
@@ -75,9 +76,10 @@ final class TurboJPEGDecompressor {
         into destination: UnsafeMutableRawPointer, pitch: Int
     ) throws(ImageDecodingError) {
         let flags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS
-        let rc = tjDecompress2(handle, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(bytes.count),
-                               destination.assumingMemoryBound(to: UInt8.self), Int32(scaledSize.width),
-                               Int32(pitch), Int32(scaledSize.height), pixelFormat.rawValue, Int32(flags))
+        let rc = tjDecompress2(
+            handle, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(bytes.count),
+            destination.assumingMemoryBound(to: UInt8.self), Int32(scaledSize.width),
+            Int32(pitch), Int32(scaledSize.height), pixelFormat.rawValue, Int32(flags))
         if rc != 0 { throw error() }
     }
 
@@ -90,7 +92,8 @@ final class TurboJPEGDecompressor {
         let lower = message.lowercased()
         // "missing SOS": the data ended (libjpeg-turbo's source inserts an EOI) before any scan.
         if lower.contains("premature end") || lower.contains("ran out of data") || lower.contains("truncated")
-            || lower.contains("missing sos") {
+            || lower.contains("missing sos")
+        {
             return ImageDecodingError(.truncated, format: .jpeg)
         }
         if lower.contains("unsupported") || lower.contains("not supported") {
@@ -116,9 +119,10 @@ final class TurboJPEGCompressor {
     ) throws(ImageEncodingError) -> [UInt8] {
         var out: UnsafeMutablePointer<UInt8>?
         var outSize: UInt = 0
-        let rc = tjCompress2(handle, pixels.assumingMemoryBound(to: UInt8.self), Int32(size.width), Int32(pitch),
-                             Int32(size.height), pixelFormat.rawValue, &out, &outSize,
-                             Int32(subsampling.rawValue), Int32(quality), 0)
+        let rc = tjCompress2(
+            handle, pixels.assumingMemoryBound(to: UInt8.self), Int32(size.width), Int32(pitch),
+            Int32(size.height), pixelFormat.rawValue, &out, &outSize,
+            Int32(subsampling.rawValue), Int32(quality), 0)
         defer { if let out { tjFree(out) } }
         guard rc == 0, let out else {
             let message = tjGetErrorStr2(handle).map { String(cString: $0) } ?? "unknown libjpeg-turbo error"

@@ -30,13 +30,15 @@ enum Metadata {
             guard length >= 2, i + length <= n else { break }
             let payload = UnsafeRawBufferPointer(rebasing: bytes[(i + 2)..<(i + length)])
             if marker == 0xE1, !sawExif, payload.count > 6,
-               payload[0] == 0x45, payload[1] == 0x78, payload[2] == 0x69, payload[3] == 0x66,  // "Exif"
-               payload[4] == 0, payload[5] == 0 {
+                payload[0] == 0x45, payload[1] == 0x78, payload[2] == 0x69, payload[3] == 0x66,  // "Exif"
+                payload[4] == 0, payload[5] == 0
+            {
                 sawExif = true
                 result.orientation = tiffOrientation(UnsafeRawBufferPointer(rebasing: payload[6...]))
             } else if marker == 0xEE, result.adobeTransform == nil, payload.count >= 12,
-                      payload[0] == 0x41, payload[1] == 0x64, payload[2] == 0x6F, payload[3] == 0x62,
-                      payload[4] == 0x65 {  // "Adobe"
+                payload[0] == 0x41, payload[1] == 0x64, payload[2] == 0x6F, payload[3] == 0x62,
+                payload[4] == 0x65
+            {  // "Adobe"
                 result.adobeTransform = Int(payload[11])
             }
             i += length

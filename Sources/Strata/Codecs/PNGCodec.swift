@@ -32,15 +32,18 @@ enum PNGCodec {
             throw failure(&image)
         }
         defer { png_image_free(&image) }
-        return Features(size: PixelSize(width: Int(image.width), height: Int(image.height)),
-                        hasAlpha: image.format & UInt32(PNG_FORMAT_FLAG_ALPHA) != 0,
-                        isGrayscale: image.format & UInt32(PNG_FORMAT_FLAG_COLOR) == 0)
+        return Features(
+            size: PixelSize(width: Int(image.width), height: Int(image.height)),
+            hasAlpha: image.format & UInt32(PNG_FORMAT_FLAG_ALPHA) != 0,
+            isGrayscale: image.format & UInt32(PNG_FORMAT_FLAG_COLOR) == 0)
     }
 
     /// Decodes at full size to premultiplied BGRA; `expectedSize` (the destination's size) must
     /// be the file's size.
-    static func decode(_ bytes: UnsafeRawBufferPointer, expectedSize: PixelSize,
-                       into destination: UnsafeMutableRawPointer, stride: Int) throws(ImageDecodingError) {
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, expectedSize: PixelSize,
+        into destination: UnsafeMutableRawPointer, stride: Int
+    ) throws(ImageDecodingError) {
         var image = png_image()
         image.version = UInt32(PNG_IMAGE_VERSION)
         guard png_image_begin_read_from_memory(&image, bytes.baseAddress, bytes.count) != 0 else {
@@ -70,7 +73,9 @@ enum PNGCodec {
             // Drop the alpha byte: BGRA → BGR, tightly packed.
             var bgr = [UInt8](repeating: 0, count: size.width * size.height * 3)
             for i in 0..<(size.width * size.height) {
-                bgr[3 * i] = pixels[4 * i]; bgr[3 * i + 1] = pixels[4 * i + 1]; bgr[3 * i + 2] = pixels[4 * i + 2]
+                bgr[3 * i] = pixels[4 * i]
+                bgr[3 * i + 1] = pixels[4 * i + 1]
+                bgr[3 * i + 2] = pixels[4 * i + 2]
             }
             packed = bgr
             format = UInt32(PNG_FORMAT_BGR)

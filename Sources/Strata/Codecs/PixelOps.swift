@@ -43,8 +43,9 @@ enum PixelOps {
         let dw = orientation >= 5 ? h : w, dh = orientation >= 5 ? w : h
         var scalarFrom = 0  // first destination row the scalar loop below must still write
         if orientation >= 5 && !gray && dw >= 4 && dh >= 4 {
-            transpose32(from: source, codedSize: codedSize, sourceStride: s, to: destination,
-                        destinationStride: destinationStride, orientation: orientation)
+            transpose32(
+                from: source, codedSize: codedSize, sourceStride: s, to: destination,
+                destinationStride: destinationStride, orientation: orientation)
             // 4×4 blocks covered everything but the right strip (dw % 4) and bottom rows (dh % 4).
             let rightStrip = dw & ~3
             if rightStrip < dw {
@@ -95,7 +96,7 @@ enum PixelOps {
         let w = codedSize.width, h = codedSize.height
         let dw = h, dh = w  // destination size
         let reverseColumns = orientation == 7 || orientation == 8  // source column = W−1−y
-        let reverseRows = orientation == 6 || orientation == 7     // source row = H−1−x
+        let reverseRows = orientation == 6 || orientation == 7  // source row = H−1−x
         let tile = 64
         var ty = 0
         while ty + 4 <= dh {
@@ -151,7 +152,12 @@ enum PixelOps {
             for x in 0..<size.width {
                 let q = p + 4 * x
                 var c = UInt32(q[0]), m = UInt32(q[1]), ye = UInt32(q[2]), k = UInt32(q[3])
-                if !inverted { c = 255 - c; m = 255 - m; ye = 255 - ye; k = 255 - k }
+                if !inverted {
+                    c = 255 - c
+                    m = 255 - m
+                    ye = 255 - ye
+                    k = 255 - k
+                }
                 // Now c, m, ye, k are 255 − ink: R = (255 − C)(255 − K) / 255.
                 q[0] = UInt8(mul255(ye, k))
                 q[1] = UInt8(mul255(m, k))
@@ -193,7 +199,11 @@ enum PixelOps {
                         case .bgra32Premultiplied:
                             let p = row.advanced(by: x * 4).assumingMemoryBound(to: UInt8.self)
                             a = p[3]
-                            if a == 255 { (b, g, r) = (p[0], p[1], p[2]) } else if a == 0 { (b, g, r) = (0, 0, 0) } else {
+                            if a == 255 {
+                                (b, g, r) = (p[0], p[1], p[2])
+                            } else if a == 0 {
+                                (b, g, r) = (0, 0, 0)
+                            } else {
                                 hasAlpha = true
                                 let half = UInt32(a) / 2
                                 b = UInt8(min(255, (UInt32(p[0]) * 255 + half) / UInt32(a)))
@@ -207,12 +217,17 @@ enum PixelOps {
                         case .rgb565:
                             let v = UInt32(row.loadUnaligned(fromByteOffset: x * 2, as: UInt16.self).littleEndian)
                             let r5 = (v >> 11) & 31, g6 = (v >> 5) & 63, b5 = v & 31
-                            r = UInt8((r5 * 527 + 23) >> 6); g = UInt8((g6 * 259 + 33) >> 6); b = UInt8((b5 * 527 + 23) >> 6)
+                            r = UInt8((r5 * 527 + 23) >> 6)
+                            g = UInt8((g6 * 259 + 33) >> 6)
+                            b = UInt8((b5 * 527 + 23) >> 6)
                         case .gray8:
                             let v = row.load(fromByteOffset: x, as: UInt8.self)
                             (b, g, r) = (v, v, v)
                         }
-                        d[4 * x] = b; d[4 * x + 1] = g; d[4 * x + 2] = r; d[4 * x + 3] = a
+                        d[4 * x] = b
+                        d[4 * x + 1] = g
+                        d[4 * x + 2] = r
+                        d[4 * x + 3] = a
                     }
                 }
             }

@@ -13,8 +13,9 @@ enum WebPCodec {
         var f = WebPBitstreamFeatures()
         let status = WebPGetFeatures(bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count, &f)
         guard status == VP8_STATUS_OK else { throw error(status, while: "reading the header") }
-        return Features(size: PixelSize(width: Int(f.width), height: Int(f.height)),
-                        hasAlpha: f.has_alpha != 0, isAnimated: f.has_animation != 0)
+        return Features(
+            size: PixelSize(width: Int(f.width), height: Int(f.height)),
+            hasAlpha: f.has_alpha != 0, isAnimated: f.has_animation != 0)
     }
 
     /// Decodes a still WebP as premultiplied BGRA (MODE_bgrA) into `destination`, scaled to
@@ -64,7 +65,8 @@ enum WebPCodec {
         defer { WebPAnimDecoderDelete(decoder) }
         var info = WebPAnimInfo()
         guard WebPAnimDecoderGetInfo(decoder, &info) != 0,
-              Int(info.canvas_width) == canvas.width, Int(info.canvas_height) == canvas.height else {
+            Int(info.canvas_width) == canvas.width, Int(info.canvas_height) == canvas.height
+        else {
             throw ImageDecodingError(.corrupt("animation canvas disagrees with the header"), format: .webp)
         }
         var frame: UnsafeMutablePointer<UInt8>?
@@ -102,8 +104,9 @@ enum WebPCodec {
         let count = pixels.withUnsafeBufferPointer { p in
             lossless
                 ? WebPEncodeLosslessBGRA(p.baseAddress, Int32(size.width), Int32(size.height), Int32(size.width * 4), &output)
-                : WebPEncodeBGRA(p.baseAddress, Int32(size.width), Int32(size.height), Int32(size.width * 4),
-                                 Float(quality), &output)
+                : WebPEncodeBGRA(
+                    p.baseAddress, Int32(size.width), Int32(size.height), Int32(size.width * 4),
+                    Float(quality), &output)
         }
         defer { if let output { WebPFree(output) } }
         guard count > 0, let output else {

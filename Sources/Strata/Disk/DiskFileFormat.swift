@@ -43,7 +43,10 @@ package struct DiskFileName: Hashable, Sendable {
                 buffer[n] = digits[Int((word >> UInt64(60 - 4 * (i & 15))) & 0xF)]
                 n += 1
             }
-            func put(_ byte: UInt8) { buffer[n] = byte; n += 1 }
+            func put(_ byte: UInt8) {
+                buffer[n] = byte
+                n += 1
+            }
             func putNumber(_ value: Int) {
                 var divisor = 1
                 while divisor * 10 <= value { divisor *= 10 }
@@ -61,7 +64,10 @@ package struct DiskFileName: Hashable, Sendable {
             put(45)
             put(variant.mode.code.asciiValue!)
             put(variant.style.code.asciiValue!)
-            put(46); put(112); put(120); put(0)
+            put(46)
+            put(112)
+            put(120)
+            put(0)
             return UnsafeRawPointer(buffer.baseAddress!).withMemoryRebound(to: CChar.self, capacity: n) { body($0) }
         }
     }
@@ -88,16 +94,23 @@ package struct DiskFileName: Hashable, Sendable {
         var i = 33
         var w = 0
         let wStart = i
-        while i < n, p[i] &- 48 < 10, i - wStart < 7 { w = w * 10 + Int(p[i] &- 48); i += 1 }
+        while i < n, p[i] &- 48 < 10, i - wStart < 7 {
+            w = w * 10 + Int(p[i] &- 48)
+            i += 1
+        }
         guard i > wStart, p[wStart] != 48, i < n, p[i] == 120 else { return nil }  // "x"
         i += 1
         var h = 0
         let hStart = i
-        while i < n, p[i] &- 48 < 10, i - hStart < 7 { h = h * 10 + Int(p[i] &- 48); i += 1 }
+        while i < n, p[i] &- 48 < 10, i - hStart < 7 {
+            h = h * 10 + Int(p[i] &- 48)
+            i += 1
+        }
         guard i > hStart, p[hStart] != 48, i < n, p[i] == 45 else { return nil }  // "-"
         i += 1
         guard n - i == 5, p[i + 2] == 46, p[i + 3] == 112, p[i + 4] == 120,  // ".px"
-              w <= Self.maximumSide, h <= Self.maximumSide, w * h <= Self.maximumPixelCount else { return nil }
+            w <= Self.maximumSide, h <= Self.maximumSide, w * h <= Self.maximumPixelCount
+        else { return nil }
         let mode: ContentMode
         switch p[i] {
         case 102: mode = .fit  // "f"
@@ -246,7 +259,8 @@ package struct DiskFileHeader: Hashable, Sendable {
         guard let mode = ContentMode(rawValue: bytes[29]) else { throw .badField("mode") }
         let width = get32(16), height = get32(20), stride = get32(24)
         guard width > 0, height > 0, width <= DiskFileName.maximumSide, height <= DiskFileName.maximumSide,
-              width * height <= DiskFileName.maximumPixelCount else {
+            width * height <= DiskFileName.maximumPixelCount
+        else {
             throw .badField("size")
         }
         guard stride == PixelLayout.bytesPerRow(width: width, style: style) else { throw .badField("bytesPerRow") }

@@ -1,11 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-import Dispatch
 import Logging
-import Synchronization
 
 /// Errors of the disk tier. Each says what failed and what to do about it.
 public enum DiskTierError: Error, Sendable, CustomStringConvertible {
@@ -56,12 +49,15 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
 ///   `fsync`) and enforce the byte limit before publishing, evicting least-recently-used files.
 ///   ``store(_:forKey:mode:sourceVersion:)`` is write-behind through a bounded queue drained by
 ///   a dedicated thread; a full queue drops the store, it never blocks.
+/// - Eviction, ``remove(key:)`` and ``removeAll()`` delete a name only while it still holds the
+///   file (device and inode) they meant to delete, so a store of the same variant published in
+///   between survives.
 /// - Several processes (or instances) may share one directory; each sees the others' files
 ///   through inotify. Without inotify (watch or instance limit) the tier rescans periodically
 ///   and logs that it does.
 ///
 /// Recency lives in memory only: after a restart every existing file is equally old (they are
-/// evicted in index order until used again). Thread-safe; all blocking work runs on the
+/// evicted in directory order until used again). Thread-safe; all blocking work runs on the
 /// caller's thread (hits, ``storeSynchronously(_:forKey:mode:sourceVersion:)``) or on the tier's
 /// own two threads (writer, watcher), never on Swift's cooperative pool unless the caller is.
 public final class DiskTier: Sendable {
@@ -82,7 +78,9 @@ public final class DiskTier: Sendable {
         /// Upper bound for the files in the directory (pixels plus a 4 KiB header allowance
         /// per file), enforced before every publish: when a store would exceed it, the least
         /// recently used files are deleted first, down to 1/128 of the limit below it (so a full
-        /// cache pays the O(n) victim scan once per many stores). Default 1 GiB.
+        /// cache deletes once per many stores). Choosing N victims costs O(N), in batches that
+        /// hold the index lock briefly, so opening a directory far over a smaller limit does not
+        /// stall lookups. Default 1 GiB.
         public var byteLimit: Int = 1 << 30
         /// Pixel checksum verification on hits. Default ``ChecksumPolicy/firstHit``.
         public var checksumPolicy: ChecksumPolicy = .firstHit
@@ -163,8 +161,8 @@ public final class DiskTier: Sendable {
 
     deinit { core.close() }
 
-    /// The directory's path.
-    public var directory: String { core.path }
+    /// The directory's path, as given to ``init(directory:configuration:)``.
+    public var directory: String { core.requestedPath }
 
     /// The best variant of `key` for `query` (``VariantMatcher``'s rule over the in-memory
     /// index), or `nil`. Invalid or vanished files are misses.
@@ -200,12 +198,14 @@ public final class DiskTier: Sendable {
         try core.publish(image: image, key: key, mode: mode, sourceVersion: sourceVersion)
     }
 
-    /// Deletes every variant of `key`.
+    /// Deletes every variant of `key` that the index holds (a file published under the key by
+    /// another writer after the index last heard of it is left alone).
     public func remove(key: String) {
         core.remove(digest: KeyDigest(key: key))
     }
 
-    /// Deletes every published file in the directory (other processes' too) and empties the index.
+    /// Deletes every published file in the directory (other processes' too) and their index
+    /// entries. A file published while it runs survives, with its entry.
     public func removeAll() throws(DiskTierError) {
         try core.removeAll()
     }
@@ -223,11 +223,25 @@ public final class DiskTier: Sendable {
     // MARK: Hooks for tests and benchmarks
 
     /// Rescans the directory now and converges the index to it (as on `IN_Q_OVERFLOW`).
-    package func rescanNow() throws(DiskTierError) { try core.rescan(initial: false) }
+    package func rescanNow() throws(DiskTierError) { try core.rescan() }
 
     /// Stops (true) or resumes reading inotify events, so tests can overflow the kernel queue.
     package func pauseWatcher(_ paused: Bool) { core.pauseWatcher(paused) }
 
-    /// Index entries (diagnostics).
+    /// Seams for tests that must interleave with the tier's own work deterministically.
+    package struct TestHooks: Sendable {
+        /// Called with each batch of eviction victims once it is chosen, before their files are
+        /// deleted.
+        package var evictionBatchChosen: (@Sendable ([DiskIndexEntry]) -> Void)?
+        package init() {}
+    }
+
+    /// Installs `hooks` (replacing earlier ones).
+    package func setTestHooks(_ hooks: TestHooks) { core.testHooks.withLock { $0 = hooks } }
+
+    /// Index entries examined so far to choose eviction victims.
+    package var evictionExamined: Int { core.evictionExamined.load(ordering: .relaxed) }
+
+    /// Index entries, least recently used first (diagnostics).
     package var indexEntries: [DiskIndexEntry] { core.state.withLock { $0.index.entries } }
 }

@@ -3,76 +3,70 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Dispatch
 import Logging
 import Synchronization
 
-/// `eventfd(2)`; `<sys/eventfd.h>` is not part of the Glibc module Swift imports.
-@_silgen_name("eventfd")
-private func strataEventFD(_ initialValue: UInt32, _ flags: Int32) -> Int32
-
 extension DiskTier {
     /// The shared state behind a ``DiskTier``, referenced by its writer and watcher threads.
+    ///
+    /// One concern per file: this one holds the state, opening and closing;
+    /// `DiskTierCore+Lookup` serves hits, `+Publish` the write queue and the atomic publish,
+    /// `+Eviction` the byte limit and every deletion by name, `+Watcher` inotify, rescans and
+    /// recovery of a deleted directory.
     final class Core: Sendable {
+        /// What lookups, stores and the watcher share; behind ``state``, held briefly (no
+        /// syscall under it).
         struct State {
             var index: DiskIndex
-            var clock: UInt32 = 1
-            var directory: DirectoryHandle
+            var directory: Shared<FileDescriptor>
+            /// The directory's device (`st_dev`): with an entry's inode, the identity of its file.
+            var device: UInt64
             /// Bytes of stores between eviction and publish (counted against the limit).
             var reserved = 0
-            var closed = false
-
-            mutating func tick() -> UInt32 {
-                if clock == UInt32.max { clock = index.compactRecency() }
-                clock += 1
-                return clock
-            }
-        }
-
-        struct Job: Sendable {
-            var image: PixelImage
-            var key: String
-            var mode: ContentMode
-            var sourceVersion: UInt64
-        }
-
-        enum QueueItem: Sendable {
-            case job(Job)
-            case barrier(DispatchSemaphore)
-            case stop
-        }
-
-        struct Queue {
-            var items: [QueueItem] = []
-            var head = 0
-            var jobs = 0
-            var bytes = 0
+            /// Inodes of files taken out of the index to be deleted and not deleted yet: a late
+            /// event or a rescan that sees one of them must not index it again (a phantom entry
+            /// that would make the next eviction delete a live file in its place).
+            var deleting: Set<UInt64> = []
             var closed = false
         }
 
+        /// The directory's canonical path (``FileDescriptor/resolvedPath(_:)``).
         let path: String
+        /// The path as the tier was opened with.
+        let requestedPath: String
         let configuration: Configuration
         let logger: Logger
-        let state: Mutex<State>
-        let queue = Mutex(Queue())
-        let queueSignal = DispatchSemaphore(value: 0)
+        let state: Lock<State>
+        /// Write-behind stores waiting for the writer thread (``Queue``).
+        let queue = Lock(Queue())
+        let threads = Lock<[OSThread]>([])
+        let closeOnce = Atomic<Bool>(false)
+        let temporaryCounter = Atomic<Int>(0)
+        /// Striped by digest: held while a name is checked and deleted (``deleteFile(_:digest:ifIdentity:in:regularOnly:_:)``)
+        /// and while a publish renames onto it and indexes the result, so that neither lands
+        /// between the other's steps. Never held by lookups.
+        let nameLocks = (0..<16).map { _ in Lock(()) }
+        let testHooks = Lock(DiskTier.TestHooks())
 
         // Watcher.
-        let inotifyFD: Int32
-        let wakeFD: Int32
+        /// `nil` without inotify (then the watcher rescans periodically).
+        let inotify: Inotify?
+        /// Wakes the watcher out of `poll` (non-blocking eventfd). Open until the core goes away,
+        /// so that a late ``pauseWatcher(_:)`` never writes to a descriptor number that has
+        /// since been reused.
+        let wakeEvent: FileDescriptor
+        /// The watcher thread's state, with sleeping waits for pausing and stopping it.
+        let control = Lock(WatcherControl())
         let watch = Atomic<Int32>(-1)
         /// Watch on the parent directory: while the tier holds the directory open, deleting it
         /// does not produce `IN_DELETE_SELF` (the inode lives on), but the parent sees the
-        /// `IN_DELETE`/`IN_MOVED_FROM` of its name.
+        /// `IN_DELETE`/`IN_MOVED_FROM` of its name. -1 when the parent is the directory itself
+        /// (`/`).
         let parentWatch = Atomic<Int32>(-1)
+        /// The parent and the last component of ``path`` (canonical, so `dir/.` watches the
+        /// parent of `dir`, not `dir` again).
         let parentPath: String
         let baseName: [UInt8]
-        let stopping = Atomic<Bool>(false)
-        let paused = Atomic<Bool>(false)
-        let pauseAcknowledged = Atomic<Bool>(false)
-        let closeOnce = Atomic<Bool>(false)
-        let threads = Mutex<[OSThread]>([])
-        let temporaryCounter = Atomic<Int>(0)
 
         // Counters.
         let hits = Atomic<Int>(0)
@@ -84,711 +78,96 @@ extension DiskTier {
         let evictions = Atomic<Int>(0)
         let rescans = Atomic<Int>(0)
         let recoveries = Atomic<Int>(0)
+        /// Index entries looked at to choose eviction victims (the work of choosing them).
+        let evictionExamined = Atomic<Int>(0)
 
-        init(path: String, configuration: Configuration) throws(DiskTierError) {
-            self.path = path
-            var trimmed = Substring(path)
-            while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
-            if let slash = trimmed.lastIndex(of: "/") {
-                parentPath = slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
-                baseName = Array(trimmed[trimmed.index(after: slash)...].utf8)
-            } else {
-                parentPath = "."
-                baseName = Array(trimmed.utf8)
-            }
+        init(path requested: String, configuration: Configuration) throws(DiskTierError) {
+            self.requestedPath = requested
             self.configuration = configuration
             self.logger = configuration.logger
-            let directory: DirectoryHandle
+            let directory: Shared<FileDescriptor>
+            let resolved: String
             do {
-                directory = try DirectoryHandle(path: path, create: true)
+                directory = Shared(try FileDescriptor(directory: requested, create: true))
+                // Canonical, so that the parent of `dir/.`, `dir/sub/..` or `dir//` is the
+                // parent of `dir`; `realpath` also resolves a symbolic link to the directory.
+                resolved = try FileDescriptor.resolvedPath(requested)
             } catch {
-                throw .cannotUseDirectory(path: path, underlying: error)
+                throw .cannotUseDirectory(path: requested, underlying: error)
             }
+            self.path = resolved
+            let (parent, name) = FileDescriptor.splitParent(ofResolved: resolved)
+            parentPath = parent
+            baseName = Array(name.utf8)
             var stale: [String] = []
             let index: DiskIndex
+            let device: UInt64
             do {
-                index = try DirectoryScan.buildIndex(of: directory, recency: 0, staleTemporaries: &stale)
+                index = try DirectoryScan.buildIndex(of: directory.resource, staleTemporaries: &stale)
+                device = UInt64(try directory.resource.status().st_dev)
             } catch {
-                throw .cannotUseDirectory(path: path, underlying: error)
+                throw .cannotUseDirectory(path: resolved, underlying: error)
             }
-            state = Mutex(State(index: index, directory: directory))
-            let wake = strataEventFD(0, O_CLOEXEC | O_NONBLOCK)  // EFD_CLOEXEC/EFD_NONBLOCK equal these
-            guard wake >= 0 else { throw .io(SystemCallError(call: "eventfd", errno: errno)) }
-            wakeFD = wake
-            var inotify: Int32 = -1
+            state = Lock(State(index: index, directory: directory, device: device))
+            do {
+                wakeEvent = try FileDescriptor.eventFD(nonBlocking: true)
+            } catch {
+                throw .io(error)
+            }
+            var inotify: Inotify?
             if configuration.useInotify {
-                inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-                if inotify < 0 {
-                    logger.warning("inotify unavailable; rescanning every \(configuration.rescanInterval)",
-                                   metadata: ["directory": "\(path)", "error": "\(SystemCallError(call: "inotify_init1", errno: errno))"])
+                do {
+                    inotify = try Inotify()
+                } catch {
+                    logger.warning(
+                        "inotify unavailable; rescanning every \(configuration.rescanInterval)",
+                        metadata: ["directory": "\(resolved)", "error": "\(error)"])
                 }
             }
-            inotifyFD = inotify
-            if inotify >= 0 {
-                let wd = inotify_add_watch(inotify, path, Self.watchMask)
-                if wd < 0 {
-                    logger.warning("cannot watch directory (inotify watch limit?); rescanning every \(configuration.rescanInterval)",
-                                   metadata: ["directory": "\(path)", "error": "\(SystemCallError(call: "inotify_add_watch", path: path, errno: errno))"])
-                } else {
-                    watch.store(wd, ordering: .releasing)
-                    parentWatch.store(inotify_add_watch(inotify, parentPath, Self.parentMask), ordering: .releasing)
-                }
+            self.inotify = inotify
+            if let inotify, !startWatching(inotify) {
+                logger.warning(
+                    "cannot watch directory (inotify watch limit?); rescanning every \(configuration.rescanInterval)",
+                    metadata: ["directory": "\(resolved)"])
             }
             removeStaleTemporaries(stale, in: directory)
+            try startThreads()
+        }
+
+        /// Starts the writer and the watcher; when the second cannot start, stops the first
+        /// (nothing is queued yet) so that no thread outlives the failed init.
+        private func startThreads() throws(DiskTierError) {
             let writer: OSThread
             do {
                 writer = try OSThread(name: "strata-disk-w") { [self] in writerLoop() }
             } catch {
-                closeDescriptors()
                 throw .io(error)
             }
             do {
+                control.withLock { $0.running = true }
                 let watcher = try OSThread(name: "strata-disk-i") { [self] in watcherLoop() }
                 threads.withLock { $0 = [writer, watcher] }
             } catch {
-                // Stop the writer (nothing is queued yet) before giving up, so that neither the
-                // thread nor the descriptors outlive the failed init.
+                control.withLock { $0.running = false }
                 _ = closeOnce.exchange(true, ordering: .acquiringAndReleasing)
-                queue.withLock { q in
-                    q.items.append(.stop)
-                    q.closed = true
-                }
-                queueSignal.signal()
+                stopWriter()
                 writer.join()
-                closeDescriptors()
                 throw .io(error)
             }
         }
-
-        private func closeDescriptors() {
-            if inotifyFD >= 0 { _ = Glibc.close(inotifyFD) }
-            _ = Glibc.close(wakeFD)
-        }
-
-        static let parentMask: UInt32 = UInt32(IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
-        static let watchMask: UInt32 = UInt32(IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_DELETE
-            | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
         /// Deletes temporary files older than an hour (left by crashed writers); younger ones
         /// may belong to a writer in progress in another process.
-        private func removeStaleTemporaries(_ names: [String], in directory: DirectoryHandle) {
+        private func removeStaleTemporaries(_ names: [String], in directory: Shared<FileDescriptor>) {
             let now = time(nil)
             for name in names {
-                var st = stat()
-                guard fstatat(directory.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
-                if now - st.st_mtim.tv_sec > 3600 { _ = unlinkat(directory.fd, name, 0) }
-            }
-        }
-
-        // MARK: Lookups
-
-        func contains(digest: KeyDigest, query: SizeQuery) -> Bool {
-            state.withLock { $0.index.bestMatch(for: digest, query: query) != nil }
-        }
-
-        func lookup(key: String, query: SizeQuery) throws(DiskTierError) -> DiskTier.Hit? {
-            let digest = KeyDigest(key: key)
-            let found: (DiskIndexEntry, DirectoryHandle)? = state.withLock { s in
-                guard !s.closed, let slot = s.index.bestMatch(for: digest, query: query) else { return nil }
-                s.index.touch(slot, clock: s.tick())
-                return (s.index[slot], s.directory)
-            }
-            guard let (entry, directory) = found else {
-                misses.add(1, ordering: .relaxed)
-                return nil
-            }
-            var stored = StoredKey.string(for: key)
-            let outcome = stored.withUTF8 { load(entry, key: UnsafeRawBufferPointer($0), directory: directory) }
-            switch outcome {
-            case .hit(let hit):
-                hits.add(1, ordering: .relaxed)
-                return hit
-            case .vanished:
-                // The index is left alone: the IN_DELETE/IN_MOVED_FROM event (or, without inotify,
-                // the next rescan) removes the entry. Removing it here could drop the entry of a
-                // newer file published under the same name after our openat failed.
-                misses.add(1, ordering: .relaxed)
-                return nil
-            case .otherKey:
-                misses.add(1, ordering: .relaxed)
-                return nil
-            case .invalid(let problem, let identity):
-                discardInvalid(entry, directory: directory, identity: identity, reason: "\(problem)")
-                misses.add(1, ordering: .relaxed)
-                return nil
-            case .foreign(let reason):
-                dropForeign(entry, reason: reason)
-                misses.add(1, ordering: .relaxed)
-                return nil
-            case .failed(let error):
-                throw .io(Self.naming(error, file: entry.name, in: path))
-            }
-        }
-
-        enum LoadOutcome {
-            case hit(DiskTier.Hit)
-            case vanished
-            case otherKey
-            case invalid(DiskFileHeader.Problem, identity: FileIdentity?)
-            /// Not a readable regular file (FIFO, directory, device, no permission): dropped from
-            /// the index but left on disk, since it may belong to someone else.
-            case foreign(String)
-            case failed(SystemCallError)
-        }
-
-        struct FileIdentity: Equatable { var device: UInt; var inode: UInt }
-
-        private func load(_ entry: DiskIndexEntry, key: UnsafeRawBufferPointer, directory: DirectoryHandle) -> LoadOutcome {
-            var rawFD: Int32 = -1
-            let openErrno: Int32 = entry.name.withCString { name in
-                while true {
-                    // O_NONBLOCK: opening a FIFO (or a tty) planted under a cache name must not block.
-                    rawFD = openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-                    if rawFD >= 0 { return 0 }
-                    if errno != EINTR { return errno }
-                }
-            }
-            if openErrno == ENOENT { return .vanished }
-            if openErrno == ELOOP { return .invalid(.badMagic, identity: nil) }  // a planted symlink
-            if let reason = Self.foreignOpenErrors[openErrno] { return .foreign(reason) }
-            if openErrno != 0 {
-                return .failed(SystemCallError(call: "openat", path: path + "/" + entry.name.string, errno: openErrno))
-            }
-            // The path is the directory's, so that no string is built on a hit; `lookup` puts
-            // the file's path into the error (``naming(_:file:in:)``), on failures only.
-            let file = FileDescriptor(adopting: rawFD, path: directory.path)
-            let variant = entry.variant
-            let expected = DiskFileHeader.fileLength(of: variant, keyLength: key.count)
-            let storage: PixelStorage
-            if expected < configuration.mapThreshold {
-                // One pread of one byte more than expected: reading exactly `expected` proves the length.
-                let buffer = PixelStorage(uninitializedByteCount: expected + 1)
-                var done = 0
-                while done <= expected {
-                    let n = pread(file.rawValue, buffer.base + done, expected + 1 - done, off_t(done))
-                    if n < 0 {
-                        let code = errno
-                        if code == EINTR { continue }
-                        // pread of a FIFO is ESPIPE, of a directory EISDIR: not a cache file.
-                        if let reason = Self.foreignReadErrors[code] { return .foreign(reason) }
-                        return .failed(SystemCallError(call: "pread", path: file.path, errno: code))
-                    }
-                    if n == 0 { break }
-                    done += n
-                    if done == expected { break }  // asked for one byte more and got none: exact length
-                }
-                guard done == expected else {
-                    return .invalid(.lengthMismatch(expected: expected, actual: done), identity: identity(of: file))
-                }
-                storage = buffer
-            } else {
-                let length: Int
-                do { length = try file.size() } catch { return .failed(error) }
-                guard length == expected else {
-                    return .invalid(.lengthMismatch(expected: expected, actual: length), identity: identity(of: file))
-                }
+                guard let st = try? directory.resource.status(of: name), now - st.st_mtim.tv_sec > 3600 else { continue }
                 do {
-                    storage = try MappedRegion(file: file, length: expected, populate: configuration.populateMappings)
-                        .intoPixelStorage(kind: .fileMapping)
+                    try directory.resource.unlink(name)
                 } catch {
-                    return .failed(error)
+                    logger.warning("cannot delete stale temporary file", metadata: ["error": "\(error)"])
                 }
             }
-            let bytes = UnsafeRawBufferPointer(start: storage.base, count: expected)
-            let header: DiskFileHeader
-            do {
-                header = try DiskFileHeader(validating: bytes)
-            } catch {
-                return .invalid(error, identity: identity(of: file))
-            }
-            guard header.variant == variant else {
-                return .invalid(.badField("size, mode or style differ from the name"), identity: identity(of: file))
-            }
-            guard header.keyLength == key.count,
-                  memcmp(DiskFileHeader.keyBytes(in: bytes, keyLength: key.count).baseAddress!, key.baseAddress!, key.count) == 0
-            else { return .otherKey }
-            let verify: Bool
-            switch configuration.checksumPolicy {
-            case .everyHit: verify = true
-            case .firstHit: verify = !entry.isVerified
-            case .never: verify = false
-            }
-            if verify {
-                let pixels = UnsafeRawBufferPointer(rebasing: bytes[header.pixelOffset...])
-                guard XXH64.hash(pixels) == header.pixelChecksum else {
-                    return .invalid(.badPixelChecksum, identity: identity(of: file))
-                }
-                if configuration.checksumPolicy == .firstHit {
-                    state.withLock { $0.index.setVerified(entry) }
-                }
-            }
-            let image = PixelImage(
-                width: header.width, height: header.height, bytesPerRow: header.bytesPerRow, style: header.style,
-                storage: storage, offset: header.pixelOffset)
-            return .hit(DiskTier.Hit(image: image, variant: variant, sourceVersion: header.sourceVersion))
-        }
-
-        /// `error` with its path set to the file `name` in `directory` (a hit's descriptor
-        /// carries the directory's path, to build no string per hit).
-        static func naming(_ error: SystemCallError, file name: DiskFileName, in directory: String) -> SystemCallError {
-            SystemCallError(call: error.call, path: directory + "/" + name.string, errno: error.errno)
-        }
-
-        /// `openat` failures that mean the name is not a file this tier can use (rather than a
-        /// transient problem such as EMFILE, which is thrown).
-        static let foreignOpenErrors: [Int32: String] = [
-            EACCES: "no permission to read it", EPERM: "no permission to read it",
-            ENXIO: "not a regular file (socket or device)", ENODEV: "not a regular file (device)",
-            EISDIR: "a directory",
-        ]
-        /// `pread` failures that mean the open name is not a regular file.
-        static let foreignReadErrors: [Int32: String] = [
-            ESPIPE: "not a regular file (FIFO)", EISDIR: "a directory",
-            EINVAL: "not a regular file", ENXIO: "not a regular file (device)",
-        ]
-
-        private func identity(of file: borrowing FileDescriptor) -> FileIdentity? {
-            var st = stat()
-            guard fstat(file.rawValue, &st) == 0 else { return nil }
-            return FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino))
-        }
-
-        /// Drops a file that failed validation: from the index, and from disk unless the name
-        /// meanwhile points at another file (a newer publish). Only regular files and symlinks
-        /// are deleted; anything else under the name (a FIFO, a directory, a device) is only
-        /// dropped from the index, since it is not ours to remove.
-        private func discardInvalid(_ entry: DiskIndexEntry, directory: DirectoryHandle, identity: FileIdentity?, reason: String) {
-            let name = entry.name.string
-            var st = stat()
-            var same = true
-            var deletable = true
-            if fstatat(directory.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
-                if let identity { same = FileIdentity(device: UInt(st.st_dev), inode: UInt(st.st_ino)) == identity }
-                let type = st.st_mode & S_IFMT
-                deletable = type == S_IFREG || type == S_IFLNK
-            }
-            guard deletable else {
-                dropForeign(entry, reason: reason)
-                return
-            }
-            invalidFiles.add(1, ordering: .relaxed)
-            if same {
-                _ = unlinkat(directory.fd, name, 0)
-                _ = state.withLock { $0.index.remove(entry) }
-            }
-            logger.warning("removed invalid cache file", metadata: ["file": "\(path)/\(name)", "reason": "\(reason)"])
-        }
-
-        /// Drops from the index (not from disk) a name that is not a readable regular file. A
-        /// rescan indexes it again, and the next lookup drops it again.
-        private func dropForeign(_ entry: DiskIndexEntry, reason: String) {
-            invalidFiles.add(1, ordering: .relaxed)
-            _ = state.withLock { $0.index.remove(entry) }
-            logger.warning("ignored a cache-named entry that is not a readable regular file; left it on disk",
-                           metadata: ["file": "\(path)/\(entry.name.string)", "reason": "\(reason)"])
-        }
-
-        // MARK: Stores
-
-        func enqueue(_ job: Job) -> Bool {
-            let bytes = job.image.byteCount
-            let accepted = queue.withLock { q -> Bool in
-                guard !q.closed, q.jobs < configuration.writeQueueCapacity,
-                      q.bytes + bytes <= configuration.writeQueueByteLimit || q.jobs == 0 else { return false }
-                q.items.append(.job(job))
-                q.jobs += 1
-                q.bytes += bytes
-                return true
-            }
-            if accepted {
-                queueSignal.signal()
-            } else {
-                droppedStores.add(1, ordering: .relaxed)
-            }
-            return accepted
-        }
-
-        private func writerLoop() {
-            while true {
-                queueSignal.wait()
-                let item: QueueItem? = queue.withLock { q in
-                    guard q.head < q.items.count else { return nil }
-                    let item = q.items[q.head]
-                    q.head += 1
-                    if q.head > 64 && q.head * 2 > q.items.count {
-                        q.items.removeFirst(q.head)
-                        q.head = 0
-                    }
-                    return item
-                }
-                switch item {
-                case .none:
-                    continue
-                case .job(let job):
-                    do {
-                        try publish(image: job.image, key: job.key, mode: job.mode, sourceVersion: job.sourceVersion)
-                    } catch {
-                        failedStores.add(1, ordering: .relaxed)
-                        logger.warning("write-behind store failed", metadata: ["error": "\(error)"])
-                    }
-                    queue.withLock { q in
-                        q.jobs -= 1
-                        q.bytes -= job.image.byteCount
-                    }
-                case .barrier(let semaphore):
-                    semaphore.signal()
-                case .stop:
-                    return
-                }
-            }
-        }
-
-        func flush() {
-            let semaphore = DispatchSemaphore(value: 0)
-            let queued = queue.withLock { q -> Bool in
-                guard !q.closed else { return false }
-                q.items.append(.barrier(semaphore))
-                return true
-            }
-            guard queued else { return }
-            queueSignal.signal()
-            semaphore.wait()
-        }
-
-        func publish(image: PixelImage, key: String, mode: ContentMode, sourceVersion: UInt64) throws(DiskTierError) {
-            let digest = KeyDigest(key: key)
-            let variant = VariantDescriptor(size: image.size, mode: mode, style: image.style)
-            guard image.width <= DiskFileName.maximumSide, image.height <= DiskFileName.maximumSide else {
-                throw .invalidImage(key: key, reason: "sides above \(DiskFileName.maximumSide) pixels cannot be stored on disk")
-            }
-            guard image.width * image.height <= DiskFileName.maximumPixelCount else {
-                throw .invalidImage(key: key, reason: "images above \(DiskFileName.maximumPixelCount) pixels cannot be stored on disk")
-            }
-            let newEntry = DiskIndexEntry(digest: digest, variant: variant, recency: 0)
-            let charge = newEntry.chargedBytes
-            let limit = configuration.byteLimit
-            guard charge <= limit else { throw .imageLargerThanLimit(key: key, bytes: charge, limit: limit) }
-
-            // Reserve the bytes, evicting least-recently-used files first: the limit holds
-            // before the new file becomes visible.
-            let reservation: (victims: [DiskIndexEntry], directory: DirectoryHandle)? = state.withLock { s in
-                guard !s.closed else { return nil }
-                s.reserved += charge
-                return (Self.takeVictims(&s, for: newEntry, limit: limit), s.directory)
-            }
-            guard let reservation else { throw .closed }
-            defer { state.withLock { $0.reserved -= charge } }
-            let directory = reservation.directory
-            var victims = reservation.victims
-            // A victim that cannot be deleted (EPERM, EBUSY, EROFS, a directory under the name…)
-            // goes back into the index as most recently used (so that it is not retried on every
-            // store) and others are evicted in its place; a few rounds at most.
-            var round = 0
-            while !victims.isEmpty {
-                var kept: [DiskIndexEntry] = []
-                for victim in victims {
-                    let name = victim.name.string
-                    if unlinkat(directory.fd, name, 0) == 0 || errno == ENOENT {
-                        evictions.add(1, ordering: .relaxed)
-                    } else {
-                        let code = errno
-                        logger.warning("cannot evict cache file; keeping it in the index",
-                                       metadata: ["file": "\(path)/\(name)", "error": "\(SystemCallError(call: "unlinkat", path: "\(path)/\(name)", errno: code))"])
-                        kept.append(victim)
-                    }
-                }
-                round += 1
-                victims = state.withLock { s in
-                    for var entry in kept {
-                        entry.recency = s.tick()
-                        s.index.insert(entry)
-                    }
-                    return kept.isEmpty || round >= 4 ? [] : Self.takeVictims(&s, for: newEntry, limit: limit)
-                }
-            }
-
-            // The byte limit charges each file its pixels plus a fixed allowance for header and
-            // key (the index knows names only): long keys are stored by digest to fit it.
-            let bytes = DiskFileEncoder.encode(image, key: StoredKey.string(for: key), mode: mode, sourceVersion: sourceVersion)
-            let finalName = DiskFileName(digest: digest, variant: variant).string
-            let temporary = "\(DiskFileName.temporaryPrefix)\(digest)-\(getpid())-\(temporaryCounter.add(1, ordering: .relaxed).newValue)"
-            do throws(SystemCallError) {
-                let file = try FileDescriptor(
-                    openAt: directory.descriptor, name: temporary,
-                    flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o644)
-                do throws(SystemCallError) {
-                    let failure = bytes.withUnsafeBytes { raw -> SystemCallError? in
-                        do throws(SystemCallError) { try file.write(raw, at: 0) } catch { return error }
-                        return nil
-                    }
-                    if let failure { throw failure }
-                    if configuration.durable { try file.sync() }
-                    try Syscall.retrying("renameat", path: "\(path)/\(finalName)") {
-                        renameat(directory.fd, temporary, directory.fd, finalName)
-                    }
-                } catch {
-                    _ = unlinkat(directory.fd, temporary, 0)
-                    throw error
-                }
-                if configuration.durable {
-                    try Syscall.retrying("fsync", path: path) { fsync(directory.fd) }
-                }
-            } catch {
-                throw .io(error)
-            }
-            state.withLock { s in
-                var entry = newEntry
-                entry.recency = s.tick()
-                entry.isVerified = true  // written from these very bytes
-                s.index.insert(entry, replacedFile: true)
-            }
-            stores.add(1, ordering: .relaxed)
-        }
-
-        /// Removes from the index and returns the least-recently-used entries to delete so that
-        /// the index, the reservations (which include the store of `newEntry`) and nothing more
-        /// fit in `limit`.
-        private static func takeVictims(_ s: inout State, for newEntry: DiskIndexEntry, limit: Int) -> [DiskIndexEntry] {
-            let replacing = s.index.slot(of: newEntry) != nil ? newEntry.chargedBytes : 0
-            let excess = s.index.chargedBytes - replacing + s.reserved - limit
-            guard excess > 0 else { return [] }
-            // Free a little more than needed (1/128 of the limit) so that a full cache scans its
-            // index for victims once per many writes, not on every one.
-            let victims = s.index.leastRecentlyUsed(atLeast: excess + limit / 128, excluding: newEntry)
-            for victim in victims { s.index.remove(victim) }
-            return victims
-        }
-
-        func remove(digest: KeyDigest) {
-            let (victims, directory) = state.withLock { s in (s.index.removeAll(digest: digest), s.directory) }
-            for victim in victims { _ = unlinkat(directory.fd, victim.name.string, 0) }
-        }
-
-        func removeAll() throws(DiskTierError) {
-            let directory = state.withLock { $0.directory }
-            var names: [String] = []
-            do {
-                try DirectoryScan.forEachName(in: directory) { bytes in
-                    if DiskFileName(bytes: bytes) != nil { names.append(String(decoding: bytes, as: UTF8.self)) }
-                }
-            } catch {
-                throw .io(error)
-            }
-            for name in names { _ = unlinkat(directory.fd, name, 0) }
-            state.withLock { $0.index = DiskIndex() }
-        }
-
-        // MARK: Index maintenance
-
-        /// Rebuilds the index from the directory's names and converges to it, keeping the
-        /// recency of files that are still there. Verification is not kept: with
-        /// ``ChecksumPolicy/firstHit`` each file is checksummed again on its next hit.
-        func rescan(initial: Bool) throws(DiskTierError) {
-            let directory = state.withLock { $0.directory }
-            var stale: [String] = []
-            var fresh: DiskIndex
-            do {
-                fresh = try DirectoryScan.buildIndex(of: directory, recency: 0, staleTemporaries: &stale)
-            } catch {
-                throw .io(error)
-            }
-            rescans.add(1, ordering: .relaxed)
-            state.withLock { s in
-                let now = s.clock
-                var merged = DiskIndex(minimumCapacity: fresh.count)
-                merged.continueGenerations(after: s.index)
-                fresh.forEach { entry in
-                    var entry = entry
-                    if let slot = s.index.slot(of: entry) {
-                        // Not the verified flag: a name alone does not tell whether another
-                        // process replaced the file while no event said so.
-                        entry.recency = s.index[slot].recency
-                    } else {
-                        entry.recency = now  // appeared while we were not looking: treat as new
-                    }
-                    merged.insert(entry)
-                }
-                s.index = merged
-            }
-        }
-
-        func pauseWatcher(_ pause: Bool) {
-            pauseAcknowledged.store(false, ordering: .sequentiallyConsistent)
-            paused.store(pause, ordering: .sequentiallyConsistent)
-            wake()
-            if pause && watch.load(ordering: .acquiring) >= 0 {
-                while !pauseAcknowledged.load(ordering: .sequentiallyConsistent) { usleep(1000) }
-            }
-        }
-
-        private func wake() {
-            var one: UInt64 = 1
-            _ = Glibc.write(wakeFD, &one, 8)
-        }
-
-        // MARK: Watcher thread
-
-        private func watcherLoop() {
-            let bufferSize = 64 << 10
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferSize, alignment: 8)
-            defer { buffer.deallocate() }
-            var recoverPending = false
-            let pollMilliseconds = Int32(clamping: configuration.rescanInterval.components.seconds * 1000
-                + configuration.rescanInterval.components.attoseconds / 1_000_000_000_000_000)
-            while !stopping.load(ordering: .acquiring) {
-                if paused.load(ordering: .acquiring) {
-                    pauseAcknowledged.store(true, ordering: .sequentiallyConsistent)
-                    usleep(2000)
-                    continue
-                }
-                let watching = watch.load(ordering: .acquiring) >= 0
-                var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: watching ? inotifyFD : -1, events: Int16(POLLIN), revents: 0)]
-                let timeout: Int32 = recoverPending ? 100 : (watching ? -1 : max(pollMilliseconds, 10))
-                let ready = poll(&fds, 2, timeout)
-                if ready < 0 && errno != EINTR {
-                    logger.error("poll failed in directory watcher", metadata: ["errno": "\(errno)"])
-                    usleep(100_000)
-                    continue
-                }
-                if fds[0].revents != 0 {
-                    var value: UInt64 = 0
-                    _ = Glibc.read(wakeFD, &value, 8)
-                    continue
-                }
-                if recoverPending {
-                    recoverPending = !recoverDirectory()
-                    continue
-                }
-                if !watching {
-                    if ready == 0 { rescanLogging() }
-                    continue
-                }
-                guard fds[1].revents != 0 else { continue }
-                let n = Glibc.read(inotifyFD, buffer, bufferSize)
-                if n <= 0 { continue }
-                var needRescan = false
-                var needRecover = false
-                processEvents(UnsafeRawBufferPointer(start: buffer, count: n), rescan: &needRescan, recover: &needRecover)
-                if needRecover {
-                    recoverPending = !recoverDirectory()
-                } else if needRescan {
-                    logger.notice("inotify queue overflowed; rescanning", metadata: ["directory": "\(path)"])
-                    rescanLogging()
-                }
-            }
-        }
-
-        private func rescanLogging() {
-            do { try rescan(initial: false) } catch {
-                logger.warning("directory rescan failed", metadata: ["directory": "\(path)", "error": "\(error)"])
-            }
-        }
-
-        private func processEvents(_ events: UnsafeRawBufferPointer, rescan: inout Bool, recover: inout Bool) {
-            let current = watch.load(ordering: .acquiring)
-            let parent = parentWatch.load(ordering: .acquiring)
-            var offset = 0
-            while offset + 16 <= events.count {
-                let wd = events.loadUnaligned(fromByteOffset: offset, as: Int32.self)
-                let mask = events.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
-                let length = Int(events.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-                let nameStart = offset + 16
-                offset = nameStart + length
-                if mask & UInt32(IN_Q_OVERFLOW) != 0 { rescan = true; continue }
-                if wd == parent && wd != current {
-                    // Our directory deleted or renamed away?
-                    if mask & UInt32(IN_ISDIR) != 0, length > 0, offset <= events.count {
-                        let raw = events.baseAddress!.advanced(by: nameStart).assumingMemoryBound(to: UInt8.self)
-                        let nameLength = strnlen(UnsafeRawPointer(raw).assumingMemoryBound(to: CChar.self), length)
-                        if UnsafeBufferPointer(start: raw, count: nameLength).elementsEqual(baseName) { recover = true }
-                    }
-                    continue
-                }
-                guard wd == current else { continue }
-                if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT) != 0 { recover = true; continue }
-                guard length > 0, offset <= events.count else { continue }
-                let raw = events.baseAddress!.advanced(by: nameStart).assumingMemoryBound(to: UInt8.self)
-                let nameLength = strnlen(UnsafeRawPointer(raw).assumingMemoryBound(to: CChar.self), length)
-                guard let name = DiskFileName(bytes: UnsafeBufferPointer(start: raw, count: nameLength)) else { continue }
-                if mask & UInt32(IN_MOVED_TO) != 0 {
-                    indexAppearedFile(name)
-                } else if mask & UInt32(IN_CLOSE_WRITE) != 0 {
-                    // A writer that does not rename: index only a complete, valid file.
-                    if validateClosedFile(name) { indexAppearedFile(name) }
-                } else if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
-                    _ = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant, recency: 0)) }
-                }
-            }
-        }
-
-        /// Indexes a file that appeared under `name`: a new name counts as just used; a name
-        /// already indexed keeps its recency (the event may be the late echo of our own publish,
-        /// arriving after later lookups, and must not reorder the LRU) but is unverified again.
-        private func indexAppearedFile(_ name: DiskFileName) {
-            state.withLock { s in
-                var entry = DiskIndexEntry(digest: name.digest, variant: name.variant, recency: 0)
-                if s.index.slot(of: entry) == nil { entry.recency = s.tick() }
-                s.index.insert(entry, replacedFile: true)
-            }
-        }
-
-        /// Header, key digest and length check of a file written in place (`IN_CLOSE_WRITE`).
-        private func validateClosedFile(_ name: DiskFileName) -> Bool {
-            let directory = state.withLock { $0.directory }
-            let fileName = name.string
-            guard let file = try? FileDescriptor(openAt: directory.descriptor, name: fileName, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
-            else { return false }
-            var valid = false
-            let headerBytes = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { fixed -> Int? in
-                guard (try? file.read(into: fixed, at: 0)) == 64,
-                      let keyLength = Optional(Int(UInt32(littleEndian: UnsafeRawBufferPointer(fixed).loadUnaligned(fromByteOffset: 40, as: UInt32.self)))),
-                      keyLength <= 1 << 24 else { return nil }
-                return DiskFileHeader.pixelOffset(keyLength: keyLength)
-            }
-            if let headerLength = headerBytes {
-                var area = [UInt8](repeating: 0, count: headerLength)
-                valid = area.withUnsafeMutableBytes { raw -> Bool in
-                    guard (try? file.read(into: raw, at: 0)) == headerLength,
-                          let header = try? DiskFileHeader(validating: UnsafeRawBufferPointer(raw)),
-                          header.variant == name.variant,
-                          (try? file.size()) == header.fileLength else { return false }
-                    let key = DiskFileHeader.keyBytes(in: UnsafeRawBufferPointer(raw), keyLength: header.keyLength)
-                    return StoredKey.nameDigest(ofStored: key) == name.digest
-                }
-            }
-            if !valid {
-                invalidFiles.add(1, ordering: .relaxed)
-                logger.warning("ignored invalid file written in place", metadata: ["file": "\(path)/\(fileName)"])
-            }
-            return valid
-        }
-
-        /// Recreates and re-watches a directory that was deleted or moved away. Returns false
-        /// when it must be retried.
-        private func recoverDirectory() -> Bool {
-            let old = watch.exchange(-1, ordering: .acquiringAndReleasing)
-            if old >= 0 { _ = inotify_rm_watch(inotifyFD, old) }
-            let directory: DirectoryHandle
-            do {
-                directory = try DirectoryHandle(path: path, create: true)
-            } catch {
-                logger.error("cannot recreate cache directory; retrying", metadata: ["directory": "\(path)", "error": "\(error)"])
-                return false
-            }
-            let wd = inotify_add_watch(inotifyFD, path, Self.watchMask)
-            if wd >= 0 {
-                watch.store(wd, ordering: .releasing)
-                parentWatch.store(inotify_add_watch(inotifyFD, parentPath, Self.parentMask), ordering: .releasing)
-            } else {
-                logger.warning("cannot re-watch recreated directory; rescanning periodically",
-                               metadata: ["directory": "\(path)", "errno": "\(errno)"])
-            }
-            state.withLock { $0.directory = directory }
-            recoveries.add(1, ordering: .relaxed)
-            logger.warning("cache directory was deleted or moved; recreated it", metadata: ["directory": "\(path)"])
-            rescanLogging()
-            return true
         }
 
         // MARK: Lifecycle
@@ -813,15 +192,13 @@ extension DiskTier {
             return stats
         }
 
+        /// Drains the write queue, stops both threads, and removes the inotify watches (so that
+        /// no events queue up for a closed tier). The descriptors close when the core goes away.
         func close() {
             guard !closeOnce.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            // Drain the queue, then stop the writer.
-            queue.withLock { q in
-                q.items.append(.stop)
-                q.closed = true
-            }
-            queueSignal.signal()
-            stopping.store(true, ordering: .releasing)
+            stopWriter()
+            control.withLock { $0.stopping = true }
+            control.broadcast()
             wake()
             let workers = threads.withLock { t in
                 let all = t
@@ -830,7 +207,13 @@ extension DiskTier {
             }
             for worker in workers { worker.join() }
             state.withLock { $0.closed = true }
-            closeDescriptors()
+            for watchDescriptor in [
+                watch.exchange(-1, ordering: .acquiringAndReleasing),
+                parentWatch.exchange(-1, ordering: .acquiringAndReleasing),
+            ]
+            where watchDescriptor >= 0 {
+                try? inotify?.removeWatch(watchDescriptor)
+            }
         }
     }
 }

@@ -53,11 +53,14 @@ package enum SHA256 {
     ]
 
     /// The eight 32-bit words of the SHA-256 of `message`.
-    package static func hash(_ message: UnsafeRawBufferPointer)
+    package static func hash(
+        _ message: UnsafeRawBufferPointer
+    )
         -> (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
     {
         var h: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (
-            0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19)
+            0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19
+        )
         let length = message.count
         // Full blocks straight from the message, then one or two padded blocks.
         let fullBlocks = length / 64
@@ -110,8 +113,14 @@ package enum SHA256 {
             let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
             let maj = (a & b) ^ (a & c) ^ (b & c)
             let t2 = s0 &+ maj
-            hh = g; g = f; f = e; e = d &+ t1
-            d = c; c = b; b = a; a = t1 &+ t2
+            hh = g
+            g = f
+            f = e
+            e = d &+ t1
+            d = c
+            c = b
+            b = a
+            a = t1 &+ t2
         }
         h = (h.0 &+ a, h.1 &+ b, h.2 &+ c, h.3 &+ d, h.4 &+ e, h.5 &+ f, h.6 &+ g, h.7 &+ hh)
     }
@@ -153,7 +162,10 @@ package enum XXH64 {
                 offset += 32
             }
             h = rotl(v1, 1) &+ rotl(v2, 7) &+ rotl(v3, 12) &+ rotl(v4, 18)
-            h = merge(h, v1); h = merge(h, v2); h = merge(h, v3); h = merge(h, v4)
+            h = merge(h, v1)
+            h = merge(h, v2)
+            h = merge(h, v3)
+            h = merge(h, v4)
         } else {
             h = seed &+ p5
         }
@@ -179,8 +191,10 @@ package enum XXH64 {
             h = rotl(h, 11) &* p1
             i += 1
         }
-        h ^= h >> 33; h = h &* p2
-        h ^= h >> 29; h = h &* p3
+        h ^= h >> 33
+        h = h &* p2
+        h ^= h >> 29
+        h = h &* p3
         h ^= h >> 32
         return h
     }

@@ -34,7 +34,8 @@ struct FrequencySketch: ~Copyable {
 
     @usableFromInline
     init(capacity: Int) {
-        let wanted = Swift.max(64, Swift.min(Self.maximumWords, capacity.multipliedReportingOverflow(by: Self.countersPerEntry / 16).partialValue))
+        let wanted = Swift.max(
+            64, Swift.min(Self.maximumWords, capacity.multipliedReportingOverflow(by: Self.countersPerEntry / 16).partialValue))
         var words = 8
         while words < wanted { words <<= 1 }
         table = CacheMemory.allocateZeroed(UInt64.self, count: words)
@@ -92,8 +93,10 @@ struct FrequencySketch: ~Copyable {
     /// The four counter values of `c`.
     @inlinable @inline(__always)
     func read(_ c: Counters) -> (UInt64, UInt64, UInt64, UInt64) {
-        ((table[c.w0] >> c.s0) & 15, (table[c.w1] >> c.s1) & 15,
-         (table[c.w2] >> c.s2) & 15, (table[c.w3] >> c.s3) & 15)
+        (
+            (table[c.w0] >> c.s0) & 15, (table[c.w1] >> c.s1) & 15,
+            (table[c.w2] >> c.s2) & 15, (table[c.w3] >> c.s3) & 15
+        )
     }
 
     /// The estimated recent frequency of `hash` (0...15).

@@ -32,8 +32,10 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         /// page). See the type's discussion.
         public var fileMappingShare: Double
 
-        public init(costLimit: Int = 256 << 20, countLimit: Int = 10_000, maxEntryShare: Double = 0.10,
-                    fileMappingShare: Double = 0) {
+        public init(
+            costLimit: Int = 256 << 20, countLimit: Int = 10_000, maxEntryShare: Double = 0.10,
+            fileMappingShare: Double = 0
+        ) {
             self.costLimit = costLimit
             self.countLimit = countLimit
             self.maxEntryShare = maxEntryShare
@@ -117,9 +119,12 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// (validate first to turn them into an error).
     public init(configuration: Configuration = Configuration()) {
         do { try configuration.validate() } catch { preconditionFailure("\(error)") }
-        state = Lock(State(cache: TinyLFUCore(costLimit: configuration.costLimit, countLimit: configuration.countLimit,
-                                               maxEntryShare: configuration.maxEntryShare),
-                            configuration: configuration))
+        state = Lock(
+            State(
+                cache: TinyLFUCore(
+                    costLimit: configuration.costLimit, countLimit: configuration.countLimit,
+                    maxEntryShare: configuration.maxEntryShare),
+                configuration: configuration))
     }
 
     /// Runs `body` on the state under the lock.
@@ -150,7 +155,9 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// is the whole original — which then serves any `fit` box containing it unless
     /// `allowUpscale` — and when it was fetched), or `nil`. Counts a hit or a miss. Allocates
     /// nothing on a miss.
-    public func entry(forKey key: String, matching query: SizeQuery, allowUpscale: Bool = false) -> (image: PixelImage, variant: ImageVariant)? {
+    public func entry(
+        forKey key: String, matching query: SizeQuery, allowUpscale: Bool = false
+    ) -> (image: PixelImage, variant: ImageVariant)? {
         locked { state -> (image: PixelImage, variant: ImageVariant)? in
             guard let held = state.variants[key],
                 let best = ImageVariant.bestMatch(in: held, for: query, allowUpscale: allowUpscale),
@@ -187,8 +194,9 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// per-entry cap (and then no variant with that descriptor is held afterwards).
     @discardableResult
     public func insert(_ image: PixelImage, forKey key: String, variant: ImageVariant) -> Bool {
-        precondition(variant.descriptor.size == image.size && variant.descriptor.style == image.style,
-                     "a variant record must describe its image")
+        precondition(
+            variant.descriptor.size == image.size && variant.descriptor.style == image.style,
+            "a variant record must describe its image")
         let vkey = VariantKey(key: key, variant: variant.descriptor)
         var released: [PixelImage] = []
         let admitted = locked { state -> Bool in
@@ -292,8 +300,10 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         locked { state in
             state.configuration = configuration
             var gone: [VariantKey] = []
-            state.cache.setLimits(costLimit: configuration.costLimit, countLimit: configuration.countLimit,
-                                  maxEntryShare: configuration.maxEntryShare) { key, image in
+            state.cache.setLimits(
+                costLimit: configuration.costLimit, countLimit: configuration.countLimit,
+                maxEntryShare: configuration.maxEntryShare
+            ) { key, image in
                 gone.append(key)
                 released.append(image)
             }
@@ -308,11 +318,12 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Counters and occupancy, consistent with each other.
     public var statistics: Statistics {
         locked { state in
-            Statistics(hits: state.hits, misses: state.misses, insertions: state.cache.insertions,
-                       evictions: state.cache.evictions, rejections: state.cache.rejections,
-                       totalCost: state.cache.totalCost, count: state.cache.count,
-                       keyCount: state.variants.count, costLimit: state.cache.costLimit,
-                       countLimit: state.cache.countLimit)
+            Statistics(
+                hits: state.hits, misses: state.misses, insertions: state.cache.insertions,
+                evictions: state.cache.evictions, rejections: state.cache.rejections,
+                totalCost: state.cache.totalCost, count: state.cache.count,
+                keyCount: state.variants.count, costLimit: state.cache.costLimit,
+                countLimit: state.cache.countLimit)
         }
     }
 

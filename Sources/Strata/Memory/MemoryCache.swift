@@ -22,9 +22,11 @@ public struct CacheStatistics: Sendable, Hashable, CustomStringConvertible {
     public var costLimit: Int
     public var countLimit: Int
 
-    public init(hits: UInt64 = 0, misses: UInt64 = 0, insertions: UInt64 = 0, evictions: UInt64 = 0,
-                rejections: UInt64 = 0, totalCost: Int = 0, count: Int = 0, costLimit: Int = 0,
-                countLimit: Int = 0) {
+    public init(
+        hits: UInt64 = 0, misses: UInt64 = 0, insertions: UInt64 = 0, evictions: UInt64 = 0,
+        rejections: UInt64 = 0, totalCost: Int = 0, count: Int = 0, costLimit: Int = 0,
+        countLimit: Int = 0
+    ) {
         self.hits = hits
         self.misses = misses
         self.insertions = insertions
@@ -51,9 +53,10 @@ public struct CacheStatistics: Sendable, Hashable, CustomStringConvertible {
 extension TinyLFUCore {
     @usableFromInline
     var statistics: CacheStatistics {
-        CacheStatistics(hits: hits, misses: misses, insertions: insertions, evictions: evictions,
-                        rejections: rejections, totalCost: totalCost, count: count,
-                        costLimit: costLimit, countLimit: countLimit)
+        CacheStatistics(
+            hits: hits, misses: misses, insertions: insertions, evictions: evictions,
+            rejections: rejections, totalCost: totalCost, count: count,
+            costLimit: costLimit, countLimit: countLimit)
     }
 }
 
@@ -118,8 +121,9 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         shift = 64 - n.trailingZeroBitCount
         let entryCap = cacheShare(of: costLimit, maxEntryShare)
         self.stripes = (0..<n).map { _ in
-            var core = TinyLFUCore<Key, Value>(costLimit: costLimit / n, countLimit: countLimit == .max ? .max : countLimit / n,
-                                               maxEntryShare: maxEntryShare)
+            var core = TinyLFUCore<Key, Value>(
+                costLimit: costLimit / n, countLimit: countLimit == .max ? .max : countLimit / n,
+                maxEntryShare: maxEntryShare)
             if n > 1 {
                 core.maxEntryCostOverride = entryCap
                 core.externalExcess = (0, 0)
@@ -179,7 +183,8 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
             let old = core.find(key, hash: hash).map { core.nodes[Int($0)].cost }
             core.externalExcess = (
                 totalCostCounter.load(ordering: .relaxed) + Swift.max(0, cost) - (old ?? 0) - costLimitValue.load(ordering: .relaxed),
-                countCounter.load(ordering: .relaxed) + (old == nil ? 1 : 0) - countLimitValue.load(ordering: .relaxed))
+                countCounter.load(ordering: .relaxed) + (old == nil ? 1 : 0) - countLimitValue.load(ordering: .relaxed)
+            )
             let admitted = core.insert(value, forKey: key, hash: hash, cost: cost, evicted: { _, _ in })
             core.externalExcess = (0, 0)
             return (admitted, core.totalCost - before.0, core.count - before.1)

@@ -41,11 +41,14 @@ public struct MemoryPressurePolicy: Sendable, Hashable {
     /// Time between two samples.
     public var interval: Duration
 
-    public init(cgroupHighWatermark: Double? = 0.90, cgroupTargetFraction: Double = 0.80,
-                someAvg10Threshold: Double? = 20, fullAvg10Threshold: Double? = 5,
-                psiTrimShare: Double = 0.25, interval: Duration = .seconds(1)) {
-        precondition(cgroupTargetFraction >= 0 && cgroupTargetFraction <= (cgroupHighWatermark ?? 1),
-                     "cgroupTargetFraction must be within 0...cgroupHighWatermark")
+    public init(
+        cgroupHighWatermark: Double? = 0.90, cgroupTargetFraction: Double = 0.80,
+        someAvg10Threshold: Double? = 20, fullAvg10Threshold: Double? = 5,
+        psiTrimShare: Double = 0.25, interval: Duration = .seconds(1)
+    ) {
+        precondition(
+            cgroupTargetFraction >= 0 && cgroupTargetFraction <= (cgroupHighWatermark ?? 1),
+            "cgroupTargetFraction must be within 0...cgroupHighWatermark")
         precondition(psiTrimShare >= 0 && psiTrimShare <= 1, "psiTrimShare must be within 0...1")
         precondition(interval > .zero, "interval must be positive")
         self.cgroupHighWatermark = cgroupHighWatermark
@@ -60,11 +63,13 @@ public struct MemoryPressurePolicy: Sendable, Hashable {
     public func trimTarget(for reading: MemoryPressureReading, cacheCost: Int) -> Int? {
         var target: Int?
         if let high = cgroupHighWatermark, let current = reading.cgroupCurrent, let limit = reading.cgroupLimit,
-           limit > 0, Double(current) >= high * Double(limit) {
+            limit > 0, Double(current) >= high * Double(limit)
+        {
             let excess = current - cacheShare(of: limit, cgroupTargetFraction)
             target = Swift.max(0, cacheCost - excess)
         }
-        let psiHit = (someAvg10Threshold.map { t in reading.someAvg10.map { $0 >= t } ?? false } ?? false)
+        let psiHit =
+            (someAvg10Threshold.map { t in reading.someAvg10.map { $0 >= t } ?? false } ?? false)
             || (fullAvg10Threshold.map { t in reading.fullAvg10.map { $0 >= t } ?? false } ?? false)
         if psiHit {
             let psiTarget = cacheShare(of: cacheCost, 1 - psiTrimShare)
@@ -86,9 +91,11 @@ public struct MemoryPressureSensor: Sendable {
     /// `/proc/pressure/memory`.
     public var pressureFile: String
 
-    public init(procSelfCgroup: String = "/proc/self/cgroup",
-                cgroupMounts: [String] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"],
-                pressureFile: String = "/proc/pressure/memory") {
+    public init(
+        procSelfCgroup: String = "/proc/self/cgroup",
+        cgroupMounts: [String] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"],
+        pressureFile: String = "/proc/pressure/memory"
+    ) {
         self.procSelfCgroup = procSelfCgroup
         self.cgroupMounts = cgroupMounts
         self.pressureFile = pressureFile
@@ -137,8 +144,9 @@ public struct MemoryPressureSensor: Sendable {
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ")
             guard let kind = fields.first,
-                  let avg = fields.first(where: { $0.hasPrefix("avg10=") }),
-                  let value = Double(avg.dropFirst(6)) else { continue }
+                let avg = fields.first(where: { $0.hasPrefix("avg10=") }),
+                let value = Double(avg.dropFirst(6))
+            else { continue }
             if kind == "some" { some = value } else if kind == "full" { full = value }
         }
         return (some, full)
@@ -147,7 +155,8 @@ public struct MemoryPressureSensor: Sendable {
     /// Reads a small text file whole, or `nil` if it cannot be read.
     static func readText(_ path: String) -> String? {
         guard let fd = try? FileDescriptor(open: path, flags: O_RDONLY),
-              let bytes = try? fd.readAll() else { return nil }
+            let bytes = try? fd.readAll()
+        else { return nil }
         return String(decoding: bytes, as: UTF8.self)
     }
 }
@@ -184,8 +193,10 @@ public final class MemoryPressureMonitor: Sendable {
     public var isActive: Bool { thread != nil && !runner.stopped.load(ordering: .acquiring) }
 
     /// Starts polling unless `sensor` finds no signal at all.
-    public init(target: some MemoryTrimmable, policy: MemoryPressurePolicy = MemoryPressurePolicy(),
-                sensor: MemoryPressureSensor = MemoryPressureSensor()) {
+    public init(
+        target: some MemoryTrimmable, policy: MemoryPressurePolicy = MemoryPressurePolicy(),
+        sensor: MemoryPressureSensor = MemoryPressureSensor()
+    ) {
         let first = sensor.read()
         guard first.cgroupCurrent != nil || first.someAvg10 != nil || first.fullAvg10 != nil else {
             thread = nil
@@ -216,8 +227,10 @@ public final class MemoryPressureMonitor: Sendable {
 
     /// Applies one decision; returns whether it trimmed. Exposed for tests with injected readings.
     @discardableResult
-    public static func poll(target: some MemoryTrimmable, policy: MemoryPressurePolicy,
-                            reading: MemoryPressureReading) -> Bool {
+    public static func poll(
+        target: some MemoryTrimmable, policy: MemoryPressurePolicy,
+        reading: MemoryPressureReading
+    ) -> Bool {
         guard let cost = policy.trimTarget(for: reading, cacheCost: target.totalCost) else { return false }
         target.trim(toCost: cost)
         return true
@@ -230,7 +243,8 @@ public final class MemoryPressureMonitor: Sendable {
     public func stop() {
         runner.stopped.store(true, ordering: .releasing)
         if let thread, runner.threadID.load(ordering: .acquiring) != UInt(pthread_self()),
-           runner.joined.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
+            runner.joined.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        {
             thread.join()
         }
     }

@@ -104,7 +104,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// hit took about twice as long there.
     @usableFromInline var table: UnsafeMutablePointer<UInt64>
     @usableFromInline var tableMask: Int
-    @usableFromInline private(set) var count = 0
+    @usableFromInline var count = 0
     /// Slots `0..<slotsUsed` of `nodes` have been handed out; a slot is initialised exactly
     /// while it is in one of the three lists. Freed slots are reused, last freed first.
     @usableFromInline var nodes: UnsafeMutablePointer<Node>
@@ -216,168 +216,6 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         nodeCapacity = newCapacity
     }
 
-    // MARK: hash index
-
-    @inlinable @inline(__always)
-    static func tag(_ hash: Int) -> UInt64 { UInt64(UInt32(truncatingIfNeeded: hash)) }
-
-    /// The slot holding `key`, or `nil`.
-    @inlinable
-    func find(_ key: Key, hash: Int) -> Int32? {
-        let tag = Self.tag(hash)
-        var p = hash & tableMask
-        while true {
-            let e = table[p]
-            if e == 0 { return nil }
-            if e & 0xFFFF_FFFF == tag {
-                let slot = Int32(truncatingIfNeeded: e >> 32) - 1
-                if nodes[Int(slot)].key == key { return slot }
-            }
-            p = (p + 1) & tableMask
-        }
-    }
-
-    /// The slot holding `key`, or `nil` (hashes the key).
-    @inlinable
-    func slot(for key: Key) -> Int32? { find(key, hash: key.hashValue) }
-
-    @inlinable
-    mutating func tableInsert(slot: Int32, hash: Int) {
-        if (count + 1) * 5 > (tableMask + 1) * 4 { resizeTable(to: (tableMask + 1) * 2) }
-        var p = hash & tableMask
-        while table[p] != 0 { p = (p + 1) & tableMask }
-        table[p] = Self.tag(hash) | (UInt64(slot + 1) << 32)
-        count += 1
-    }
-
-    /// Removes the word of `slot` and closes the gap by shifting later entries of the same
-    /// probe run back (no tombstones, so lookups never slow down).
-    @inlinable
-    mutating func tableRemove(slot: Int32, hash: Int) {
-        let word = Self.tag(hash) | (UInt64(slot + 1) << 32)
-        var i = hash & tableMask
-        while table[i] != word { i = (i + 1) & tableMask }
-        var j = i
-        while true {
-            j = (j + 1) & tableMask
-            let e = table[j]
-            if e == 0 { break }
-            let home = Int(e & 0xFFFF_FFFF) & tableMask
-            // The entry at j may fill the hole at i unless its home lies cyclically in (i, j].
-            let stays = i <= j ? (i < home && home <= j) : (i < home || home <= j)
-            if stays { continue }
-            table[i] = e
-            i = j
-        }
-        table[i] = 0
-        count -= 1
-    }
-
-    @usableFromInline
-    mutating func resizeTable(to size: Int) {
-        let old = table, oldSize = tableMask + 1
-        table = CacheMemory.allocateZeroed(UInt64.self, count: size)
-        tableMask = size - 1
-        for k in 0..<oldSize where old[k] != 0 {
-            let e = old[k]
-            var p = Int(e & 0xFFFF_FFFF) & tableMask
-            while table[p] != 0 { p = (p + 1) & tableMask }
-            table[p] = e
-        }
-        CacheMemory.deallocate(old, count: oldSize)
-    }
-
-    // MARK: lists
-
-    @inlinable @inline(__always)
-    mutating func withList<R>(_ queue: Queue, _ body: (inout List) -> R) -> R {
-        switch queue {
-        case .window: return body(&window)
-        case .probation: return body(&probation)
-        case .protected: return body(&protected)
-        }
-    }
-
-    // Lists are circular (the tail's next is the head), so that giving the head a second
-    // pass — CLOCK's "advance the hand" — is O(1) and writes no node.
-
-    @inlinable
-    mutating func unlink(_ i: Int32) {
-        let prev = nodes[Int(i)].prev, next = nodes[Int(i)].next, cost = nodes[Int(i)].cost
-        let queue = nodes[Int(i)].queue
-        let alone = next == i
-        if !alone {
-            nodes[Int(prev)].next = next
-            nodes[Int(next)].prev = prev
-        }
-        withList(queue) { list in
-            if alone {
-                list.head = -1
-                list.tail = -1
-            } else {
-                if list.head == i { list.head = next }
-                if list.tail == i { list.tail = prev }
-            }
-            list.count -= 1
-            list.cost -= cost
-        }
-    }
-
-    @inlinable
-    mutating func append(_ i: Int32, to queue: Queue) {
-        nodes[Int(i)].referenced = false
-        let cost = nodes[Int(i)].cost
-        let (oldHead, oldTail) = withList(queue) { list -> (Int32, Int32) in
-            let ends = (list.head, list.tail)
-            if list.tail < 0 { list.head = i }
-            list.tail = i
-            list.count += 1
-            list.cost += cost
-            return ends
-        }
-        if oldTail >= 0 {
-            nodes[Int(oldTail)].next = i
-            nodes[Int(oldHead)].prev = i
-            nodes[Int(i)].prev = oldTail
-            nodes[Int(i)].next = oldHead
-        } else {
-            nodes[Int(i)].prev = i
-            nodes[Int(i)].next = i
-        }
-        nodes[Int(i)].queue = queue
-    }
-
-    @inlinable
-    mutating func move(_ i: Int32, to queue: Queue) {
-        if nodes[Int(i)].queue == queue, withList(queue, { $0.tail }) == i { return }
-        unlink(i)
-        append(i, to: queue)
-    }
-
-    /// Clears the head's referenced bit and makes it the tail (a second chance).
-    @inlinable
-    mutating func rotate(_ queue: Queue) {
-        let h = withList(queue) { $0.head }
-        nodes[Int(h)].referenced = false
-        let n = nodes[Int(h)].next
-        withList(queue) { list in
-            list.head = n
-            list.tail = h
-        }
-    }
-
-    /// The entry after `i` in its list, or -1 after the tail.
-    @inlinable
-    func successor(_ i: Int32) -> Int32 {
-        let isTail: Bool
-        switch nodes[Int(i)].queue {
-        case .window: isTail = window.tail == i
-        case .probation: isTail = probation.tail == i
-        case .protected: isTail = protected.tail == i
-        }
-        return isTail ? -1 : nodes[Int(i)].next
-    }
-
     // MARK: operations
 
     /// The value for `key`, recording a hit (and the access in the sketch) or a miss.
@@ -444,7 +282,8 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @inlinable
     mutating func rebalanceProtected() {
         while protected.count > 1,
-              protected.cost > protectedCostLimit || protected.count > protectedCountLimit {
+            protected.cost > protectedCostLimit || protected.count > protectedCountLimit
+        {
             let h = protected.head
             if nodes[Int(h)].referenced {
                 rotate(.protected)
@@ -457,8 +296,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// Inserts or replaces; `false` (and no entry for `key` afterwards) when `cost` exceeds
     /// the per-entry cap. `evicted` sees every entry pushed out, under the caller's lock.
     @inlinable
-    mutating func insert(_ value: Value, forKey key: Key, hash knownHash: Int? = nil, cost rawCost: Int,
-                         evicted: (Key, Value) -> Void) -> Bool {
+    mutating func insert(
+        _ value: Value, forKey key: Key, hash knownHash: Int? = nil, cost rawCost: Int,
+        evicted: (Key, Value) -> Void
+    ) -> Bool {
         let cost = Swift.max(0, rawCost)
         guard cost <= maxEntryCost, countLimit > 0 else {
             rejections &+= 1
@@ -481,8 +322,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         } else {
             let estimate = UInt8(sketch.increment(hash))
             let i = takeFreeSlot()
-            (nodes + Int(i)).initialize(to: Node(key: key, value: value, hash: hash, cost: cost,
-                                                 estimate: estimate, epoch: sketch.epoch))
+            (nodes + Int(i)).initialize(
+                to: Node(
+                    key: key, value: value, hash: hash, cost: cost,
+                    estimate: estimate, epoch: sketch.epoch))
             tableInsert(slot: i, hash: hash)
             slot = i
             totalCost += cost
@@ -506,8 +349,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// (as far as this core holds entries other than `keep`'s); for a stripe of a striped cache,
     /// whose limits are enforced across stripes. Returns the cost and count evicted.
     @inlinable
-    mutating func evictExternally(cost: Int, count wanted: Int, sparing keep: Key?,
-                                  _ evicted: (Key, Value) -> Void) -> (cost: Int, count: Int) {
+    mutating func evictExternally(
+        cost: Int, count wanted: Int, sparing keep: Key?,
+        _ evicted: (Key, Value) -> Void
+    ) -> (cost: Int, count: Int) {
         let keepSlot = keep.flatMap { slot(for: $0) } ?? -1
         let before = (totalCost, count)
         externalExcess = (cost, wanted)
@@ -633,8 +478,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
 
     /// Changes the limits, evicting at once if the cache is now over them.
     @usableFromInline
-    mutating func setLimits(costLimit: Int, countLimit: Int, maxEntryShare: Double? = nil,
-                            _ evicted: (Key, Value) -> Void) {
+    mutating func setLimits(
+        costLimit: Int, countLimit: Int, maxEntryShare: Double? = nil,
+        _ evicted: (Key, Value) -> Void
+    ) {
         self.costLimit = costLimit
         self.countLimit = countLimit
         if let maxEntryShare { self.maxEntryShare = maxEntryShare }

@@ -101,8 +101,9 @@ public struct SizingPlan: Hashable, Sendable {
             if !allowUpscale && scale > 1 {
                 // Largest crop with the box's aspect that the source can give at 1:1.
                 let shrink = 1 / scale
-                out = PixelSize(width: max(1, Int((bw * shrink).rounded())),
-                                height: max(1, Int((bh * shrink).rounded())))
+                out = PixelSize(
+                    width: max(1, Int((bw * shrink).rounded())),
+                    height: max(1, Int((bh * shrink).rounded())))
             }
             // Source region with the output's aspect, centred.
             let outAspect = Double(out.width) / Double(out.height)

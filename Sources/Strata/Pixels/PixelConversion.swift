@@ -25,8 +25,9 @@ public enum PixelConversion {
     /// Converts `image` into `destination`'s style, overwriting every pixel of `destination`
     /// (which must have the same size; its row padding is left as it was).
     public static func convert(_ image: PixelImage, into destination: inout PixelImage) {
-        precondition(image.width == destination.width && image.height == destination.height,
-                     "conversion keeps the size: resample first")
+        precondition(
+            image.width == destination.width && image.height == destination.height,
+            "conversion keeps the size: resample first")
         let from = image.style, to = destination.style
         let width = image.width
         let srcStride = image.bytesPerRow, dstStride = destination.bytesPerRow
@@ -43,7 +44,7 @@ public enum PixelConversion {
                     let s = s0 + y * srcStride, d = d0 + y * dstStride
                     switch (from, to) {
                     case (.bgra32Premultiplied, .bgra32Premultiplied), (.bgrx32, .bgrx32),
-                         (.rgb565, .rgb565), (.gray8, .gray8):
+                        (.rgb565, .rgb565), (.gray8, .gray8):
                         d.update(from: s, count: width * from.bytesPerPixel)
                     case (.bgra32Premultiplied, _), (.bgrx32, _):
                         fromBGRA(s, to: to, count: width, into: d)
@@ -59,12 +60,16 @@ public enum PixelConversion {
     }
 
     /// Writes `count` BGRA pixels with alpha 255 (for either 4-byte target) from `style`.
-    private static func toBGRA(_ s: UnsafePointer<UInt8>, from style: PixelStyle, count: Int,
-                               into d: UnsafeMutablePointer<UInt8>) {
+    private static func toBGRA(
+        _ s: UnsafePointer<UInt8>, from style: PixelStyle, count: Int,
+        into d: UnsafeMutablePointer<UInt8>
+    ) {
         switch style {
         case .bgra32Premultiplied, .bgrx32:
             for i in 0..<count {
-                d[4 * i] = s[4 * i]; d[4 * i + 1] = s[4 * i + 1]; d[4 * i + 2] = s[4 * i + 2]
+                d[4 * i] = s[4 * i]
+                d[4 * i + 1] = s[4 * i + 1]
+                d[4 * i + 2] = s[4 * i + 2]
                 d[4 * i + 3] = 255
             }
         case .rgb565:
@@ -81,14 +86,19 @@ public enum PixelConversion {
         case .gray8:
             for i in 0..<count {
                 let v = s[i]
-                d[4 * i] = v; d[4 * i + 1] = v; d[4 * i + 2] = v; d[4 * i + 3] = 255
+                d[4 * i] = v
+                d[4 * i + 1] = v
+                d[4 * i + 2] = v
+                d[4 * i + 3] = 255
             }
         }
     }
 
     /// Writes `count` pixels of `style` from BGRA (alpha dropped: premultiplied over black).
-    private static func fromBGRA(_ s: UnsafePointer<UInt8>, to style: PixelStyle, count: Int,
-                                 into d: UnsafeMutablePointer<UInt8>) {
+    private static func fromBGRA(
+        _ s: UnsafePointer<UInt8>, to style: PixelStyle, count: Int,
+        into d: UnsafeMutablePointer<UInt8>
+    ) {
         switch style {
         case .bgra32Premultiplied, .bgrx32:
             // Either 4-byte style from the other: both are opaque-or-premultiplied BGR + 0xFF.

@@ -44,8 +44,9 @@ public struct PixelImage: Sendable {
         storage: PixelStorage, offset: Int
     ) {
         precondition(width > 0 && height > 0 && bytesPerRow >= width * style.bytesPerPixel)
-        precondition(offset >= 0 && offset + bytesPerRow * (height - 1) + width * style.bytesPerPixel <= storage.count,
-                     "pixel rows exceed their storage")
+        precondition(
+            offset >= 0 && offset + bytesPerRow * (height - 1) + width * style.bytesPerPixel <= storage.count,
+            "pixel rows exceed their storage")
         self.width = width
         self.height = height
         self.bytesPerRow = bytesPerRow
@@ -118,8 +119,11 @@ public struct PixelImage: Sendable {
         let rowBytes = width * style.bytesPerPixel
         return withUnsafeBytes { a in
             other.withUnsafeBytes { b in
-                for y in 0..<height where memcmp(a.baseAddress! + y * bytesPerRow,
-                                                  b.baseAddress! + y * other.bytesPerRow, rowBytes) != 0 {
+                for y in 0..<height
+                where memcmp(
+                    a.baseAddress! + y * bytesPerRow,
+                    b.baseAddress! + y * other.bytesPerRow, rowBytes) != 0
+                {
                     return false
                 }
                 return true

@@ -69,11 +69,13 @@ public final class Resampler {
     /// that fall outside the source are dropped and the rest renormalised, so a region that
     /// touches the image border does not darken it.
     public func resample(_ source: PixelImage, region: SourceRect, into destination: inout PixelImage) {
-        precondition(source.style == destination.style,
-                     "resample keeps the style: convert with PixelConversion first")
-        precondition(region.width > 0 && region.height > 0 && region.x.isFinite && region.y.isFinite
-                     && region.width.isFinite && region.height.isFinite,
-                     "the source region must be finite and non-empty")
+        precondition(
+            source.style == destination.style,
+            "resample keeps the style: convert with PixelConversion first")
+        precondition(
+            region.width > 0 && region.height > 0 && region.x.isFinite && region.y.isFinite
+                && region.width.isFinite && region.height.isFinite,
+            "the source region must be finite and non-empty")
         if source.style == .rgb565 {
             // Filter in 8-bit BGRx and quantise once at the end.
             let wide = PixelConversion.convert(source, to: .bgrx32)
@@ -82,12 +84,16 @@ public final class Resampler {
             PixelConversion.convert(out, into: &destination)
             return
         }
-        let h = table(&horizontal, ResamplerTable.Key(
-            sourceLength: source.width, regionStart: region.x, regionLength: region.width,
-            destinationLength: destination.width, filter: filter))
-        let v = table(&vertical, ResamplerTable.Key(
-            sourceLength: source.height, regionStart: region.y, regionLength: region.height,
-            destinationLength: destination.height, filter: filter))
+        let h = table(
+            &horizontal,
+            ResamplerTable.Key(
+                sourceLength: source.width, regionStart: region.x, regionLength: region.width,
+                destinationLength: destination.width, filter: filter))
+        let v = table(
+            &vertical,
+            ResamplerTable.Key(
+                sourceLength: source.height, regionStart: region.y, regionLength: region.height,
+                destinationLength: destination.height, filter: filter))
         let channels = source.style.bytesPerPixel
         if h.isShift && v.isShift {
             // Integer-aligned 1:1 (e.g. a source no larger than the box): a plain row copy.
@@ -113,54 +119,63 @@ public final class Resampler {
         let width = destination.width
         source.withUnsafeBytes { src in
             destination.withUnsafeMutableBytes { dst in
-                let srcBase = UnsafePointer(src.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                let srcBase =
+                    UnsafePointer(src.baseAddress!.assumingMemoryBound(to: UInt8.self))
                     + h.spanStart * channels
                 let dstBase = dst.baseAddress!.assumingMemoryBound(to: UInt8.self)
                 h.weights.withUnsafeBufferPointer { hw in
-                h.starts.withUnsafeBufferPointer { hs in
-                h.counts.withUnsafeBufferPointer { hc in
-                v.weights.withUnsafeBufferPointer { vw in
-                (fixedPoint?.pairs ?? []).withUnsafeBufferPointer { hf in
-                    for y in 0..<v.starts.count {
-                        let first = v.starts[y], n = v.counts[y]
-                        for k in 0..<n {
-                            let r = first + k
-                            let slot = r % ringRows
-                            let ringRow = ring + slot * ringStride
-                            if ringSourceRows[slot] != r {
-                                let sourceLine = srcBase + r * sourceStride
-                                if let fixedPoint {
-                                    Self.interleavePairs(sourceLine, pixels: h.spanEnd - h.spanStart, into: pairRow)
-                                    Self.filterRow4Fixed(pairRow, span: h.spanStart, starts: hs.baseAddress!,
-                                                         counts: hc.baseAddress!, coefficients: hf.baseAddress!,
-                                                         pairs: h.pairs, scale: fixedPoint.scale, width: width,
-                                                         into: ringRow)
-                                } else if channels == 4 {
-                                    Self.widen(sourceLine, count: spanValues, into: sourceRow)
-                                    Self.filterRow4(sourceRow, span: h.spanStart, starts: hs.baseAddress!,
-                                                    counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
-                                                    width: width, into: ringRow)
-                                } else {
-                                    Self.widen(sourceLine, count: spanValues, into: sourceRow)
-                                    Self.filterRow1(sourceRow, span: h.spanStart, starts: hs.baseAddress!,
-                                                    counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
-                                                    width: width, into: ringRow)
+                    h.starts.withUnsafeBufferPointer { hs in
+                        h.counts.withUnsafeBufferPointer { hc in
+                            v.weights.withUnsafeBufferPointer { vw in
+                                (fixedPoint?.pairs ?? []).withUnsafeBufferPointer { hf in
+                                    for y in 0..<v.starts.count {
+                                        let first = v.starts[y], n = v.counts[y]
+                                        for k in 0..<n {
+                                            let r = first + k
+                                            let slot = r % ringRows
+                                            let ringRow = ring + slot * ringStride
+                                            if ringSourceRows[slot] != r {
+                                                let sourceLine = srcBase + r * sourceStride
+                                                if let fixedPoint {
+                                                    Self.interleavePairs(sourceLine, pixels: h.spanEnd - h.spanStart, into: pairRow)
+                                                    Self.filterRow4Fixed(
+                                                        pairRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                        counts: hc.baseAddress!, coefficients: hf.baseAddress!,
+                                                        pairs: h.pairs, scale: fixedPoint.scale, width: width,
+                                                        into: ringRow)
+                                                } else if channels == 4 {
+                                                    Self.widen(sourceLine, count: spanValues, into: sourceRow)
+                                                    Self.filterRow4(
+                                                        sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                        counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                        width: width, into: ringRow)
+                                                } else {
+                                                    Self.widen(sourceLine, count: spanValues, into: sourceRow)
+                                                    Self.filterRow1(
+                                                        sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                        counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                        width: width, into: ringRow)
+                                                }
+                                                ringSourceRows[slot] = r
+                                            }
+                                            ringPointers[k] = UnsafePointer(ringRow)
+                                        }
+                                        Self.blendRows(
+                                            ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
+                                            values: outValues, into: outputRow)
+                                        let out = dstBase + y * destinationStride
+                                        switch style {
+                                        case .bgra32Premultiplied: Self.store4(outputRow, width: width, opaque: false, into: out)
+                                        case .bgrx32: Self.store4(outputRow, width: width, opaque: true, into: out)
+                                        case .gray8: Self.store1(outputRow, width: width, into: out)
+                                        case .rgb565: preconditionFailure("handled above")
+                                        }
+                                    }
                                 }
-                                ringSourceRows[slot] = r
                             }
-                            ringPointers[k] = UnsafePointer(ringRow)
-                        }
-                        Self.blendRows(ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
-                                       values: outValues, into: outputRow)
-                        let out = dstBase + y * destinationStride
-                        switch style {
-                        case .bgra32Premultiplied: Self.store4(outputRow, width: width, opaque: false, into: out)
-                        case .bgrx32: Self.store4(outputRow, width: width, opaque: true, into: out)
-                        case .gray8: Self.store1(outputRow, width: width, into: out)
-                        case .rgb565: preconditionFailure("handled above")
                         }
                     }
-                }}}}}
+                }
             }
         }
     }
@@ -299,8 +314,10 @@ public final class Resampler {
     /// Every pixel lands in two elements, so a window of taps starting at any pixel is a run
     /// of whole elements.
     @inline(__always)
-    private static func interleavePairs(_ row: UnsafePointer<UInt8>, pixels: Int,
-                                        into out: UnsafeMutablePointer<SIMD8<Int16>>) {
+    private static func interleavePairs(
+        _ row: UnsafePointer<UInt8>, pixels: Int,
+        into out: UnsafeMutablePointer<SIMD8<Int16>>
+    ) {
         let raw = UnsafeRawPointer(row)
         var j = 0
         // Four elements at a time: the bytes of pixels j… and j+1… interleaved (two byte
@@ -308,10 +325,12 @@ public final class Resampler {
         while j + 5 <= pixels {
             let a = raw.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<UInt8>.self)
             let b = raw.loadUnaligned(fromByteOffset: j * 4 + 4, as: SIMD16<UInt8>.self)
-            let low = SIMD16<UInt8>(a[0], b[0], a[1], b[1], a[2], b[2], a[3], b[3],
-                                    a[4], b[4], a[5], b[5], a[6], b[6], a[7], b[7])
-            let high = SIMD16<UInt8>(a[8], b[8], a[9], b[9], a[10], b[10], a[11], b[11],
-                                     a[12], b[12], a[13], b[13], a[14], b[14], a[15], b[15])
+            let low = SIMD16<UInt8>(
+                a[0], b[0], a[1], b[1], a[2], b[2], a[3], b[3],
+                a[4], b[4], a[5], b[5], a[6], b[6], a[7], b[7])
+            let high = SIMD16<UInt8>(
+                a[8], b[8], a[9], b[9], a[10], b[10], a[11], b[11],
+                a[12], b[12], a[13], b[13], a[14], b[14], a[15], b[15])
             out[j] = SIMD8<Int16>(truncatingIfNeeded: low.lowHalf)
             out[j + 1] = SIMD8<Int16>(truncatingIfNeeded: low.highHalf)
             out[j + 2] = SIMD8<Int16>(truncatingIfNeeded: high.lowHalf)
@@ -390,8 +409,10 @@ public final class Resampler {
     /// Rounds a row of 4-channel samples to bytes. Premultiplied colour is clamped to its alpha
     /// (Lanczos ringing can push it over); BGRx gets an opaque fourth byte.
     @inline(__always)
-    private static func store4(_ row: UnsafeMutablePointer<Float>, width: Int, opaque: Bool,
-                               into out: UnsafeMutablePointer<UInt8>) {
+    private static func store4(
+        _ row: UnsafeMutablePointer<Float>, width: Int, opaque: Bool,
+        into out: UnsafeMutablePointer<UInt8>
+    ) {
         let output = UnsafeMutableRawPointer(out)
         for x in 0..<width {
             let p = row + 4 * x
@@ -401,7 +422,9 @@ public final class Resampler {
                 a = 255
             } else {
                 a = byte(p[3])
-                b = Swift.min(b, a); g = Swift.min(g, a); r = Swift.min(r, a)
+                b = Swift.min(b, a)
+                g = Swift.min(g, a)
+                r = Swift.min(r, a)
             }
             output.storeBytes(of: (b | g << 8 | r << 16 | a << 24).littleEndian, toByteOffset: x * 4, as: UInt32.self)
         }

@@ -184,7 +184,8 @@ struct ResamplerTable {
             break
         }
         self.isShift = shift
-        self.fixedPoint = Self.fixedPoint(weights, counts: counts, taps: taps, scale: 1 << 15)
+        self.fixedPoint =
+            Self.fixedPoint(weights, counts: counts, taps: taps, scale: 1 << 15)
             ?? Self.fixedPoint(weights, counts: counts, taps: taps, scale: 1 << 14)
     }
 

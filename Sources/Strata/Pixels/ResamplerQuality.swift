@@ -15,7 +15,9 @@ extension PixelImage {
     /// benchmarks, not a hot path.
     public func peakSignalToNoiseRatio(against reference: PixelImage) -> Double {
         precondition(width == reference.width && height == reference.height, "PSNR needs equal sizes")
-        let common: PixelStyle = (style == .gray8 && reference.style == .gray8) ? .gray8
+        let common: PixelStyle =
+            (style == .gray8 && reference.style == .gray8)
+            ? .gray8
             : (style == reference.style && style != .rgb565 ? style : .bgrx32)
         let a = PixelConversion.convert(self, to: common)
         let b = PixelConversion.convert(reference, to: common)

@@ -27,8 +27,10 @@ public struct SizeQuery: Hashable, Sendable {
     public static let defaultTolerance = 0.20
 
     @inlinable
-    public init(box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default,
-                tolerance: Double = SizeQuery.defaultTolerance) {
+    public init(
+        box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default,
+        tolerance: Double = SizeQuery.defaultTolerance
+    ) {
         precondition(tolerance >= 0 && tolerance.isFinite, "tolerance must be finite and ≥ 0")
         self.box = box
         self.mode = mode
@@ -98,7 +100,8 @@ public enum VariantMatcher {
         var bestQ = 0.0
         for candidate in candidates {
             guard let q = fillRatio(of: descriptor(candidate), for: query),
-                  withinTolerance(q, query.tolerance) else { continue }
+                withinTolerance(q, query.tolerance)
+            else { continue }
             if best == nil || isBetter(q, than: bestQ) {
                 best = candidate
                 bestQ = q

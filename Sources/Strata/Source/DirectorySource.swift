@@ -79,8 +79,9 @@ public struct DirectorySource: ImageSource {
 
     /// Reads synchronously on the calling thread (for command-line tools and benchmarks).
     public func fetchBlocking(key: String) throws(SourceError) -> SourceData {
-        try Self.read(components: try Self.validatedComponents(of: key), key: key, root: root,
-                      maxFileBytes: maxFileBytes)
+        try Self.read(
+            components: try Self.validatedComponents(of: key), key: key, root: root,
+            maxFileBytes: maxFileBytes)
     }
 
     /// Splits `key` into path components, refusing anything that could leave the root.
@@ -110,8 +111,10 @@ public struct DirectorySource: ImageSource {
     /// more than `maxFileBytes` bytes: first by `expectedSize`, then while reading, so that a
     /// file that grew after the `fstat` (or one whose size `fstat` does not know) is never read
     /// past `maxFileBytes + 1` bytes. Both refusals are the same error.
-    static func readContents(of file: borrowing FileDescriptor, expectedSize: Int, key: String,
-                             maxFileBytes: Int) throws(SourceError) -> [UInt8] {
+    static func readContents(
+        of file: borrowing FileDescriptor, expectedSize: Int, key: String,
+        maxFileBytes: Int
+    ) throws(SourceError) -> [UInt8] {
         func tooLarge(_ size: String) -> SourceError {
             SourceError(key: key, reason: .failed("original is \(size) bytes, over the \(maxFileBytes)-byte limit"))
         }

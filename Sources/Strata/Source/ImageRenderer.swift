@@ -65,13 +65,17 @@ public final class ImageRenderer {
         return (try render(bytes, header: header, request: request), header.size)
     }
 
-    private func render(_ bytes: UnsafeRawBufferPointer, header: ImageHeader, request: RenderRequest) throws(ImageDecodingError) -> PixelImage {
+    private func render(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, request: RenderRequest
+    ) throws(ImageDecodingError) -> PixelImage {
         let (sizing, minimum) = plan(for: header, request: request)
         let decodedSize = decoder.decodedSize(for: header, minimumSize: minimum)
 
         // Shrink-on-load already produced the exact output (a small source, or a scale that
         // lands on it): decode straight into the output, no scratch and no resample.
-        if decodedSize == sizing.output && sizing.sourceRect == SourceRect(x: 0, y: 0, width: Double(header.size.width), height: Double(header.size.height)) {
+        if decodedSize == sizing.output
+            && sizing.sourceRect == SourceRect(x: 0, y: 0, width: Double(header.size.width), height: Double(header.size.height))
+        {
             var output = PixelImage(uninitializedWidth: decodedSize.width, height: decodedSize.height, style: .bgra32Premultiplied)
             try decoder.decode(bytes, header: header, minimumSize: minimum, into: &output)
             return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
@@ -86,8 +90,9 @@ public final class ImageRenderer {
         // The plan's source rectangle, in decoded pixels.
         let fx = Double(decodedSize.width) / Double(header.size.width)
         let fy = Double(decodedSize.height) / Double(header.size.height)
-        let region = SourceRect(x: sizing.sourceRect.x * fx, y: sizing.sourceRect.y * fy,
-                                width: sizing.sourceRect.width * fx, height: sizing.sourceRect.height * fy)
+        let region = SourceRect(
+            x: sizing.sourceRect.x * fx, y: sizing.sourceRect.y * fy,
+            width: sizing.sourceRect.width * fx, height: sizing.sourceRect.height * fy)
         var output = PixelImage(uninitializedWidth: sizing.output.width, height: sizing.output.height, style: .bgra32Premultiplied)
         resampler.resample(decoded, region: region, into: &output)
         return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
@@ -114,7 +119,8 @@ public final class ImageRenderer {
             storage = nil
             storage = PixelStorage(uninitializedByteCount: needed)
         }
-        return PixelImage(width: size.width, height: size.height, bytesPerRow: stride,
-                          style: .bgra32Premultiplied, storage: storage.take()!, offset: 0)
+        return PixelImage(
+            width: size.width, height: size.height, bytesPerRow: stride,
+            style: .bgra32Premultiplied, storage: storage.take()!, offset: 0)
     }
 }

@@ -14,8 +14,10 @@ public final class SourceTier: Sendable {
         /// See ``ImageRenderer/decodeHeadroom`` (default 2).
         public var decodeHeadroom: Double
 
-        public init(maxPixels: Int = DecodingLimits().maxPixels, width: Int = SourceTier.coreCount,
-                    decodeHeadroom: Double = 2.0) {
+        public init(
+            maxPixels: Int = DecodingLimits().maxPixels, width: Int = SourceTier.coreCount,
+            decodeHeadroom: Double = 2.0
+        ) {
             self.maxPixels = maxPixels
             self.width = width
             self.decodeHeadroom = decodeHeadroom

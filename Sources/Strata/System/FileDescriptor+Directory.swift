@@ -79,7 +79,7 @@ extension FileDescriptor {
             prefix += part
             do throws(SystemCallError) {
                 try Syscall.retrying("mkdir", path: prefix) { Glibc.mkdir(prefix, mode) }
-            } catch where error.errno == EEXIST {
+            } catch  where error.errno == EEXIST {
             }
             prefix += "/"
         }

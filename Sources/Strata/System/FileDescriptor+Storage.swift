@@ -42,7 +42,7 @@ extension FileDescriptor {
         do throws(SystemCallError) {
             try Syscall.retrying("flock", path: path) { strata_flock(rawValue, operation) }
             return true
-        } catch where !wait && error.errno == EWOULDBLOCK {
+        } catch  where !wait && error.errno == EWOULDBLOCK {
             return false
         }
     }
@@ -61,7 +61,7 @@ extension FileDescriptor {
         do throws(SystemCallError) {
             try Syscall.retrying("fcntl(F_OFD_SETLK)", path: path) { fcntl(rawValue, strata_F_OFD_SETLK, &lock) }
             return true
-        } catch where error.errno == EAGAIN || error.errno == EACCES {
+        } catch  where error.errno == EAGAIN || error.errno == EACCES {
             return false
         }
     }

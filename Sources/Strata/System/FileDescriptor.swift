@@ -19,7 +19,9 @@ public struct FileDescriptor: ~Copyable, @unchecked Sendable {
     }
 
     /// Opens `name` relative to the directory descriptor `directory` (`openat`).
-    public init(openAt directory: borrowing FileDescriptor, name: String, flags: Int32, mode: mode_t = 0o644)
+    public init(
+        openAt directory: borrowing FileDescriptor, name: String, flags: Int32, mode: mode_t = 0o644
+    )
         throws(SystemCallError)
     {
         let dirFD = directory.rawValue

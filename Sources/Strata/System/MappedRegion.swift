@@ -31,11 +31,11 @@ public struct MappedRegion: ~Copyable, @unchecked Sendable {
         let prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
         let flags = MAP_SHARED | (populate ? MAP_POPULATE : 0)
         let fd = file.rawValue
-        let raw = mmap(nil, length, prot, flags, fd, off_t(offset))
-        guard let raw, raw != MAP_FAILED else {
-            throw SystemCallError(call: "mmap", path: file.path, errno: errno)
+        // Through `Syscall`, so that a SyscallFaults rule can fail it (MAP_FAILED is -1).
+        let address = try Syscall.retrying("mmap", path: file.path) {
+            Int(bitPattern: mmap(nil, length, prot, flags, fd, off_t(offset)))
         }
-        self.base = raw
+        self.base = UnsafeMutableRawPointer(bitPattern: address)!
         self.count = length
     }
 

@@ -16,7 +16,10 @@ public final class OSThread: Sendable {
     private final class Box {
         let body: @Sendable () -> Void
         let name: String
-        init(_ name: String, _ body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
+        init(_ name: String, _ body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
     }
 
     private let handle: pthread_t
@@ -27,12 +30,14 @@ public final class OSThread: Sendable {
     public init(name: String, _ body: @escaping @Sendable () -> Void) throws(SystemCallError) {
         let box = Unmanaged.passRetained(Box(name, body)).toOpaque()
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            OSThread.setName(box.name)
-            box.body()
-            return nil
-        }, box)
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                OSThread.setName(box.name)
+                box.body()
+                return nil
+            }, box)
         if rc != 0 {
             Unmanaged<Box>.fromOpaque(box).release()
             throw SystemCallError(call: "pthread_create", errno: rc)

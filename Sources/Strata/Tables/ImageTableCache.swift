@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 /// A hook to decline filling a whole family (FastImageCache's
@@ -13,14 +14,20 @@ public protocol ImageTableCacheDelegate: Sendable {
 /// - ``cachedImage(for:formatName:)`` answers at once from the table (never loads a source).
 /// - ``image(for:formatName:)`` loads the entity's source once and fills every format of the
 ///   requested format's family (unless the delegate declines), then returns the requested one.
-///   Identical pending requests share one load; each waiter can cancel on its own, and the load
+///   Identical pending requests (same entity, format and source version) share one load; each waiter can cancel on its own, and the load
 ///   stops when the last waiter leaves. ``cancelRequest(for:formatName:)`` stops it for everyone.
 /// - ``cachedImage(for:matching:)`` serves a size query from any format within tolerance
 ///   (``VariantMatcher``), best match first.
 ///
-/// Storing and drawing (a cross-process `flock` and CPU-bound pixel work) always run on a
-/// dedicated thread pool, never on Swift's cooperative pool: the one given to the initializer,
-/// or a private two-thread pool the cache owns and shuts down when it goes away.
+/// The requested format's result never depends on its siblings: a sibling that cannot be drawn
+/// (its processing throws, its table is full, …) is logged and counted
+/// (``Statistics/siblingFailures``), and the request still gets its image.
+///
+/// Everything that blocks — storing and drawing (a cross-process `flock`, disk reservations and
+/// CPU-bound pixel work), deleting, resetting, compacting, and the rare retrieval that must
+/// re-read a table's whole metadata first — runs on a dedicated thread pool, never on Swift's
+/// cooperative pool: the one given to the initializer, or a private two-thread pool the cache
+/// owns and shuts down when it goes away.
 ///
 /// Thread-safe; several processes may open the same directory.
 public final class ImageTableCache: Sendable {
@@ -32,8 +39,23 @@ public final class ImageTableCache: Sendable {
     let drawingPool: BlockingPool<Void>
     /// Set when the cache made its own pool: stops its threads when the cache goes away.
     private let ownedPool: BlockingPoolOwner<Void>?
-    let pending = Mutex<[RequestKey: Pending]>([:])
+    let pending = Lock<[RequestKey: Pending]>([:])
     let nextToken = Atomic<UInt64>(0)
+    /// Where the cache logs sibling formats it could not draw.
+    let logger: Logger
+    private let siblingFailures = Atomic<Int>(0)
+
+    /// Counters since the cache was opened.
+    public struct Statistics: Sendable, Hashable {
+        /// Formats of a family that could not be drawn while another format of the family was
+        /// requested (each is logged; the requested format was still served).
+        public var siblingFailures = 0
+    }
+
+    /// Counters since the cache was opened.
+    public var statistics: Statistics {
+        Statistics(siblingFailures: siblingFailures.load(ordering: .relaxed))
+    }
 
     /// Name prefix of the threads of the pool a cache makes for itself (`<prefix>-<index>`).
     static let privatePoolName = "strata-table"
@@ -49,18 +71,22 @@ public final class ImageTableCache: Sendable {
         var waiters: [UInt64: CheckedContinuation<PixelImage, any Error>]
     }
 
+    /// What makes two requests identical: the same entity, format and source version (a
+    /// request for another version must never get this one's pixels).
     struct RequestKey: Hashable {
         var id: ImageEntityID
         var format: String
+        var sourceVersion: UInt64
     }
 
     /// Opens (or creates) a table for each format in `directory`. The entities' processing
     /// (CPU-bound drawing into the slots, under the table's file lock) runs on `drawingPool`'s
     /// threads, or, when it is `nil`, on a private two-thread pool the cache starts (throws
     /// ``ImageTableError/system(_:)`` if the system refuses a thread) and stops on deinit.
+    /// `logger` receives the sibling formats that could not be drawn.
     public init(
         directory: String, formats: [ImageTableFormat], delegate: (any ImageTableCacheDelegate)? = nil,
-        drawingPool: BlockingPool<Void>? = nil
+        drawingPool: BlockingPool<Void>? = nil, logger: Logger = Logger(label: "strata.tables")
     ) throws(ImageTableError) {
         var tables: [String: ImageTable] = [:]
         for format in formats {
@@ -71,6 +97,7 @@ public final class ImageTableCache: Sendable {
         self.formats = formats
         self.tables = tables
         self.delegate = delegate
+        self.logger = logger
         if let drawingPool {
             self.drawingPool = drawingPool
             self.ownedPool = nil
@@ -120,9 +147,21 @@ public final class ImageTableCache: Sendable {
     /// source's error otherwise.
     public func image(for entity: ImageTableEntity, formatName: String) async throws -> PixelImage {
         guard let table = tables[formatName] else { throw ImageTableError.unknownFormat(formatName) }
-        if let hit = table.image(for: entity.id, sourceVersion: entity.sourceVersion) { return hit }
+        switch table.read(entity.id, sourceVersion: entity.sourceVersion, maintain: false) {
+        case .hit(let image):
+            return image
+        case .miss:
+            break
+        case .needsMaintenance:
+            // The table must re-read its metadata (another process wrote or replaced it): O(slots)
+            // work that belongs on the pool.
+            let (id, version) = (entity.id, entity.sourceVersion)
+            if let hit = try await onPool({ () throws -> PixelImage? in table.image(for: id, sourceVersion: version) }) {
+                return hit
+            }
+        }
         try Task.checkCancellation()
-        let key = RequestKey(id: entity.id, format: formatName)
+        let key = RequestKey(id: entity.id, format: formatName, sourceVersion: entity.sourceVersion)
         let waiter = nextToken.add(1, ordering: .relaxed).newValue
         let format = table.format
         return try await withTaskCancellationHandler {
@@ -147,17 +186,31 @@ public final class ImageTableCache: Sendable {
         }
     }
 
-    /// Cancels the pending request of `entityID` in `formatName`, if any: all its waiters get
-    /// `CancellationError` at once, and no further format of the family is drawn.
+    /// Cancels the pending requests of `entityID` in `formatName` (of any source version), if
+    /// any: all their waiters get `CancellationError` at once, and no further format of the
+    /// family is drawn.
     public func cancelRequest(for entityID: ImageEntityID, formatName: String) {
-        guard let entry = pending.withLock({ $0.removeValue(forKey: RequestKey(id: entityID, format: formatName)) }) else { return }
-        entry.task.cancel()
-        for continuation in entry.waiters.values { continuation.resume(throwing: CancellationError()) }
+        let removed = pending.withLock { map -> [Pending] in
+            let keys = map.keys.filter { $0.id == entityID && $0.format == formatName }
+            return keys.map { map.removeValue(forKey: $0)! }
+        }
+        for entry in removed {
+            entry.task.cancel()
+            for continuation in entry.waiters.values { continuation.resume(throwing: CancellationError()) }
+        }
     }
 
-    /// Number of requests waiting for the pending load of `entityID` in `formatName` (for tests).
-    func waiterCount(for entityID: ImageEntityID, formatName: String) -> Int {
-        pending.withLock { $0[RequestKey(id: entityID, format: formatName)]?.waiters.count ?? 0 }
+    /// Number of requests waiting for pending loads of `entityID` in `formatName` (of
+    /// `sourceVersion`, or of any version when it is `nil`), for tests.
+    func waiterCount(for entityID: ImageEntityID, formatName: String, sourceVersion: UInt64? = nil) -> Int {
+        pending.withLock { map in
+            map.reduce(0) { total, element in
+                let key = element.key
+                guard key.id == entityID, key.format == formatName, sourceVersion == nil || key.sourceVersion == sourceVersion
+                else { return total }
+                return total + element.value.waiters.count
+            }
+        }
     }
 
     /// A waiter's task was cancelled: resume it with `CancellationError` (unless the load or
@@ -189,24 +242,52 @@ public final class ImageTableCache: Sendable {
     }
 
     /// Stores `image` as the entry of `entity` in format `formatName` (copied into the slot; it
-    /// must have the format's style and fit its size).
+    /// must have the format's style and fit its size). Runs on the pool; throws
+    /// ``ImageTableError``.
     @discardableResult
-    public func setImage(_ image: PixelImage, for entity: ImageTableEntity, formatName: String) throws -> PixelImage {
-        try table(named: formatName).setImage(image, for: entity.id, sourceVersion: entity.sourceVersion)
+    public func setImage(_ image: PixelImage, for entity: ImageTableEntity, formatName: String) async throws -> PixelImage {
+        let table = try table(named: formatName)
+        let (id, version) = (entity.id, entity.sourceVersion)
+        return try await onPool { () throws -> PixelImage in try table.setImage(image, for: id, sourceVersion: version) }
     }
 
-    /// Removes `entityID` from format `formatName`, or from every format when it is `nil`.
-    public func deleteImage(for entityID: ImageEntityID, formatName: String? = nil) throws(ImageTableError) {
-        if let formatName {
-            try table(named: formatName).delete(entityID)
-        } else {
-            for format in formats { try tables[format.name]!.delete(entityID) }
+    /// Removes `entityID` from format `formatName`, or from every format when it is `nil`. Runs
+    /// on the pool; throws ``ImageTableError``.
+    public func deleteImage(for entityID: ImageEntityID, formatName: String? = nil) async throws {
+        let targets = try formatName.map { [try table(named: $0)] } ?? formats.map { tables[$0.name]! }
+        try await onPool { () throws in for table in targets { try table.delete(entityID) } }
+    }
+
+    /// Empties format `formatName` (new files renamed over the old ones; readers are not held
+    /// up). Runs on the pool; throws ``ImageTableError``.
+    public func reset(formatName: String) async throws {
+        let table = try table(named: formatName)
+        try await onPool { () throws in try table.reset() }
+    }
+
+    /// Packs format `formatName`'s live entries into the lowest slots (new files renamed over
+    /// the old ones; readers are not held up) and returns the bytes of disk freed. Runs on the
+    /// pool; throws ``ImageTableError``.
+    @discardableResult
+    public func compact(formatName: String) async throws -> Int {
+        let table = try table(named: formatName)
+        return try await onPool { () throws -> Int in try table.compact() }
+    }
+
+    /// Runs blocking table work on the drawing pool (the one place this cache calls the pool).
+    /// Runs `body` on the drawing pool; its own error comes back as it was thrown (a table
+    /// error, the delegate's or a processing closure's), a cancellation while queued as
+    /// `CancellationError`.
+    private func onPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        do {
+            return try await drawingPool.run { (_: Void) throws -> T in try body() }
+        } catch {
+            switch error {
+            case .failed(let error): throw error
+            case .cancelled: throw CancellationError()
+            case .shutDown: throw ImageTableError.shutDown
+            }
         }
-    }
-
-    /// Empties format `formatName` (new files renamed over the old ones).
-    public func reset(formatName: String) throws(ImageTableError) {
-        try table(named: formatName).reset()
     }
 
     /// Bytes on disk of format `formatName`'s files.
@@ -231,11 +312,25 @@ public final class ImageTableCache: Sendable {
         for format in targets {
             try Task.checkCancellation()
             let table = tables[format.name]!
-            let draw: @Sendable (()) throws -> PixelImage = { _ in
+            let draw: @Sendable () throws -> PixelImage = {
                 try table.store(entity.id, sourceVersion: entity.sourceVersion) { canvas in try entity.process(source, &canvas) }
             }
-            let image = try await drawingPool.run(draw)
-            if format.name == requested.name { result = image }
+            if format.name == requested.name {
+                result = try await onPool(draw)
+                continue
+            }
+            // A sibling is drawn for later requests; its failure is not this request's.
+            do {
+                _ = try await onPool(draw)
+            } catch {
+                siblingFailures.add(1, ordering: .relaxed)
+                logger.warning(
+                    "could not draw a sibling format of the requested one",
+                    metadata: [
+                        "entity": "\(entity.id)", "sourceVersion": "\(entity.sourceVersion)", "format": "\(format.name)",
+                        "requested": "\(requested.name)", "source": "\(entity.source.description)", "error": "\(error)",
+                    ])
+            }
         }
         return result!
     }

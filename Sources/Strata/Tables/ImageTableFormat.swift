@@ -43,8 +43,10 @@ public struct ImageTableFormat: Sendable, Hashable, CustomStringConvertible {
     public func validate() throws(ImageTableError) {
         func fail(_ reason: String) -> ImageTableError { .invalidFormat(name: name, reason: reason) }
         guard !name.isEmpty, name.utf8.count <= 100, name.first != ".",
-              name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A)
-                                     || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D })
+            name.utf8.allSatisfy({
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A)
+                    || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D
+            })
         else { throw fail("the name must be 1–100 characters of A–Z, a–z, 0–9, '.', '_', '-' and not start with '.'") }
         guard size.width > 0, size.height > 0, size.width <= 16384, size.height <= 16384 else {
             throw fail("the size must be between 1x1 and 16384x16384, not \(size)")
@@ -53,7 +55,8 @@ public struct ImageTableFormat: Sendable, Hashable, CustomStringConvertible {
             throw fail("maximumCount must be between 1 and 10 000 000, not \(maximumCount)")
         }
         guard filePermissions & ~0o777 == 0, filePermissions & 0o600 == 0o600 else {
-            throw fail("filePermissions must be permission bits that include owner read/write (0o600), not 0o\(String(filePermissions, radix: 8))")
+            throw fail(
+                "filePermissions must be permission bits that include owner read/write (0o600), not 0o\(String(filePermissions, radix: 8))")
         }
     }
 }
@@ -159,6 +162,8 @@ public enum ImageTableError: Error, Sendable, Hashable, CustomStringConvertible 
     case tooManyInstances(format: String, limit: Int)
     /// A file operation failed.
     case system(SystemCallError)
+    /// The cache's drawing pool was shut down before the work could run.
+    case shutDown
 
     public var description: String {
         switch self {
@@ -174,6 +179,8 @@ public enum ImageTableError: Error, Sendable, Hashable, CustomStringConvertible 
             return "a \(size) \(style) image does not fit image table '\(format)' (it needs the format's style and at most its size)"
         case .tooManyInstances(let format, let limit):
             return "image table '\(format)' is open in \(limit) instances already (the limit); share one ImageTable per process"
+        case .shutDown:
+            return "the image table cache's drawing pool is shut down"
         case .system(let error):
             return "image table I/O failed: \(error)"
         }

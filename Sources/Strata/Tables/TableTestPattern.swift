@@ -37,3 +37,46 @@ package enum TableTestPattern {
         return UInt8(truncatingIfNeeded: v ^ (v >> 16))
     }
 }
+
+/// What the hidden `strata table-writer --progress-file` child was doing last: four
+/// little-endian UInt64 at offset 0 of the file (phase, entity number, version, rows drawn),
+/// rewritten once the table is open, when a draw starts, after each drawn row and after each
+/// store. A test that kills the child reads it to know whether the kill landed inside a draw.
+package struct TableWriterProgress: Sendable, Hashable {
+    package enum Phase: UInt64, Sendable {
+        /// Inside the draw of `entity` at `version`, `rows` rows complete.
+        case drawing = 1
+        /// The store of `entity` at `version` returned.
+        case stored = 2
+        /// The table is open; no store has started yet.
+        case ready = 3
+    }
+
+    package var phase: Phase
+    package var entity: Int
+    package var version: UInt64
+    package var rows: Int
+
+    package init(phase: Phase, entity: Int, version: UInt64, rows: Int) {
+        self.phase = phase
+        self.entity = entity
+        self.version = version
+        self.rows = rows
+    }
+
+    package static let length = 32
+
+    package var encoded: [UInt8] {
+        [phase.rawValue, UInt64(entity), version, UInt64(rows)].flatMap { value in
+            (0..<8).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
+        }
+    }
+
+    /// The record in `bytes`, if they hold one.
+    package init?(decoding bytes: [UInt8]) {
+        guard bytes.count >= Self.length else { return nil }
+        let words = (0..<4).map { i in (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[i * 8 + $1]) << (8 * $1) } }
+        guard let phase = Phase(rawValue: words[0]) else { return nil }
+        self.init(phase: phase, entity: Int(words[1]), version: words[2], rows: Int(words[3]))
+    }
+}

@@ -22,8 +22,9 @@ import Testing
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                   stderr: String(decoding: stderr, as: UTF8.self))
+        return Run(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
     }
 
     func temporaryPath(_ name: String) -> String {
@@ -59,8 +60,10 @@ import Testing
     @Test func unreadableInputAndUnwritableOutput() throws {
         let missing = try run(["decode", "/nonexistent/x.jpg", "--size", "64x64"])
         #expect(missing.status == 2 && missing.stderr.contains("/nonexistent/x.jpg"))
-        let unwritable = try run(["decode", Fixtures.url("jpeg/orientation-1.jpg").path, "--size", "64x64",
-                                  "--out", "/nonexistent-dir/out.png"])
+        let unwritable = try run([
+            "decode", Fixtures.url("jpeg/orientation-1.jpg").path, "--size", "64x64",
+            "--out", "/nonexistent-dir/out.png",
+        ])
         #expect(unwritable.status == 2 && unwritable.stderr.contains("/nonexistent-dir/out.png"))
     }
 }

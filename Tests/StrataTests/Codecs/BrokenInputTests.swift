@@ -3,9 +3,11 @@ import Testing
 
 @Suite("Broken inputs")
 struct BrokenInputTests {
-    @Test("truncated files: header readable, decode throws truncated", arguments: [
-        "broken/truncated-baseline.jpg", "broken/truncated-progressive.jpg", "broken/truncated.webp",
-    ])
+    @Test(
+        "truncated files: header readable, decode throws truncated",
+        arguments: [
+            "broken/truncated-baseline.jpg", "broken/truncated-progressive.jpg", "broken/truncated.webp",
+        ])
     func truncated(path: String) throws {
         let decoder = ImageDecoder()
         let bytes = Fixtures.bytes(path)
@@ -60,14 +62,16 @@ struct BrokenInputTests {
         }
     }
 
-    @Test("a header from other bytes is refused, never overflows the destination",
-          arguments: ["png/red-8x8.png", "jpeg/orientation-6.jpg"])
+    @Test(
+        "a header from other bytes is refused, never overflows the destination",
+        arguments: ["png/red-8x8.png", "jpeg/orientation-6.jpg"])
     func mismatchedHeader(path: String) throws {
         let decoder = ImageDecoder()
         let other = try decoder.readHeader(Fixtures.bytes("webp/animated-96x64-3frames.webp"))
         var header = try decoder.readHeader(Fixtures.bytes(path))
-        header = ImageHeader(format: header.format, codedSize: PixelSize(width: 4, height: 4),
-                             orientation: header.orientation, isAnimated: other.isAnimated)
+        header = ImageHeader(
+            format: header.format, codedSize: PixelSize(width: 4, height: 4),
+            orientation: header.orientation, isAnimated: other.isAnimated)
         var destination = PixelImage(width: 4, height: 4)
         let bytes = Fixtures.bytes(path)
         let error = decodingError {
@@ -87,8 +91,10 @@ struct BrokenInputTests {
     @Test("every prefix of a small JPEG and WebP fails cleanly or decodes completely")
     func everyPrefix() throws {
         let decoder = ImageDecoder()
-        for path in ["jpeg/orientation-6.jpg", "webp/animated-96x64-3frames.webp", "webp/kite-320x200-lossless.webp",
-                     "webp/kite-320x200-lossless-reference.png"] {
+        for path in [
+            "jpeg/orientation-6.jpg", "webp/animated-96x64-3frames.webp", "webp/kite-320x200-lossless.webp",
+            "webp/kite-320x200-lossless-reference.png",
+        ] {
             let bytes = Fixtures.bytes(path)
             let complete = try decoder.decode(bytes)
             var cut = 0
@@ -107,7 +113,8 @@ struct BrokenInputTests {
         }
     }
 
-    @Test("garbage in a JPEG's markers: each input decodes at its header's size or fails with a decoding error, and the decoder stays usable")
+    @Test(
+        "garbage in a JPEG's markers: each input decodes at its header's size or fails with a decoding error, and the decoder stays usable")
     func fuzzedMarkers() throws {
         let decoder = ImageDecoder()
         let good = Fixtures.bytes("jpeg/orientation-6.jpg")

@@ -15,11 +15,16 @@ struct EncoderTests {
                         let d = y * outStride + x * style.bytesPerPixel
                         switch style {
                         case .bgra32Premultiplied: for c in 0..<4 { dst[d + c] = src[s + c] }
-                        case .bgrx32: dst[d] = UInt8(b); dst[d + 1] = UInt8(g); dst[d + 2] = UInt8(r); dst[d + 3] = 255
+                        case .bgrx32:
+                            dst[d] = UInt8(b)
+                            dst[d + 1] = UInt8(g)
+                            dst[d + 2] = UInt8(r)
+                            dst[d + 3] = 255
                         case .gray8: dst[d] = UInt8((b * 29 + g * 150 + r * 77 + 128) >> 8)
                         case .rgb565:
                             let v = UInt16(r >> 3) << 11 | UInt16(g >> 2) << 5 | UInt16(b >> 3)
-                            dst[d] = UInt8(v & 255); dst[d + 1] = UInt8(v >> 8)
+                            dst[d] = UInt8(v & 255)
+                            dst[d + 1] = UInt8(v >> 8)
                         }
                     }
                 }

@@ -3,16 +3,18 @@ import Testing
 
 @Suite("Format detection")
 struct FormatDetectionTests {
-    @Test("detects by magic bytes", arguments: [
-        ("jpeg/path-2560x1600.jpg", ImageFormat?.some(.jpeg)),
-        ("jpeg/eveningglow-1024x640-progressive.jpg", .jpeg),
-        ("webp/path-2560x1600.webp", .webp),
-        ("webp/kite-320x200-lossless.webp", .webp),
-        ("webp/animated-96x64-3frames.webp", .webp),
-        ("png/red-8x8.png", .png),
-        ("broken/empty.bin", nil),
-        ("broken/garbage.bin", nil),
-    ])
+    @Test(
+        "detects by magic bytes",
+        arguments: [
+            ("jpeg/path-2560x1600.jpg", ImageFormat?.some(.jpeg)),
+            ("jpeg/eveningglow-1024x640-progressive.jpg", .jpeg),
+            ("webp/path-2560x1600.webp", .webp),
+            ("webp/kite-320x200-lossless.webp", .webp),
+            ("webp/animated-96x64-3frames.webp", .webp),
+            ("png/red-8x8.png", .png),
+            ("broken/empty.bin", nil),
+            ("broken/garbage.bin", nil),
+        ])
     func detect(path: String, expected: ImageFormat?) {
         let bytes = Fixtures.bytes(path)
         #expect(ImageFormatDetector.detect(bytes) == expected)

@@ -41,9 +41,11 @@ struct HeaderTests {
         #expect(h.format == .png && h.size == PixelSize(width: 8, height: 8) && !h.hasAlpha)
     }
 
-    @Test("pixel limit is enforced from the header", arguments: [
-        "jpeg/path-2560x1600.jpg", "webp/path-2560x1600.webp", "jpeg/fallenleaf-2048x1280-420.jpg",
-    ])
+    @Test(
+        "pixel limit is enforced from the header",
+        arguments: [
+            "jpeg/path-2560x1600.jpg", "webp/path-2560x1600.webp", "jpeg/fallenleaf-2048x1280-420.jpg",
+        ])
     func customLimit(path: String) throws {
         let size = try headerOfFixture(path).codedSize
         let limit = size.pixelCount - 1
@@ -57,11 +59,13 @@ struct HeaderTests {
         #expect(throws: Never.self) { _ = try ImageDecoder(limits: DecodingLimits(maxPixels: size.pixelCount)).readHeader(bytes) }
     }
 
-    @Test("pixel bombs are refused before allocation (default 100 MP)", arguments: [
-        ("broken/bomb-65000x65000.jpg", ImageFormat.jpeg, 65000 * 65000),
-        ("broken/bomb-16383x16383.webp", .webp, 16383 * 16383),
-        ("broken/bomb-65000x65000.png", .png, 65000 * 65000),
-    ])
+    @Test(
+        "pixel bombs are refused before allocation (default 100 MP)",
+        arguments: [
+            ("broken/bomb-65000x65000.jpg", ImageFormat.jpeg, 65000 * 65000),
+            ("broken/bomb-16383x16383.webp", .webp, 16383 * 16383),
+            ("broken/bomb-65000x65000.png", .png, 65000 * 65000),
+        ])
     func bombs(path: String, format: ImageFormat, pixels: Int) {
         let decoder = ImageDecoder()
         let bytes = Fixtures.bytes(path)

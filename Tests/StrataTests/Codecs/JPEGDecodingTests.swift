@@ -3,9 +3,11 @@ import Testing
 
 @Suite("JPEG decoding")
 struct JPEGDecodingTests {
-    @Test("baseline 4:4:4, baseline 4:2:0 and progressive decode to opaque BGRA", arguments: [
-        "jpeg/path-2560x1600.jpg", "jpeg/fallenleaf-2048x1280-420.jpg", "jpeg/eveningglow-1024x640-progressive.jpg",
-    ])
+    @Test(
+        "baseline 4:4:4, baseline 4:2:0 and progressive decode to opaque BGRA",
+        arguments: [
+            "jpeg/path-2560x1600.jpg", "jpeg/fallenleaf-2048x1280-420.jpg", "jpeg/eveningglow-1024x640-progressive.jpg",
+        ])
     func fullDecode(path: String) throws {
         let decoder = ImageDecoder()
         let bytes = Fixtures.bytes(path)
@@ -21,7 +23,8 @@ struct JPEGDecodingTests {
                 let p = image.pixelBytes(x: x, y: y)
                 allOpaque = allOpaque && p[3] == 255
                 let luma = (Int(p[0]) + Int(p[1]) * 2 + Int(p[2])) / 4
-                minLuma = min(minLuma, luma); maxLuma = max(maxLuma, luma)
+                minLuma = min(minLuma, luma)
+                maxLuma = max(maxLuma, luma)
             }
         }
         #expect(allOpaque)
@@ -76,9 +79,11 @@ struct JPEGDecodingTests {
         }
     }
 
-    @Test("CMYK, Adobe-inverted CMYK and YCCK decode to the RGB reference's colours", arguments: [
-        "jpeg/cups-320x200-cmyk-adobe-inverted.jpg", "jpeg/cups-320x200-cmyk-plain.jpg", "jpeg/cups-320x200-ycck-adobe.jpg",
-    ])
+    @Test(
+        "CMYK, Adobe-inverted CMYK and YCCK decode to the RGB reference's colours",
+        arguments: [
+            "jpeg/cups-320x200-cmyk-adobe-inverted.jpg", "jpeg/cups-320x200-cmyk-plain.jpg", "jpeg/cups-320x200-ycck-adobe.jpg",
+        ])
     func cmyk(path: String) throws {
         let reference = try decodeFixture("jpeg/cups-320x200-rgb-reference.jpg")
         let image = try decodeFixture(path)
@@ -106,10 +111,12 @@ struct JPEGDecodingTests {
         #expect(PixelDiff.meanDifference(image, reference) < 3)
     }
 
-    @Test("DCT scaling picks the smallest factor that still covers the minimum size", arguments: [
-        PixelSize(width: 256, height: 256), PixelSize(width: 1024, height: 100), PixelSize(width: 100, height: 700),
-        PixelSize(width: 2048, height: 1280), PixelSize(width: 4000, height: 4000), PixelSize(width: 1, height: 1),
-    ])
+    @Test(
+        "DCT scaling picks the smallest factor that still covers the minimum size",
+        arguments: [
+            PixelSize(width: 256, height: 256), PixelSize(width: 1024, height: 100), PixelSize(width: 100, height: 700),
+            PixelSize(width: 2048, height: 1280), PixelSize(width: 4000, height: 4000), PixelSize(width: 1, height: 1),
+        ])
     func scaledSize(minimum: PixelSize) throws {
         let decoder = ImageDecoder()
         let bytes = Fixtures.bytes("jpeg/fallenleaf-2048x1280-420.jpg")
@@ -156,8 +163,9 @@ struct JPEGDecodingTests {
             let expected = try decoder.decode(bytes, minimumSize: PixelSize(width: 60, height: 60))
             let stride = expected.width * 4 + 100
             let storage = PixelStorage(uninitializedByteCount: stride * expected.height + 16)
-            var destination = PixelImage(width: expected.width, height: expected.height, bytesPerRow: stride,
-                                         style: .bgra32Premultiplied, storage: storage, offset: 16)
+            var destination = PixelImage(
+                width: expected.width, height: expected.height, bytesPerRow: stride,
+                style: .bgra32Premultiplied, storage: storage, offset: 16)
             destination.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0xAB) }
             try decoder.decode(bytes, minimumSize: PixelSize(width: 60, height: 60), into: &destination)
             #expect(destination.hasSamePixels(as: expected), "\(path)")

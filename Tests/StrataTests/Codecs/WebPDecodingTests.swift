@@ -52,10 +52,12 @@ struct WebPDecodingTests {
         #expect(PixelDiff.meanDifference(image, reference) < 4)
     }
 
-    @Test("scaled decode returns the aspect-preserving size covering the minimum", arguments: [
-        PixelSize(width: 300, height: 300), PixelSize(width: 640, height: 100), PixelSize(width: 100, height: 400),
-        PixelSize(width: 3000, height: 10),
-    ])
+    @Test(
+        "scaled decode returns the aspect-preserving size covering the minimum",
+        arguments: [
+            PixelSize(width: 300, height: 300), PixelSize(width: 640, height: 100), PixelSize(width: 100, height: 400),
+            PixelSize(width: 3000, height: 10),
+        ])
     func scaled(minimum: PixelSize) throws {
         let decoder = ImageDecoder()
         let bytes = Fixtures.bytes("webp/path-2560x1600.webp")
@@ -85,11 +87,15 @@ struct WebPDecodingTests {
         let rowBytes = reduced.bytesPerRow
         reduced.withUnsafeMutableBytes { out in
             full.withUnsafeBytes { src in
-                for y in 0..<100 { for x in 0..<160 { for c in 0..<4 {
-                    var sum = 0
-                    for dy in 0..<2 { for dx in 0..<2 { sum += Int(src[(2 * y + dy) * full.bytesPerRow + 4 * (2 * x + dx) + c]) } }
-                    out[y * rowBytes + 4 * x + c] = UInt8((sum + 2) / 4)
-                } } }
+                for y in 0..<100 {
+                    for x in 0..<160 {
+                        for c in 0..<4 {
+                            var sum = 0
+                            for dy in 0..<2 { for dx in 0..<2 { sum += Int(src[(2 * y + dy) * full.bytesPerRow + 4 * (2 * x + dx) + c]) } }
+                            out[y * rowBytes + 4 * x + c] = UInt8((sum + 2) / 4)
+                        }
+                    }
+                }
             }
         }
         #expect(PixelDiff.meanDifference(half, reduced) < 4)
@@ -102,8 +108,9 @@ struct WebPDecodingTests {
         let expected = try decoder.decode(bytes, minimumSize: PixelSize(width: 200, height: 125))
         let stride = expected.width * 4 + 36
         let storage = PixelStorage(uninitializedByteCount: stride * expected.height)
-        var destination = PixelImage(width: expected.width, height: expected.height, bytesPerRow: stride,
-                                     style: .bgra32Premultiplied, storage: storage, offset: 0)
+        var destination = PixelImage(
+            width: expected.width, height: expected.height, bytesPerRow: stride,
+            style: .bgra32Premultiplied, storage: storage, offset: 0)
         destination.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0xCD) }
         try decoder.decode(bytes, minimumSize: PixelSize(width: 200, height: 125), into: &destination)
         #expect(destination.hasSamePixels(as: expected))

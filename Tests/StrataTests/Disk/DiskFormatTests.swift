@@ -18,10 +18,12 @@ struct DiskFormatTests {
     func sha256Vectors() {
         #expect(sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
-            == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
-        #expect(sha256Hex(String(repeating: "a", count: 1_000_000))
-            == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        #expect(
+            sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(
+            sha256Hex(String(repeating: "a", count: 1_000_000))
+                == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
     @Test("The key digest is the first 128 bits of SHA-256, as 32 hex digits")
@@ -48,7 +50,8 @@ struct DiskFormatTests {
         let digest = KeyDigest(key: "photo/1")
         for mode in ContentMode.allCases {
             for style in PixelStyle.allCases {
-                let name = DiskFileName(digest: digest, variant: VariantDescriptor(size: PixelSize(width: 640, height: 427), mode: mode, style: style))
+                let name = DiskFileName(
+                    digest: digest, variant: VariantDescriptor(size: PixelSize(width: 640, height: 427), mode: mode, style: style))
                 #expect(DiskFileName(name.string) == name)
                 #expect(name.withCString { String(cString: $0) } == name.string)
             }
@@ -100,7 +103,10 @@ struct DiskFormatTests {
 
 @Suite("Disk index")
 struct DiskIndexTests {
-    struct Model: Hashable { var digest: KeyDigest; var variant: VariantDescriptor }
+    struct Model: Hashable {
+        var digest: KeyDigest
+        var variant: VariantDescriptor
+    }
 
     @Test("Random inserts and removals agree with a set, and matching agrees with VariantMatcher")
     func randomAgainstModel() {
@@ -111,12 +117,12 @@ struct DiskIndexTests {
         let allDigests = digests + colliding
         var index = DiskIndex()
         var model = Set<Model>()
-        for step in 0..<20_000 {
+        for _ in 0..<20_000 {
             let digest = allDigests.randomElement(using: &rng)!
             let variant = VariantDescriptor(
                 size: PixelSize(width: Int.random(in: 1...8, using: &rng) * 50, height: Int.random(in: 1...8, using: &rng) * 50),
                 mode: Bool.random(using: &rng) ? .fit : .fill, style: PixelStyle.allCases.randomElement(using: &rng)!)
-            let entry = DiskIndexEntry(digest: digest, variant: variant, recency: UInt32(step))
+            let entry = DiskIndexEntry(digest: digest, variant: variant)
             if Bool.random(using: &rng) {
                 #expect(index.insert(entry) == model.insert(Model(digest: digest, variant: variant)).inserted)
             } else {
@@ -139,32 +145,64 @@ struct DiskIndexTests {
         }
     }
 
-    @Test("LRU selection takes the oldest entries first and frees enough")
+    @Test("Eviction takes the least recently used entries first, frees enough, and looks at nothing else")
     func lru() {
         var index = DiskIndex()
         let variant = VariantDescriptor(size: PixelSize(width: 16, height: 16))
-        for i in 0..<300 {
-            index.insert(DiskIndexEntry(digest: KeyDigest(key: "\(i)"), variant: variant, recency: UInt32((i * 7919) % 300)))
-        }
-        let each = index.entries[0].chargedBytes
-        let victims = index.leastRecentlyUsed(atLeast: each * 100 + 1)
-        #expect(victims.count == 101)
-        #expect(victims.map(\.recency) == (0..<101).map(UInt32.init))
+        let entries = (0..<300).map { DiskIndexEntry(digest: KeyDigest(key: "\($0)"), variant: variant) }
+        for entry in entries { index.insert(entry) }
+        // Use them in a scrambled order: that order is the recency order.
+        let order = (0..<300).map { ($0 * 7919) % 300 }
+        for i in order { index.touch(index.slot(of: entries[i])!) }
+        // A late refresh of an existing name does not count as a use; a `use` does.
+        index.insert(entries[order[0]])
+        #expect(index.entries.first == index[index.slot(of: entries[order[0]])!])
+        let each = entries[0].chargedBytes
+        var examined = 0
+        let excluded = entries[order[1]]
+        let victims = index.takeLeastRecentlyUsed(atLeast: each * 100 + 1, maximumCount: 1000, excluding: excluded, examined: &examined)
+        #expect(victims.map(\.digest) == ([order[0]] + order[2..<102]).map { entries[$0].digest })
+        #expect(examined == 102)
+        #expect(index.count == 199 && index.slot(of: excluded) != nil)
+        #expect(index.chargedBytes == 199 * each)
+        let batch = index.takeLeastRecentlyUsed(atLeast: .max, maximumCount: 10, examined: &examined)
+        #expect(batch.map(\.digest) == ([order[1]] + order[102..<111]).map { entries[$0].digest })
+        #expect(index.count == 189)
     }
 
-    @Test("The table stays under 100 bytes per entry")
+    @Test("The index stays under 100 bytes per entry")
     func compact() {
         #expect(MemoryLayout<DiskIndexEntry>.stride == 32)
         var index = DiskIndex()
         let variant = VariantDescriptor(size: PixelSize(width: 16, height: 16))
-        for i in 0..<100_000 { index.insert(DiskIndexEntry(digest: KeyDigest(high: UInt64(i), low: UInt64(i) &* 0x9E37_79B9_7F4A_7C15), variant: variant, recency: 0)) }
+        for i in 0..<100_000 {
+            index.insert(DiskIndexEntry(digest: KeyDigest(high: UInt64(i), low: UInt64(i) &* 0x9E37_79B9_7F4A_7C15), variant: variant))
+        }
         #expect(index.memoryBytes / index.count < 100)
+    }
+
+    @Test("Sides from 1 to 2^20, every mode and style survive the packed entry")
+    func packedVariants() {
+        for side in [1, 2, 255, 4096, DiskFileName.maximumSide] {
+            for mode in [ContentMode.fit, .fill] {
+                for style in PixelStyle.allCases {
+                    let variant = VariantDescriptor(
+                        size: PixelSize(width: side, height: DiskFileName.maximumSide + 1 - side), mode: mode, style: style)
+                    var entry = DiskIndexEntry(digest: KeyDigest(key: "k"), variant: variant)
+                    entry.generation = 0xFFFF
+                    entry.isVerified = true
+                    #expect(entry.variant == variant && entry.generation == 0xFFFF && entry.isVerified)
+                }
+            }
+        }
     }
 }
 
 @Suite struct StoredKeyTests {
-    @Test(arguments: ["short", "", String(repeating: "k", count: DiskTier.maximumKeyLength),
-                      String(repeating: "k", count: DiskTier.maximumKeyLength + 1), String(repeating: "é", count: 6_000)])
+    @Test(arguments: [
+        "short", "", String(repeating: "k", count: DiskTier.maximumKeyLength),
+        String(repeating: "k", count: DiskTier.maximumKeyLength + 1), String(repeating: "é", count: 6_000),
+    ])
     func storedKeysLeadBackToTheirNames(key: String) {
         var stored = StoredKey.string(for: key)
         #expect(stored.utf8.count <= DiskTier.maximumKeyLength)

@@ -1,12 +1,13 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import Strata
 
 /// The file name the disk tier uses for `key` stored as a `side`×`side` `.fit` default-style image.
 private func cacheName(_ key: String, side: Int) -> String {
-    DiskFileName(digest: KeyDigest(key: key),
-                 variant: VariantDescriptor(size: PixelSize(width: side, height: side), mode: .fit, style: .default)).string
+    DiskFileName(
+        digest: KeyDigest(key: key),
+        variant: VariantDescriptor(size: PixelSize(width: side, height: side), mode: .fit, style: .default)
+    ).string
 }
 
 private func box(_ side: Int) -> SizeQuery { SizeQuery(box: PixelSize(width: side, height: side)) }
@@ -22,10 +23,10 @@ struct DiskRobustnessTests {
         defer { tier.close() }
         let fifo = scratch.path + "/" + cacheName("victim", side: 8)
         #expect(mkfifo(scratch.path + "/fifo", 0o644) == 0)
-        #expect(rename(scratch.path + "/fifo", fifo) == 0)   // IN_MOVED_TO indexes it
+        #expect(rename(scratch.path + "/fifo", fifo) == 0)  // IN_MOVED_TO indexes it
         #expect(waitUntil(seconds: 5) { tier.contains(key: "victim", matching: box(8)) } != nil)
         let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<PixelImage?, DiskTierError>?>(nil)
+        let outcome = Lock<Result<PixelImage?, DiskTierError>?>(nil)
         let thread = Thread {
             let result = Result { () throws(DiskTierError) in try tier.image(forKey: "victim", matching: box(8)) }
             outcome.withLock { $0 = result }
@@ -68,15 +69,16 @@ struct DiskRobustnessTests {
         }
     }
 
-    @Test("A directory named like a cache file is a miss, not an error on every lookup, and is not removed",
-          arguments: [8, 256])  // 8: read path; 256: mapped path
+    @Test(
+        "A directory named like a cache file is a miss, not an error on every lookup, and is not removed",
+        arguments: [8, 256])  // 8: read path; 256: mapped path
     func directoryUnderACacheNameIsAMiss(side: Int) throws {
         let scratch = ScratchDirectory()
         let planted = scratch.path + "/" + cacheName("victim", side: side)
         try FileManager.default.createDirectory(atPath: planted, withIntermediateDirectories: true)
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
         defer { tier.close() }
-        #expect(tier.contains(key: "victim", matching: box(side)))   // indexed by name at open
+        #expect(tier.contains(key: "victim", matching: box(side)))  // indexed by name at open
         #expect(try tier.image(forKey: "victim", matching: box(side)) == nil)
         #expect(!tier.contains(key: "victim", matching: box(side)))
         #expect(try tier.image(forKey: "victim", matching: box(side)) == nil)
@@ -117,15 +119,17 @@ struct DiskRobustnessTests {
     @Test("A file replaced behind a rescan is checksummed again with .firstHit")
     func aFileReplacedBehindARescanIsVerifiedAgain() throws {
         let scratch = ScratchDirectory()
-        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
-            $0.useInotify = false
-            $0.rescanInterval = .seconds(3600)
-            $0.checksumPolicy = .firstHit
-        })
+        let tier = try DiskTier(
+            directory: scratch.path,
+            configuration: quietConfiguration {
+                $0.useInotify = false
+                $0.rescanInterval = .seconds(3600)
+                $0.checksumPolicy = .firstHit
+            })
         defer { tier.close() }
         try tier.storeSynchronously(patternImage(width: 64, height: 64, seed: 1), forKey: "k")  // indexed as verified
         var bytes = DiskFileEncoder.encode(patternImage(width: 64, height: 64, seed: 2), key: "k", mode: .fit, sourceVersion: 0)
-        bytes[bytes.count - 1] ^= 0xFF   // pixels no longer match the checksum
+        bytes[bytes.count - 1] ^= 0xFF  // pixels no longer match the checksum
         let name = try #require(scratch.names().first { !$0.hasPrefix(".") })
         try Data(bytes).write(to: URL(fileURLWithPath: scratch.parent + "/other"))
         #expect(rename(scratch.parent + "/other", scratch.path + "/" + name) == 0)
@@ -136,16 +140,16 @@ struct DiskRobustnessTests {
     @Test("The index marks verified only the file that was hashed, not a replacement under the same name")
     func verificationOfAnOlderFileDoesNotCarryOver() {
         let variant = VariantDescriptor(size: PixelSize(width: 8, height: 8), mode: .fit, style: .default)
-        let entry = DiskIndexEntry(digest: KeyDigest(key: "k"), variant: variant, recency: 1)
+        let entry = DiskIndexEntry(digest: KeyDigest(key: "k"), variant: variant)
         var index = DiskIndex()
         index.insert(entry)
-        let hashed = index[index.slot(of: entry)!]              // what a lookup works on
-        index.insert(entry, replacedFile: true)                 // IN_MOVED_TO: another file now
+        let hashed = index[index.slot(of: entry)!]  // what a lookup works on
+        index.insert(entry, replacedFile: true)  // IN_MOVED_TO: another file now
         index.setVerified(hashed)
         #expect(!index[index.slot(of: entry)!].isVerified)
 
         let again = index[index.slot(of: entry)!]
-        index.remove(entry)                                     // IN_DELETE, then a new file
+        index.remove(entry)  // IN_DELETE, then a new file
         index.insert(entry)
         index.setVerified(again)
         #expect(!index[index.slot(of: entry)!].isVerified)
@@ -158,10 +162,12 @@ struct DiskRobustnessTests {
     @Test("A lookup that finds its file gone leaves the entry alone, so a newer file under the name stays indexed")
     func aVanishedFileDoesNotUnindexANewerOne() throws {
         let scratch = ScratchDirectory()
-        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
-            $0.useInotify = false
-            $0.rescanInterval = .seconds(3600)
-        })
+        let tier = try DiskTier(
+            directory: scratch.path,
+            configuration: quietConfiguration {
+                $0.useInotify = false
+                $0.rescanInterval = .seconds(3600)
+            })
         defer { tier.close() }
         try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: "k")
         let name = scratch.path + "/" + cacheName("k", side: 16)
@@ -185,11 +191,13 @@ struct DiskRobustnessTests {
         #expect(FileManager.default.createFile(atPath: planted + "/inside", contents: Data([1])))
         let limit = 64 << 10
         // Without inotify, so that late events of our own stores do not move the index's count.
-        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
-            $0.byteLimit = limit
-            $0.useInotify = false
-            $0.rescanInterval = .seconds(3600)
-        })
+        let tier = try DiskTier(
+            directory: scratch.path,
+            configuration: quietConfiguration {
+                $0.byteLimit = limit
+                $0.useInotify = false
+                $0.rescanInterval = .seconds(3600)
+            })
         defer { tier.close() }
         let stores = 6
         for n in 0..<stores {
@@ -210,7 +218,7 @@ struct DiskRobustnessTests {
         let side = DiskFileName.maximumSide
         let huge = ["\(digest)-\(side)x\(side)-fa.px", "\(digest)-\(side)x257-fa.px", "\(digest)-16385x16384-fa.px"]
         for name in huge { #expect(DiskFileName(name) == nil, "\(name)") }
-        let largest = "\(digest)-16384x16384-fa.px"   // exactly maximumPixelCount
+        let largest = "\(digest)-16384x16384-fa.px"  // exactly maximumPixelCount
         #expect(DiskFileName(largest) != nil)
 
         let scratch = ScratchDirectory()
@@ -222,7 +230,7 @@ struct DiskRobustnessTests {
         defer { tier.close() }
         let statistics = tier.statistics
         #expect(statistics.entries == 1)
-        #expect(statistics.bytes == DiskIndexEntry(digest: digest, variant: DiskFileName(largest)!.variant, recency: 0).chargedBytes)
+        #expect(statistics.bytes == DiskIndexEntry(digest: digest, variant: DiskFileName(largest)!.variant).chargedBytes)
         #expect(statistics.bytes < 2 << 30)
     }
 
@@ -232,16 +240,18 @@ struct DiskRobustnessTests {
         let image = patternImage(width: 100, height: 100, seed: 11)
         let marker = patternImage(width: 8, height: 8, seed: 12)
         func charge(_ image: PixelImage) -> Int {
-            DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size), recency: 0).chargedBytes
+            DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size)).chargedBytes
         }
-        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
-            $0.byteLimit = 3 * charge(image) + charge(marker)
-        })
+        let tier = try DiskTier(
+            directory: scratch.path,
+            configuration: quietConfiguration {
+                $0.byteLimit = 3 * charge(image) + charge(marker)
+            })
         defer { tier.close() }
         let q = SizeQuery(box: image.size)
-        tier.pauseWatcher(true)   // the events of these stores arrive after the lookup below
+        tier.pauseWatcher(true)  // the events of these stores arrive after the lookup below
         for key in ["a", "b", "c"] { try tier.storeSynchronously(image, forKey: key) }
-        #expect(try tier.image(forKey: "a", matching: q) != nil)   // "b" is now the least recently used
+        #expect(try tier.image(forKey: "a", matching: q) != nil)  // "b" is now the least recently used
         tier.pauseWatcher(false)
         // Another process publishes a file; once it is indexed, the earlier events were handled.
         let bytes = DiskFileEncoder.encode(marker, key: "marker", mode: .fit, sourceVersion: 0)

@@ -39,14 +39,17 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Duration? {
     return condition() ? clock.now - start : nil
 }
 
-/// Runs a program as a child process and waits for it.
+/// Runs a program as a child process (`posix_spawn`) and waits for it. (Not Foundation's
+/// `Process`, whose `run()` leaks a weak-reference side table that LeakSanitizer reports.)
 func run(_ executable: String, _ arguments: [String]) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    try process.run()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0, "\(executable) \(arguments)")
+    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var pid = pid_t()
+    let spawned = posix_spawn(&pid, executable, nil, nil, argv, environ)
+    try #require(spawned == 0, "posix_spawn \(executable): \(String(cString: strerror(spawned)))")
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    #expect(status == 0, "\(executable) \(arguments) exited with wait status \(status)")
 }
 
 func quietConfiguration(_ edit: (inout DiskTier.Configuration) -> Void = { _ in }) -> DiskTier.Configuration {
@@ -92,10 +95,12 @@ struct DiskTierTests {
     @Test("Write-behind stores land after flush; a full queue drops instead of blocking")
     func writeBehind() throws {
         let scratch = ScratchDirectory()
-        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
-            $0.writeQueueCapacity = 1
-            $0.durable = true
-        })
+        let tier = try DiskTier(
+            directory: scratch.path,
+            configuration: quietConfiguration {
+                $0.writeQueueCapacity = 1
+                $0.durable = true
+            })
         let image = patternImage(width: 1000, height: 1000, seed: 3)
         var accepted = 0
         for i in 0..<20 where tier.store(image, forKey: "k\(i)") { accepted += 1 }
@@ -142,9 +147,15 @@ struct DiskTierTests {
             ("garbage", (0..<good.count).map { UInt8(truncatingIfNeeded: $0 &* 13) }),
             ("too long", good + [0]),
         ]
-        var badMagic = good; badMagic[0] = 0; cases.append(("bad magic", badMagic))
-        var badHeader = good; badHeader[20] ^= 1; cases.append(("bad header field", badHeader))
-        var badPixels = good; badPixels[pixelOffset + 1234] ^= 0x40; cases.append(("bad pixels", badPixels))
+        var badMagic = good
+        badMagic[0] = 0
+        cases.append(("bad magic", badMagic))
+        var badHeader = good
+        badHeader[20] ^= 1
+        cases.append(("bad header field", badHeader))
+        var badPixels = good
+        badPixels[pixelOffset + 1234] ^= 0x40
+        cases.append(("bad pixels", badPixels))
         // A valid header of another size than the name says.
         let other = DiskFileEncoder.encode(patternImage(width: 200, height: 300, seed: 5), key: "bad", mode: .fit, sourceVersion: 1)
         cases.append(("other size", other))
@@ -161,9 +172,15 @@ struct DiskTierTests {
         #expect(tier.statistics.invalidFiles == cases.count)
         // Written in place (no rename): only a valid file is indexed on IN_CLOSE_WRITE.
         try Data(Array(good.prefix(500))).write(to: URL(fileURLWithPath: scratch.path + "/" + name))
-        try Data(good).write(to: URL(fileURLWithPath: scratch.path + "/" + DiskFileName(digest: KeyDigest(key: "inplace"), variant: VariantDescriptor(size: image.size)).string))
+        try Data(good).write(
+            to: URL(
+                fileURLWithPath: scratch.path + "/"
+                    + DiskFileName(digest: KeyDigest(key: "inplace"), variant: VariantDescriptor(size: image.size)).string))
         let inPlace = DiskFileEncoder.encode(image, key: "inplace", mode: .fit, sourceVersion: 1)
-        try Data(inPlace).write(to: URL(fileURLWithPath: scratch.path + "/" + DiskFileName(digest: KeyDigest(key: "inplace"), variant: VariantDescriptor(size: image.size)).string))
+        try Data(inPlace).write(
+            to: URL(
+                fileURLWithPath: scratch.path + "/"
+                    + DiskFileName(digest: KeyDigest(key: "inplace"), variant: VariantDescriptor(size: image.size)).string))
         #expect(waitUntil { tier.contains(key: "inplace", matching: box) } != nil)
         #expect(!tier.contains(key: "bad", matching: box))
         #expect(try tier.image(forKey: "inplace", matching: box)?.hasSamePixels(as: image) == true)
@@ -186,7 +203,8 @@ struct DiskTierTests {
         let box = SizeQuery(box: image.size)
         // A file for key "AAA" placed under the name of key "BBB" (same key length): as if the digests collided.
         let name = DiskFileName(digest: KeyDigest(key: "BBB"), variant: VariantDescriptor(size: image.size)).string
-        try Data(DiskFileEncoder.encode(image, key: "AAA", mode: .fit, sourceVersion: 1)).write(to: URL(fileURLWithPath: scratch.parent + "/s"))
+        try Data(DiskFileEncoder.encode(image, key: "AAA", mode: .fit, sourceVersion: 1)).write(
+            to: URL(fileURLWithPath: scratch.parent + "/s"))
         #expect(rename(scratch.parent + "/s", scratch.path + "/" + name) == 0)
         #expect(waitUntil { tier.contains(key: "BBB", matching: box) } != nil)
         #expect(try tier.image(forKey: "BBB", matching: box) == nil)
@@ -206,7 +224,8 @@ struct DiskTierTests {
             #expect(unlink(scratch.path + "/" + name) == 0)
         }
         // ...and publish more than max_queued_events events (create + rename = 3 events each).
-        let limit = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
+        let limit =
+            (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
             .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16384
         let count = limit / 3 + 100
         for i in 0..<count {
@@ -242,7 +261,8 @@ struct DiskTierTests {
         #expect(try tier.image(forKey: "b", matching: SizeQuery(box: image.size))?.hasSamePixels(as: image) == true)
         // Still watched: an external publish shows up.
         let name = DiskFileName(digest: KeyDigest(key: "c"), variant: VariantDescriptor(size: image.size)).string
-        try Data(DiskFileEncoder.encode(image, key: "c", mode: .fit, sourceVersion: 0)).write(to: URL(fileURLWithPath: scratch.parent + "/c"))
+        try Data(DiskFileEncoder.encode(image, key: "c", mode: .fit, sourceVersion: 0)).write(
+            to: URL(fileURLWithPath: scratch.parent + "/c"))
         try run("/bin/mv", [scratch.parent + "/c", scratch.path + "/" + name])
         #expect(waitUntil { tier.contains(key: "c", matching: SizeQuery(box: image.size)) } != nil)
         #expect(tier.statistics.watching)
@@ -271,8 +291,11 @@ struct DiskTierTests {
     func hostileKeys() throws {
         let scratch = ScratchDirectory()
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
-        let keys = ["../../etc/passwd", "/abs/path", "a\u{0}b", "\u{0}", String(repeating: "k", count: DiskTier.maximumKeyLength), String(repeating: "é", count: 5_000), String(repeating: "x", count: 10_000),
-                    "日本語/キー", "emoji 🧱/../x", "", ".", "..", "%2e%2e%2f", "line\nbreak"]
+        let keys = [
+            "../../etc/passwd", "/abs/path", "a\u{0}b", "\u{0}", String(repeating: "k", count: DiskTier.maximumKeyLength),
+            String(repeating: "é", count: 5_000), String(repeating: "x", count: 10_000),
+            "日本語/キー", "emoji 🧱/../x", "", ".", "..", "%2e%2e%2f", "line\nbreak",
+        ]
         for (i, key) in keys.enumerated() {
             try tier.storeSynchronously(patternImage(width: 32, height: 20, seed: UInt8(i)), forKey: key)
         }
@@ -290,7 +313,7 @@ struct DiskTierTests {
     func byteLimit() throws {
         let scratch = ScratchDirectory()
         let image = patternImage(width: 100, height: 100, seed: 11)
-        let charge = DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size), recency: 0).chargedBytes
+        let charge = DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size)).chargedBytes
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = charge * 3 })
         let q = SizeQuery(box: image.size)
         for key in ["a", "b", "c"] { try tier.storeSynchronously(image, forKey: key) }
@@ -332,14 +355,17 @@ struct DiskTierTests {
     @Test("Without inotify the tier rescans periodically")
     func pollingFallback() throws {
         let scratch = ScratchDirectory()
-        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration {
-            $0.useInotify = false
-            $0.rescanInterval = .milliseconds(50)
-        })
+        let tier = try DiskTier(
+            directory: scratch.path,
+            configuration: quietConfiguration {
+                $0.useInotify = false
+                $0.rescanInterval = .milliseconds(50)
+            })
         #expect(!tier.statistics.watching)
         let image = patternImage(width: 40, height: 40, seed: 13)
         let name = DiskFileName(digest: KeyDigest(key: "p"), variant: VariantDescriptor(size: image.size)).string
-        try Data(DiskFileEncoder.encode(image, key: "p", mode: .fit, sourceVersion: 0)).write(to: URL(fileURLWithPath: scratch.parent + "/p"))
+        try Data(DiskFileEncoder.encode(image, key: "p", mode: .fit, sourceVersion: 0)).write(
+            to: URL(fileURLWithPath: scratch.parent + "/p"))
         try run("/bin/mv", [scratch.parent + "/p", scratch.path + "/" + name])
         #expect(waitUntil { tier.contains(key: "p", matching: SizeQuery(box: image.size)) } != nil)
     }

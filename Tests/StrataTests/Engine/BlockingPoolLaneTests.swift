@@ -82,8 +82,14 @@ import Testing
         try pool.submit { _ in second.pass() }
         #expect(await Self.eventually { second.waiting == 1 })
         try pool.submit(lane: .prefetch) { _ in log.append("p1") }
-        try pool.submit { _ in log.append("u1"); urgentJobs.pass() }
-        try pool.submit { _ in log.append("u2"); urgentJobs.pass() }
+        try pool.submit { _ in
+            log.append("u1")
+            urgentJobs.pass()
+        }
+        try pool.submit { _ in
+            log.append("u2")
+            urgentJobs.pass()
+        }
 
         first.release()
         #expect(await Self.eventually { urgentJobs.waiting == 1 })
@@ -143,7 +149,12 @@ import Testing
         let pool = try BlockingPool(width: 3, name: "lanes") {}
         let log = Log()
         let gate = Gate()
-        for i in 1...4 { try pool.submit { _ in log.append("u\(i)"); gate.pass() } }
+        for i in 1...4 {
+            try pool.submit { _ in
+                log.append("u\(i)")
+                gate.pass()
+            }
+        }
         try pool.submit(lane: .prefetch) { _ in log.appendPrefetch("p1", in: pool) }
         #expect(await Self.eventually { gate.waiting == 3 })
         #expect(Set(log.names) == ["u1", "u2", "u3"])
@@ -209,7 +220,12 @@ extension BlockingPoolLaneTests {
         defer { pool.shutdown() }
         let gate = Gate()
         let ticket = LaneTicket()
-        let task = Task { try await pool.run(lane: .prefetch, ticket: ticket) { _ -> Int in gate.pass(); return 7 } }
+        let task = Task {
+            try await pool.run(lane: .prefetch, ticket: ticket) { _ -> Int in
+                gate.pass()
+                return 7
+            }
+        }
         #expect(await Self.eventually { gate.waiting == 1 })
         #expect(ticket.hasStarted)
         #expect(!ticket.move(to: .urgent))
@@ -296,9 +312,19 @@ extension BlockingPoolLaneTests {
         #expect(try await Self.occupyAllThreads(of: pool, at: blockers))
         try pool.submit(lane: .prefetch) { _ in log.appendPrefetch("p1", in: pool) }
         try pool.submit(lane: .urgent) { _ in log.append("u1") }
-        let prefetchRun = Task { try await pool.run(lane: .prefetch) { _ -> String in log.appendPrefetch("p2", in: pool); return "p2" } }
+        let prefetchRun = Task {
+            try await pool.run(lane: .prefetch) { _ -> String in
+                log.appendPrefetch("p2", in: pool)
+                return "p2"
+            }
+        }
         #expect(await Self.eventually { pool.queueDepths.prefetch == 2 })
-        let urgentRun = Task { try await pool.run(lane: .urgent) { _ -> String in log.append("u2"); return "u2" } }
+        let urgentRun = Task {
+            try await pool.run(lane: .urgent) { _ -> String in
+                log.append("u2")
+                return "u2"
+            }
+        }
         #expect(await Self.eventually { pool.queueDepths.urgent == 2 })
 
         let stopped = Atomic<Bool>(false)
@@ -348,17 +374,19 @@ extension BlockingPoolLaneTests {
         for i in 0..<runs {
             let ticket = LaneTicket()
             tickets.append(ticket)
-            tasks.append(Task { @Sendable in
-                try await pool.run(lane: i % 3 == 0 ? .urgent : .prefetch, ticket: ticket) { _ in
-                    // Once started, the ticket's lane is the lane the job runs in.
-                    let inPrefetch = ticket.lane == .prefetch
-                    if inPrefetch {
-                        prefetchPeak.max(prefetching.add(1, ordering: .sequentiallyConsistent).newValue, ordering: .sequentiallyConsistent)
+            tasks.append(
+                Task { @Sendable in
+                    try await pool.run(lane: i % 3 == 0 ? .urgent : .prefetch, ticket: ticket) { _ in
+                        // Once started, the ticket's lane is the lane the job runs in.
+                        let inPrefetch = ticket.lane == .prefetch
+                        if inPrefetch {
+                            prefetchPeak.max(
+                                prefetching.add(1, ordering: .sequentiallyConsistent).newValue, ordering: .sequentiallyConsistent)
+                        }
+                        ran.withLock { $0.append(i) }
+                        if inPrefetch { prefetching.subtract(1, ordering: .sequentiallyConsistent) }
                     }
-                    ran.withLock { $0.append(i) }
-                    if inPrefetch { prefetching.subtract(1, ordering: .sequentiallyConsistent) }
-                }
-            })
+                })
             if i % 4 == 1 {
                 try pool.submit(lane: .prefetch) { _ in }
                 submitted += 1

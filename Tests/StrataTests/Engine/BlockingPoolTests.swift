@@ -219,7 +219,12 @@ extension BlockingPoolTests {
         let pool = try BlockingPool(width: 1, name: "test-pool") {}
         defer { pool.shutdown() }
         let gate = Gate()
-        let task = Task { try await pool.run { _ -> Int in gate.pass(); return 42 } }
+        let task = Task {
+            try await pool.run { _ -> Int in
+                gate.pass()
+                return 42
+            }
+        }
         #expect(await Self.eventually { gate.waiting == 1 })
         task.cancel()
         gate.release()
@@ -268,7 +273,11 @@ extension BlockingPoolTests {
         var expected: [Int] = []
         var next = 0
         for round in 0..<50 {
-            for _ in 0..<(round % 7 + 3) { ring.append(next); expected.append(next); next += 1 }
+            for _ in 0..<(round % 7 + 3) {
+                ring.append(next)
+                expected.append(next)
+                next += 1
+            }
             for _ in 0..<(round % 5 + 1) where !expected.isEmpty { #expect(ring.popFirst() == expected.removeFirst()) }
             #expect(ring.count == expected.count)
         }

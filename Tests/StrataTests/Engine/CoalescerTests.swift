@@ -132,7 +132,9 @@ import Testing
         var cancelledRuns: Int { state.withLock { $0.cancelled } }
         var operations: [CoalescedOperation<Int>] { state.withLock { $0.operations } }
 
-        func work(returning value: Int, throwing failure: TestError? = nil)
+        func work(
+            returning value: Int, throwing failure: TestError? = nil
+        )
             -> @Sendable (CoalescedOperation<Int>) async throws(TestError) -> Int
         {
             { [self] (operation: CoalescedOperation<Int>) async throws(TestError) -> Int in
@@ -219,10 +221,12 @@ import Testing
         // Joins the first operation of the group (in start order) it accepts, asking in that order.
         let asked = Lock<[Int]>([])
         let c = await Self.join(coalescer, waiters: 3, descriptor: 3, accepts: { _ in true }, work: unused.work(returning: -1))
-        let d = await Self.join(coalescer, waiters: 4, descriptor: 4, accepts: { descriptor in
-            asked.withLock { $0.append(descriptor) }
-            return descriptor == 2
-        }, work: unused.work(returning: -1))
+        let d = await Self.join(
+            coalescer, waiters: 4, descriptor: 4,
+            accepts: { descriptor in
+                asked.withLock { $0.append(descriptor) }
+                return descriptor == 2
+            }, work: unused.work(returning: -1))
         #expect(asked.withLock { $0 } == [1, 2])
         // The same descriptor in another group is other work.
         let e = await Self.join(coalescer, waiters: 1, group: "h", descriptor: 1, accepts: { $0 == 1 }, work: other.work(returning: 7))
@@ -291,7 +295,8 @@ import Testing
         let cancelled = Task { () -> Outcome in
             withUnsafeCurrentTask { $0?.cancel() }
             do throws(CoalescerError<TestError>) {
-                let reply = try await coalescer.run(group: "g", descriptor: 0, priority: 0, joining: { _ in true }, work: probe.work(returning: 1))
+                let reply = try await coalescer.run(
+                    group: "g", descriptor: 0, priority: 0, joining: { _ in true }, work: probe.work(returning: 1))
                 return .success(Reply(value: reply.value, joined: reply.joined))
             } catch {
                 return .failure(error)
@@ -306,7 +311,8 @@ import Testing
         let late = Task { () -> Outcome in
             withUnsafeCurrentTask { $0?.cancel() }
             do throws(CoalescerError<TestError>) {
-                let reply = try await coalescer.run(group: "g", descriptor: 0, priority: 9, joining: { _ in true }, work: probe.work(returning: -1))
+                let reply = try await coalescer.run(
+                    group: "g", descriptor: 0, priority: 9, joining: { _ in true }, work: probe.work(returning: -1))
                 return .success(Reply(value: reply.value, joined: reply.joined))
             } catch {
                 return .failure(error)
@@ -370,7 +376,9 @@ import Testing
         let probe = Probe()
         probe.gate.fire()
         for value in 1...3 {
-            #expect(await Self.outcome(Self.call(coalescer, work: probe.work(returning: value))) == .success(Reply(value: value, joined: false)))
+            #expect(
+                await Self.outcome(Self.call(coalescer, work: probe.work(returning: value))) == .success(Reply(value: value, joined: false))
+            )
             #expect(coalescer.operationCount == 0)
         }
         #expect(probe.runs == 3)
@@ -459,19 +467,20 @@ import Testing
                 return value
             }
             let priority = Int.random(in: 0..<5, using: &rng)
-            tasks.append(Task {
-                let outcome: Outcome
-                do throws(CoalescerError<TestError>) {
-                    let reply = try await coalescer.run(
-                        group: groups[group], descriptor: descriptor, priority: priority,
-                        joining: { $0 == descriptor }, work: work)
-                    outcome = .success(Reply(value: reply.value, joined: reply.joined))
-                } catch {
-                    outcome = .failure(error)
-                }
-                counts.withLock { $0.resolved += 1 }
-                return outcome
-            })
+            tasks.append(
+                Task {
+                    let outcome: Outcome
+                    do throws(CoalescerError<TestError>) {
+                        let reply = try await coalescer.run(
+                            group: groups[group], descriptor: descriptor, priority: priority,
+                            joining: { $0 == descriptor }, work: work)
+                        outcome = .success(Reply(value: reply.value, joined: reply.joined))
+                    } catch {
+                        outcome = .failure(error)
+                    }
+                    counts.withLock { $0.resolved += 1 }
+                    return outcome
+                })
             expected.append(value)
             // Cancel some callers as they go (some before they have called), and now and then a
             // whole group.

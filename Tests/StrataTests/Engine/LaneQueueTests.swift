@@ -25,7 +25,10 @@ import Testing
         var queue = LaneQueue<Int>()
         var next = 0
         for round in 0..<30 {
-            let sequences = (0..<(round % 9 + 1)).map { _ in defer { next += 1 }; return queue.append(next) }
+            let sequences = (0..<(round % 9 + 1)).map { _ in
+                defer { next += 1 }
+                return queue.append(next)
+            }
             let values = Array((next - sequences.count)..<next)
             if round % 2 == 0 {
                 // Remove every element from the back: the queue ends empty through removals.

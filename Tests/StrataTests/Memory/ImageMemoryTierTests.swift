@@ -40,13 +40,15 @@ struct ImageMemoryTierTests {
             }
         }
         // Spot checks of the rule itself: closest fill ratio wins, the larger wins a tie.
-        #expect(tier.image(forKey: "k", matching: SizeQuery(box: PixelSize(width: 100, height: 100)))?.1.size
-            == PixelSize(width: 100, height: 66))
+        #expect(
+            tier.image(forKey: "k", matching: SizeQuery(box: PixelSize(width: 100, height: 100)))?.1.size
+                == PixelSize(width: 100, height: 66))
         let tie = ImageMemoryTier()
         tie.insert(image(90, 90), forKey: "t", mode: .fit)
         tie.insert(image(110, 110), forKey: "t", mode: .fit)
-        #expect(tie.image(forKey: "t", matching: SizeQuery(box: PixelSize(width: 100, height: 100)))?.1.size
-            == PixelSize(width: 110, height: 110))
+        #expect(
+            tie.image(forKey: "t", matching: SizeQuery(box: PixelSize(width: 100, height: 100)))?.1.size
+                == PixelSize(width: 110, height: 110))
         #expect(tie.image(forKey: "t", matching: SizeQuery(box: PixelSize(width: 150, height: 150))) == nil)
         #expect(tie.image(forKey: "missing", matching: SizeQuery(box: PixelSize(width: 100, height: 100))) == nil)
         let s = tie.statistics
@@ -125,8 +127,9 @@ struct ImageMemoryTierTests {
                 p.deallocate()
                 counter.released.add(1, ordering: .relaxed)
             }
-            tier.insert(PixelImage(width: 16, height: 16, bytesPerRow: 64, style: .default, storage: storage, offset: 0),
-                        forKey: "m\(i)", mode: .fit)
+            tier.insert(
+                PixelImage(width: 16, height: 16, bytesPerRow: 64, style: .default, storage: storage, offset: 0),
+                forKey: "m\(i)", mode: .fit)
         }
         #expect(tier.statistics.count == 4)
         #expect(counter.released.load(ordering: .relaxed) == 6)

@@ -7,8 +7,9 @@ struct MemoryCacheTests {
     /// A seeded generator so failures reproduce.
     typealias Rng = SplitMix64
 
-    @Test("limits hold after any operation sequence; contents agree with a reference model",
-          arguments: [1, 2, 3, 4, 5, 6])
+    @Test(
+        "limits hold after any operation sequence; contents agree with a reference model",
+        arguments: [1, 2, 3, 4, 5, 6])
     func randomisedAgainstModel(seed: UInt64) {
         var rng = Rng(state: seed)
         var costLimit = Int.random(in: 50...2_000, using: &rng)
@@ -240,8 +241,9 @@ struct StripedMemoryCacheTests {
     func randomised(stripes: Int) {
         var rng = MemoryCacheTests.Rng(state: UInt64(stripes) * 7)
         let costLimit = 4_000, countLimit = 200
-        let cache = MemoryCache<Int, Int>(costLimit: costLimit, countLimit: countLimit, maxEntryShare: 0.05,
-                                          stripes: stripes)
+        let cache = MemoryCache<Int, Int>(
+            costLimit: costLimit, countLimit: countLimit, maxEntryShare: 0.05,
+            stripes: stripes)
         var model: [Int: Int] = [:]
         var lookups: UInt64 = 0
         for step in 0..<4_000 {

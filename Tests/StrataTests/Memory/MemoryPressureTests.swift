@@ -7,8 +7,9 @@ import Testing
 
 @Suite("MemoryPressure")
 struct MemoryPressureTests {
-    let policy = MemoryPressurePolicy(cgroupHighWatermark: 0.9, cgroupTargetFraction: 0.8,
-                                      someAvg10Threshold: 20, fullAvg10Threshold: 5, psiTrimShare: 0.25)
+    let policy = MemoryPressurePolicy(
+        cgroupHighWatermark: 0.9, cgroupTargetFraction: 0.8,
+        someAvg10Threshold: 20, fullAvg10Threshold: 5, psiTrimShare: 0.25)
 
     @Test("cgroup: below the watermark nothing, above it trim by the excess over the target")
     func cgroupDecision() {
@@ -63,17 +64,22 @@ struct MemoryPressureTests {
     func sensorReadsFiles() throws {
         let root = try fakeTree()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let sensor = MemoryPressureSensor(procSelfCgroup: root + "/self-cgroup", cgroupMounts: [root + "/nowhere", root + "/cg"],
-                                          pressureFile: root + "/pressure")
+        let sensor = MemoryPressureSensor(
+            procSelfCgroup: root + "/self-cgroup", cgroupMounts: [root + "/nowhere", root + "/cg"],
+            pressureFile: root + "/pressure")
         let reading = sensor.read()
-        #expect(reading == MemoryPressureReading(cgroupCurrent: 734_003_200, cgroupLimit: 1_073_741_824,
-                                                 someAvg10: 12.5, fullAvg10: 0.75))
+        #expect(
+            reading
+                == MemoryPressureReading(
+                    cgroupCurrent: 734_003_200, cgroupLimit: 1_073_741_824,
+                    someAvg10: 12.5, fullAvg10: 0.75))
     }
 
     @Test("absent files turn the signals, and the monitor, off")
     func absentFiles() {
-        let sensor = MemoryPressureSensor(procSelfCgroup: "/nonexistent/cgroup", cgroupMounts: ["/nonexistent"],
-                                          pressureFile: "/nonexistent/pressure")
+        let sensor = MemoryPressureSensor(
+            procSelfCgroup: "/nonexistent/cgroup", cgroupMounts: ["/nonexistent"],
+            pressureFile: "/nonexistent/pressure")
         #expect(sensor.read() == MemoryPressureReading())
         let cache = MemoryCache<Int, Int>(costLimit: 100)
         let monitor = MemoryPressureMonitor(target: cache, sensor: sensor)
@@ -84,14 +90,16 @@ struct MemoryPressureTests {
     func monitorThread() async throws {
         let root = try fakeTree()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let sensor = MemoryPressureSensor(procSelfCgroup: root + "/self-cgroup", cgroupMounts: [root + "/cg"],
-                                          pressureFile: root + "/pressure")
+        let sensor = MemoryPressureSensor(
+            procSelfCgroup: root + "/self-cgroup", cgroupMounts: [root + "/cg"],
+            pressureFile: root + "/pressure")
         let cache = MemoryCache<Int, Int>(costLimit: 10_000)
         for k in 0..<100 { cache.insert(k, forKey: k, cost: 100) }
         let monitor = MemoryPressureMonitor(
             target: cache,
-            policy: MemoryPressurePolicy(cgroupHighWatermark: nil, someAvg10Threshold: 10, psiTrimShare: 0.5,
-                                         interval: .milliseconds(10)),
+            policy: MemoryPressurePolicy(
+                cgroupHighWatermark: nil, someAvg10Threshold: 10, psiTrimShare: 0.5,
+                interval: .milliseconds(10)),
             sensor: sensor)
         #expect(monitor.isActive)
         var waited = 0

@@ -11,7 +11,8 @@ import Testing
     @Test func fitDoesNotEnlargeUnlessAsked() {
         let small = PixelSize(width: 100, height: 50)
         #expect(SizingPlan(source: small, box: PixelSize(width: 400, height: 400), mode: .fit).output == small)
-        #expect(SizingPlan(source: small, box: PixelSize(width: 400, height: 400), mode: .fit, allowUpscale: true).output
+        #expect(
+            SizingPlan(source: small, box: PixelSize(width: 400, height: 400), mode: .fit, allowUpscale: true).output
                 == PixelSize(width: 400, height: 200))
     }
 

@@ -12,7 +12,10 @@ struct PixelConversionTests {
                 for x in 0..<width {
                     let (b, g, r, a) = pixel(x, y)
                     let i = y * stride + x * 4
-                    raw[i] = b; raw[i + 1] = g; raw[i + 2] = r; raw[i + 3] = a
+                    raw[i] = b
+                    raw[i + 1] = g
+                    raw[i + 2] = r
+                    raw[i + 3] = a
                 }
             }
         }
@@ -31,7 +34,10 @@ struct PixelConversionTests {
         var gray = PixelImage(width: 256, height: 2, style: .gray8)
         let stride = gray.bytesPerRow
         gray.withUnsafeMutableBytes { raw in
-            for x in 0..<256 { raw[x] = UInt8(x); raw[stride + x] = UInt8(255 - x) }
+            for x in 0..<256 {
+                raw[x] = UInt8(x)
+                raw[stride + x] = UInt8(255 - x)
+            }
         }
         for wide in [PixelStyle.bgra32Premultiplied, .bgrx32] {
             let expanded = PixelConversion.convert(gray, to: wide)
@@ -114,7 +120,12 @@ struct PixelConversionTests {
 
     @Test func grayTo565RoundsAndBack() {
         var gray = PixelImage(width: 4, height: 1, style: .gray8)
-        gray.withUnsafeMutableBytes { raw in raw[0] = 0; raw[1] = 128; raw[2] = 200; raw[3] = 255 }
+        gray.withUnsafeMutableBytes { raw in
+            raw[0] = 0
+            raw[1] = 128
+            raw[2] = 200
+            raw[3] = 255
+        }
         let wide = PixelConversion.convert(PixelConversion.convert(gray, to: .rgb565), to: .bgrx32)
         for x in 0..<4 {
             let g = Int(gray.pixelBytes(x: x, y: 0)[0])

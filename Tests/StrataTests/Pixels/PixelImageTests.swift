@@ -38,8 +38,9 @@ import Testing
         let storage = PixelStorage(borrowing: block, count: count, kind: .fileMapping, writable: false) { base, _ in
             base.deallocate()
         }
-        let image = PixelImage(width: width, height: height, bytesPerRow: pattern.bytesPerRow, style: pattern.style,
-                               storage: storage, offset: offset)
+        let image = PixelImage(
+            width: width, height: height, bytesPerRow: pattern.bytesPerRow, style: pattern.style,
+            storage: storage, offset: offset)
         return (image, allPixels(pattern).map { $0! })
     }
 

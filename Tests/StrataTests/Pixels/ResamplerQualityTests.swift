@@ -58,17 +58,20 @@ struct ResamplerQualityTests {
         // (x·s, y·s), because taps are clipped to the image, not to the region.
         // 1024 px: twice the headroom leaves no DCT scale, so this is the source-tier pipeline;
         // the committed reference is the 384×240 window at (320, 200) of the 1024×640 thumbnail.
-        let large = resampler.resample(full, region: SourceRect(x: 800, y: 500, width: 960, height: 600),
-                                       to: PixelSize(width: 384, height: 240))
+        let large = resampler.resample(
+            full, region: SourceRect(x: 800, y: 500, width: 960, height: 600),
+            to: PixelSize(width: 384, height: 240))
         let largeReference = try Self.reference("path-lanczos-1024x640-crop-320-200-384x240.rgb", width: 384, height: 240)
         let largePSNR = large.peakSignalToNoiseRatio(against: largeReference)
         #expect(largePSNR >= Self.target, "PSNR \(largePSNR) dB")
         // 256 px straight from the full decode: same filter and geometry as Pillow, so far closer
         // than the pipeline's 44 dB. Window 64×40 at (96, 60) of the 256×160 thumbnail.
-        let small = resampler.resample(full, region: SourceRect(x: 960, y: 600, width: 640, height: 400),
-                                       to: PixelSize(width: 64, height: 40))
-        let smallReference = Self.window(try Self.reference("path-lanczos-256x160.rgb", width: 256, height: 160),
-                                         x: 96, y: 60, size: PixelSize(width: 64, height: 40))
+        let small = resampler.resample(
+            full, region: SourceRect(x: 960, y: 600, width: 640, height: 400),
+            to: PixelSize(width: 64, height: 40))
+        let smallReference = Self.window(
+            try Self.reference("path-lanczos-256x160.rgb", width: 256, height: 160),
+            x: 96, y: 60, size: PixelSize(width: 64, height: 40))
         let smallPSNR = small.peakSignalToNoiseRatio(against: smallReference)
         #expect(smallPSNR >= 50, "PSNR \(smallPSNR) dB")
     }
@@ -77,10 +80,12 @@ struct ResamplerQualityTests {
         // The property the test above relies on, checked on a small image.
         let source = ResamplerTests.pattern(200, 120, .bgra32Premultiplied)
         let resampler = Resampler()
-        let whole = resampler.resample(source, region: SourceRect(x: 0, y: 0, width: 200, height: 120),
-                                       to: PixelSize(width: 50, height: 30))
-        let part = resampler.resample(source, region: SourceRect(x: 40, y: 20, width: 80, height: 48),
-                                      to: PixelSize(width: 20, height: 12))
+        let whole = resampler.resample(
+            source, region: SourceRect(x: 0, y: 0, width: 200, height: 120),
+            to: PixelSize(width: 50, height: 30))
+        let part = resampler.resample(
+            source, region: SourceRect(x: 40, y: 20, width: 80, height: 48),
+            to: PixelSize(width: 20, height: 12))
         #expect(part.hasSamePixels(as: Self.window(whole, x: 10, y: 5, size: PixelSize(width: 20, height: 12))))
     }
 
@@ -89,8 +94,9 @@ struct ResamplerQualityTests {
         // the committed 256 px thumbnail (guards against stale or swapped reference files).
         let small = try Self.reference("path-lanczos-256x160.rgb", width: 256, height: 160)
         let window = try Self.reference("path-lanczos-1024x640-crop-320-200-384x240.rgb", width: 384, height: 240)
-        let shrunk = Resampler().resample(window, region: SourceRect(x: 0, y: 0, width: 384, height: 240),
-                                          to: PixelSize(width: 96, height: 60))
+        let shrunk = Resampler().resample(
+            window, region: SourceRect(x: 0, y: 0, width: 384, height: 240),
+            to: PixelSize(width: 96, height: 60))
         let matching = Self.window(small, x: 80, y: 50, size: PixelSize(width: 96, height: 60))
         let psnr = shrunk.peakSignalToNoiseRatio(against: matching)
         #expect(psnr > 30, "PSNR \(psnr) dB")

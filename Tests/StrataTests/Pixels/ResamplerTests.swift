@@ -7,8 +7,10 @@ struct ResamplerTests {
     // MARK: - Helpers
 
     /// An image of `style` whose channel bytes come from `value(x, y, channel)`.
-    static func image(_ width: Int, _ height: Int, _ style: PixelStyle,
-                      _ value: (Int, Int, Int) -> UInt8) -> PixelImage {
+    static func image(
+        _ width: Int, _ height: Int, _ style: PixelStyle,
+        _ value: (Int, Int, Int) -> UInt8
+    ) -> PixelImage {
         var image = PixelImage(width: width, height: height, style: style)
         let stride = image.bytesPerRow, bpp = style.bytesPerPixel
         image.withUnsafeMutableBytes { raw in
@@ -26,7 +28,8 @@ struct ResamplerTests {
         image(width, height, style) { x, y, c in
             let alpha = 128 + 127 * sin(Double(x + 2 * y) * 0.05)
             if style == .bgra32Premultiplied && c == 3 { return UInt8(alpha.rounded()) }
-            let v = 0.5 + 0.3 * sin(Double(x) * (0.11 + 0.07 * Double(c)) + Double(y) * 0.23)
+            let v =
+                0.5 + 0.3 * sin(Double(x) * (0.11 + 0.07 * Double(c)) + Double(y) * 0.23)
                 + 0.2 * cos(Double(x * y) * 0.013)
             let scaled = min(max(v, 0), 1) * (style == .bgra32Premultiplied ? alpha : 255)
             return style == .bgrx32 && c == 3 ? 255 : UInt8(scaled.rounded(.down))
@@ -122,8 +125,12 @@ struct ResamplerTests {
         let source = Self.pattern(width, height, .bgra32Premultiplied)
         let region = SourceRect(x: 0, y: 0, width: Double(width), height: Double(height))
         let size = PixelSize(width: 48, height: 30)
-        #expect(ResamplerTable(ResamplerTable.Key(sourceLength: width, regionStart: 0, regionLength: Double(width),
-                                                  destinationLength: 48, filter: .lanczos3)).fixedPoint != nil)
+        #expect(
+            ResamplerTable(
+                ResamplerTable.Key(
+                    sourceLength: width, regionStart: 0, regionLength: Double(width),
+                    destinationLength: 48, filter: .lanczos3)
+            ).fixedPoint != nil)
         let out = Resampler().resample(source, region: region, to: size)
         let worst = Self.worstDifference(out, Self.naiveLanczos(source, region: region, size: size))
         #expect(worst <= 1, "worst difference \(worst)")
@@ -134,8 +141,12 @@ struct ResamplerTests {
         let source = Self.pattern(120, 36, .bgra32Premultiplied)
         let region = SourceRect(x: 0, y: 0, width: 120, height: 36)
         let size = PixelSize(width: 10, height: 3)
-        #expect(ResamplerTable(ResamplerTable.Key(sourceLength: 120, regionStart: 0, regionLength: 120,
-                                                  destinationLength: 10, filter: .lanczos3)).fixedPoint == nil)
+        #expect(
+            ResamplerTable(
+                ResamplerTable.Key(
+                    sourceLength: 120, regionStart: 0, regionLength: 120,
+                    destinationLength: 10, filter: .lanczos3)
+            ).fixedPoint == nil)
         let out = Resampler().resample(source, region: region, to: size)
         let worst = Self.worstDifference(out, Self.naiveLanczos(source, region: region, size: size))
         #expect(worst <= 1, "worst difference \(worst)")
@@ -145,9 +156,11 @@ struct ResamplerTests {
     func fixedPointWeightsSumToExactlyOne(filter: ResamplingFilter) throws {
         // 2:1, 2.5:1, 8:1 (49 Lanczos taps: only at scale 2¹⁵), a fractional crop, an enlargement.
         for (length, start, count) in [(512, 0.0, 256), (640, 0.0, 256), (2048, 0.0, 256), (83, 3.25, 23), (13, 0.0, 31)] {
-            let table = ResamplerTable(ResamplerTable.Key(sourceLength: length, regionStart: start,
-                                                          regionLength: Double(length) - start,
-                                                          destinationLength: count, filter: filter))
+            let table = ResamplerTable(
+                ResamplerTable.Key(
+                    sourceLength: length, regionStart: start,
+                    regionLength: Double(length) - start,
+                    destinationLength: count, filter: filter))
             let fixed = try #require(table.fixedPoint)
             let pairs = fixed.pairs
             #expect(table.taps * 255 * 2 <= Int(fixed.scale))
@@ -174,8 +187,11 @@ struct ResamplerTests {
         _ = resampler.resample(b, region: SourceRect(x: 0, y: 0, width: 50, height: 90), to: PixelSize(width: 7, height: 30))
         let again = resampler.resample(a, region: SourceRect(x: 0, y: 0, width: 64, height: 40), to: PixelSize(width: 16, height: 10))
         #expect(again.hasSamePixels(as: first))
-        #expect(first.hasSamePixels(as: Resampler().resample(a, region: SourceRect(x: 0, y: 0, width: 64, height: 40),
-                                                             to: PixelSize(width: 16, height: 10))))
+        #expect(
+            first.hasSamePixels(
+                as: Resampler().resample(
+                    a, region: SourceRect(x: 0, y: 0, width: 64, height: 40),
+                    to: PixelSize(width: 16, height: 10))))
     }
 
     // MARK: - Filtering properties
@@ -183,8 +199,9 @@ struct ResamplerTests {
     @Test(arguments: ResamplingFilter.allCases)
     func aFlatImageStaysFlat(filter: ResamplingFilter) {
         let source = Self.image(101, 67, .bgra32Premultiplied) { _, _, c in [40, 90, 120, 200][c] }
-        let out = Resampler(filter: filter).resample(source, region: SourceRect(x: 0, y: 0, width: 101, height: 67),
-                                                     to: PixelSize(width: 17, height: 29))
+        let out = Resampler(filter: filter).resample(
+            source, region: SourceRect(x: 0, y: 0, width: 101, height: 67),
+            to: PixelSize(width: 17, height: 29))
         for y in 0..<out.height {
             for x in 0..<out.width { #expect(out.pixelBytes(x: x, y: y) == [40, 90, 120, 200]) }
         }
@@ -195,8 +212,9 @@ struct ResamplerTests {
         // A one-pixel checkerboard has no representable frequency at ¼ size: it must become
         // mid-gray, where point sampling would give black or white.
         let source = Self.image(128, 96, .gray8) { x, y, _ in (x + y) % 2 == 0 ? 255 : 0 }
-        let out = Resampler(filter: filter).resample(source, region: SourceRect(x: 0, y: 0, width: 128, height: 96),
-                                                     to: PixelSize(width: 32, height: 24))
+        let out = Resampler(filter: filter).resample(
+            source, region: SourceRect(x: 0, y: 0, width: 128, height: 96),
+            to: PixelSize(width: 32, height: 24))
         for y in 0..<out.height {
             for x in 0..<out.width {
                 let v = Int(out.pixelBytes(x: x, y: y)[0])
@@ -211,8 +229,9 @@ struct ResamplerTests {
         let source = Self.image(64, 8, .bgra32Premultiplied) { x, _, c in
             x < 32 ? 0 : [0, 0, 255, 255][c]
         }
-        let out = Resampler().resample(source, region: SourceRect(x: 0, y: 0, width: 64, height: 8),
-                                       to: PixelSize(width: 13, height: 2))
+        let out = Resampler().resample(
+            source, region: SourceRect(x: 0, y: 0, width: 64, height: 8),
+            to: PixelSize(width: 13, height: 2))
         var sawPartial = false
         for x in 0..<out.width {
             let p = out.pixelBytes(x: x, y: 0)
@@ -228,8 +247,9 @@ struct ResamplerTests {
 
     @Test func bgrxOutputIsOpaque() {
         let source = Self.image(40, 40, .bgrx32) { x, _, c in c == 3 ? 255 : (x % 3 == 0 ? 255 : 0) }
-        let out = Resampler().resample(source, region: SourceRect(x: 0, y: 0, width: 40, height: 40),
-                                       to: PixelSize(width: 9, height: 9))
+        let out = Resampler().resample(
+            source, region: SourceRect(x: 0, y: 0, width: 40, height: 40),
+            to: PixelSize(width: 9, height: 9))
         for y in 0..<9 { for x in 0..<9 { #expect(out.pixelBytes(x: x, y: y)[3] == 255) } }
     }
 
@@ -267,21 +287,25 @@ struct ResamplerTests {
     @Test(arguments: ResamplingFilter.allCases)
     func anIntegerAlignedSameSizeRegionIsAnExactCrop(filter: ResamplingFilter) {
         let source = Self.pattern(40, 30, .bgra32Premultiplied)
-        let out = Resampler(filter: filter).resample(source, region: SourceRect(x: 5, y: 3, width: 20, height: 12),
-                                                     to: PixelSize(width: 20, height: 12))
+        let out = Resampler(filter: filter).resample(
+            source, region: SourceRect(x: 5, y: 3, width: 20, height: 12),
+            to: PixelSize(width: 20, height: 12))
         let expected = Self.image(20, 12, .bgra32Premultiplied) { x, y, c in source.pixelBytes(x: x + 5, y: y + 3)[c] }
         #expect(out.hasSamePixels(as: expected))
         // Half a pixel off is a real interpolation, not a copy.
-        let shifted = Resampler(filter: filter).resample(source, region: SourceRect(x: 5.5, y: 3, width: 20, height: 12),
-                                                         to: PixelSize(width: 20, height: 12))
+        let shifted = Resampler(filter: filter).resample(
+            source, region: SourceRect(x: 5.5, y: 3, width: 20, height: 12),
+            to: PixelSize(width: 20, height: 12))
         #expect(!shifted.hasSamePixels(as: expected))
     }
 
     @Test(arguments: ResamplingFilter.allCases)
     func tablesRecogniseAPureShift(filter: ResamplingFilter) {
         func table(_ start: Double, _ length: Double, _ count: Int) -> ResamplerTable {
-            ResamplerTable(.init(sourceLength: 50, regionStart: start, regionLength: length,
-                                 destinationLength: count, filter: filter))
+            ResamplerTable(
+                .init(
+                    sourceLength: 50, regionStart: start, regionLength: length,
+                    destinationLength: count, filter: filter))
         }
         let aligned = table(7, 30, 30)
         #expect(aligned.isShift && aligned.starts.first == 7 && aligned.counts.allSatisfy { $0 == 1 })

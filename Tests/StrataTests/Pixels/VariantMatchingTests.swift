@@ -41,7 +41,7 @@ import Testing
     @Test func fillNeedsTheBoxAspect() {
         let q = SizeQuery(box: PixelSize(width: 200, height: 100), mode: .fill)
         #expect(VariantMatcher.matches(v(180, 90, .fill), q))
-        #expect(VariantMatcher.matches(v(181, 91, .fill), q)) // rounding
+        #expect(VariantMatcher.matches(v(181, 91, .fill), q))  // rounding
         #expect(!VariantMatcher.matches(v(180, 120, .fill), q))
     }
 }

@@ -44,8 +44,10 @@ import Testing
         #expect(again.version != data.version)
     }
 
-    @Test(arguments: ["../secret.txt", "inside/../../secret.txt", "/etc/passwd", "inside/./a.jpg",
-                      "a\u{0}.jpg", "", "///", String(repeating: "x", count: 5000)])
+    @Test(arguments: [
+        "../secret.txt", "inside/../../secret.txt", "/etc/passwd", "inside/./a.jpg",
+        "a\u{0}.jpg", "", "///", String(repeating: "x", count: 5000),
+    ])
     func refusesEscapes(key: String) async throws {
         let box = try Sandbox()
         let why = await invalidKeyReason(try DirectorySource(root: box.root), key)

@@ -27,11 +27,13 @@ import Testing
     @Test(arguments: PixelStyle.allCases)
     func rendersEveryStyle(style: PixelStyle) throws {
         let renderer = ImageRenderer()
-        let image = try renderer.render(Fixtures.bytes("jpeg/path-2560x1600.jpg"),
-                                        request: RenderRequest(box: PixelSize(width: 64, height: 64), style: style))
+        let image = try renderer.render(
+            Fixtures.bytes("jpeg/path-2560x1600.jpg"),
+            request: RenderRequest(box: PixelSize(width: 64, height: 64), style: style))
         #expect(image.style == style && image.size == PixelSize(width: 64, height: 40))
-        let reference = try renderer.render(Fixtures.bytes("jpeg/path-2560x1600.jpg"),
-                                            request: RenderRequest(box: PixelSize(width: 64, height: 64)))
+        let reference = try renderer.render(
+            Fixtures.bytes("jpeg/path-2560x1600.jpg"),
+            request: RenderRequest(box: PixelSize(width: 64, height: 64)))
         #expect(PixelConversion.convert(reference, to: style).hasSamePixels(as: image))
     }
 
@@ -59,8 +61,9 @@ import Testing
 
         let large = try renderer.render(bytes, request: RenderRequest(box: PixelSize(width: 1024, height: 1024), style: .bgrx32))
         #expect(large.size == PixelSize(width: 1024, height: 640))
-        let window = Resampler().resample(large, region: SourceRect(x: 320, y: 200, width: 384, height: 240),
-                                          to: PixelSize(width: 384, height: 240))
+        let window = Resampler().resample(
+            large, region: SourceRect(x: 320, y: 200, width: 384, height: 240),
+            to: PixelSize(width: 384, height: 240))
         let reference1024 = try ResamplerQualityTests.reference("path-lanczos-1024x640-crop-320-200-384x240.rgb", width: 384, height: 240)
         let psnr1024 = window.peakSignalToNoiseRatio(against: reference1024)
         #expect(psnr1024 >= 44, "1024 px: \(psnr1024) dB")
@@ -72,7 +75,8 @@ import Testing
             _ = try await tier.image(forKey: "jpeg/path-2560x1600.jpg", request: RenderRequest(box: PixelSize(width: 64, height: 64)))
         } throws: { error in
             guard let error = error as? SourceError, case .decoding(let inner) = error.reason,
-                  case .tooLarge(let pixels, let limit) = inner.reason else { return false }
+                case .tooLarge(let pixels, let limit) = inner.reason
+            else { return false }
             return pixels == 2560 * 1600 && limit == 1_000_000 && error.key == "jpeg/path-2560x1600.jpg"
         }
     }

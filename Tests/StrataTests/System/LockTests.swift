@@ -93,4 +93,3 @@ import Glibc
         #expect(throws: Never.self) { try bytes.withUnsafeBytes { try file.write($0, at: 0) } }
     }
 }
-

@@ -43,7 +43,7 @@ import Glibc
     // process's virtual size, which other suites running at the same time change.)
     @Test func anUnjoinedThreadIsDetachedWhenItsOSThreadGoesAwayAndThenExits() throws {
         let gate = Atomic<Bool>(false)
-        let probe = Mutex<Probe?>(nil)
+        let probe = Lock<Probe?>(nil)
         do {
             _ = try OSThread(name: "detach-check") {
                 _ = waitUntil { gate.load(ordering: .acquiring) }  // until the OSThread is gone
@@ -61,14 +61,17 @@ import Glibc
 
     /// The probe itself: a plain joinable thread reports that it was not detached.
     @Test func theProbeTellsAJoinableThread() throws {
-        let probe = Mutex<Probe?>(nil)
+        let probe = Lock<Probe?>(nil)
         var thread = pthread_t()
         let box = Unmanaged.passRetained(ProbeBox { found in probe.withLock { $0 = found } }).toOpaque()
-        #expect(pthread_create(&thread, nil, { raw in
-            let box = Unmanaged<ProbeBox>.fromOpaque(raw!).takeRetainedValue()
-            box.report(OSThreadTests.probeCurrentThread())
-            return nil
-        }, box) == 0)
+        #expect(
+            pthread_create(
+                &thread, nil,
+                { raw in
+                    let box = Unmanaged<ProbeBox>.fromOpaque(raw!).takeRetainedValue()
+                    box.report(OSThreadTests.probeCurrentThread())
+                    return nil
+                }, box) == 0)
         pthread_join(thread, nil)
         let found = try #require(probe.withLock { $0 })
         #expect(found.tid > 0)
@@ -83,7 +86,7 @@ import Glibc
 
     @Test func aPoolThatShutsDownLetsItsDetachedThreadsExit() throws {
         let width = 4
-        let probes = Mutex<[Probe]>([])
+        let probes = Lock<[Probe]>([])
         let pool = try BlockingPool(width: width, name: "pool") {}
         // Once `init` has returned, the pool has let go of its `OSThread`s. One job per thread:
         // each waits until all have arrived, so no thread takes two.
@@ -110,7 +113,11 @@ import Glibc
         let thread = try OSThread(name: name) {
             let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
             let got = comm.hasSuffix("\n") ? String(comm.dropLast()) : comm
-            if name.hasPrefix(got) && got.utf8.count <= 15 && !got.isEmpty { named.store(1, ordering: .relaxed) } else { named.store(2, ordering: .relaxed) }
+            if name.hasPrefix(got) && got.utf8.count <= 15 && !got.isEmpty {
+                named.store(1, ordering: .relaxed)
+            } else {
+                named.store(2, ordering: .relaxed)
+            }
         }
         thread.join()
         #expect(named.load(ordering: .relaxed) == 1)

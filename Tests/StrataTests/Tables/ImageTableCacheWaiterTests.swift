@@ -5,7 +5,7 @@ import Synchronization
 
 /// Opens once; every waiter (before or after) then goes on.
 final class TestGate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Lock<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -28,6 +28,24 @@ final class TestGate: Sendable {
     }
 }
 
+/// A bounded wait in a test ran out.
+struct WaitTimedOut: Error, CustomStringConvertible {
+    var what: String
+    var seconds: Double
+    var description: String { "gave up after \(seconds) s waiting until \(what)" }
+}
+
+/// Polls `condition` every millisecond until it holds; throws ``WaitTimedOut`` (naming `what`)
+/// after `seconds` — a generous bound, so a test that would hang fails clearly instead.
+func waitUntil(_ what: String, seconds: Double = 30, _ condition: () -> Bool) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .milliseconds(Int(seconds * 1000))
+    while !condition() {
+        guard clock.now < deadline else { throw WaitTimedOut(what: what, seconds: seconds) }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}
+
 /// A source whose loads can be held at a gate or until cancelled, recording loads,
 /// cancelled loads and the names of the threads that drew into the table.
 final class ScriptedSource: Sendable {
@@ -35,7 +53,7 @@ final class ScriptedSource: Sendable {
 
     let loads = Atomic<Int>(0)
     let cancelledLoads = Atomic<Int>(0)
-    let drawingThreads = Mutex<[String]>([])
+    let drawingThreads = Lock<[String]>([])
     let gate = TestGate()
 
     static func currentThreadName() -> String {
@@ -43,8 +61,8 @@ final class ScriptedSource: Sendable {
         return comm.hasSuffix("\n") ? String(comm.dropLast()) : comm
     }
 
-    func entity(_ n: Int, _ behaviour: Behaviour) -> ImageTableEntity {
-        let pattern = SourceProbe().entity(n)
+    func entity(_ n: Int, _ behaviour: Behaviour, version: UInt64 = 1) -> ImageTableEntity {
+        let pattern = SourceProbe().entity(n, version: version)
         return ImageTableEntity(
             id: pattern.id, sourceVersion: pattern.sourceVersion,
             source: ImageTableSource(description: "scripted \(n)") { [self] size in
@@ -76,7 +94,9 @@ final class ScriptedSource: Sendable {
     ]
 
     func waitForWaiters(_ count: Int, _ cache: ImageTableCache, _ entity: ImageTableEntity) async throws {
-        while cache.waiterCount(for: entity.id, formatName: "thumb100") < count { try await Task.sleep(for: .milliseconds(1)) }
+        try await waitUntil("\(count) requests wait for the load of \(entity.id)") {
+            cache.waiterCount(for: entity.id, formatName: "thumb100") >= count
+        }
     }
 
     @Test func withoutAPoolDrawingRunsOnThePrivatePool() async throws {
@@ -134,7 +154,7 @@ final class ScriptedSource: Sendable {
         #expect(source.cancelledLoads.load(ordering: .relaxed) == 0, "one waiter is left: the load goes on")
         b.cancel()
         await #expect(throws: CancellationError.self) { try await b.value }
-        while source.cancelledLoads.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        try await waitUntil("the orphaned load is cancelled") { source.cancelledLoads.load(ordering: .relaxed) > 0 }
         #expect(cache.waiterCount(for: entity.id, formatName: "thumb100") == 0)
         #expect(cache.cachedImage(for: entity, formatName: "thumb100") == nil)
         #expect(cache.cachedImage(for: entity, formatName: "thumb50") == nil)
@@ -160,6 +180,26 @@ final class ScriptedSource: Sendable {
         await #expect(throws: CancellationError.self) { try await waiter.value }
         #expect(source.loads.load(ordering: .relaxed) == 0)
         #expect(cache.waiterCount(for: entity.id, formatName: "thumb100") == 0)
+    }
+
+    @Test func aRequestForAnotherSourceVersionDoesNotJoinTheLoadOfTheFirst() async throws {
+        let dir = TempDirectory()
+        let cache = try ImageTableCache(directory: dir.path, formats: formats)
+        let source = ScriptedSource()
+        let v1 = source.entity(26, .gated, version: 1)
+        let v2 = source.entity(26, .immediate, version: 2)
+        let a = Task { try await cache.image(for: v1, formatName: "thumb100") }
+        try await waitUntil("the version 1 load has started") { source.loads.load(ordering: .relaxed) == 1 }
+        let b = Task { try await cache.image(for: v2, formatName: "thumb100") }
+        // The version 2 request either starts its own load or (wrongly) waits for version 1's.
+        try await waitUntil("the version 2 request has a load") {
+            source.loads.load(ordering: .relaxed) == 2 || cache.waiterCount(for: v1.id, formatName: "thumb100") == 2
+        }
+        source.gate.open()
+        let (first, second) = try await (a.value, b.value)
+        #expect(TableTestPattern.matches(first, n: 26, version: 1))
+        #expect(TableTestPattern.matches(second, n: 26, version: 2), "the version 2 request got another version's pixels")
+        #expect(source.loads.load(ordering: .relaxed) == 2)
     }
 
     @Test func cancelRequestReleasesEveryWaiterAtOnce() async throws {

@@ -22,32 +22,64 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
 @Suite(.serialized) struct ImageTableProcessTests {
     static let cycles = Int(getenv("STRATA_TABLE_KILL_CYCLES").flatMap { String(cString: $0) }.flatMap { Int($0) } ?? 200)
 
+    /// What the child was doing when it was killed (its `--progress-file`), if it got that far.
+    static func progress(at path: String) -> TableWriterProgress? {
+        guard let file = try? FileDescriptor(open: path, flags: O_RDONLY), let bytes = try? file.readAll() else { return nil }
+        return TableWriterProgress(decoding: bytes)
+    }
+
     @Test func aWriterKilledAtRandomMomentsNeverLeavesAWrongImage() throws {
         let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
         let dir = TempDirectory()
         let entities = 24
-        let format = ImageTableFormat(name: "t", family: "test", size: PixelSize(width: 48, height: 40), maximumCount: 16)
+        let height = 40
+        let format = ImageTableFormat(name: "t", family: "test", size: PixelSize(width: 48, height: height), maximumCount: 16)
+        let progressPath = dir.path + "/progress"
         var rng = SystemRandomNumberGenerator()
         var totalHits = 0
         var killedWhileRunning = 0
+        var tornMidDraw = 0
         for cycle in 0..<Self.cycles {
+            unlink(progressPath)
             // Every other cycle the child sleeps after each drawn row, so the kill lands mid-draw.
-            let pid = try spawn(exe, ["table-writer", "--directory", dir.path, "--width", "48", "--height", "40",
-                                      "--max-count", "16", "--entities", "\(entities)", "--seed", "\(cycle + 1)",
-                                      "--row-delay-microseconds", cycle % 2 == 0 ? "0" : "100"])
-            usleep(UInt32.random(in: 2_000...40_000, using: &rng))
+            let pid = try spawn(
+                exe,
+                [
+                    "table-writer", "--directory", dir.path, "--width", "48", "--height", "\(height)",
+                    "--max-count", "16", "--entities", "\(entities)", "--seed", "\(cycle + 1)",
+                    "--row-delay-microseconds", cycle % 2 == 0 ? "0" : "100",
+                    "--progress-file", progressPath,
+                ])
+            // The kill lands at a random moment after the child has opened the table (its start-up
+            // time varies a lot: debug builds, sanitizers, a loaded machine).
+            try waitUntilSynchronously("the table-writer child has opened the table") {
+                Self.progress(at: progressPath) != nil || waitpid(pid, nil, WNOHANG) == pid
+            }
+            usleep(UInt32.random(in: 1_000...30_000, using: &rng))
             kill(pid, SIGKILL)
             if waitFor(pid) == 128 + SIGKILL { killedWhileRunning += 1 }
+            let last = Self.progress(at: progressPath)
             // "Restart": a fresh instance opens (and repairs) the table, then serves what it can.
             let table = try ImageTable(directory: dir.path, format: format)
             var held: [(PixelImage, Int, UInt64)] = []
             let (hits, wrong) = verifyAllHits(table, entities: entities, held: &held)
             #expect(wrong == 0, "cycle \(cycle): \(wrong) wrong images")
             totalHits += hits
+            // Killed inside a draw: at most `rows + 1` rows were drawn (the next row may have been
+            // drawn but not yet reported), so with two rows missing the draw had certainly not
+            // finished. The slot was invalidated before the draw: the entry must be a miss.
+            if let last, last.phase == .drawing, last.rows + 2 <= height {
+                tornMidDraw += 1
+                #expect(
+                    table.image(for: TableTestPattern.entityID(last.entity), sourceVersion: last.version) == nil,
+                    "cycle \(cycle): the entry killed after \(last.rows) of \(height) rows was served")
+            }
             if wrong > 0 { break }
         }
+        print("table writer kill test: \(Self.cycles) cycles, \(tornMidDraw) killed inside a draw, \(totalHits) hits checked")
         #expect(killedWhileRunning == Self.cycles, "every child was killed, none exited on its own")
         #expect(totalHits > Self.cycles, "the writers stored entries (otherwise the test proves nothing)")
+        #expect(tornMidDraw > 0, "no kill landed inside a draw (otherwise the test proves nothing about torn writes)")
     }
 
     @Test func twoProcessesShareATableWithoutCorruptingIt() throws {
@@ -57,15 +89,28 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
         let format = ImageTableFormat(name: "t", family: "test", size: PixelSize(width: 32, height: 32), maximumCount: 12)
         let table = try ImageTable(directory: dir.path, format: format)
         let writers = try (1...2).map { seed in
-            try spawn(exe, ["table-writer", "--directory", dir.path, "--max-count", "12", "--entities", "\(entities)",
-                            "--iterations", "1500", "--verify", "--seed", "\(seed)"])
+            try spawn(
+                exe,
+                [
+                    "table-writer", "--directory", dir.path, "--max-count", "12", "--entities", "\(entities)",
+                    "--iterations", "1500", "--verify", "--seed", "\(seed)",
+                ])
         }
         // Meanwhile this process reads, holds images for a while (pinning their slots against
         // the other processes' evictions) and checks they never change under it.
         var rounds = 0, hits = 0
         var running = true
         var exits: [pid_t: Int32] = [:]
+        let deadline = monotonicNanoseconds() + 120 * 1_000_000_000
         while running {
+            guard monotonicNanoseconds() < deadline else {
+                for pid in writers where exits[pid] == nil {
+                    kill(pid, SIGKILL)
+                    exits[pid] = waitFor(pid)
+                }
+                Issue.record("the writers did not finish 1500 iterations each within 120 s (killed)")
+                break
+            }
             var held: [(PixelImage, Int, UInt64)] = []
             let (h, wrong) = verifyAllHits(table, entities: entities, held: &held)
             hits += h

@@ -14,8 +14,10 @@ final class TempDirectory {
     deinit { _ = system("rm -rf '\(path)'") }
 }
 
-func testFormat(_ name: String = "t", size: PixelSize = PixelSize(width: 20, height: 12), max: Int = 8,
-                style: PixelStyle = .default, family: String = "test", mode: ContentMode = .fill) -> ImageTableFormat {
+func testFormat(
+    _ name: String = "t", size: PixelSize = PixelSize(width: 20, height: 12), max: Int = 8,
+    style: PixelStyle = .default, family: String = "test", mode: ContentMode = .fill
+) -> ImageTableFormat {
     ImageTableFormat(name: name, family: family, size: size, style: style, mode: mode, maximumCount: max)
 }
 
@@ -89,8 +91,8 @@ func patchFile(_ path: String, _ body: (inout [UInt8]) -> Void) throws {
         }
         // Slots are handed out in order: entity n lives in slot n.
         try patchFile(dir.path + "/t.table") { bytes in
-            bytes[layout.entryOffset(1) + 123] ^= 0x10                          // a pixel bit
-            bytes[layout.entryOffset(2) + layout.trailerOffset + 20] ^= 0x01   // a trailer bit (entity id)
+            bytes[layout.entryOffset(1) + 123] ^= 0x10  // a pixel bit
+            bytes[layout.entryOffset(2) + layout.trailerOffset + 20] ^= 0x01  // a trailer bit (entity id)
         }
         let table = try ImageTable(directory: dir.path, format: format)
         #expect(hit(table, 1) == nil)
@@ -103,7 +105,7 @@ func patchFile(_ path: String, _ body: (inout [UInt8]) -> Void) throws {
 
     @Test func aZeroedPageIsAMiss() throws {
         let dir = TempDirectory()
-        let format = testFormat(size: PixelSize(width: 64, height: 40))   // 256 B rows: 3 pages per entry
+        let format = testFormat(size: PixelSize(width: 64, height: 40))  // 256 B rows: 3 pages per entry
         let layout = TableLayout(format: format)
         #expect(layout.entryLength >= 2 * layout.pageSize)
         do {
@@ -137,7 +139,10 @@ func patchFile(_ path: String, _ body: (inout [UInt8]) -> Void) throws {
         case .garbage:
             try patchFile(meta) { bytes in
                 var x: UInt32 = 12345
-                for i in bytes.indices { x = x &* 1_103_515_245 &+ 12345; bytes[i] = UInt8(truncatingIfNeeded: x >> 16) }
+                for i in bytes.indices {
+                    x = x &* 1_103_515_245 &+ 12345
+                    bytes[i] = UInt8(truncatingIfNeeded: x >> 16)
+                }
             }
         case .zeroed: try patchFile(meta) { bytes in for i in bytes.indices { bytes[i] = 0 } }
         case .oneRecord: try patchFile(meta) { $0[MetadataLayout.headerLength + 2 * MetadataLayout.recordLength + 3] ^= 0xFF }
@@ -159,10 +164,10 @@ func patchFile(_ path: String, _ body: (inout [UInt8]) -> Void) throws {
         let dir = TempDirectory()
         let a = try ImageTable(directory: dir.path, format: testFormat(max: 4))
         for n in 0..<4 { try storePattern(a, n) }
-        try patchFile(dir.path + "/t.meta") { bytes in for i in 0..<32 { bytes[i] ^= 0xFF } }   // corrupt header
-        let b = try ImageTable(directory: dir.path, format: testFormat(max: 4))   // rebuilds from trailers
+        try patchFile(dir.path + "/t.meta") { bytes in for i in 0..<32 { bytes[i] ^= 0xFF } }  // corrupt header
+        let b = try ImageTable(directory: dir.path, format: testFormat(max: 4))  // rebuilds from trailers
         #expect(b.count == 4)
-        for n in 4..<8 { try storePattern(b, n) }                                 // replaces all of a's entries
+        for n in 4..<8 { try storePattern(b, n) }  // replaces all of a's entries
         for n in 0..<8 {
             if let image = hit(a, n) { #expect(TableTestPattern.matches(image, n: n, version: 1), "entity \(n)") }
         }
@@ -186,13 +191,13 @@ func patchFile(_ path: String, _ body: (inout [UInt8]) -> Void) throws {
         let dir = TempDirectory()
         let table = try ImageTable(directory: dir.path, format: testFormat(max: 3))
         for n in 0..<3 { try storePattern(table, n) }
-        _ = hit(table, 0)                  // order of use now: 1, 2, 0
-        try storePattern(table, 3)         // replaces 1
+        _ = hit(table, 0)  // order of use now: 1, 2, 0
+        try storePattern(table, 3)  // replaces 1
         #expect(hit(table, 1) == nil)
-        _ = hit(table, 2)                  // order: 0, 3, 2
-        try storePattern(table, 4)         // replaces 0
+        _ = hit(table, 2)  // order: 0, 3, 2
+        try storePattern(table, 4)  // replaces 0
         #expect(hit(table, 0) == nil)
-        try storePattern(table, 5)         // replaces 3
+        try storePattern(table, 5)  // replaces 3
         #expect((0..<6).filter { hit(table, $0) != nil } == [2, 4, 5])
     }
 
@@ -311,8 +316,10 @@ func patchFile(_ path: String, _ body: (inout [UInt8]) -> Void) throws {
 
     @Test func invalidFormatsAreRefused() {
         let dir = TempDirectory()
-        for bad in [testFormat("../x"), testFormat(".hidden"), testFormat(max: 0),
-                    testFormat(size: PixelSize(width: 0, height: 3))] {
+        for bad in [
+            testFormat("../x"), testFormat(".hidden"), testFormat(max: 0),
+            testFormat(size: PixelSize(width: 0, height: 3)),
+        ] {
             #expect(throws: ImageTableError.self) { try ImageTable(directory: dir.path, format: bad) }
         }
         var badPermissions = testFormat()

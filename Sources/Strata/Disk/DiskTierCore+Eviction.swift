@@ -1,0 +1,180 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Logging
+
+/// The byte limit and every deletion by name (eviction, `remove`, `removeAll`, invalid files):
+/// a name is deleted only while it still holds the file the index knew.
+extension DiskTier.Core {
+    /// Victims chosen per acquisition of the index lock.
+    static let evictionBatch = 64
+
+    /// Deletes least-recently-used files until the index, the reservations (which include
+    /// the store of `newEntry`) and nothing more fit in `limit`, freeing a little more than
+    /// needed (1/128 of the limit) so that a full cache evicts once per many writes.
+    ///
+    /// Victims are taken in batches of ``evictionBatch`` from the oldest end of the index's
+    /// recency list: each batch costs O(batch) under the index lock, and the files are
+    /// deleted outside it, so lookups interleave with even a very large eviction (a directory
+    /// opened far over a smaller limit). A victim that cannot be deleted (EPERM, EBUSY, EROFS,
+    /// a directory under the name…) goes back into the index as most recently used, so that
+    /// it is not retried on every store, and others are evicted in its place; after four
+    /// batches in a row that deleted nothing the store goes ahead over the limit.
+    func evict(toFit newEntry: DiskIndexEntry, limit: Int, directory: Shared<FileDescriptor>) {
+        var fruitless = 0
+        while fruitless < 4 {
+            var examined = 0
+            let (victims, device): ([DiskIndexEntry], UInt64) = state.withLock { s in
+                let replacing = s.index.slot(of: newEntry) != nil ? newEntry.chargedBytes : 0
+                let excess = s.index.chargedBytes - replacing + s.reserved - limit
+                guard excess > 0 else { return ([], s.device) }
+                let victims = s.index.takeLeastRecentlyUsed(
+                    atLeast: excess + limit / 128, maximumCount: Self.evictionBatch, excluding: newEntry, examined: &examined)
+                s.markDeleting(victims)
+                return (victims, s.device)
+            }
+            evictionExamined.add(examined, ordering: .relaxed)
+            if victims.isEmpty { return }
+            testHooks.withLock { $0.evictionBatchChosen }?(victims)
+            var kept: [DiskIndexEntry] = []
+            for victim in victims {
+                let name = victim.name.string
+                switch deleteFile(name, digest: victim.digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory) {
+                case .deleted, .gone:
+                    evictions.add(1, ordering: .relaxed)
+                case .replaced, .foreign:
+                    // A newer file under the name (published after the victim was chosen):
+                    // indexed by its publish or its inotify event, not ours to delete.
+                    break
+                case .failed(let error):
+                    logger.warning(
+                        "cannot evict cache file; keeping it in the index",
+                        metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
+                    kept.append(victim)
+                }
+            }
+            state.withLock { s in
+                s.unmarkDeleting(victims)
+                for entry in kept { s.index.insert(entry, use: true) }
+            }
+            fruitless = kept.count == victims.count ? fruitless + 1 : 0
+        }
+    }
+
+    /// Whether the index would take `entry` back: not while its file is being deleted.
+    static func mayIndex(_ entry: DiskIndexEntry, in s: State) -> Bool {
+        entry.inode == 0 || !s.deleting.contains(entry.inode)
+    }
+
+    enum DeleteOutcome {
+        case deleted
+        /// Nothing under the name.
+        case gone
+        /// The name holds another file than the one asked for (or the index never knew which
+        /// file it described): left alone.
+        case replaced
+        /// Not a regular file or symlink (only with `regularOnly`): left alone.
+        case foreign
+        case failed(SystemCallError)
+    }
+
+    /// The lock that orders deletions of and publishes onto names of `digest`.
+    func nameLock(_ digest: KeyDigest) -> Lock<Void> {
+        nameLocks[Int(truncatingIfNeeded: digest.high) & (nameLocks.count - 1)]
+    }
+
+    /// Deletes `name` only while it is the file `identity` (`fstatat`, compare device and
+    /// inode, `unlinkat`), holding the name's lock, so that a store of this process cannot land
+    /// between the check and the deletion; `andThen` runs under that lock after a deletion (or
+    /// when nothing is there), e.g. to drop the entry from the index. Another process can still
+    /// rename onto the name in the microseconds between the check and the unlink: Linux has no
+    /// unlink-if-inode.
+    func deleteFile(
+        _ name: String, digest: KeyDigest, ifIdentity identity: FileIdentity?, in directory: Shared<FileDescriptor>,
+        regularOnly: Bool = false, _ andThen: () -> Void = {}
+    ) -> DeleteOutcome {
+        nameLock(digest).withLock { _ in
+            let st: stat
+            do throws(SystemCallError) {
+                st = try directory.resource.status(of: name)
+            } catch {
+                if error.errno == ENOENT {
+                    andThen()
+                    return .gone
+                }
+                return .failed(error)
+            }
+            let type = st.st_mode & S_IFMT
+            if regularOnly && type != S_IFREG && type != S_IFLNK { return .foreign }
+            guard let identity, FileIdentity(st) == identity else { return .replaced }
+            do throws(SystemCallError) {
+                try directory.resource.unlink(name)
+            } catch {
+                if error.errno != ENOENT { return .failed(error) }
+            }
+            andThen()
+            return .deleted
+        }
+    }
+
+    /// Deletes every variant of `digest` that the index holds: from the index, and each file
+    /// while it is still the one indexed.
+    func remove(digest: KeyDigest) {
+        let (victims, directory, device) = state.withLock { s in
+            let victims = s.index.removeAll(digest: digest)
+            s.markDeleting(victims)
+            return (victims, s.directory, s.device)
+        }
+        for victim in victims {
+            let name = victim.name.string
+            if case .failed(let error) = deleteFile(
+                name, digest: digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory)
+            {
+                logger.warning("cannot delete cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
+            }
+        }
+        state.withLock { $0.unmarkDeleting(victims) }
+    }
+
+    /// Deletes every published file listed in the directory (other processes' too), and their
+    /// entries; a file published under a listed name after the listing survives, with its entry.
+    func removeAll() throws(DiskTierError) {
+        let (directory, device) = state.withLock { ($0.directory, $0.device) }
+        var listed: [DiskIndexEntry] = []
+        do {
+            try DirectoryScan.forEachName(in: directory.resource) { bytes, inode in
+                if let name = DiskFileName(bytes: bytes) {
+                    listed.append(DiskIndexEntry(digest: name.digest, variant: name.variant, inode: inode))
+                }
+            }
+        } catch {
+            throw .io(error)
+        }
+        for file in listed {
+            let name = file.name.string
+            let outcome = deleteFile(name, digest: file.digest, ifIdentity: FileIdentity(of: file, device: device), in: directory) {
+                state.withLock { s in
+                    if let id = s.index.slot(of: file), s.index[id].inode == file.inode || s.index[id].inode == 0 {
+                        s.index.remove(file)
+                    }
+                }
+            }
+            if case .failed(let error) = outcome {
+                logger.warning("cannot delete cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
+            }
+        }
+    }
+}
+
+extension DiskTier.Core.State {
+    /// Records that the files of `entries` are about to be deleted (see ``deleting``).
+    mutating func markDeleting(_ entries: [DiskIndexEntry]) {
+        for entry in entries where entry.inode != 0 { deleting.insert(entry.inode) }
+    }
+
+    mutating func unmarkDeleting(_ entries: [DiskIndexEntry]) {
+        for entry in entries where entry.inode != 0 { deleting.remove(entry.inode) }
+    }
+}

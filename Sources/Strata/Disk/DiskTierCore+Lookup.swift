@@ -1,0 +1,238 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Logging
+
+/// Lookups: the index decides hit or miss without a syscall; a hit opens, checks and reads or
+/// maps one file. Files that fail validation are discarded here.
+extension DiskTier.Core {
+    func contains(digest: KeyDigest, query: SizeQuery) -> Bool {
+        state.withLock { $0.index.bestMatch(for: digest, query: query) != nil }
+    }
+
+    func lookup(key: String, query: SizeQuery) throws(DiskTierError) -> DiskTier.Hit? {
+        let digest = KeyDigest(key: key)
+        let found: (DiskIndexEntry, Shared<FileDescriptor>)? = state.withLock { s in
+            guard !s.closed, let id = s.index.bestMatch(for: digest, query: query) else { return nil }
+            s.index.touch(id)
+            return (s.index[id], s.directory)
+        }
+        guard let (entry, directory) = found else {
+            misses.add(1, ordering: .relaxed)
+            return nil
+        }
+        var stored = StoredKey.string(for: key)
+        let outcome = stored.withUTF8 { load(entry, key: UnsafeRawBufferPointer($0), directory: directory.resource) }
+        switch outcome {
+        case .hit(let hit):
+            hits.add(1, ordering: .relaxed)
+            return hit
+        case .vanished:
+            // The index is left alone: the IN_DELETE/IN_MOVED_FROM event (or, without inotify,
+            // the next rescan) removes the entry. Removing it here could drop the entry of a
+            // newer file published under the same name after our openat failed.
+            misses.add(1, ordering: .relaxed)
+            return nil
+        case .otherKey:
+            misses.add(1, ordering: .relaxed)
+            return nil
+        case .invalid(let problem, let identity):
+            discardInvalid(entry, directory: directory, identity: identity, reason: "\(problem)")
+            misses.add(1, ordering: .relaxed)
+            return nil
+        case .foreign(let reason):
+            dropForeign(entry, reason: reason)
+            misses.add(1, ordering: .relaxed)
+            return nil
+        case .failed(let error):
+            throw .io(Self.naming(error, file: entry.name, in: path))
+        }
+    }
+
+    enum LoadOutcome {
+        case hit(DiskTier.Hit)
+        case vanished
+        case otherKey
+        case invalid(DiskFileHeader.Problem, identity: FileIdentity?)
+        /// Not a readable regular file (FIFO, directory, device, no permission): dropped from
+        /// the index but left on disk, since it may belong to someone else.
+        case foreign(String)
+        case failed(SystemCallError)
+    }
+
+    /// A file's device and inode numbers.
+    struct FileIdentity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+
+        init(device: UInt64, inode: UInt64) {
+            self.device = device
+            self.inode = inode
+        }
+
+        init(_ st: stat) { self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) }
+
+        /// The identity of the file `entry` describes in a directory on `device`; `nil` when
+        /// the index does not know its inode.
+        init?(of entry: DiskIndexEntry, device: UInt64) {
+            guard entry.inode != 0 else { return nil }
+            self.init(device: device, inode: entry.inode)
+        }
+    }
+
+    /// Opens, checks and reads (or maps) the file of `entry`. Builds no string on a hit: the
+    /// name is formatted on the stack and the descriptor carries the directory's path;
+    /// ``lookup(key:query:)`` names the file in an error (``naming(_:file:in:)``).
+    private func load(_ entry: DiskIndexEntry, key: UnsafeRawBufferPointer, directory: borrowing FileDescriptor) -> LoadOutcome {
+        var opened: FileDescriptor?
+        let openError: SystemCallError? = entry.name.withCString { name in
+            do throws(SystemCallError) {
+                // O_NONBLOCK: opening a FIFO (or a tty) planted under a cache name must not block.
+                opened = try FileDescriptor(openAt: directory, cName: name, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let openError {
+            if openError.errno == ENOENT { return .vanished }
+            if openError.errno == ELOOP { return .invalid(.badMagic, identity: nil) }  // a planted symlink
+            if let reason = Self.foreignOpenErrors[openError.errno] { return .foreign(reason) }
+            return .failed(openError)
+        }
+        let file = opened.take()!
+        let variant = entry.variant
+        let expected = DiskFileHeader.fileLength(of: variant, keyLength: key.count)
+        let storage: PixelStorage
+        if expected < configuration.mapThreshold {
+            // One pread of one byte more than expected: reading exactly `expected` proves the length.
+            let buffer = PixelStorage(uninitializedByteCount: expected + 1)
+            var done = 0
+            while done <= expected {
+                let n: Int
+                do {
+                    n = try file.readOnce(
+                        into: UnsafeMutableRawBufferPointer(start: buffer.base + done, count: expected + 1 - done), at: done)
+                } catch {
+                    // pread of a FIFO is ESPIPE, of a directory EISDIR: not a cache file.
+                    if let reason = Self.foreignReadErrors[error.errno] { return .foreign(reason) }
+                    return .failed(error)
+                }
+                if n == 0 { break }
+                done += n
+                if done == expected { break }  // asked for one byte more and got none: exact length
+            }
+            guard done == expected else {
+                return .invalid(.lengthMismatch(expected: expected, actual: done), identity: identity(of: file))
+            }
+            storage = buffer
+        } else {
+            let length: Int
+            do { length = try file.size() } catch { return .failed(error) }
+            guard length == expected else {
+                return .invalid(.lengthMismatch(expected: expected, actual: length), identity: identity(of: file))
+            }
+            do {
+                storage = try MappedRegion(file: file, length: expected, populate: configuration.populateMappings)
+                    .intoPixelStorage(kind: .fileMapping)
+            } catch {
+                return .failed(error)
+            }
+        }
+        let bytes = UnsafeRawBufferPointer(start: storage.base, count: expected)
+        let header: DiskFileHeader
+        do {
+            header = try DiskFileHeader(validating: bytes)
+        } catch {
+            return .invalid(error, identity: identity(of: file))
+        }
+        guard header.variant == variant else {
+            return .invalid(.badField("size, mode or style differ from the name"), identity: identity(of: file))
+        }
+        guard header.keyLength == key.count,
+            memcmp(DiskFileHeader.keyBytes(in: bytes, keyLength: key.count).baseAddress!, key.baseAddress!, key.count) == 0
+        else { return .otherKey }
+        let verify: Bool
+        switch configuration.checksumPolicy {
+        case .everyHit: verify = true
+        case .firstHit: verify = !entry.isVerified
+        case .never: verify = false
+        }
+        if verify {
+            let pixels = UnsafeRawBufferPointer(rebasing: bytes[header.pixelOffset...])
+            guard XXH64.hash(pixels) == header.pixelChecksum else {
+                return .invalid(.badPixelChecksum, identity: identity(of: file))
+            }
+            if configuration.checksumPolicy == .firstHit {
+                state.withLock { $0.index.setVerified(entry) }
+            }
+        }
+        let image = PixelImage(
+            width: header.width, height: header.height, bytesPerRow: header.bytesPerRow, style: header.style,
+            storage: storage, offset: header.pixelOffset)
+        return .hit(DiskTier.Hit(image: image, variant: variant, sourceVersion: header.sourceVersion))
+    }
+
+    /// `error` with its path set to the file `name` in `directory` (a hit's descriptor
+    /// carries the directory's path, to build no string per hit).
+    static func naming(_ error: SystemCallError, file name: DiskFileName, in directory: String) -> SystemCallError {
+        SystemCallError(call: error.call, path: directory + "/" + name.string, errno: error.errno)
+    }
+
+    /// `openat` failures that mean the name is not a file this tier can use (rather than a
+    /// transient problem such as EMFILE, which is thrown).
+    static let foreignOpenErrors: [Int32: String] = [
+        EACCES: "no permission to read it", EPERM: "no permission to read it",
+        ENXIO: "not a regular file (socket or device)", ENODEV: "not a regular file (device)",
+        EISDIR: "a directory",
+    ]
+    /// `pread` failures that mean the open name is not a regular file.
+    static let foreignReadErrors: [Int32: String] = [
+        ESPIPE: "not a regular file (FIFO)", EISDIR: "a directory",
+        EINVAL: "not a regular file", ENXIO: "not a regular file (device)",
+    ]
+
+    private func identity(of file: borrowing FileDescriptor) -> FileIdentity? {
+        (try? file.status()).map(FileIdentity.init)
+    }
+
+    /// Drops a file that failed validation: from the index, and from disk unless the name
+    /// meanwhile holds another file (a newer publish). Only regular files and symlinks are
+    /// deleted; anything else under the name (a FIFO, a directory, a device) is only dropped
+    /// from the index, since it is not ours to remove. `identity` is the file that failed
+    /// (`nil` when it could not be opened: then the one the index knows).
+    private func discardInvalid(_ entry: DiskIndexEntry, directory: Shared<FileDescriptor>, identity: FileIdentity?, reason: String) {
+        let name = entry.name.string
+        let device = state.withLock { $0.device }
+        let outcome = deleteFile(
+            name, digest: entry.digest, ifIdentity: identity ?? FileIdentity(of: entry, device: device),
+            in: directory, regularOnly: true
+        ) {
+            _ = state.withLock { $0.index.remove(entry) }
+        }
+        switch outcome {
+        case .foreign:
+            dropForeign(entry, reason: reason)
+            return
+        case .deleted, .gone, .replaced:
+            break
+        case .failed(let error):
+            logger.warning("cannot delete invalid cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
+            _ = state.withLock { $0.index.remove(entry) }
+        }
+        invalidFiles.add(1, ordering: .relaxed)
+        logger.warning("removed invalid cache file", metadata: ["file": "\(path)/\(name)", "reason": "\(reason)"])
+    }
+
+    /// Drops from the index (not from disk) a name that is not a readable regular file. A
+    /// rescan indexes it again, and the next lookup drops it again.
+    private func dropForeign(_ entry: DiskIndexEntry, reason: String) {
+        invalidFiles.add(1, ordering: .relaxed)
+        _ = state.withLock { $0.index.remove(entry) }
+        logger.warning(
+            "ignored a cache-named entry that is not a readable regular file; left it on disk",
+            metadata: ["file": "\(path)/\(entry.name.string)", "reason": "\(reason)"])
+    }
+}
