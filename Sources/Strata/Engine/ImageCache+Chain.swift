@@ -148,6 +148,9 @@ extension ImageCache {
         if let hit = try await tableHit(request, lane: lane) {
             return try await finish(hit, for: request, lane: lane)
         }
+        if let format = tableFormat(for: request.searchQuery(defaultTolerance: options.defaultTolerance)) {
+            return try await finish(tableFill(request, format: format, lane: lane), for: request, lane: lane)
+        }
         return try await sourceRender(request, lane: lane)
     }
 
@@ -174,25 +177,15 @@ extension ImageCache {
     func sourceRender(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage {
         guard let source else { throw .noSource(key: request.key.string) }
         let key = request.key.string
-        counters.sourceFetches.add(1, ordering: .relaxed)
-        metrics.sourceFetches.increment()
-        let fetchStart = ContinuousClock.now
-        let data: SourceData
-        do {
-            data = try await source.fetch(key: key)
-        } catch {
-            if case .notFound = error.reason { rememberMissing(request.key) }
-            throw ImageCacheError(error)
-        }
-        metrics.sourceFetch.recordInterval(since: fetchStart)
-        if Task.isCancelled { throw .cancelled(key: key) }
+        let data = try await fetchOriginal(request.key, from: source)
         let renderStart = ContinuousClock.now
         let bytes = data.bytes, renderRequest = request.renderRequest
         counters.sourceDecodes.add(1, ordering: .relaxed)
         let rendered: (image: PixelImage, originalSize: PixelSize)
         do {
             let ticket = lane.ticket()
-            rendered = try await pool.run(lane: ticket.lane, ticket: ticket) { (renderer) throws(ImageDecodingError) -> (image: PixelImage, originalSize: PixelSize) in
+            rendered = try await pool.run(lane: ticket.lane, ticket: ticket) {
+                (renderer) throws(ImageDecodingError) -> (image: PixelImage, originalSize: PixelSize) in
                 try rethrowingTyped(ImageDecodingError.self) {
                     try bytes.withUnsafeBytes { try renderer.renderWithOriginalSize($0, request: renderRequest) }
                 }
@@ -214,6 +207,24 @@ extension ImageCache {
         disk?.store(image, forKey: key, mode: request.mode, sourceVersion: version.stamp)
         options.logger.debug("rendered from the source", metadata: ["key": "\(key)", "tier": "source", "size": "\(image.size)"])
         return CachedImage(image: image, variant: variant, tier: .source)
+    }
+
+    /// Fetches `key`'s original (counted and timed); a missing one is remembered for the
+    /// negative TTL.
+    func fetchOriginal(_ key: CacheKey, from source: any ImageSource) async throws(ImageCacheError) -> SourceData {
+        counters.sourceFetches.add(1, ordering: .relaxed)
+        metrics.sourceFetches.increment()
+        let fetchStart = ContinuousClock.now
+        let data: SourceData
+        do {
+            data = try await source.fetch(key: key.string)
+        } catch {
+            if case .notFound = error.reason { rememberMissing(key) }
+            throw ImageCacheError(error)
+        }
+        metrics.sourceFetch.recordInterval(since: fetchStart)
+        if Task.isCancelled { throw .cancelled(key: key.string) }
+        return data
     }
 
     /// Runs blocking `body` on the engine's threads in `lane`.

@@ -28,7 +28,7 @@ extension ImageCache {
         } catch {
             if case .notFound = error.reason {
                 options.logger.info("original gone; dropping its variants", metadata: ["key": "\(key)"])
-                remove(key: key)
+                await remove(key: key)
                 rememberMissing(key)
                 counters.changedOriginals.add(1, ordering: .relaxed)  // counted once the tiers agree
                 return
@@ -42,7 +42,7 @@ extension ImageCache {
         options.logger.info("original changed; dropping its variants", metadata: ["key": "\(key)", "version": "\(current)"])
         memory?.remove(key: key.string) { $0.sourceVersion != current }
         disk?.remove(key: key.string)
-        if let tables { try? tables.deleteImage(for: key.entityID) }
+        if let tables { try? await tables.deleteImage(for: key.entityID) }
         counters.changedOriginals.add(1, ordering: .relaxed)  // counted once the tiers agree
     }
 }

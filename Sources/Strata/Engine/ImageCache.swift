@@ -45,7 +45,9 @@ public final class ImageCache: Sendable {
 
         /// Checks the values; throws an error naming the bad one.
         public func validate() throws(ImageCacheConfigurationError) {
-            if !(0...1).contains(defaultTolerance) { throw .init(key: "defaultTolerance", reason: "must be within 0...1, got \(defaultTolerance)") }
+            if !(0...1).contains(defaultTolerance) {
+                throw .init(key: "defaultTolerance", reason: "must be within 0...1, got \(defaultTolerance)")
+            }
             if width < 1 { throw .init(key: "width", reason: "must be ≥ 1, got \(width)") }
             if let r = revalidateAfter, r < .zero { throw .init(key: "revalidateAfter", reason: "must be ≥ 0, got \(r)") }
             if negativeTTL < .zero { throw .init(key: "negativeTTL", reason: "must be ≥ 0, got \(negativeTTL)") }
@@ -141,15 +143,15 @@ public final class ImageCache: Sendable {
 
     /// Drops every variant of `key` from every tier: memory, the disk files, the table entries
     /// (and a remembered "not found").
-    public func remove(key: CacheKey) {
+    public func remove(key: CacheKey) async {
         memory?.remove(key: key.string)
         disk?.remove(key: key.string)
-        if let tables { try? tables.deleteImage(for: key.entityID) }
+        if let tables { try? await tables.deleteImage(for: key.entityID) }
         _ = negative.withLock { $0.removeValue(forKey: key) }
     }
 
     /// Drops everything from every tier.
-    public func removeAll() throws(ImageCacheError) {
+    public func removeAll() async throws(ImageCacheError) {
         memory?.removeAll()
         negative.withLock { $0.removeAll() }
         do {
@@ -158,7 +160,7 @@ public final class ImageCache: Sendable {
             throw .source(SourceError(key: "", reason: .failed("cannot empty the disk tier: \(error)")))
         }
         if let tables {
-            for format in tables.formats { try? tables.reset(formatName: format.name) }
+            for format in tables.formats { try? await tables.reset(formatName: format.name) }
         }
     }
 

@@ -86,22 +86,33 @@ public struct PixelImage: Sendable {
         _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
     ) throws(E) -> R {
         if !isKnownUniquelyReferenced(&storage) || !storage.isWritable {
-            // Only the image's rows are copied (not a file header before them, nor whatever
-            // follows them), to the start of the new block: the copy's row 0 is at offset 0.
-            let copy = PixelStorage(uninitializedByteCount: byteCount)
-            let rowBytes = width * style.bytesPerPixel
-            for y in 0..<height {
-                let src = storage.base + offset + y * bytesPerRow
-                let dst = copy.base + y * bytesPerRow
-                dst.copyMemory(from: src, byteCount: rowBytes)
-                if bytesPerRow > rowBytes { (dst + rowBytes).initializeMemory(as: UInt8.self, repeating: 0, count: bytesPerRow - rowBytes) }
-            }
+            let copy = copiedRows()
             storage = copy
             offset = 0
             return try body(UnsafeMutableRawBufferPointer(start: copy.base, count: byteCount))
         }
         let length = Swift.min(byteCount, storage.count - offset)
         return try body(UnsafeMutableRawBufferPointer(start: storage.base + offset, count: length))
+    }
+
+    /// The same pixels in a fresh heap block of their own: for keeping an image that maps a
+    /// file or pins a table slot without keeping the mapping or the pin. Cost: one copy.
+    public func heapCopy() -> PixelImage {
+        PixelImage(width: width, height: height, bytesPerRow: bytesPerRow, style: style, storage: copiedRows(), offset: 0)
+    }
+
+    /// Only the image's rows (not a file header before them, nor whatever follows them), at the
+    /// start of a new heap block: the copy's row 0 is at offset 0, its padding zeroed.
+    private func copiedRows() -> PixelStorage {
+        let copy = PixelStorage(uninitializedByteCount: byteCount)
+        let rowBytes = width * style.bytesPerPixel
+        for y in 0..<height {
+            let src = storage.base + offset + y * bytesPerRow
+            let dst = copy.base + y * bytesPerRow
+            dst.copyMemory(from: src, byteCount: rowBytes)
+            if bytesPerRow > rowBytes { (dst + rowBytes).initializeMemory(as: UInt8.self, repeating: 0, count: bytesPerRow - rowBytes) }
+        }
+        return copy
     }
 
     /// The bytes of pixel (x, y) in the image's style, for tests and diagnostics (not a hot path).

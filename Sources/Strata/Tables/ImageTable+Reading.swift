@@ -8,7 +8,15 @@ extension ImageTable {
     /// Cost: O(1) for an entry this instance has verified; the first retrieval of an entry
     /// checksums its pixels, and a miss after another process wrote re-reads the metadata.
     public func image(for id: ImageEntityID, sourceVersion: UInt64) -> PixelImage? {
-        if case .hit(let image) = read(id, sourceVersion: sourceVersion, maintain: true) { return image }
+        if case .hit(let image, _) = read(id, sourceVersion: sourceVersion, maintain: true) { return image }
+        return nil
+    }
+
+    /// The stored image of entity `id` whatever source version it was drawn from, with that
+    /// version (for callers that decide freshness themselves, such as the engine); as
+    /// ``image(for:sourceVersion:)`` otherwise.
+    public func entry(for id: ImageEntityID) -> (image: PixelImage, sourceVersion: UInt64)? {
+        if case .hit(let image, let version) = read(id, sourceVersion: nil, maintain: true) { return (image, version) }
         return nil
     }
 
@@ -29,7 +37,8 @@ extension ImageTable {
 
     /// The outcome of one retrieval.
     enum ReadOutcome {
-        case hit(PixelImage)
+        /// The image and the source version it was drawn from.
+        case hit(PixelImage, sourceVersion: UInt64)
         case miss
         /// The index must be brought up to date first (a scan of the whole metadata, or
         /// reopening files another process replaced): only returned when `maintain` is false.
@@ -38,7 +47,7 @@ extension ImageTable {
 
     /// What the fast path (under the lock) found.
     private enum Step {
-        case hit(Shared<FileDescriptor>, Shared<MappedRegion>, UnsafeMutableRawPointer, slot: Int, width: Int, height: Int)
+        case hit(Shared<FileDescriptor>, Shared<MappedRegion>, UnsafeMutableRawPointer, slot: Int, width: Int, height: Int, version: UInt64)
         case miss
         /// Pinned; the trailer and pixels must be verified (outside the lock).
         case verify(Shared<FileDescriptor>, Shared<MappedRegion>, UnsafeMutableRawPointer, slot: Int)
@@ -47,15 +56,18 @@ extension ImageTable {
         case maintain
     }
 
-    /// A retrieval; with `maintain` false it never does O(maximumCount) work (it answers
-    /// ``ReadOutcome/needsMaintenance`` instead), so an async caller can move that to a pool.
-    func read(_ id: ImageEntityID, sourceVersion: UInt64, maintain: Bool) -> ReadOutcome {
+    /// A retrieval (of `sourceVersion`, or of any version when it is `nil`); with `maintain`
+    /// false it never does O(maximumCount) work (it answers ``ReadOutcome/needsMaintenance``
+    /// instead), so an async caller can move that to a pool.
+    func read(_ id: ImageEntityID, sourceVersion: UInt64?, maintain: Bool) -> ReadOutcome {
         // Each slow step changes what the next attempt finds; a few attempts always suffice
         // unless other threads keep replacing the files.
         for _ in 0..<4 {
             switch state.withLock({ s in fastStep(&s, id, sourceVersion) }) {
-            case .hit(let file, let chunk, let entry, let slot, let width, let height):
-                return .hit(makeImage(file: file, chunk: chunk, entry: entry, slot: slot, width: width, height: height, writable: false))
+            case .hit(let file, let chunk, let entry, let slot, let width, let height, let version):
+                return .hit(
+                    makeImage(file: file, chunk: chunk, entry: entry, slot: slot, width: width, height: height, writable: false),
+                    sourceVersion: version)
             case .miss:
                 return .miss
             case .verify(let file, let chunk, let entry, let slot):
@@ -75,7 +87,7 @@ extension ImageTable {
     }
 
     @inline(__always)
-    private func fastStep(_ s: inout State, _ id: ImageEntityID, _ sourceVersion: UInt64) -> Step {
+    private func fastStep(_ s: inout State, _ id: ImageEntityID, _ sourceVersion: UInt64?) -> Step {
         // A retired index describes replaced files: without the current ones there is no answer.
         let h = header(&s)
         if h.isRetired { return .maintain }
@@ -92,18 +104,18 @@ extension ImageTable {
         // pixels are the ones checksummed then.
         guard known.verified != 0, known.id == id, layout.trailer(entry).names(sequence: known.verified, id: id)
         else { return .verify(s.file, chunk, entry, slot: slot) }
-        guard known.sourceVersion == sourceVersion else {
+        guard sourceVersion == nil || known.sourceVersion == sourceVersion else {
             unpinLocked(&s, slot, file: s.file)
             return .miss
         }
         touch(&s, slot)
-        return .hit(s.file, chunk, entry, slot: slot, width: Int(known.width), height: Int(known.height))
+        return .hit(s.file, chunk, entry, slot: slot, width: Int(known.width), height: Int(known.height), version: known.sourceVersion)
     }
 
     /// Verifies a pinned entry outside the lock (a writer never reuses a pinned slot), then
     /// records the verification and serves it.
     private func verifyAndServe(
-        _ id: ImageEntityID, sourceVersion: UInt64, file: Shared<FileDescriptor>, chunk: Shared<MappedRegion>,
+        _ id: ImageEntityID, sourceVersion: UInt64?, file: Shared<FileDescriptor>, chunk: Shared<MappedRegion>,
         entry: UnsafeMutableRawPointer, slot: Int
     ) -> ReadOutcome {
         let fields = Self.verifiedFields(entry, slot: slot, layout: layout)
@@ -114,7 +126,7 @@ extension ImageTable {
                 return false
             }
             if s.file === file { s.slots[slot].verified(f) }
-            guard f.sourceVersion == sourceVersion else {
+            guard sourceVersion == nil || f.sourceVersion == sourceVersion else {
                 unpinLocked(&s, slot, file: file)
                 return false
             }
@@ -122,7 +134,9 @@ extension ImageTable {
             return true
         }
         guard served, let f = fields else { return .miss }
-        return .hit(makeImage(file: file, chunk: chunk, entry: entry, slot: slot, width: f.width, height: f.height, writable: false))
+        return .hit(
+            makeImage(file: file, chunk: chunk, entry: entry, slot: slot, width: f.width, height: f.height, writable: false),
+            sourceVersion: f.sourceVersion)
     }
 
     /// The entry's trailer fields when the trailer and the pixel checksum verify.

@@ -39,8 +39,9 @@ public final class ImageTableCache: Sendable {
     let drawingPool: BlockingPool<Void>
     /// Set when the cache made its own pool: stops its threads when the cache goes away.
     private let ownedPool: BlockingPoolOwner<Void>?
-    let pending = Lock<[RequestKey: Pending]>([:])
-    let nextToken = Atomic<UInt64>(0)
+    /// Pending loads: one per (entity, format), joined only by requests for the same source
+    /// version — the engine's one coalescing mechanism (no lanes here: every load is equal).
+    let loads = Coalescer<RequestKey, UInt64, Int, PixelImage, any Error>()
     /// Where the cache logs sibling formats it could not draw.
     let logger: Logger
     private let siblingFailures = Atomic<Int>(0)
@@ -62,21 +63,11 @@ public final class ImageTableCache: Sendable {
     /// Threads of the pool a cache makes for itself.
     static let privatePoolWidth = 2
 
-    /// One shared load and the requests waiting for it. Each waiter has its own continuation,
-    /// resumed exactly once: by the load finishing, by its own cancellation, or by
-    /// ``cancelRequest(for:formatName:)`` — whichever removes it from `waiters` first.
-    struct Pending {
-        var token: UInt64
-        var task: Task<Void, Never>
-        var waiters: [UInt64: CheckedContinuation<PixelImage, any Error>]
-    }
-
-    /// What makes two requests identical: the same entity, format and source version (a
-    /// request for another version must never get this one's pixels).
+    /// The group of a pending load: the same entity and format. Requests join a load only for
+    /// the same source version (a request for another version must never get this one's pixels).
     struct RequestKey: Hashable {
         var id: ImageEntityID
         var format: String
-        var sourceVersion: UInt64
     }
 
     /// Opens (or creates) a table for each format in `directory`. The entities' processing
@@ -148,7 +139,7 @@ public final class ImageTableCache: Sendable {
     public func image(for entity: ImageTableEntity, formatName: String) async throws -> PixelImage {
         guard let table = tables[formatName] else { throw ImageTableError.unknownFormat(formatName) }
         switch table.read(entity.id, sourceVersion: entity.sourceVersion, maintain: false) {
-        case .hit(let image):
+        case .hit(let image, _):
             return image
         case .miss:
             break
@@ -161,28 +152,19 @@ public final class ImageTableCache: Sendable {
             }
         }
         try Task.checkCancellation()
-        let key = RequestKey(id: entity.id, format: formatName, sourceVersion: entity.sourceVersion)
-        let waiter = nextToken.add(1, ordering: .relaxed).newValue
         let format = table.format
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PixelImage, any Error>) in
-                let joined = pending.withLock { map -> Bool in
-                    // Checked under the lock: a cancellation that ran its handler before this
-                    // waiter registered has already set the flag, so it is seen here.
-                    if Task.isCancelled { return false }
-                    if map[key] != nil {
-                        map[key]!.waiters[waiter] = continuation
-                        return true
-                    }
-                    let token = nextToken.add(1, ordering: .relaxed).newValue
-                    let task = Task { [self] in await run(entity, requested: format, key: key, token: token) }
-                    map[key] = Pending(token: token, task: task, waiters: [waiter: continuation])
-                    return true
-                }
-                if !joined { continuation.resume(throwing: CancellationError()) }
+        let version = entity.sourceVersion
+        do {
+            return try await loads.run(
+                group: RequestKey(id: entity.id, format: formatName), descriptor: version, priority: 0,
+                joining: { $0 == version },
+                work: { [self] _ async throws -> PixelImage in try await fill(entity, requested: format) }
+            ).value
+        } catch {
+            switch error {
+            case .cancelled: throw CancellationError()
+            case .failed(let error): throw error
             }
-        } onCancel: {
-            leave(key, waiter: waiter)
         }
     }
 
@@ -190,55 +172,13 @@ public final class ImageTableCache: Sendable {
     /// any: all their waiters get `CancellationError` at once, and no further format of the
     /// family is drawn.
     public func cancelRequest(for entityID: ImageEntityID, formatName: String) {
-        let removed = pending.withLock { map -> [Pending] in
-            let keys = map.keys.filter { $0.id == entityID && $0.format == formatName }
-            return keys.map { map.removeValue(forKey: $0)! }
-        }
-        for entry in removed {
-            entry.task.cancel()
-            for continuation in entry.waiters.values { continuation.resume(throwing: CancellationError()) }
-        }
+        loads.cancelAll(group: RequestKey(id: entityID, format: formatName))
     }
 
-    /// Number of requests waiting for pending loads of `entityID` in `formatName` (of
-    /// `sourceVersion`, or of any version when it is `nil`), for tests.
-    func waiterCount(for entityID: ImageEntityID, formatName: String, sourceVersion: UInt64? = nil) -> Int {
-        pending.withLock { map in
-            map.reduce(0) { total, element in
-                let key = element.key
-                guard key.id == entityID, key.format == formatName, sourceVersion == nil || key.sourceVersion == sourceVersion
-                else { return total }
-                return total + element.value.waiters.count
-            }
-        }
-    }
-
-    /// A waiter's task was cancelled: resume it with `CancellationError` (unless the load or
-    /// `cancelRequest` already did) and cancel the load when no waiter is left.
-    private func leave(_ key: RequestKey, waiter: UInt64) {
-        let (continuation, orphaned) = pending.withLock { map -> (CheckedContinuation<PixelImage, any Error>?, Task<Void, Never>?) in
-            guard let continuation = map[key]?.waiters.removeValue(forKey: waiter) else { return (nil, nil) }
-            guard map[key]!.waiters.isEmpty else { return (continuation, nil) }
-            return (continuation, map.removeValue(forKey: key)!.task)
-        }
-        orphaned?.cancel()
-        continuation?.resume(throwing: CancellationError())
-    }
-
-    /// The shared load of one pending request: fills, then hands the result to the waiters still
-    /// registered (none when the last one left or `cancelRequest` ran meanwhile).
-    private func run(_ entity: ImageTableEntity, requested: ImageTableFormat, key: RequestKey, token: UInt64) async {
-        let result: Result<PixelImage, any Error>
-        do {
-            result = .success(try await fill(entity, requested: requested))
-        } catch {
-            result = .failure(error)
-        }
-        let waiters = pending.withLock { map -> [CheckedContinuation<PixelImage, any Error>] in
-            guard map[key]?.token == token else { return [] }
-            return Array(map.removeValue(forKey: key)!.waiters.values)
-        }
-        for continuation in waiters { continuation.resume(with: result) }
+    /// Number of requests waiting for pending loads of `entityID` in `formatName` (of every
+    /// source version), for tests.
+    func waiterCount(for entityID: ImageEntityID, formatName: String) -> Int {
+        loads.waiterCount(group: RequestKey(id: entityID, format: formatName))
     }
 
     /// Stores `image` as the entry of `entity` in format `formatName` (copied into the slot; it

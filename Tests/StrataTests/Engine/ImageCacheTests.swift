@@ -134,7 +134,7 @@ struct ImageCacheTests {
         #expect(source.fetches.load(ordering: .relaxed) == 1)
         #expect(cache.statistics.engine.negativeHits == 4)
         // Removing the key forgets that it was missing.
-        cache.remove(key: "jpeg/missing.jpg")
+        await cache.remove(key: "jpeg/missing.jpg")
         await #expect(throws: ImageCacheError.self) { try await cache.image(for: request("jpeg/missing.jpg", 100, 100)) }
         #expect(source.fetches.load(ordering: .relaxed) == 2)
     }
@@ -178,8 +178,61 @@ struct ImageCacheTests {
         #expect(stale.tier == .memory && stale.sourceVersion == old.sourceVersion)
         #expect(await eventually { cache.statistics.engine.changedOriginals == 1 })
         let fresh = try await cache.image(for: request("photo.jpg", 256, 256))
-        #expect(fresh.tier == .source && fresh.sourceVersion != old.sourceVersion, "\(fresh.tier) \(fresh.variant) \(cache.statistics.engine)")
+        #expect(
+            fresh.tier == .source && fresh.sourceVersion != old.sourceVersion, "\(fresh.tier) \(fresh.variant) \(cache.statistics.engine)")
         #expect(!fresh.image.hasSamePixels(as: old.image))
+    }
+
+    @Test func tablesAnswerMatchingBoxesAndOneDecodeFillsTheFamily() async throws {
+        let scratch = ScratchDirectory()
+        let formats = [
+            ImageTableFormat(name: "thumb-256", family: "thumbs", size: PixelSize(width: 256, height: 256), mode: .fit, maximumCount: 64),
+            ImageTableFormat(name: "thumb-128", family: "thumbs", size: PixelSize(width: 128, height: 128), mode: .fit, maximumCount: 64),
+            ImageTableFormat(name: "thumb-64", family: "thumbs", size: PixelSize(width: 64, height: 64), mode: .fit, maximumCount: 64),
+        ]
+        let tables = try ImageTableCache(directory: scratch.path, formats: formats)
+        let source = CountingSource()
+        let cache = try ImageCache(tables: tables, source: source)
+        let first = try await cache.image(for: request(Self.photo, 250, 250))
+        #expect(first.tier == .source && first.image.size == PixelSize(width: 256, height: 160), "\(first.image.size)")
+        #expect(source.fetches.load(ordering: .relaxed) == 1 && cache.statistics.engine.sourceDecodes == 1)
+        // One decode filled every format of the family, each with the source's version.
+        let id = CacheKey(Self.photo).entityID
+        for format in formats {
+            let entry = try #require(try tables.table(named: format.name).entry(for: id), "\(format.name) is filled")
+            #expect(SourceVersion(stamp: entry.sourceVersion) == first.sourceVersion)
+            #expect(max(entry.image.width, entry.image.height) == format.size.width)
+        }
+        // A sibling size is a table hit, promoted to memory as a heap copy (no slot pinned there).
+        let sibling = try await cache.image(for: request(Self.photo, 120, 120))
+        #expect(sibling.tier == .table && sibling.image.size == PixelSize(width: 128, height: 80))
+        let promoted = try #require(cache.cachedImage(for: request(Self.photo, 128, 128)))
+        #expect(promoted.image.storageKind == .heap && promoted.image.hasSamePixels(as: sibling.image))
+        #expect(source.fetches.load(ordering: .relaxed) == 1)
+        // A box far from every format goes to the source directly.
+        let other = try await cache.image(for: request(Self.photo, 700, 700))
+        #expect(other.tier == .source && other.image.size == PixelSize(width: 700, height: 438))
+    }
+
+    @Test func removeDropsEveryTier() async throws {
+        let scratch = ScratchDirectory()
+        var config = DiskTier.Configuration()
+        config.useInotify = false
+        let disk = try DiskTier(directory: scratch.path + "/disk", configuration: config)
+        let format = ImageTableFormat(name: "t128", family: "t", size: PixelSize(width: 128, height: 128), mode: .fit, maximumCount: 16)
+        let tables = try ImageTableCache(directory: scratch.path + "/tables", formats: [format])
+        let source = CountingSource()
+        let cache = try ImageCache(disk: disk, tables: tables, source: source)
+        _ = try await cache.image(for: request(Self.photo, 128, 128))
+        _ = try await cache.image(for: request(Self.photo, 512, 512))
+        disk.flush()
+        #expect(disk.statistics.entries == 2)
+        await cache.remove(key: CacheKey(Self.photo))
+        #expect(cache.cachedImage(for: request(Self.photo, 512, 512)) == nil)
+        #expect(disk.statistics.entries == 0)
+        #expect(try tables.table(named: "t128").entry(for: CacheKey(Self.photo).entityID) == nil)
+        let again = try await cache.image(for: request(Self.photo, 512, 512))
+        #expect(again.tier == .source && source.fetches.load(ordering: .relaxed) == 3)
     }
 
     @Test func invalidRequestsAreRefused() async throws {
