@@ -239,6 +239,13 @@ public final class DiskTier: Sendable {
     /// Installs `hooks` (replacing earlier ones).
     package func setTestHooks(_ hooks: TestHooks) { core.testHooks.withLock { $0 = hooks } }
 
+    /// Calls `body` on the watcher thread for every indexed file that something else deleted or
+    /// renamed away (another process's eviction or invalidation; not this tier's own deletions),
+    /// with the key's digest and the variant. Replaces an earlier observer.
+    package func observeExternalRemovals(_ body: @escaping @Sendable (KeyDigest, VariantDescriptor) -> Void) {
+        core.externalRemovalObserver.withLock { $0 = body }
+    }
+
     /// Index entries examined so far to choose eviction victims.
     package var evictionExamined: Int { core.evictionExamined.load(ordering: .relaxed) }
 

@@ -86,6 +86,14 @@ public final class ImageCache: Sendable {
             throw .init(key: "width", reason: "cannot start \(options.width) threads: \(error)")
         }
         metrics = EngineMetrics(prefix: options.metricsPrefix)
+        // Cross-process invalidation: another process sharing the disk directory deleted a
+        // file (its eviction, or its engine dropping a changed original): drop our memory
+        // copies of that variant too.
+        disk?.observeExternalRemovals { [weak self] digest, variant in
+            guard let self, let memory = self.memory else { return }
+            let dropped = memory.remove(digest: digest) { $0.descriptor == variant }
+            if dropped > 0 { self.counters.crossProcessInvalidations.add(dropped, ordering: .relaxed) }
+        }
     }
 
     deinit { pool.shutdown() }
@@ -95,6 +103,11 @@ public final class ImageCache: Sendable {
     /// The image for `request` from the cheapest tier that has a variant within tolerance,
     /// else from the source (filling the tiers on the way back).
     public func image(for request: ImageRequest) async throws(ImageCacheError) -> CachedImage {
+        try await image(for: request, ticket: nil)
+    }
+
+    /// ``image(for:)`` whose lane `ticket` can change while it waits (``ImageTask``).
+    func image(for request: ImageRequest, ticket: CoalescerTicket?) async throws(ImageCacheError) -> CachedImage {
         let started = ContinuousClock.now
         counters.requests.add(1, ordering: .relaxed)
         do {
@@ -105,7 +118,7 @@ public final class ImageCache: Sendable {
                 return served
             }
             try checkNegative(request.key)
-            let served = try await throughFlight(request)
+            let served = try await throughFlight(request, ticket: ticket)
             record(served, since: started)
             return served
         } catch {

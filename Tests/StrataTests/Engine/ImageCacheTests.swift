@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 import Testing
@@ -249,5 +250,86 @@ struct ImageCacheTests {
         #expect(throws: ImageCacheConfigurationError(key: "defaultTolerance", reason: "must be within 0...1, got 1.5")) {
             try ImageCache(source: nil, options: options)
         }
+    }
+}
+
+@Suite("ImageCache lanes and invalidation", .serialized, .timeLimit(.minutes(2)))
+struct ImageCacheLaneTests {
+    static let big = "jpeg/path-2560x1600.jpg"
+
+    func request(_ key: String, _ w: Int) -> ImageRequest {
+        ImageRequest(key: CacheKey(key), box: PixelSize(width: w, height: w))
+    }
+
+    /// An engine with one thread, held by a job the test releases.
+    func heldEngine() throws -> (ImageCache, DispatchSemaphore) {
+        var options = ImageCache.Options()
+        options.width = 1
+        let cache = try ImageCache(source: CountingSource(), options: options)
+        let release = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        try cache.pool.submit { _ in
+            started.signal()
+            release.wait()
+        }
+        started.wait()
+        return (cache, release)
+    }
+
+    @Test func prefetchWorkWaitsWhileUrgentWorkIsQueued() async throws {
+        let (cache, release) = try heldEngine()
+        // Five prefetches of sizes too far apart to share work, then one urgent request.
+        let prefetches = cache.prefetch([100, 200, 400, 800, 1600].map { request(Self.big, $0) })
+        #expect(await eventually { cache.pool.queueDepths.prefetch == 5 })
+        let urgent = cache.task(for: request(ImageCacheTests.photo, 256))
+        #expect(await eventually { cache.pool.queueDepths.urgent == 1 })
+        release.signal()
+        _ = try await urgent.value
+        // The urgent render ran first: the prefetch renders (a 2560×1600 decode each, one at a
+        // time) had at most begun when it was done.
+        #expect(cache.pool.queueDepths.prefetch >= 3)
+        for task in prefetches { _ = try await task.value }
+        #expect(cache.statistics.engine.sourceDecodes == 6)
+    }
+
+    @Test func deprioritizeAndPrioritizeMoveAQueuedRequest() async throws {
+        let (cache, release) = try heldEngine()
+        let task = cache.task(for: request(ImageCacheTests.photo, 300))
+        #expect(await eventually { cache.pool.queueDepths.urgent == 1 })
+        cache.deprioritize(task)
+        #expect(task.priority == .prefetch)
+        #expect(cache.pool.queueDepths == (urgent: 0, prefetch: 1))
+        // A second, urgent request for the same image joins the work and lifts it back.
+        let joiner = cache.task(for: request(ImageCacheTests.photo, 310))
+        #expect(await eventually { cache.pool.queueDepths.urgent == 1 && cache.pool.queueDepths.prefetch == 0 })
+        joiner.cancel()
+        #expect(await eventually { cache.pool.queueDepths.prefetch == 1 })
+        cache.prioritize(task)
+        #expect(cache.pool.queueDepths == (urgent: 1, prefetch: 0))
+        release.signal()
+        let served = try await task.value
+        #expect(served.tier == .source && cache.statistics.engine.sourceDecodes == 1)
+    }
+
+    @Test func filesDeletedByAnotherProcessLeaveMemoryToo() async throws {
+        let scratch = ScratchDirectory()
+        let writer = try ImageCache(disk: DiskTier(directory: scratch.path), source: CountingSource())
+        _ = try await writer.image(for: request(ImageCacheTests.photo, 512))
+        writer.disk!.flush()
+        // A second engine (another memory tier, its own watcher) serves it from disk.
+        let reader = try ImageCache(disk: DiskTier(directory: scratch.path), source: nil)
+        let hit = try await reader.image(for: request(ImageCacheTests.photo, 512))
+        #expect(hit.tier == .disk)
+        #expect(reader.cachedImage(for: request(ImageCacheTests.photo, 512)) != nil)
+        // Another process deletes the file.
+        let file = try #require(scratch.names().first { $0.contains("512x320") })
+        let start = ContinuousClock.now
+        try run("/bin/rm", [scratch.path + "/" + file])
+        #expect(await eventually { reader.cachedImage(for: request(ImageCacheTests.photo, 512)) == nil })
+        let elapsed = ContinuousClock.now - start
+        print("cross-process invalidation: memory copy dropped \(elapsed) after the other process's unlink")
+        #expect(reader.statistics.engine.crossProcessInvalidations == 1)
+        // The reader has no source: the image is gone for it now.
+        await #expect(throws: ImageCacheError.self) { try await reader.image(for: request(ImageCacheTests.photo, 512)) }
     }
 }
