@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import MetricsTestKit
 import Testing
 @testable import Strata
 
@@ -331,5 +332,30 @@ struct ImageCacheLaneTests {
         #expect(reader.statistics.engine.crossProcessInvalidations == 1)
         // The reader has no source: the image is gone for it now.
         await #expect(throws: ImageCacheError.self) { try await reader.image(for: request(ImageCacheTests.photo, 512)) }
+    }
+}
+
+@Suite("ImageCache metrics")
+struct ImageCacheMetricsTests {
+    @Test func requestsErrorsAndGaugesReachTheMetricsFactory() async throws {
+        let metrics = TestMetrics()
+        var options = ImageCache.Options()
+        options.metricsFactory = metrics
+        let cache = try ImageCache(source: CountingSource(), options: options)
+        let request = ImageRequest(key: CacheKey(ImageCacheTests.photo), box: PixelSize(width: 256, height: 256))
+        _ = try await cache.image(for: request)
+        _ = try await cache.image(for: request)
+        await #expect(throws: ImageCacheError.self) {
+            try await cache.image(for: ImageRequest(key: "jpeg/absent.jpg", box: PixelSize(width: 10, height: 10)))
+        }
+        #expect(try metrics.expectCounter("strata_requests_total", [("tier", "source")]).totalValue == 1)
+        #expect(try metrics.expectCounter("strata_requests_total", [("tier", "memory")]).totalValue == 1)
+        #expect(try metrics.expectCounter("strata_source_fetches_total").totalValue == 2)
+        #expect(try metrics.expectCounter("strata_errors_total", [("kind", "not_found")]).totalValue == 1)
+        #expect(try metrics.expectTimer("strata_render_seconds").values.count == 1)
+        #expect(try metrics.expectTimer("strata_lookup_seconds", [("tier", "memory")]).values.count == 1)
+        cache.publishGauges()
+        #expect(try metrics.expectGauge("strata_tier_entries", [("tier", "memory")]).lastValue == 1)
+        #expect(try metrics.expectGauge("strata_queue_depth", [("lane", "urgent")]).lastValue == 0)
     }
 }
