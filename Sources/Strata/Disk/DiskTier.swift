@@ -33,7 +33,7 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// The disk tier: a directory of raw pixel files (one variant per file, see DESIGN.md), with an
+/// The disk tier: a directory of raw pixel files (one variant per file, see docs/Architecture.md), with an
 /// in-memory index kept current by inotify, so that deciding hit or miss never touches the disk.
 ///
 /// - A **miss** costs a SHA-256 of the key and a probe of the in-memory index: no syscall, no

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// The memory tier of DESIGN.md: decoded images by key and variant, bounded in bytes, with an
+/// The memory tier: decoded images by key and variant, bounded in bytes, with an
 /// in-memory index of the variants held per key so a tolerance lookup is a scan of a handful
 /// of descriptors through ``VariantMatcher/bestMatch(in:for:descriptor:)`` (the one shared rule).
 ///
@@ -159,7 +159,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     static let pageSize = 4096
 
-    /// The best held variant of `key` for `query` under DESIGN.md's tolerance rule, or `nil`.
+    /// The best held variant of `key` for `query` under the tolerance rule (``VariantMatcher``), or `nil`.
     /// Counts a hit or a miss; a hit also counts as an access for the eviction policy.
     /// Cost: a hash lookup and a scan of the key's variants, under the lock.
     public func image(forKey key: String, matching query: SizeQuery) -> (PixelImage, VariantDescriptor)? {
