@@ -124,6 +124,11 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     private let state = Lock(State())
     /// Number of threads.
     public let width: Int
+    /// Told the lane of every job as a thread starts it (tests of the lanes' order).
+    private let jobStartObserver = Lock<(@Sendable (Lane) -> Void)?>(nil)
+
+    /// Calls `body` with the lane of every job a thread starts from now on (`nil` stops).
+    package func observeJobStarts(_ body: (@Sendable (Lane) -> Void)?) { jobStartObserver.withLock { $0 = body } }
 
     /// Starts `width` threads named `name`, each calling `makeContext` once on itself.
     /// Throws when the system refuses a thread (the threads already started are stopped).
@@ -310,6 +315,7 @@ public final class BlockingPool<Context>: @unchecked Sendable {
             }
             self.wake(wake)
             guard let taken else { return }
+            jobStartObserver.withLock { $0 }?(taken.lane)
             // The queue no longer refers to the job: it (and all it captured) is released at
             // the end of this iteration, before the next job is taken.
             taken.job(.run(context))
