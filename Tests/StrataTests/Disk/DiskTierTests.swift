@@ -29,7 +29,7 @@ func patternImage(width: Int, height: Int, seed: UInt8, style: PixelStyle = .bgr
 
 /// Polls `condition` every 2 ms until it holds or `seconds` pass; returns the time it took.
 @discardableResult
-func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Duration? {
+func waitUntil(seconds: Double = 30, _ condition: () -> Bool) -> Duration? {
     let clock = ContinuousClock()
     let start = clock.now
     while clock.now - start < .milliseconds(Int(seconds * 1000)) {

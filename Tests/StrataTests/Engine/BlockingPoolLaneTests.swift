@@ -40,10 +40,6 @@ import Testing
         }
     }
 
-    static func eventually(_ condition: () -> Bool) async -> Bool {
-        await BlockingPoolTests.eventually(condition)
-    }
-
     /// Occupies every thread of `pool` with an urgent job held at `gate`; returns once all have
     /// started.
     static func occupyAllThreads(of pool: BlockingPool<Void>, at gate: Gate) async throws -> Bool {
@@ -78,9 +74,9 @@ import Testing
         let log = Log()
         let first = Gate(), second = Gate(), urgentJobs = Gate()
         try pool.submit { _ in first.pass() }
-        #expect(await Self.eventually { first.waiting == 1 })
+        #expect(await eventually { first.waiting == 1 })
         try pool.submit { _ in second.pass() }
-        #expect(await Self.eventually { second.waiting == 1 })
+        #expect(await eventually { second.waiting == 1 })
         try pool.submit(lane: .prefetch) { _ in log.append("p1") }
         try pool.submit { _ in
             log.append("u1")
@@ -92,11 +88,11 @@ import Testing
         }
 
         first.release()
-        #expect(await Self.eventually { urgentJobs.waiting == 1 })
+        #expect(await eventually { urgentJobs.waiting == 1 })
         #expect(log.names == ["u1"])
         #expect(pool.queueDepths == (1, 1))
         second.release()
-        #expect(await Self.eventually { urgentJobs.waiting == 2 })
+        #expect(await eventually { urgentJobs.waiting == 2 })
         #expect(log.names == ["u1", "u2"])
         #expect(pool.queueDepths == (0, 1))
         #expect(pool.runningCounts == (2, 0))
@@ -112,7 +108,7 @@ import Testing
         let urgent = Gate(), prefetch = Gate()
         try pool.submit { _ in urgent.pass() }
         try pool.submit(lane: .prefetch) { _ in prefetch.pass() }
-        #expect(await Self.eventually { urgent.waiting == 1 && prefetch.waiting == 1 })
+        #expect(await eventually { urgent.waiting == 1 && prefetch.waiting == 1 })
         #expect(pool.runningCounts == (1, 1))
         urgent.release()
         prefetch.release()
@@ -132,7 +128,7 @@ import Testing
                 running.subtract(1, ordering: .sequentiallyConsistent)
             }
         }
-        #expect(await Self.eventually { gate.waiting == 1 })
+        #expect(await eventually { gate.waiting == 1 })
         // Urgent jobs pass by on the free threads, and prefetch work still does not spread to them.
         for _ in 0..<8 { try await pool.run(lane: .urgent) { _ in } }
         #expect(gate.waiting == 1)
@@ -156,7 +152,7 @@ import Testing
             }
         }
         try pool.submit(lane: .prefetch) { _ in log.appendPrefetch("p1", in: pool) }
-        #expect(await Self.eventually { gate.waiting == 3 })
+        #expect(await eventually { gate.waiting == 3 })
         #expect(Set(log.names) == ["u1", "u2", "u3"])
         #expect(pool.runningCounts == (3, 0))
         #expect(pool.queueDepths == (1, 1))
@@ -178,7 +174,7 @@ extension BlockingPoolLaneTests {
         try pool.submit(lane: .prefetch) { _ in log.append("p1") }
         let ticket = LaneTicket()
         let joined = Task { try await pool.run(lane: .prefetch, ticket: ticket) { _ in log.append("p2") } }
-        #expect(await Self.eventually { pool.queueDepths.prefetch == 2 })
+        #expect(await eventually { pool.queueDepths.prefetch == 2 })
         try pool.submit(lane: .prefetch) { _ in log.append("p3") }
         try pool.submit(lane: .urgent) { _ in log.append("u1") }
         #expect(ticket.lane == .prefetch && !ticket.hasStarted)
@@ -202,7 +198,7 @@ extension BlockingPoolLaneTests {
         #expect(try await Self.occupyAllThreads(of: pool, at: blocker))
         let ticket = LaneTicket()
         let deferred = Task { try await pool.run(lane: .urgent, ticket: ticket) { _ in log.append("u1") } }
-        #expect(await Self.eventually { pool.queueDepths.urgent == 1 })
+        #expect(await eventually { pool.queueDepths.urgent == 1 })
         try pool.submit(lane: .urgent) { _ in log.append("u2") }
         try pool.submit(lane: .prefetch) { _ in log.append("p1") }
 
@@ -226,7 +222,7 @@ extension BlockingPoolLaneTests {
                 return 7
             }
         }
-        #expect(await Self.eventually { gate.waiting == 1 })
+        #expect(await eventually { gate.waiting == 1 })
         #expect(ticket.hasStarted)
         #expect(!ticket.move(to: .urgent))
         #expect(ticket.lane == .prefetch)
@@ -235,7 +231,7 @@ extension BlockingPoolLaneTests {
         #expect(try await task.value == 7)
         #expect(!ticket.move(to: .urgent), "a finished job moved")
         #expect(ticket.lane == .prefetch)
-        #expect(await Self.eventually { pool.runningCounts == (0, 0) })
+        #expect(await eventually { pool.runningCounts == (0, 0) })
     }
 
     /// A request that joins before `run` has queued the job is not lost: the job is queued in the
@@ -250,7 +246,7 @@ extension BlockingPoolLaneTests {
         #expect(ticket.lane == .urgent)
         #expect(ticket.move(to: .urgent))
         let task = Task { try await pool.run(lane: .prefetch, ticket: ticket) { _ in log.append("joined") } }
-        #expect(await Self.eventually { pool.queuedJobCount == 2 })
+        #expect(await eventually { pool.queuedJobCount == 2 })
         #expect(pool.queueDepths == (1, 1))
         #expect(ticket.lane == .urgent)
         blocker.release()
@@ -283,7 +279,7 @@ extension BlockingPoolLaneTests {
             }
         }
         _ = consume payload
-        #expect(await Self.eventually { pool.queuedJobCount == 3 })
+        #expect(await eventually { pool.queuedJobCount == 3 })
         let other: Lane = lane == .urgent ? .prefetch : .urgent
         if movedFirst {
             #expect(ticket.move(to: other))
@@ -318,21 +314,21 @@ extension BlockingPoolLaneTests {
                 return "p2"
             }
         }
-        #expect(await Self.eventually { pool.queueDepths.prefetch == 2 })
+        #expect(await eventually { pool.queueDepths.prefetch == 2 })
         let urgentRun = Task {
             try await pool.run(lane: .urgent) { _ -> String in
                 log.append("u2")
                 return "u2"
             }
         }
-        #expect(await Self.eventually { pool.queueDepths.urgent == 2 })
+        #expect(await eventually { pool.queueDepths.urgent == 2 })
 
         let stopped = Atomic<Bool>(false)
         let stopper = try OSThread(name: "stopper") {
             pool.shutdown()
             stopped.store(true, ordering: .releasing)
         }
-        #expect(await Self.eventually { pool.isShuttingDown })
+        #expect(await eventually { pool.isShuttingDown })
         #expect(throws: BlockingPoolError<Never>.shutDown) { try pool.submit(lane: .prefetch) { _ in log.append("late") } }
         await #expect(throws: BlockingPoolError<Never>.shutDown) { try await pool.run(lane: .urgent) { _ in log.append("late") } }
         // Shutdown waits for the threads, which are still held.
@@ -341,7 +337,7 @@ extension BlockingPoolLaneTests {
         #expect(pool.queueDepths == (2, 2))
 
         blockers.release()
-        #expect(await Self.eventually { stopped.load(ordering: .acquiring) }, "shutdown did not finish")
+        #expect(await eventually { stopped.load(ordering: .acquiring) }, "shutdown did not finish")
         stopper.join()
         #expect(try await prefetchRun.value == "p2")
         #expect(try await urgentRun.value == "u2")
@@ -400,7 +396,7 @@ extension BlockingPoolLaneTests {
                 cancelledEarly += 1
             }
         }
-        #expect(await Self.eventually { pool.queuedJobCount == runs - cancelledEarly + submitted })
+        #expect(await eventually { pool.queuedJobCount == runs - cancelledEarly + submitted })
         // Now while the threads take jobs.
         blockers.release()
         for i in 0..<runs {
@@ -424,6 +420,6 @@ extension BlockingPoolLaneTests {
         let peakPrefetching = prefetchPeak.load(ordering: .sequentiallyConsistent)
         #expect(peakPrefetching <= 1, "prefetch jobs ran side by side")
         #expect(tickets.enumerated().allSatisfy { returned.contains($0.offset) == $0.element.hasStarted })
-        #expect(await Self.eventually { pool.queueDepths == (0, 0) && pool.runningCounts == (0, 0) })
+        #expect(await eventually { pool.queueDepths == (0, 0) && pool.runningCounts == (0, 0) })
     }
 }

@@ -15,7 +15,7 @@ import Glibc
     /// An object a job captures, to see when the pool lets go of the job.
     final class Payload: Sendable {}
 
-    /// A gate a job can wait at until the test opens it. The wait is bounded (60 s, longer
+    /// A gate a job can wait at until the test opens it. The wait is bounded (120 s, longer
     /// than any ``eventually(_:)``, so that it cannot open by itself while a test still waits
     /// for something else) so that a broken test cannot hang.
     final class Gate: Sendable {
@@ -23,20 +23,10 @@ import Glibc
         private let arrived = Atomic<Int>(0)
         func pass() {
             arrived.add(1, ordering: .relaxed)
-            _ = waitUntil(seconds: 60) { open.load(ordering: .acquiring) }
+            _ = waitUntil(seconds: 120) { open.load(ordering: .acquiring) }
         }
         func release() { open.store(true, ordering: .releasing) }
         var waiting: Int { arrived.load(ordering: .relaxed) }
-    }
-
-    /// Polls `condition` every millisecond, for at most 10 s, without blocking a thread of the
-    /// cooperative pool; returns whether it held.
-    static func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<10_000 {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return condition()
     }
 
     @Test func everyRunExecutesOnceOnAThreadWithThatThreadsContext() async throws {
@@ -174,7 +164,7 @@ extension BlockingPoolTests {
         defer { pool.shutdown() }
         let gate = Gate()
         let blocker = Task { try await pool.run { _ in gate.pass() } }
-        #expect(await Self.eventually { gate.waiting == 1 }, "the first job never started")
+        #expect(await eventually { gate.waiting == 1 }, "the first job never started")
 
         let secondRan = Atomic<Bool>(false)
         let secondReturned = Atomic<Bool>(false)
@@ -188,10 +178,10 @@ extension BlockingPoolTests {
             }
         }
         _ = consume payload
-        #expect(await Self.eventually { pool.queuedJobCount == 1 }, "the second job was never queued")
+        #expect(await eventually { pool.queuedJobCount == 1 }, "the second job was never queued")
         second.cancel()
         // While the only worker is still blocked, the cancelled run returns and lets go of its job.
-        #expect(await Self.eventually { secondReturned.load(ordering: .relaxed) }, "the cancelled run did not return")
+        #expect(await eventually { secondReturned.load(ordering: .relaxed) }, "the cancelled run did not return")
         #expect(captured == nil, "the cancelled job is still held")
         gate.release()
         try await blocker.value
@@ -225,7 +215,7 @@ extension BlockingPoolTests {
                 return 42
             }
         }
-        #expect(await Self.eventually { gate.waiting == 1 })
+        #expect(await eventually { gate.waiting == 1 })
         task.cancel()
         gate.release()
         #expect(try await task.value == 42)

@@ -55,7 +55,7 @@ import Testing
             }
         }
 
-        /// Waits until the event fires, for at most 10 s; returns whether it fired.
+        /// Waits until the event fires, for at most 60 s; returns whether it fired.
         func waitBounded() async -> Bool {
             await bounded { await self.wait() } ?? false
         }
@@ -94,28 +94,19 @@ import Testing
         }
     }
 
-    /// `body`'s result, or `nil` if it takes longer than 10 s (a hang shows as a failure rather
+    /// `body`'s result, or `nil` if it takes longer than 60 s (a hang shows as a failure rather
     /// than as a stuck test; `body` is left running then).
     static func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T? {
         let slot = Slot<T?>()
         let worker = Task { slot.offer(await body()) }
         let timer = Task {
-            try? await Task.sleep(for: .seconds(10))
+            try? await Task.sleep(for: .seconds(60))
             slot.offer(nil)
         }
         let result = await slot.value
         timer.cancel()
         _ = worker
         return result
-    }
-
-    /// Polls `condition` every millisecond, for at most 10 s; returns whether it held.
-    static func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<10_000 {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return condition()
     }
 
     /// The shared work of a test: counts its runs and hands out its operations; each run waits
@@ -182,7 +173,7 @@ import Testing
         return task
     }
 
-    /// The outcome of a call, or `nil` if it does not come within 10 s.
+    /// The outcome of a call, or `nil` if it does not come within 60 s.
     static func outcome(_ task: Task<Outcome, Never>) async -> Outcome? {
         await bounded { await task.value }
     }
@@ -193,7 +184,7 @@ import Testing
         let coalescer = TestCoalescer()
         let probe = Probe()
         let callers = (0..<8).map { _ in Self.call(coalescer, work: probe.work(returning: 42)) }
-        #expect(await Self.eventually { coalescer.waiterCount(group: "g") == 8 })
+        #expect(await eventually { coalescer.waiterCount(group: "g") == 8 })
         #expect(coalescer.operationCount == 1)
         probe.gate.fire()
         var joined = 0
@@ -400,7 +391,7 @@ import Testing
             return op.priority
         }
         var current: Int? { operation.withLock { $0 }?.priority }
-        func heard(_ expected: [Int]) async -> Bool { await Self.eventually { changes.withLock { $0 } == expected } }
+        func heard(_ expected: [Int]) async -> Bool { await eventually { changes.withLock { $0 } == expected } }
 
         let a = await Self.join(coalescer, waiters: 1, priority: 1, work: work)
         #expect(await ready.waitBounded())
@@ -512,7 +503,7 @@ import Testing
         #expect(counts.withLock { $0.resolved } == calls, "every call resolved exactly once")
         #expect(coalescer.operationCount == 0)
         for group in groups { #expect(coalescer.waiterCount(group: group) == 0) }
-        #expect(await Self.eventually { counts.withLock { $0.started == $0.ended } }, "every run of the work ended")
+        #expect(await eventually { counts.withLock { $0.started == $0.ended } }, "every run of the work ended")
         #expect(counts.withLock { $0.priorityOutOfRange } == 0)
         #expect(values > 0)
     }

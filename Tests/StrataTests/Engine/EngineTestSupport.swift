@@ -70,13 +70,3 @@ final class Gate: Sendable {
         for waiter in waiters { waiter.resume(returning: true) }
     }
 }
-
-/// Polls `condition` (every 2 ms, at most `seconds`); returns whether it became true.
-func eventually(_ seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return condition()
-}
