@@ -30,6 +30,8 @@ public struct EngineStatistics: Sendable, Hashable {
 /// consistent; they are taken one after another).
 public struct ImageCacheStatistics: Sendable {
     public var engine: EngineStatistics
+    /// Every configured tier's counters in one shape.
+    public var tiers: [ServingTier: TierStatistics]
     public var memory: ImageMemoryTier.Statistics?
     public var disk: DiskTier.Statistics?
     /// Blocking work waiting, per lane.

@@ -206,8 +206,12 @@ public final class ImageCache: Sendable {
 
     /// Per-tier and engine counters.
     public var statistics: ImageCacheStatistics {
-        ImageCacheStatistics(
-            engine: counters.snapshot(), memory: memory?.statistics, disk: disk?.statistics,
+        var tiers: [ServingTier: TierStatistics] = [:]
+        tiers[.memory] = memory?.tierStatistics
+        tiers[.disk] = disk?.tierStatistics
+        tiers[.table] = tables?.tierStatistics
+        return ImageCacheStatistics(
+            engine: counters.snapshot(), tiers: tiers, memory: memory?.statistics, disk: disk?.statistics,
             queues: pool.queueDepths)
     }
 }

@@ -40,6 +40,11 @@ struct ImageCacheTests {
         #expect(source.fetches.load(ordering: .relaxed) == 1)
         let stats = other.statistics.engine
         #expect(stats.served[.disk] == 1 && stats.served[.memory] == 1)
+        // Every tier reports in one shape.
+        let tiers = other.statistics.tiers
+        #expect(tiers[.disk]?.hits == 1 && tiers[.disk]?.entries == 1 && (tiers[.disk]?.bytes ?? 0) > 512 * 320 * 4)
+        #expect(tiers[.memory]?.hits == 1 && tiers[.memory]?.entries == 1)
+        #expect(tiers[.table] == nil)
     }
 
     @Test func cachedImageIsMemoryOnly() async throws {
