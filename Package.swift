@@ -46,7 +46,10 @@ let package = Package(
         ),
         .testTarget(
             name: "StrataTests",
-            dependencies: ["Strata", "CStrataLinux"],
+            dependencies: [
+                "Strata", "CStrataLinux",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             resources: []
         ),
     ],

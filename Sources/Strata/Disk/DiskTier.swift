@@ -33,7 +33,7 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// The disk tier: a directory of raw pixel files (one variant per file, see DESIGN.md), with an
+/// The disk tier: a directory of raw pixel files (one variant per file, see docs/Architecture.md), with an
 /// in-memory index kept current by inotify, so that deciding hit or miss never touches the disk.
 ///
 /// - A **miss** costs a SHA-256 of the key and a probe of the in-memory index: no syscall, no
@@ -238,6 +238,13 @@ public final class DiskTier: Sendable {
 
     /// Installs `hooks` (replacing earlier ones).
     package func setTestHooks(_ hooks: TestHooks) { core.testHooks.withLock { $0 = hooks } }
+
+    /// Calls `body` on the watcher thread for every indexed file that something else deleted or
+    /// renamed away (another process's eviction or invalidation; not this tier's own deletions),
+    /// with the key's digest and the variant. Replaces an earlier observer.
+    package func observeExternalRemovals(_ body: @escaping @Sendable (KeyDigest, VariantDescriptor) -> Void) {
+        core.externalRemovalObserver.withLock { $0 = body }
+    }
 
     /// Index entries examined so far to choose eviction victims.
     package var evictionExamined: Int { core.evictionExamined.load(ordering: .relaxed) }

@@ -163,7 +163,9 @@ extension DiskTier.Core {
                         // content even if the inode is the same).
                         if let inode = validateClosedFile(name) { indexAppearedFile(name, inode: inode, rewritten: true) }
                     } else if event.has(IN_DELETE | IN_MOVED_FROM) {
-                        _ = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant)) }
+                        // Still indexed: not one of our own deletions (they leave the index first).
+                        let foreign = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant)) }
+                        if foreign, let observer = externalRemovalObserver.withLock({ $0 }) { observer(name.digest, name.variant) }
                     }
                 }
             }

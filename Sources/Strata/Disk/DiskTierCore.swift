@@ -47,6 +47,9 @@ extension DiskTier {
         /// between the other's steps. Never held by lookups.
         let nameLocks = (0..<16).map { _ in Lock(()) }
         let testHooks = Lock(DiskTier.TestHooks())
+        /// Told about indexed files that something else deleted or renamed away (another
+        /// process's eviction or invalidation): the engine drops its memory copies of them.
+        let externalRemovalObserver = Lock<(@Sendable (KeyDigest, VariantDescriptor) -> Void)?>(nil)
 
         // Watcher.
         /// `nil` without inotify (then the watcher rescans periodically).

@@ -32,7 +32,7 @@ public final class Coalescer<
     /// removes it from its operation's `waiters` under the lock: the operation finishing, the
     /// call's own cancellation, or ``cancelAll(group:)``.
     final class Waiter: @unchecked Sendable {
-        let priority: Priority
+        var priority: Priority
         /// The operation the call waits for; `nil` until it is registered.
         var operation: UInt64?
         var continuation: CheckedContinuation<Outcome, Never>?
@@ -93,7 +93,7 @@ public final class Coalescer<
     /// `work` threw, to every waiter; the error is not kept.
     public func run(
         group: Group, descriptor: Descriptor, priority: Priority,
-        joining accepts: (Descriptor) -> Bool,
+        joining accepts: (Descriptor) -> Bool, ticket: CoalescerTicket? = nil,
         work: @escaping @Sendable (CoalescedOperation<Priority>) async throws(Failure) -> Value
     ) async throws(CoalescerError<Failure>) -> (value: Value, joined: Bool) {
         let waiter = Waiter(priority: priority)
@@ -106,6 +106,12 @@ public final class Coalescer<
                     // the waiter registered.
                     if Task.isCancelled { return (false, nil) }
                     waiter.continuation = continuation
+                    if let ticket {
+                        // A priority set on the ticket before the call registered wins.
+                        if let wanted = ticket.pending as? Priority { waiter.priority = wanted }
+                        ticket.waiter = waiter
+                    }
+                    let priority = waiter.priority
                     if let ids = s.groups[group], let id = ids.first(where: { accepts(s.operations[$0]!.descriptor) }) {
                         waiter.operation = id
                         waiter.joined = true
@@ -158,6 +164,29 @@ public final class Coalescer<
         }
     }
 
+    /// Changes the priority of the call that was given `ticket` while it waits (or, before it
+    /// has registered, the priority it will register with): its operation's priority becomes the
+    /// highest of its waiters' again, and the operation hears of a change. Returns whether the
+    /// call is waiting.
+    @discardableResult
+    public func setPriority(_ priority: Priority, for ticket: CoalescerTicket) -> Bool {
+        let (waiting, changed) = state.withLock { s -> (Bool, CoalescedOperation<Priority>?) in
+            guard let waiter = ticket.waiter as? Waiter else {
+                ticket.pending = priority
+                return (false, nil)
+            }
+            guard let id = waiter.operation, s.operations[id]?.waiters[ObjectIdentifier(waiter)] != nil else { return (false, nil) }
+            waiter.priority = priority
+            let highest = s.operations[id]!.waiters.values.lazy.map(\.priority).max()!
+            guard highest != s.operations[id]!.priority else { return (true, nil) }
+            s.operations[id]!.priority = highest
+            let handle = s.operations[id]!.handle
+            return (true, handle.setPriority(highest) ? handle : nil)
+        }
+        changed?.deliverChanges()
+        return waiting
+    }
+
     /// Number of calls waiting for the operations of `group` (for tests and gauges).
     public func waiterCount(group: Group) -> Int {
         state.withLock { s in (s.groups[group] ?? []).reduce(0) { $0 + s.operations[$1]!.waiters.count } }
@@ -202,6 +231,20 @@ public final class Coalescer<
         continuation?.resume(returning: .failure(.cancelled))
         changed?.deliverChanges()
     }
+}
+
+/// A caller's handle on its own call of ``Coalescer/run(group:descriptor:priority:joining:ticket:work:)``,
+/// for changing that call's priority while it waits (``Coalescer/setPriority(_:for:)``): an
+/// urgent request that scrolled off screen becomes a prefetch, a prefetch the user now looks at
+/// becomes urgent, and the shared operation follows its highest waiter. One ticket per call.
+/// Its fields are guarded by the coalescer's lock.
+public final class CoalescerTicket: @unchecked Sendable {
+    /// The registered call's waiter (an object of the coalescer's own type).
+    var waiter: AnyObject?
+    /// A priority set before the call registered.
+    var pending: Any?
+
+    public init() {}
 }
 
 /// Why a ``Coalescer`` call produced no value.

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Metrics
 
 /// The engine's swift-metrics instruments, made once (no backend is chosen here: whatever the
@@ -26,31 +27,36 @@ struct EngineMetrics: Sendable {
     let queueUrgent: Gauge
     let queuePrefetch: Gauge
     let prefix: String
+    let factory: any MetricsFactory
 
-    init(prefix: String) {
+    init(prefix: String, factory: (any MetricsFactory)?) {
         self.prefix = prefix
+        let factory = factory ?? MetricsSystem.factory
+        self.factory = factory
         func byTier<T>(_ make: (ServingTier) -> T) -> [ServingTier: T] {
             Dictionary(uniqueKeysWithValues: ServingTier.allCases.map { ($0, make($0)) })
         }
-        served = byTier { Counter(label: "\(prefix)_requests_total", dimensions: [("tier", $0.rawValue)]) }
-        lookups = byTier { Timer(label: "\(prefix)_lookup_seconds", dimensions: [("tier", $0.rawValue)], preferredDisplayUnit: .seconds) }
-        misses = byTier { Counter(label: "\(prefix)_misses_total", dimensions: [("tier", $0.rawValue)]) }
-        coalesced = Counter(label: "\(prefix)_coalesced_total")
-        sourceFetches = Counter(label: "\(prefix)_source_fetches_total")
-        decodeErrors = Counter(label: "\(prefix)_decode_errors_total")
-        sourceErrors = Counter(label: "\(prefix)_source_errors_total")
-        revalidations = Counter(label: "\(prefix)_revalidations_total")
-        render = Timer(label: "\(prefix)_render_seconds", preferredDisplayUnit: .seconds)
-        sourceFetch = Timer(label: "\(prefix)_source_fetch_seconds", preferredDisplayUnit: .seconds)
-        bytes = byTier { Gauge(label: "\(prefix)_tier_bytes", dimensions: [("tier", $0.rawValue)]) }
-        entries = byTier { Gauge(label: "\(prefix)_tier_entries", dimensions: [("tier", $0.rawValue)]) }
-        evictions = byTier { Gauge(label: "\(prefix)_tier_evictions", dimensions: [("tier", $0.rawValue)]) }
-        queueUrgent = Gauge(label: "\(prefix)_queue_depth", dimensions: [("lane", "urgent")])
-        queuePrefetch = Gauge(label: "\(prefix)_queue_depth", dimensions: [("lane", "prefetch")])
+        served = byTier { Counter(label: "\(prefix)_requests_total", dimensions: [("tier", $0.rawValue)], factory: factory) }
+        lookups = byTier {
+            Timer(label: "\(prefix)_lookup_seconds", dimensions: [("tier", $0.rawValue)], preferredDisplayUnit: .seconds, factory: factory)
+        }
+        misses = byTier { Counter(label: "\(prefix)_misses_total", dimensions: [("tier", $0.rawValue)], factory: factory) }
+        coalesced = Counter(label: "\(prefix)_coalesced_total", factory: factory)
+        sourceFetches = Counter(label: "\(prefix)_source_fetches_total", factory: factory)
+        decodeErrors = Counter(label: "\(prefix)_decode_errors_total", factory: factory)
+        sourceErrors = Counter(label: "\(prefix)_source_errors_total", factory: factory)
+        revalidations = Counter(label: "\(prefix)_revalidations_total", factory: factory)
+        render = Timer(label: "\(prefix)_render_seconds", preferredDisplayUnit: .seconds, factory: factory)
+        sourceFetch = Timer(label: "\(prefix)_source_fetch_seconds", preferredDisplayUnit: .seconds, factory: factory)
+        bytes = byTier { Gauge(label: "\(prefix)_tier_bytes", dimensions: [("tier", $0.rawValue)], factory: factory) }
+        entries = byTier { Gauge(label: "\(prefix)_tier_entries", dimensions: [("tier", $0.rawValue)], factory: factory) }
+        evictions = byTier { Gauge(label: "\(prefix)_tier_evictions", dimensions: [("tier", $0.rawValue)], factory: factory) }
+        queueUrgent = Gauge(label: "\(prefix)_queue_depth", dimensions: [("lane", "urgent")], factory: factory)
+        queuePrefetch = Gauge(label: "\(prefix)_queue_depth", dimensions: [("lane", "prefetch")], factory: factory)
     }
 
     func error(_ error: ImageCacheError) {
-        Counter(label: "\(prefix)_errors_total", dimensions: [("kind", error.kind)]).increment()
+        Counter(label: "\(prefix)_errors_total", dimensions: [("kind", error.kind)], factory: factory).increment()
         switch error {
         case .decoding: decodeErrors.increment()
         case .source, .notFound: sourceErrors.increment()

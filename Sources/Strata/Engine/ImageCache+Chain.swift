@@ -65,7 +65,7 @@ extension ImageCache {
         let variant = ImageVariant(
             descriptor: VariantDescriptor(size: resized.size, mode: request.mode, style: resized.style),
             sourceVersion: hit.sourceVersion, isWholeOriginal: false, fetchedAt: hit.variant.fetchedAt)
-        memory?.insert(resized, forKey: request.key.string, variant: variant)
+        memory?.insert(resized, forKey: request.key, variant: variant)
         return CachedImage(image: resized, variant: variant, tier: hit.tier)
     }
 
@@ -109,7 +109,7 @@ extension ImageCache {
 
     // MARK: The chain below memory, shared by identical requests
 
-    func throughFlight(_ request: ImageRequest) async throws(ImageCacheError) -> CachedImage {
+    func throughFlight(_ request: ImageRequest, ticket: CoalescerTicket?) async throws(ImageCacheError) -> CachedImage {
         let group = FlightGroup(key: request.key, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale)
         let tolerance = request.exactSize ? 0 : (request.tolerance ?? options.defaultTolerance)
         let descriptor = FlightDescriptor(box: request.box, tolerance: tolerance)
@@ -117,7 +117,7 @@ extension ImageCache {
         do {
             outcome = try await flights.run(
                 group: group, descriptor: descriptor, priority: request.priority,
-                joining: { $0.accepts(request.box, mode: request.mode) },
+                joining: { $0.accepts(request.box, mode: request.mode) }, ticket: ticket,
                 work: { [self] operation async throws(ImageCacheError) -> CachedImage in
                     try await fetch(request, operation: operation)
                 })
@@ -169,7 +169,7 @@ extension ImageCache {
         guard let found else { return nil }
         let variant = ImageVariant(descriptor: found.variant, sourceVersion: SourceVersion(stamp: found.sourceVersion))
         if request.exactSize, variant.descriptor.size != request.box, !Self.canResample(variant, to: request) { return nil }
-        memory?.insert(found.image, forKey: key, variant: variant)
+        memory?.insert(found.image, forKey: request.key, variant: variant)
         return CachedImage(image: found.image, variant: variant, tier: .disk)
     }
 
@@ -203,7 +203,7 @@ extension ImageCache {
         let variant = ImageVariant(
             descriptor: VariantDescriptor(size: image.size, mode: request.mode, style: image.style), sourceVersion: version,
             isWholeOriginal: request.mode == .fit && !request.allowUpscale && image.size == rendered.originalSize)
-        memory?.insert(image, forKey: key, variant: variant)
+        memory?.insert(image, forKey: request.key, variant: variant)
         disk?.store(image, forKey: key, mode: request.mode, sourceVersion: version.stamp)
         options.logger.debug("rendered from the source", metadata: ["key": "\(key)", "tier": "source", "size": "\(image.size)"])
         return CachedImage(image: image, variant: variant, tier: .source)

@@ -33,7 +33,7 @@ extension ImageCache {
             descriptor: VariantDescriptor(size: found.image.size, mode: format.mode, style: format.style),
             sourceVersion: SourceVersion(stamp: found.sourceVersion))
         if request.exactSize, variant.descriptor.size != request.box, !Self.canResample(variant, to: request) { return nil }
-        memory?.insert(found.image.heapCopy(), forKey: request.key.string, variant: variant)
+        memory?.insert(found.image.heapCopy(), forKey: request.key, variant: variant)
         return CachedImage(image: found.image, variant: variant, tier: .table)
     }
 
@@ -61,7 +61,7 @@ extension ImageCache {
             let image = try await tables.image(for: entity, formatName: format.name)
             let variant = ImageVariant(
                 descriptor: VariantDescriptor(size: image.size, mode: format.mode, style: format.style), sourceVersion: version)
-            memory?.insert(image.heapCopy(), forKey: key, variant: variant)
+            memory?.insert(image.heapCopy(), forKey: request.key, variant: variant)
             disk?.store(image, forKey: key, mode: format.mode, sourceVersion: version.stamp)
             return CachedImage(image: image, variant: variant, tier: .source)
         } catch let error as BlockingPoolError<ImageDecodingError> {

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import Synchronization
 
@@ -40,6 +41,9 @@ public final class ImageCache: Sendable {
         /// Labels for log lines; swift-metrics names start with `metricsPrefix`.
         public var logger = Logger(label: "strata.engine")
         public var metricsPrefix = "strata"
+        /// Where the metrics go; `nil` (default) for whatever the process bootstrapped with
+        /// `MetricsSystem.bootstrap` (tests inject their own).
+        public var metricsFactory: (any MetricsFactory)? = nil
 
         public init() {}
 
@@ -85,7 +89,15 @@ public final class ImageCache: Sendable {
         } catch {
             throw .init(key: "width", reason: "cannot start \(options.width) threads: \(error)")
         }
-        metrics = EngineMetrics(prefix: options.metricsPrefix)
+        metrics = EngineMetrics(prefix: options.metricsPrefix, factory: options.metricsFactory)
+        // Cross-process invalidation: another process sharing the disk directory deleted a
+        // file (its eviction, or its engine dropping a changed original): drop our memory
+        // copies of that variant too.
+        disk?.observeExternalRemovals { [weak self] digest, variant in
+            guard let self, let memory = self.memory else { return }
+            let dropped = memory.remove(digest: digest) { $0.descriptor == variant }
+            if dropped > 0 { self.counters.crossProcessInvalidations.add(dropped, ordering: .relaxed) }
+        }
     }
 
     deinit { pool.shutdown() }
@@ -95,6 +107,11 @@ public final class ImageCache: Sendable {
     /// The image for `request` from the cheapest tier that has a variant within tolerance,
     /// else from the source (filling the tiers on the way back).
     public func image(for request: ImageRequest) async throws(ImageCacheError) -> CachedImage {
+        try await image(for: request, ticket: nil)
+    }
+
+    /// ``image(for:)`` whose lane `ticket` can change while it waits (``ImageTask``).
+    func image(for request: ImageRequest, ticket: CoalescerTicket?) async throws(ImageCacheError) -> CachedImage {
         let started = ContinuousClock.now
         counters.requests.add(1, ordering: .relaxed)
         do {
@@ -105,7 +122,7 @@ public final class ImageCache: Sendable {
                 return served
             }
             try checkNegative(request.key)
-            let served = try await throughFlight(request)
+            let served = try await throughFlight(request, ticket: ticket)
             record(served, since: started)
             return served
         } catch {
@@ -162,6 +179,29 @@ public final class ImageCache: Sendable {
         if let tables {
             for format in tables.formats { try? await tables.reset(formatName: format.name) }
         }
+    }
+
+    /// Sets the swift-metrics gauges (bytes, entries and evictions per tier, queue depth per
+    /// lane) from the tiers' statistics. Cheap (one statistics read per tier); call it
+    /// periodically or before a scrape.
+    public func publishGauges() {
+        if let stats = memory?.statistics {
+            metrics.bytes[.memory]?.record(stats.totalCost)
+            metrics.entries[.memory]?.record(stats.count)
+            metrics.evictions[.memory]?.record(Int(stats.evictions))
+        }
+        if let stats = disk?.statistics {
+            metrics.bytes[.disk]?.record(stats.bytes)
+            metrics.entries[.disk]?.record(stats.entries)
+            metrics.evictions[.disk]?.record(stats.evictions)
+        }
+        if let tables {
+            metrics.bytes[.table]?.record(tables.totalDiskUsage)
+            metrics.entries[.table]?.record(tables.formats.reduce(0) { $0 + ((try? tables.table(named: $1.name).count) ?? 0) })
+        }
+        let queues = pool.queueDepths
+        metrics.queueUrgent.record(queues.urgent)
+        metrics.queuePrefetch.record(queues.prefetch)
     }
 
     /// Per-tier and engine counters.

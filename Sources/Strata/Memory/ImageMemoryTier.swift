@@ -1,6 +1,6 @@
 import Synchronization
 
-/// The memory tier of DESIGN.md: decoded images by key and variant, bounded in bytes, with an
+/// The memory tier: decoded images by key and variant, bounded in bytes, with an
 /// in-memory index of the variants held per key so a tolerance lookup is a scan of a handful
 /// of descriptors through ``VariantMatcher/bestMatch(in:for:descriptor:)`` (the one shared rule).
 ///
@@ -107,7 +107,22 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
                 preconditionFailure("memory tier index out of step with its cache")
             }
             list.remove(at: at)
-            variants[key.key] = list.isEmpty ? nil : list
+            if list.isEmpty {
+                variants[key.key] = nil
+                forgetDigest(of: key.key)
+            } else {
+                variants[key.key] = list
+            }
+        }
+
+        /// Keys by the first 64 bits of their ``CacheKey`` digest (for keys inserted with one),
+        /// so that a disk file deleted by another process, which names only the digest, finds
+        /// its memory copies.
+        var keyByDigest: [UInt64: String] = [:]
+        var digestByKey: [String: UInt64] = [:]
+
+        mutating func forgetDigest(of key: String) {
+            if let digest = digestByKey.removeValue(forKey: key), keyByDigest[digest] == key { keyByDigest[digest] = nil }
         }
     }
 
@@ -144,7 +159,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     static let pageSize = 4096
 
-    /// The best held variant of `key` for `query` under DESIGN.md's tolerance rule, or `nil`.
+    /// The best held variant of `key` for `query` under the tolerance rule (``VariantMatcher``), or `nil`.
     /// Counts a hit or a miss; a hit also counts as an access for the eviction policy.
     /// Cost: a hash lookup and a scan of the key's variants, under the lock.
     public func image(forKey key: String, matching query: SizeQuery) -> (PixelImage, VariantDescriptor)? {
@@ -194,6 +209,17 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// per-entry cap (and then no variant with that descriptor is held afterwards).
     @discardableResult
     public func insert(_ image: PixelImage, forKey key: String, variant: ImageVariant) -> Bool {
+        insert(image, forKey: key, variant: variant, digest: nil)
+    }
+
+    /// ``insert(_:forKey:variant:)`` for a ``CacheKey``: also remembers the key by its digest,
+    /// for ``remove(digest:where:)``.
+    @discardableResult
+    public func insert(_ image: PixelImage, forKey key: CacheKey, variant: ImageVariant) -> Bool {
+        insert(image, forKey: key.string, variant: variant, digest: key.digest.high)
+    }
+
+    private func insert(_ image: PixelImage, forKey key: String, variant: ImageVariant, digest: UInt64?) -> Bool {
         precondition(
             variant.descriptor.size == image.size && variant.descriptor.style == image.style,
             "a variant record must describe its image")
@@ -211,6 +237,10 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
             } else {
                 state.variants[key, default: []].append(variant)
             }
+            if let digest, state.digestByKey[key] == nil {
+                state.digestByKey[key] = digest
+                state.keyByDigest[digest] = key
+            }
             var gone: [VariantKey] = []
             let admitted = state.cache.insert(image, forKey: vkey, cost: cost) { evictedKey, evictedImage in
                 gone.append(evictedKey)
@@ -222,6 +252,15 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         }
         released.removeAll()  // the last references may unmap: outside the lock
         return admitted
+    }
+
+    /// Drops the variants whose record satisfies `predicate` of the key inserted (as a
+    /// ``CacheKey``) with `digest` — a disk file another process deleted names only that;
+    /// returns how many were dropped.
+    @discardableResult
+    package func remove(digest: KeyDigest, where predicate: (ImageVariant) -> Bool) -> Int {
+        guard let key = locked({ $0.keyByDigest[digest.high] }) else { return 0 }
+        return remove(key: key, where: predicate)
     }
 
     /// Marks the variants of `key` made from `version` as checked at `time` (a revalidation that
@@ -261,6 +300,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         var released: [PixelImage] = []
         locked { state in
             guard let held = state.variants.removeValue(forKey: key) else { return }
+            state.forgetDigest(of: key)
             for variant in held {
                 if let image = state.cache.remove(VariantKey(key: key, variant: variant.descriptor)) { released.append(image) }
             }
@@ -275,6 +315,8 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
             released = state.cache.values
             state.cache.removeAll()
             state.variants.removeAll()
+            state.keyByDigest.removeAll()
+            state.digestByKey.removeAll()
         }
         released.removeAll()
     }

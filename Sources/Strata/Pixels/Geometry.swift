@@ -30,7 +30,7 @@ public struct PixelSize: Hashable, Sendable, Codable, CustomStringConvertible {
     }
 }
 
-/// How an image is sized into a requested bounding box (see DESIGN.md, "Tolerance matching").
+/// How an image is sized into a requested bounding box (see ``VariantMatcher`` for the tolerance rule).
 public enum ContentMode: UInt8, Sendable, Hashable, CaseIterable, Codable, CustomStringConvertible {
     /// Aspect preserved, the result fits inside the box (the default).
     case fit = 0

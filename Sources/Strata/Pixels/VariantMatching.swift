@@ -15,7 +15,7 @@ public struct VariantDescriptor: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A request for "an image about this big": a bounding box, a content mode, a style and a
-/// tolerance (DESIGN.md, "Tolerance matching").
+/// tolerance (the rule of ``VariantMatcher``).
 public struct SizeQuery: Hashable, Sendable {
     /// The bounding box W×H.
     public var box: PixelSize
@@ -39,7 +39,7 @@ public struct SizeQuery: Hashable, Sendable {
     }
 }
 
-/// The one implementation of DESIGN.md's tolerance rule; every tier calls it on its own
+/// The one implementation of the tolerance rule; every tier calls it on its own
 /// in-memory index.
 ///
 /// For a variant w×h (same key, mode and style) and a box W×H, the *fill ratio* is

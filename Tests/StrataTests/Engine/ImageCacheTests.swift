@@ -1,5 +1,7 @@
+import Dispatch
 import Foundation
 import Synchronization
+import MetricsTestKit
 import Testing
 @testable import Strata
 
@@ -249,5 +251,111 @@ struct ImageCacheTests {
         #expect(throws: ImageCacheConfigurationError(key: "defaultTolerance", reason: "must be within 0...1, got 1.5")) {
             try ImageCache(source: nil, options: options)
         }
+    }
+}
+
+@Suite("ImageCache lanes and invalidation", .serialized, .timeLimit(.minutes(2)))
+struct ImageCacheLaneTests {
+    static let big = "jpeg/path-2560x1600.jpg"
+
+    func request(_ key: String, _ w: Int) -> ImageRequest {
+        ImageRequest(key: CacheKey(key), box: PixelSize(width: w, height: w))
+    }
+
+    /// An engine with one thread, held by a job the test releases.
+    func heldEngine() throws -> (ImageCache, DispatchSemaphore) {
+        var options = ImageCache.Options()
+        options.width = 1
+        let cache = try ImageCache(source: CountingSource(), options: options)
+        let release = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        try cache.pool.submit { _ in
+            started.signal()
+            release.wait()
+        }
+        started.wait()
+        return (cache, release)
+    }
+
+    @Test func prefetchWorkWaitsWhileUrgentWorkIsQueued() async throws {
+        let (cache, release) = try heldEngine()
+        // Five prefetches of sizes too far apart to share work, then one urgent request.
+        let prefetches = cache.prefetch([100, 200, 400, 800, 1600].map { request(Self.big, $0) })
+        #expect(await eventually { cache.pool.queueDepths.prefetch == 5 })
+        let urgent = cache.task(for: request(ImageCacheTests.photo, 256))
+        #expect(await eventually { cache.pool.queueDepths.urgent == 1 })
+        release.signal()
+        _ = try await urgent.value
+        // The urgent render ran first: the prefetch renders (a 2560×1600 decode each, one at a
+        // time) had at most begun when it was done.
+        #expect(cache.pool.queueDepths.prefetch >= 3)
+        for task in prefetches { _ = try await task.value }
+        #expect(cache.statistics.engine.sourceDecodes == 6)
+    }
+
+    @Test func deprioritizeAndPrioritizeMoveAQueuedRequest() async throws {
+        let (cache, release) = try heldEngine()
+        let task = cache.task(for: request(ImageCacheTests.photo, 300))
+        #expect(await eventually { cache.pool.queueDepths.urgent == 1 })
+        cache.deprioritize(task)
+        #expect(task.priority == .prefetch)
+        #expect(cache.pool.queueDepths == (urgent: 0, prefetch: 1))
+        // A second, urgent request for the same image joins the work and lifts it back.
+        let joiner = cache.task(for: request(ImageCacheTests.photo, 310))
+        #expect(await eventually { cache.pool.queueDepths.urgent == 1 && cache.pool.queueDepths.prefetch == 0 })
+        joiner.cancel()
+        #expect(await eventually { cache.pool.queueDepths.prefetch == 1 })
+        cache.prioritize(task)
+        #expect(cache.pool.queueDepths == (urgent: 1, prefetch: 0))
+        release.signal()
+        let served = try await task.value
+        #expect(served.tier == .source && cache.statistics.engine.sourceDecodes == 1)
+    }
+
+    @Test func filesDeletedByAnotherProcessLeaveMemoryToo() async throws {
+        let scratch = ScratchDirectory()
+        let writer = try ImageCache(disk: DiskTier(directory: scratch.path), source: CountingSource())
+        _ = try await writer.image(for: request(ImageCacheTests.photo, 512))
+        writer.disk!.flush()
+        // A second engine (another memory tier, its own watcher) serves it from disk.
+        let reader = try ImageCache(disk: DiskTier(directory: scratch.path), source: nil)
+        let hit = try await reader.image(for: request(ImageCacheTests.photo, 512))
+        #expect(hit.tier == .disk)
+        #expect(reader.cachedImage(for: request(ImageCacheTests.photo, 512)) != nil)
+        // Another process deletes the file.
+        let file = try #require(scratch.names().first { $0.contains("512x320") })
+        let start = ContinuousClock.now
+        try run("/bin/rm", [scratch.path + "/" + file])
+        #expect(await eventually { reader.cachedImage(for: request(ImageCacheTests.photo, 512)) == nil })
+        let elapsed = ContinuousClock.now - start
+        print("cross-process invalidation: memory copy dropped \(elapsed) after the other process's unlink")
+        #expect(reader.statistics.engine.crossProcessInvalidations == 1)
+        // The reader has no source: the image is gone for it now.
+        await #expect(throws: ImageCacheError.self) { try await reader.image(for: request(ImageCacheTests.photo, 512)) }
+    }
+}
+
+@Suite("ImageCache metrics")
+struct ImageCacheMetricsTests {
+    @Test func requestsErrorsAndGaugesReachTheMetricsFactory() async throws {
+        let metrics = TestMetrics()
+        var options = ImageCache.Options()
+        options.metricsFactory = metrics
+        let cache = try ImageCache(source: CountingSource(), options: options)
+        let request = ImageRequest(key: CacheKey(ImageCacheTests.photo), box: PixelSize(width: 256, height: 256))
+        _ = try await cache.image(for: request)
+        _ = try await cache.image(for: request)
+        await #expect(throws: ImageCacheError.self) {
+            try await cache.image(for: ImageRequest(key: "jpeg/absent.jpg", box: PixelSize(width: 10, height: 10)))
+        }
+        #expect(try metrics.expectCounter("strata_requests_total", [("tier", "source")]).totalValue == 1)
+        #expect(try metrics.expectCounter("strata_requests_total", [("tier", "memory")]).totalValue == 1)
+        #expect(try metrics.expectCounter("strata_source_fetches_total").totalValue == 2)
+        #expect(try metrics.expectCounter("strata_errors_total", [("kind", "not_found")]).totalValue == 1)
+        #expect(try metrics.expectTimer("strata_render_seconds").values.count == 1)
+        #expect(try metrics.expectTimer("strata_lookup_seconds", [("tier", "memory")]).values.count == 1)
+        cache.publishGauges()
+        #expect(try metrics.expectGauge("strata_tier_entries", [("tier", "memory")]).lastValue == 1)
+        #expect(try metrics.expectGauge("strata_queue_depth", [("lane", "urgent")]).lastValue == 0)
     }
 }

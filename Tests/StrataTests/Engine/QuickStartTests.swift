@@ -18,19 +18,49 @@ import Testing
         #expect(
             FileManager.default.createFile(atPath: photos + "/avatars/42.jpg", contents: Data(Fixtures.bytes("jpeg/orientation-6.jpg"))))
 
-        // --- README: Quick start ---
-        let source = try SourceTier(source: try DirectorySource(root: photos))
-        let rendered = try await source.image(
-            forKey: "2024/beach.jpg",
-            request: RenderRequest(box: PixelSize(width: 512, height: 512)))
-        let image = rendered.image
-        image.withUnsafeBytes { rows in #expect(rows.count >= image.bytesPerRow * (image.height - 1)) }
-        let webp = try ImageEncoder.encode(image, as: .webp, quality: 85)
-        #expect(image.size == PixelSize(width: 512, height: 320) && image.bytesPerRow % 64 == 0)
-        #expect(image.style == .bgra32Premultiplied)
-        #expect(ImageFormatDetector.detect(webp) == .webp)
+        #expect(
+            FileManager.default.createFile(
+                atPath: photos + "/2024/dunes.jpg", contents: Data(Fixtures.bytes("jpeg/eveningglow-1024x640-progressive.jpg"))))
 
-        // --- README: Memory, disk and table tiers ---
+        // --- README: Quick start ---
+        let cache = try ImageCache(
+            disk: try DiskTier(directory: scratch + "/cache"),
+            source: try DirectorySource(root: photos))
+        let served = try await cache.image(for: ImageRequest(key: "2024/beach.jpg", box: PixelSize(width: 256, height: 256)))
+        #expect(served.tier == .source)
+        #expect(served.image.size == PixelSize(width: 256, height: 160) && served.image.bytesPerRow % 64 == 0)
+        #expect(served.image.style == .bgra32Premultiplied)
+        served.image.withUnsafeBytes { rows in #expect(rows.count >= served.image.bytesPerRow * (served.image.height - 1)) }
+        let webp = try ImageEncoder.encode(served.image, as: .webp, quality: 85)
+        #expect(ImageFormatDetector.detect(webp) == .webp)
+        let again = try await cache.image(for: ImageRequest(key: "2024/beach.jpg", box: PixelSize(width: 256, height: 256)))
+        #expect(again.tier == .memory, "memory afterwards")
+
+        let exact = try await cache.image(
+            for: ImageRequest(key: "2024/beach.jpg", box: PixelSize(width: 240, height: 240), exactSize: true))
+        #expect(exact.image.size == PixelSize(width: 240, height: 150))
+        #expect(cache.statistics.engine.resamples == 1 && cache.statistics.engine.sourceDecodes == 1, "resampled, not decoded again")
+
+        let hit = cache.cachedImage(for: ImageRequest(key: "2024/beach.jpg", box: PixelSize(width: 256, height: 256)))
+        #expect(hit?.image.size == PixelSize(width: 256, height: 160))
+
+        let upcoming = cache.prefetch([ImageRequest(key: "2024/dunes.jpg", box: PixelSize(width: 256, height: 256))])
+        cache.prioritize(upcoming[0])
+        #expect(upcoming[0].priority == .urgent)
+        #expect(try await upcoming[0].value.image.size == PixelSize(width: 256, height: 160))
+
+        // "(.disk in a new process)": a new engine over the same directory, empty memory.
+        cache.disk!.flush()
+        let fresh = try ImageCache(disk: try DiskTier(directory: scratch + "/cache"), source: try DirectorySource(root: photos))
+        #expect(try await fresh.image(for: ImageRequest(key: "2024/beach.jpg", box: PixelSize(width: 256, height: 256))).tier == .disk)
+
+        // --- README: The tiers on their own ---
+        let source = try SourceTier(source: try DirectorySource(root: photos))
+        let image = try await source.image(
+            forKey: "2024/beach.jpg", request: RenderRequest(box: PixelSize(width: 512, height: 512))
+        ).image
+        #expect(image.size == PixelSize(width: 512, height: 320))
+
         let memory = ImageMemoryTier(configuration: .init(costLimit: 512 << 20, countLimit: 20_000))
         memory.insert(image, forKey: "2024/beach.jpg", mode: .fit)
         let near = memory.image(
