@@ -6,7 +6,7 @@ struct StrataCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata",
         abstract: "Strata: a multi-tier cache of decoded images.",
-        subcommands: [DecodeCommand.self, BenchCommand.self, TableWriterCommand.self]
+        subcommands: [DecodeCommand.self, GetCommand.self, BenchCommand.self, TableWriterCommand.self]
     )
 }
 
@@ -17,7 +17,7 @@ struct BenchCommand: AsyncParsableCommand {
         abstract: "Benchmark Strata's tiers (build with -c release).",
         subcommands: [
             BenchSourceCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
-            BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self,
+            BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self, BenchEngineCommand.self,
         ]
     )
 }

@@ -1,5 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Metrics
+
+/// The memory tier has no variant for a request (``ImageCache/servePlainMemoryHit(_:from:since:)``).
+struct MemoryMiss: Error {}
 
 /// Requests that may share one piece of work: same key, mode, style and upscaling.
 struct FlightGroup: Hashable, Sendable {
@@ -41,6 +47,39 @@ extension ImageCache {
         return CachedImage(image: image, variant: variant, tier: .memory)
     }
 
+    /// A request after its memory lookup (``image(for:ticket:)``): a memory hit to finish
+    /// (resample, revalidate), or the tiers below memory. A disk hit of a request without a
+    /// handle is served outside any flight (one thread hop instead of three); a request with a
+    /// handle keeps its flight, whose lane the handle moves.
+    func image(
+        for request: ImageRequest, after hit: CachedImage?, ticket: CoalescerTicket?, since started: Int64
+    ) async throws(ImageCacheError) -> CachedImage {
+        do {
+            let served: CachedImage
+            if let hit {
+                served = try await finish(hit, for: request)
+            } else {
+                try checkNegative(request.key)
+                if ticket == nil, let direct = try await directDiskHit(request) {
+                    served = direct
+                } else {
+                    served = try await throughFlight(request, ticket: ticket)
+                }
+            }
+            record(served.tier, since: started)
+            return served
+        } catch {
+            countFailure(error)
+            throw error
+        }
+    }
+
+    /// Counts a failed request (engine statistics and metrics).
+    func countFailure(_ error: ImageCacheError) {
+        counters.countError(error)
+        metrics.error(error)
+    }
+
     /// Whether `variant` can be resampled down to `request`'s exact size (it is not smaller).
     static func canResample(_ variant: ImageVariant, to request: ImageRequest) -> Bool {
         guard let q = variant.fillRatio(for: SizeQuery(box: request.box, mode: request.mode, style: request.style)) else {
@@ -69,12 +108,37 @@ extension ImageCache {
         return CachedImage(image: resized, variant: variant, tier: hit.tier)
     }
 
-    func record(_ served: CachedImage, since start: ContinuousClock.Instant) {
-        counters.served(served.tier)
-        metrics.served[served.tier]?.increment()
-        let elapsed = ContinuousClock.now - start
-        metrics.lookups[served.tier]?.recordNanoseconds(
-            elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+    /// Counts a request served by `tier` and records its latency since `started`
+    /// (``monotonicNanoseconds()``).
+    func record(_ tier: ServingTier, since started: Int64) {
+        counters.served(tier)
+        metrics.served[tier]?.increment()
+        metrics.lookups[tier]?.recordNanoseconds(Self.monotonicNanoseconds() - started)
+    }
+
+    /// `CLOCK_MONOTONIC` in nanoseconds (vDSO, no syscall), for request latencies: an `Int64`,
+    /// unlike a `ContinuousClock.Instant`, has a fixed layout, so an async function keeps it in
+    /// its frame rather than in a task allocation of its own.
+    static func monotonicNanoseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+
+    /// A memory hit that needs no resample and no revalidation, recorded and built in the
+    /// caller's result; throws ``MemoryMiss`` (a fixed-size error) on a miss. Never inlined:
+    /// inlined into an async caller, its locals would each be a task allocation there.
+    @inline(never)
+    func servePlainMemoryHit(
+        _ request: ImageRequest, from memory: ImageMemoryTier, since started: Int64
+    ) throws(MemoryMiss)
+        -> CachedImage
+    {
+        let query = request.query(defaultTolerance: options.defaultTolerance)
+        guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query, allowUpscale: request.allowUpscale)
+        else { throw MemoryMiss() }
+        record(.memory, since: started)
+        return CachedImage(image: image, variant: variant, tier: .memory)
     }
 
     // MARK: Negative cache
@@ -158,13 +222,48 @@ extension ImageCache {
     /// engine's threads), promoted to memory.
     func diskHit(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage? {
         guard let disk else { return nil }
-        let key = request.key.string
-        let query = request.query(defaultTolerance: options.defaultTolerance)
-        let search = request.exactSize ? request.searchQuery(defaultTolerance: options.defaultTolerance) : query
-        guard disk.contains(key: key, matching: search) else {
+        let search = diskQuery(request)
+        // The index probe takes the key's digest, computed once when the key was made.
+        guard disk.core.contains(digest: request.key.digest, query: search) else {
             metrics.misses[.disk]?.increment()
             return nil
         }
+        return try await loadDiskHit(request, from: disk, search: search, lane: lane)
+    }
+
+    /// A disk hit served to the calling request alone, before any flight: when the index has a
+    /// match, this task hops to the engine's threads once for the file and back, instead of
+    /// starting (or joining) a flight, whose task costs two more thread hops — as much again as
+    /// mapping a large file. Disk hits are not shared: each is one file opened and mapped, less
+    /// than sharing costs. `nil` when the index has no match (not counted: the flight that
+    /// follows counts the miss) or the file fails; then the request goes through a flight as
+    /// before. A request cancelled meanwhile throws ``ImageCacheError/cancelled(key:)``.
+    func directDiskHit(_ request: ImageRequest) async throws(ImageCacheError) -> CachedImage? {
+        guard let disk else { return nil }
+        let search = diskQuery(request)
+        guard disk.core.contains(digest: request.key.digest, query: search) else { return nil }
+        let lane = FlightLane(request.priority)
+        guard let hit = try await loadDiskHit(request, from: disk, search: search, lane: lane) else { return nil }
+        if Task.isCancelled { throw .cancelled(key: request.key.string) }
+        return try await finish(hit, for: request, lane: lane)
+    }
+
+    /// The disk tier's lookup for `request`: its tolerance, or for `exactSize` its upper
+    /// tolerance (a larger variant is resampled).
+    func diskQuery(_ request: ImageRequest) -> SizeQuery {
+        request.exactSize
+            ? request.searchQuery(defaultTolerance: options.defaultTolerance) : request.query(defaultTolerance: options.defaultTolerance)
+    }
+
+    /// Opens and maps (or reads) the file the index matched for `search`, on the engine's
+    /// threads in `lane`; promotes the hit to memory. `nil` when the file vanished or failed
+    /// its checks, or cannot be resampled to an `exactSize` request.
+    func loadDiskHit(
+        _ request: ImageRequest, from disk: DiskTier, search: SizeQuery, lane: FlightLane
+    ) async throws(ImageCacheError)
+        -> CachedImage?
+    {
+        let key = request.key.string
         let found = try await onPool(request.key, lane: lane) { _ in try? disk.hit(forKey: key, matching: search) }
         guard let found else { return nil }
         let variant = ImageVariant(descriptor: found.variant, sourceVersion: SourceVersion(stamp: found.sourceVersion))

@@ -111,25 +111,31 @@ public final class ImageCache: Sendable {
     }
 
     /// ``image(for:)`` whose lane `ticket` can change while it waits (``ImageTask``).
+    ///
+    /// The common case, a memory hit that needs no resample and no revalidation, is served
+    /// synchronously by ``servePlainMemoryHit(_:from:since:)``, straight into this function's
+    /// result; everything else continues in ``image(for:after:ticket:since:)``. Inlined into
+    /// ``image(for:)``: an async call costs a frame from the task's allocator, and so does each
+    /// local of a type whose layout is not fixed (``CachedImage`` and ``ImageVariant`` hold a
+    /// resilient `ContinuousClock.Instant`), so this function keeps none.
+    @inline(__always)
     func image(for request: ImageRequest, ticket: CoalescerTicket?) async throws(ImageCacheError) -> CachedImage {
-        let started = ContinuousClock.now
+        let started = Self.monotonicNanoseconds()
         counters.requests.add(1, ordering: .relaxed)
         do {
             try validate(request)
-            if let hit = memoryHit(request) {
-                let served = try await finish(hit, for: request)
-                record(served, since: started)
-                return served
-            }
-            try checkNegative(request.key)
-            let served = try await throughFlight(request, ticket: ticket)
-            record(served, since: started)
-            return served
         } catch {
-            counters.countError(error)
-            metrics.error(error)
+            countFailure(error)
             throw error
         }
+        if let memory, !request.exactSize, options.revalidateAfter == nil {
+            do throws(MemoryMiss) {
+                return try servePlainMemoryHit(request, from: memory, since: started)
+            } catch {
+                return try await image(for: request, after: nil, ticket: ticket, since: started)
+            }
+        }
+        return try await image(for: request, after: memoryHit(request), ticket: ticket, since: started)
     }
 
     /// The memory tier's best variant for `request`, or `nil`. Synchronous and non-blocking:

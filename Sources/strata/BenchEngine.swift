@@ -1,0 +1,536 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+/// `strata bench engine [--json]`: the engine as a viewer uses it — a zoom trace at tolerance 0
+/// and 0.2, a burst of identical requests, and the facade's cost over the bare tiers — in one
+/// process.
+struct BenchEngineCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "engine",
+        abstract: "The engine: zoom trace by tolerance, request coalescing, facade overhead (release build).",
+        discussion: """
+            Photos: --photos distinct JPEGs derived from Fixtures/jpeg/path-2560x1600.jpg and \
+            fallenleaf-2048x1280-420.jpg (seeded crops of six aspects, rescaled with Lanczos to a \
+            long side of 1024–2048 px, encoded with ImageEncoder at quality 80–92), made once \
+            into --workdir/photos and reused; the 2560×1600 fixture is copied there too. \
+            Zoom trace (seeded): a viewer with a 1024×640 window flips through the album, each \
+            photo --visits times, back and forth over about 8 neighbouring photos at a time; every \
+            visit opens at the window's box (fit) and takes --steps zoom steps, each changing the \
+            box by 2–5 % in the current direction, turning with probability 0.15 and at the zoom \
+            limits (0.25× to 2× the window; a box larger than the photo is served by the whole \
+            original). The same trace runs on two fresh engines, each with the tiers memory \
+            (ImageMemoryTier, --memory-mb) + source (DirectorySource over the photos) — no disk \
+            tier, no image tables — at tolerance 0 and 0.2, one request at a time; latency is \
+            that of ImageCache.image(for:) as the caller sees it. Burst: 100 identical concurrent \
+            image(for:) calls on a fresh engine (memory + source); decodes = \
+            statistics.engine.sourceDecodes. Overhead (best of --rounds interleaved rounds, the \
+            order alternating): a memory hit through image(for:) and cachedImage(for:) against \
+            ImageMemoryTier.entry(forKey:matching:) of the same key and box (the 2560×1600 photo \
+            at 512×512); a disk hit through image(for:) of an engine with a disk tier and no \
+            memory tier (every request is a mapped disk hit of the 2048×1280 BGRA variant, made \
+            through the engine from the 2560×1600 photo for a 2048×2048 box) against \
+            DiskTier.hit(forKey:matching:) of the same file, touching one byte of every page of \
+            the pixels in both, as `strata bench disk` does. The text form adds the floor of a \
+            disk hit that hops to other threads: an empty BlockingPool job awaited, then the \
+            bare hit.
+            """
+    )
+
+    @Flag(help: "Print one JSON object instead of tables.")
+    var json = false
+
+    @Option(help: "Distinct photos in the zoom trace.")
+    var photos = 200
+
+    @Option(help: "Visits per photo in the zoom trace.")
+    var visits = 4
+
+    @Option(help: "Zoom steps (requests) per visit.")
+    var steps = 10
+
+    @Option(help: "The memory tier's cost limit in MiB (the zoom trace's engines).")
+    var memoryMb = 256
+
+    @Option(help: "Interleaved rounds of the overhead measurements (the best is kept).")
+    var rounds = 15
+
+    @Option(help: "Working directory for the derived photos (reused) and the disk tier (removed).")
+    var workdir = NSTemporaryDirectory() + "strata-bench-engine"
+
+    @Option(help: "Fixtures directory (the source photos).")
+    var fixtures = "Fixtures"
+
+    @Option(help: .hidden)
+    var profile: String?
+
+    @Option(help: .hidden)
+    var profileCount = 100_000
+
+    func validate() throws {
+        guard photos >= 1, visits >= 1, steps >= 1 else { throw ValidationError("--photos, --visits and --steps must be ≥ 1") }
+        guard memoryMb >= 1 else { throw ValidationError("--memory-mb must be ≥ 1") }
+        guard rounds >= 1 else { throw ValidationError("--rounds must be ≥ 1") }
+    }
+
+    func run() async throws {
+        #if DEBUG
+        if !json { print("warning: this is a debug build; benchmark with `swift build -c release`") }
+        #endif
+        let photoDirectory = workdir + "/photos"
+        if let profile {
+            // Only one path, N times, for callgrind/strace: memory, cached, bare-memory, disk, bare-disk.
+            _ = try EngineBench.ensurePhotos(count: 0, in: photoDirectory, fixtures: fixtures)
+            try await EngineBench.profile(profile, count: profileCount, root: photoDirectory, scratch: workdir + "/disk-\(getpid())")
+            return
+        }
+        let generated = try EngineBench.ensurePhotos(count: photos, in: photoDirectory, fixtures: fixtures)
+        if !json && generated > 0 { print("derived \(generated) photos into \(photoDirectory)") }
+        let keys = (0..<photos).map { EngineBench.photoName($0) }
+        let trace = EngineBench.zoomTrace(keys: keys, visits: visits, steps: steps, seed: 0x200D_2025)
+
+        var zoom: [ZoomResult] = []
+        for tolerance in [0.0, 0.2] {
+            let result = try await EngineBench.runZoom(
+                trace, tolerance: tolerance, root: photoDirectory, memoryBytes: memoryMb << 20)
+            zoom.append(result)
+            if !json { print(result.progressLine) }
+        }
+        let burst = try await EngineBench.runBurst(root: photoDirectory, key: keys[0])
+        let overhead = try await EngineBench.runOverhead(
+            root: photoDirectory, scratch: workdir + "/disk-\(getpid())", rounds: rounds)
+        let report = EngineReport(zoom: zoom, burst: burst, overhead: overhead, photos: photos, visits: visits, steps: steps)
+        print(json ? report.json : report.text)
+    }
+}
+
+// MARK: - Results
+
+struct ZoomResult {
+    var tolerance: Double
+    var requests: Int
+    var sourceDecodes: Int
+    var memory: Int
+    var disk: Int
+    var table: Int
+    var source: Int
+    var p50Ms: Double
+    var p99Ms: Double
+    var maxMs: Double
+    var seconds: Double
+
+    var progressLine: String {
+        String(
+            format: "zoom trace at tolerance %.1f: %d requests, %d renders, %.1f s", tolerance, requests, sourceDecodes, seconds)
+    }
+}
+
+struct BurstResult {
+    var requests: Int
+    var decodes: Int
+    var coalesced: Int
+    var memoryHits: Int
+}
+
+struct OverheadResult {
+    var memoryHitNs: Double
+    var cachedImageNs: Double
+    var bareMemoryHitNs: Double
+    var diskHitUs: Double
+    var bareDiskHitUs: Double
+    /// An empty BlockingPool job awaited, then the bare disk hit (text form only).
+    var hopFloorUs: Double
+    var diskBytes: Int
+    var diskStorage: String
+}
+
+struct EngineReport {
+    var zoom: [ZoomResult]
+    var burst: BurstResult
+    var overhead: OverheadResult
+    var photos: Int
+    var visits: Int
+    var steps: Int
+
+    static func number(_ value: Double, _ decimals: Int) -> String {
+        let scale = pow(10, Double(decimals))
+        let rounded = (value * scale).rounded() / scale
+        return rounded == rounded.rounded() ? String(Int(rounded)) : String(rounded)
+    }
+
+    var json: String {
+        let rows = zoom.map { z in
+            "{\"tolerance\":\(Self.number(z.tolerance, 2)),\"requests\":\(z.requests),\"source_decodes\":\(z.sourceDecodes),"
+                + "\"hits\":{\"memory\":\(z.memory),\"disk\":\(z.disk),\"table\":\(z.table)},"
+                + "\"p50_ms\":\(Self.number(z.p50Ms, 4)),\"p99_ms\":\(Self.number(z.p99Ms, 3))}"
+        }
+        let o = overhead
+        return "{\"zoom\":[\(rows.joined(separator: ","))],"
+            + "\"burst\":{\"requests\":\(burst.requests),\"decodes\":\(burst.decodes)},"
+            + "\"overhead\":{\"memory_hit_ns\":\(Self.number(o.memoryHitNs, 1)),\"cached_image_ns\":\(Self.number(o.cachedImageNs, 1)),"
+            + "\"bare_memory_hit_ns\":\(Self.number(o.bareMemoryHitNs, 1)),\"disk_hit_us\":\(Self.number(o.diskHitUs, 1)),"
+            + "\"bare_disk_hit_us\":\(Self.number(o.bareDiskHitUs, 1))}}"
+    }
+
+    static func verdict(_ met: Bool) -> String { met ? "met" : "MISSED" }
+
+    var text: String {
+        var lines: [String] = []
+        lines.append(
+            "zoom trace: \(photos) photos × \(visits) visits × \(steps) steps; engine = memory tier + DirectorySource, one request at a time"
+        )
+        lines.append("tolerance  requests  renders  memory  disk  table  source    p50_ms    p99_ms    max_ms")
+        for z in zoom {
+            lines.append(
+                String(
+                    format: "%9.1f  %8d  %7d  %6d  %4d  %5d  %6d  %8.3f  %8.3f  %8.3f", z.tolerance, z.requests, z.sourceDecodes,
+                    z.memory, z.disk, z.table, z.source, z.p50Ms, z.p99Ms, z.maxMs))
+        }
+        if zoom.count == 2 {
+            let (exact, loose) = (zoom[0], zoom[1])
+            let fewer = exact.sourceDecodes > 0 ? 1 - Double(loose.sourceDecodes) / Double(exact.sourceDecodes) : 0
+            let p99Ratio = loose.p99Ms > 0 ? exact.p99Ms / loose.p99Ms : .infinity
+            lines.append(
+                String(
+                    format: "  target: ≥ 80 %% fewer renders at 0.2 than at 0:   %.1f %% fewer             %@", fewer * 100,
+                    Self.verdict(fewer >= 0.8)))
+            lines.append(
+                String(
+                    format: "  target: p99 at 0.2 ≤ 1/5 of p99 at 0:           1/%.1f                    %@", p99Ratio,
+                    Self.verdict(p99Ratio >= 5)))
+            lines.append(
+                String(
+                    format: "  (at 0.2, %.2f %% of the requests render: p99 is a render's latency whenever more than 1 %% do)",
+                    Double(loose.sourceDecodes) / Double(max(1, loose.requests)) * 100))
+        }
+        lines.append("")
+        lines.append(
+            "burst: \(burst.requests) identical concurrent requests: \(burst.decodes) render(s), \(burst.coalesced) coalesced, "
+                + "\(burst.memoryHits) memory hits   target: 1 render   \(Self.verdict(burst.decodes == 1))")
+        lines.append("")
+        let o = overhead
+        lines.append("overhead (best of interleaved rounds)      engine         bare   difference    target")
+        lines.append(
+            String(
+                format: "memory hit, image(for:)               %9.1f ns  %9.1f ns  %+8.1f ns   ≤ +400 ns  %@", o.memoryHitNs,
+                o.bareMemoryHitNs, o.memoryHitNs - o.bareMemoryHitNs, Self.verdict(o.memoryHitNs <= o.bareMemoryHitNs + 400)))
+        lines.append(
+            String(
+                format: "memory hit, cachedImage(for:)         %9.1f ns  %9.1f ns  %+8.1f ns   ≤ +100 ns  %@", o.cachedImageNs,
+                o.bareMemoryHitNs, o.cachedImageNs - o.bareMemoryHitNs, Self.verdict(o.cachedImageNs <= o.bareMemoryHitNs + 100)))
+        lines.append(
+            String(
+                format: "disk hit, image(for:)                 %9.1f µs  %9.1f µs  ×%-7.3f      ≤ ×1.15    %@", o.diskHitUs,
+                o.bareDiskHitUs, o.diskHitUs / o.bareDiskHitUs, Self.verdict(o.diskHitUs <= 1.15 * o.bareDiskHitUs)))
+        lines.append(
+            String(
+                format: "  (%@, %d KiB, one byte of every page read; floor of any hop: an empty BlockingPool job awaited + the bare hit",
+                o.diskStorage, o.diskBytes >> 10))
+        lines.append(
+            String(
+                format: "   = %.1f µs, ×%.3f of bare; the engine's hit is %+.1f µs from that floor)", o.hopFloorUs,
+                o.hopFloorUs / o.bareDiskHitUs, o.diskHitUs - o.hopFloorUs))
+        return lines.joined(separator: "\n")
+    }
+}
+
+// MARK: - The measurements
+
+enum EngineBench {
+    static let window = PixelSize(width: 1024, height: 640)
+    static let flipWindow = 8.0
+    static let zoomRange = 0.25...2.0
+    static let largePhoto = "path-2560x1600.jpg"
+
+    static func photoName(_ i: Int) -> String { String(format: "photo-%04d.jpg", i) }
+
+    static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    static func unit(_ rng: inout SplitMix64) -> Double { Double(rng.next() >> 11) / Double(1 << 53) }
+
+    // MARK: Photos
+
+    /// Derives the missing photos (seeded, so reusing earlier ones is safe); returns how many it made.
+    static func ensurePhotos(count: Int, in directory: String, fixtures: String) throws -> Int {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let large = directory + "/" + largePhoto
+        if !FileManager.default.fileExists(atPath: large) {
+            try FileManager.default.copyItem(atPath: fixtures + "/jpeg/" + largePhoto, toPath: large)
+        }
+        let missing = (0..<count).filter { !FileManager.default.fileExists(atPath: directory + "/" + photoName($0)) }
+        guard !missing.isEmpty else { return 0 }
+        var sources: [PixelImage] = []
+        for name in ["jpeg/path-2560x1600.jpg", "jpeg/fallenleaf-2048x1280-420.jpg"] {
+            let path = fixtures + "/" + name
+            guard let bytes = FileManager.default.contents(atPath: path) else {
+                throw ValidationError("cannot read \(path): run from the package root or pass --fixtures")
+            }
+            sources.append(try ImageDecoder().decode([UInt8](bytes)))
+        }
+        let resampler = Resampler()
+        let aspects = [3.0 / 2, 4.0 / 3, 16.0 / 10, 1, 2.0 / 3, 3.0 / 4]
+        for i in missing {
+            var rng = SplitMix64(seed: 0xE_2025 &+ UInt64(i) &* 0x9E37)
+            let source = sources[i % sources.count]
+            let aspect = aspects[Int(rng.next() % UInt64(aspects.count))]
+            // The largest crop of this aspect, then 60–100 % of it, anywhere in the photo.
+            var cw = Double(source.width), ch = cw / aspect
+            if ch > Double(source.height) {
+                ch = Double(source.height)
+                cw = ch * aspect
+            }
+            let share = 0.6 + 0.4 * unit(&rng)
+            cw *= share
+            ch *= share
+            let x = unit(&rng) * (Double(source.width) - cw), y = unit(&rng) * (Double(source.height) - ch)
+            let long = 1024 + Int(rng.next() % 1025)
+            let size =
+                aspect >= 1
+                ? PixelSize(width: long, height: Int((Double(long) / aspect).rounded()))
+                : PixelSize(width: Int((Double(long) * aspect).rounded()), height: long)
+            let image = resampler.resample(source, region: SourceRect(x: x, y: y, width: cw, height: ch), to: size)
+            let jpeg = try ImageEncoder.encode(image, as: .jpeg, quality: 80 + Int(rng.next() % 13))
+            let path = directory + "/" + photoName(i)
+            try Data(jpeg).write(to: URL(fileURLWithPath: path + ".tmp"))
+            try FileManager.default.moveItem(atPath: path + ".tmp", toPath: path)
+        }
+        return missing.count
+    }
+
+    // MARK: Zoom trace
+
+    /// The viewer's requests: (key, box), in order. Each photo is visited `visits` times; the
+    /// visits are ordered by the photo's place in the album plus a seeded jitter of up to
+    /// `flipWindow` places, so the viewer flips back and forth over a few neighbouring photos
+    /// while moving through the album. Each visit opens at the window's box and zooms.
+    static func zoomTrace(keys: [String], visits: Int, steps: Int, seed: UInt64) -> [(key: String, box: PixelSize)] {
+        var rng = SplitMix64(seed: seed)
+        var order: [(time: Double, photo: Int)] = []
+        for photo in keys.indices {
+            for _ in 0..<visits { order.append((Double(photo) + flipWindow * unit(&rng), photo)) }
+        }
+        order.sort { $0.time < $1.time }
+        var trace: [(key: String, box: PixelSize)] = []
+        trace.reserveCapacity(order.count * steps)
+        for (_, photo) in order {
+            var zoom = 1.0
+            var direction: Double = rng.next() & 1 == 0 ? 1 : -1
+            for _ in 0..<steps {
+                let box = PixelSize(
+                    width: max(1, Int((Double(window.width) * zoom).rounded())),
+                    height: max(1, Int((Double(window.height) * zoom).rounded())))
+                trace.append((keys[photo], box))
+                if unit(&rng) < 0.15 { direction = -direction }
+                var next = zoom * exp(direction * (0.02 + 0.03 * unit(&rng)))
+                if !zoomRange.contains(next) {
+                    direction = -direction
+                    next = zoom * exp(direction * (0.02 + 0.03 * unit(&rng)))
+                }
+                zoom = next
+            }
+        }
+        return trace
+    }
+
+    static func makeEngine(
+        root: String, memory: ImageMemoryTier?, disk: DiskTier? = nil, tolerance: Double = SizeQuery.defaultTolerance
+    ) throws -> ImageCache {
+        var options = ImageCache.Options()
+        options.defaultTolerance = tolerance
+        return try ImageCache(memory: memory, disk: disk, source: try DirectorySource(root: root), options: options)
+    }
+
+    static func runZoom(
+        _ trace: [(key: String, box: PixelSize)], tolerance: Double, root: String, memoryBytes: Int
+    ) async throws -> ZoomResult {
+        let memory = ImageMemoryTier(configuration: ImageMemoryTier.Configuration(costLimit: memoryBytes))
+        let engine = try makeEngine(root: root, memory: memory, tolerance: tolerance)
+        let requests = trace.map { ImageRequest(key: CacheKey($0.key), box: $0.box, tolerance: tolerance) }
+        var latencies: [UInt64] = []
+        latencies.reserveCapacity(requests.count)
+        let started = now()
+        for request in requests {
+            let start = now()
+            let served = try await engine.image(for: request)
+            latencies.append(now() - start)
+            precondition(served.image.width > 0)
+        }
+        let seconds = Double(now() - started) / 1e9
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            Double(latencies[min(latencies.count - 1, max(0, Int((Double(latencies.count) * p).rounded(.up)) - 1))]) / 1e6
+        }
+        let stats = engine.statistics.engine
+        return ZoomResult(
+            tolerance: tolerance, requests: requests.count, sourceDecodes: stats.sourceDecodes, memory: stats.served[.memory] ?? 0,
+            disk: stats.served[.disk] ?? 0, table: stats.served[.table] ?? 0, source: stats.served[.source] ?? 0,
+            p50Ms: percentile(0.5), p99Ms: percentile(0.99), maxMs: Double(latencies.last ?? 0) / 1e6, seconds: seconds)
+    }
+
+    // MARK: Burst
+
+    static func runBurst(root: String, key: String) async throws -> BurstResult {
+        let engine = try makeEngine(root: root, memory: ImageMemoryTier())
+        let request = ImageRequest(key: CacheKey(key), box: PixelSize(width: 640, height: 640))
+        let count = 100
+        let sizes = try await withThrowingTaskGroup(of: PixelSize.self) { group in
+            for _ in 0..<count { group.addTask { try await engine.image(for: request).image.size } }
+            return try await group.reduce(into: Set<PixelSize>()) { $0.insert($1) }
+        }
+        precondition(sizes.count == 1, "the burst's answers differ: \(sizes)")
+        let stats = engine.statistics.engine
+        return BurstResult(
+            requests: count, decodes: stats.sourceDecodes, coalesced: stats.coalesced, memoryHits: stats.served[.memory] ?? 0)
+    }
+
+    // MARK: Overhead
+
+    static func runOverhead(root: String, scratch: String, rounds: Int) async throws -> OverheadResult {
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        // Memory: one variant of the large photo, looked up three ways.
+        let memory = ImageMemoryTier()
+        let engine = try makeEngine(root: root, memory: memory)
+        let request = ImageRequest(key: CacheKey(largePhoto), box: PixelSize(width: 512, height: 512))
+        let primed = try await engine.image(for: request)
+        precondition(primed.tier == .source)
+        let query = request.query(defaultTolerance: engine.options.defaultTolerance)
+        let key = largePhoto
+        let n = 200_000
+        var best = (facade: Double.infinity, cached: Double.infinity, bare: Double.infinity)
+        var sink = 0
+        for round in 0..<rounds {
+            for which in round.isMultiple(of: 2) ? [0, 1, 2] : [2, 1, 0] {
+                let start = now()
+                switch which {
+                case 0:
+                    for _ in 0..<n { sink &+= try await engine.image(for: request).image.width }
+                    best.facade = min(best.facade, Double(now() - start) / Double(n))
+                case 1:
+                    for _ in 0..<n { sink &+= engine.cachedImage(for: request)!.image.width }
+                    best.cached = min(best.cached, Double(now() - start) / Double(n))
+                default:
+                    for _ in 0..<n { sink &+= memory.entry(forKey: key, matching: query)!.image.width }
+                    best.bare = min(best.bare, Double(now() - start) / Double(n))
+                }
+            }
+        }
+
+        // Disk: an engine with a disk tier and no memory tier, so every request is a disk hit.
+        var configuration = DiskTier.Configuration()
+        configuration.useInotify = false
+        configuration.byteLimit = 256 << 20
+        let disk = try DiskTier(directory: scratch, configuration: configuration)
+        defer { disk.close() }
+        let diskEngine = try makeEngine(root: root, memory: nil, disk: disk)
+        let large = ImageRequest(key: CacheKey(largePhoto), box: PixelSize(width: 2048, height: 2048))
+        let rendered = try await diskEngine.image(for: large)
+        precondition(rendered.tier == .source)
+        disk.flush()
+        let largeQuery = large.query(defaultTolerance: diskEngine.options.defaultTolerance)
+        let probe = try await diskEngine.image(for: large)
+        precondition(probe.tier == .disk, "expected a disk hit, got \(probe.tier)")
+        let storage = "\(probe.image.storageKind)"
+        for _ in 0..<10 {
+            sink &+= touch(try await diskEngine.image(for: large).image)
+            sink &+= touch(try disk.hit(forKey: largePhoto, matching: largeQuery)!.image)
+        }
+        // The floor of any hit served from other threads: an empty job there, awaited.
+        let pool = try BlockingPool<Void>(width: 2, name: "bench-hop", makeContext: {})
+        defer { pool.shutdown() }
+        let m = 40
+        var bestDisk = (facade: Double.infinity, bare: Double.infinity, hop: Double.infinity)
+        for round in 0..<rounds * 2 {
+            for which in round.isMultiple(of: 2) ? [0, 1, 2] : [2, 1, 0] {
+                let start = now()
+                switch which {
+                case 0:
+                    for _ in 0..<m { sink &+= touch(try await diskEngine.image(for: large).image) }
+                    bestDisk.facade = min(bestDisk.facade, Double(now() - start) / Double(m))
+                case 1:
+                    for _ in 0..<m { sink &+= touch(try disk.hit(forKey: largePhoto, matching: largeQuery)!.image) }
+                    bestDisk.bare = min(bestDisk.bare, Double(now() - start) / Double(m))
+                default:
+                    for _ in 0..<m {
+                        sink &+= try await pool.run { _ in 1 }
+                        sink &+= touch(try disk.hit(forKey: largePhoto, matching: largeQuery)!.image)
+                    }
+                    bestDisk.hop = min(bestDisk.hop, Double(now() - start) / Double(m))
+                }
+            }
+        }
+        precondition(diskEngine.statistics.engine.sourceDecodes == 1 && sink != 42)
+        return OverheadResult(
+            memoryHitNs: best.facade, cachedImageNs: best.cached, bareMemoryHitNs: best.bare, diskHitUs: bestDisk.facade / 1e3,
+            bareDiskHitUs: bestDisk.bare / 1e3, hopFloorUs: bestDisk.hop / 1e3, diskBytes: probe.image.byteCount, diskStorage: storage)
+    }
+
+    static func profile(_ path: String, count: Int, root: String, scratch: String) async throws {
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        var sink = 0
+        switch path {
+        case "memory", "cached", "bare-memory":
+            let memory = ImageMemoryTier()
+            let engine = try makeEngine(root: root, memory: memory)
+            let request = ImageRequest(key: CacheKey(largePhoto), box: PixelSize(width: 512, height: 512))
+            _ = try await engine.image(for: request)
+            let query = request.query(defaultTolerance: engine.options.defaultTolerance)
+            let start = now()
+            switch path {
+            case "memory": for _ in 0..<count { sink &+= try await engine.image(for: request).image.width }
+            case "cached": for _ in 0..<count { sink &+= engine.cachedImage(for: request)!.image.width }
+            default: for _ in 0..<count { sink &+= memory.entry(forKey: largePhoto, matching: query)!.image.width }
+            }
+            print(String(format: "%@: %.1f ns per hit", path, Double(now() - start) / Double(count)))
+        case "disk", "bare-disk", "pool-noop", "pool-disk":
+            var configuration = DiskTier.Configuration()
+            configuration.useInotify = false
+            let disk = try DiskTier(directory: scratch, configuration: configuration)
+            defer { disk.close() }
+            let engine = try makeEngine(root: root, memory: nil, disk: disk)
+            let request = ImageRequest(key: CacheKey(largePhoto), box: PixelSize(width: 2048, height: 2048))
+            _ = try await engine.image(for: request)
+            disk.flush()
+            let query = request.query(defaultTolerance: engine.options.defaultTolerance)
+            let start = now()
+            let pool = try BlockingPool<Void>(width: 2, name: "bench-pool", makeContext: {})
+            defer { pool.shutdown() }
+            if path == "disk" {
+                for _ in 0..<count { sink &+= touch(try await engine.image(for: request).image) }
+            } else if path == "pool-noop" {
+                for _ in 0..<count {
+                    sink &+= try await pool.run { _ in 1 }
+                    sink &+= touch(try disk.hit(forKey: largePhoto, matching: query)!.image)
+                }
+            } else if path == "pool-disk" {
+                for _ in 0..<count {
+                    let hit = try await pool.run { _ in try? disk.hit(forKey: largePhoto, matching: query) }
+                    sink &+= touch(hit!.image)
+                }
+            } else {
+                for _ in 0..<count { sink &+= touch(try disk.hit(forKey: largePhoto, matching: query)!.image) }
+            }
+            print(String(format: "%@: %.1f µs per hit", path, Double(now() - start) / Double(count) / 1e3))
+        default:
+            throw ValidationError("--profile takes memory, cached, bare-memory, disk or bare-disk")
+        }
+        if sink == 42 { print("") }
+    }
+
+    /// Reads one byte of every page of the pixels (and the last byte).
+    @inline(never)
+    static func touch(_ image: PixelImage) -> Int {
+        image.withUnsafeBytes { raw in
+            var sum = 0
+            var i = 0
+            while i < raw.count {
+                sum &+= Int(raw[i])
+                i += 4096
+            }
+            return sum &+ Int(raw[raw.count - 1])
+        }
+    }
+}

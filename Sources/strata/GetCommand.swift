@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+/// `strata get KEY --size WxH [--mode fit|fill] [--tolerance T] [--source DIR] [--cache DIR] [--out PATH]`
+struct GetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Serve one request through the engine and print the tier that served it.",
+        discussion: """
+            The engine has a memory tier (empty: a new process), a disk tier in --cache DIR when \
+            given, and a DirectorySource over --source DIR (default: the current directory; KEY is \
+            a path relative to it). Prints one line: the serving tier (memory, disk, table or \
+            source), the time ImageCache.image(for:) took, and the image size, e.g. \
+            `source 23.4 ms 512x320`. A source render is written to the disk tier before the \
+            command exits, so a second run with the same --cache prints `disk`. --out encodes the \
+            image (.png, .webp, .jpg/.jpeg by extension). On failure prints one line naming the \
+            key and the reason and exits with status 1 (the image cannot be decoded) or 2 (not \
+            found, cannot read or write a file, or the cache directory is unusable).
+            """
+    )
+
+    @Argument(help: "The image's key: a path relative to --source.")
+    var key: String
+
+    @Option(
+        help: "The bounding box, WxH.",
+        transform: { text in
+            guard let size = PixelSize(parsing: text) else {
+                throw ValidationError("--size takes WxH with positive integers, e.g. 256x256")
+            }
+            return size
+        })
+    var size: PixelSize
+
+    @Option(help: "fit (inside the box, default) or fill (cover the box and centre-crop).")
+    var mode: ContentMode = .fit
+
+    @Option(help: "Size tolerance, 0...1 (default 0.2): a cached variant within it is served as it is.")
+    var tolerance: Double?
+
+    @Option(help: "Directory of originals (default: the current directory).")
+    var source: String?
+
+    @Option(help: "Disk tier directory (created if needed); without it the engine has no disk tier.")
+    var cache: String?
+
+    @Option(help: "Output file; its extension picks the format.")
+    var out: String?
+
+    @Option(help: "Encoder quality for JPEG and lossy WebP (1–100).")
+    var quality: Int = 85
+
+    func validate() throws {
+        if let tolerance, !(0...1).contains(tolerance) { throw ValidationError("--tolerance must be within 0...1") }
+        guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1…100") }
+        if let out, OutputFormat(path: out) == nil {
+            throw ValidationError("--out must end in .png, .webp, .jpg or .jpeg")
+        }
+    }
+
+    func run() async throws {
+        let root = source ?? FileManager.default.currentDirectoryPath
+        let directorySource: DirectorySource
+        do {
+            directorySource = try DirectorySource(root: root)
+        } catch {
+            fail("\(key): cannot start the source over \(root): \(error)", code: 2)
+        }
+        var disk: DiskTier?
+        if let cache {
+            var configuration = DiskTier.Configuration()
+            configuration.useInotify = false  // one request: nothing to watch
+            do {
+                disk = try DiskTier(directory: cache, configuration: configuration)
+            } catch {
+                fail("\(key): \(error)", code: 2)
+            }
+        }
+        let engine: ImageCache
+        do {
+            engine = try ImageCache(memory: ImageMemoryTier(), disk: disk, source: directorySource)
+        } catch {
+            fail("\(key): \(error)", code: 2)
+        }
+        let request = ImageRequest(key: CacheKey(key), box: size, mode: mode, tolerance: tolerance)
+        let started = ContinuousClock.now
+        let served: CachedImage
+        do {
+            served = try await engine.image(for: request)
+        } catch {
+            disk?.close()
+            if case .decoding = error { fail(Self.oneLine(error.description), code: 1) }
+            fail(Self.oneLine(error.description), code: 2)
+        }
+        let elapsed = ContinuousClock.now - started
+        // The source's answer was queued for the disk tier (write-behind): publish it now.
+        disk?.flush()
+        disk?.close()
+        if let out, let format = OutputFormat(path: out) {
+            do {
+                let encoded = try ImageEncoder.encode(served.image, as: format.imageFormat, quality: quality)
+                try writeAtomically(encoded, to: out)
+            } catch let error as SystemCallError {
+                fail("\(key): \(out): cannot write: \(error.reason)", code: 2)
+            } catch {
+                fail("\(key): \(out): \(error)", code: 1)
+            }
+        }
+        let ms = Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
+        print("\(served.tier) \(String(format: ms < 10 ? "%.2f" : "%.1f", ms)) ms \(served.image.width)x\(served.image.height)")
+    }
+
+    /// `text` on one line (a decoder's message may carry a newline).
+    static func oneLine(_ text: String) -> String {
+        text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    }
+
+    /// Writes to a temporary sibling, then renames: a failed run leaves no partial output.
+    private func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+        let temporary = path + ".strata-tmp-\(getpid())"
+        do {
+            let file = try FileDescriptor(open: temporary, flags: O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, mode: 0o644)
+            try bytes.withUnsafeBytes { try file.write($0, at: 0) }
+            try Syscall.retrying("rename", path: path) { rename(temporary, path) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    private func fail(_ message: String, code: Int32) -> Never {
+        FileHandle.standardError.write(Data(("strata: " + message + "\n").utf8))
+        Foundation.exit(code)
+    }
+}
