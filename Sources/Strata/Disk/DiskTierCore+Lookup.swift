@@ -13,7 +13,11 @@ extension DiskTier.Core {
     }
 
     func lookup(key: String, query: SizeQuery) throws(DiskTierError) -> DiskTier.Hit? {
-        let digest = KeyDigest(key: key)
+        try lookup(key: key, digest: KeyDigest(key: key), query: query)
+    }
+
+    /// ``lookup(key:query:)`` with the key's digest already computed (a ``CacheKey``'s).
+    func lookup(key: String, digest: KeyDigest, query: SizeQuery) throws(DiskTierError) -> DiskTier.Hit? {
         let found: (DiskIndexEntry, Shared<FileDescriptor>)? = state.withLock { s in
             guard !s.closed, let id = s.index.bestMatch(for: digest, query: query) else { return nil }
             s.index.touch(id)

@@ -47,7 +47,7 @@ extension DiskTier: CacheTier {
     }
 
     func load(_ key: CacheKey, _ query: SizeQuery) -> (image: PixelImage, variant: ImageVariant)? {
-        guard let found = try? hit(forKey: key.string, matching: query) else { return nil }
+        guard let found = try? core.lookup(key: key.string, digest: key.digest, query: query) else { return nil }
         return (found.image, ImageVariant(descriptor: found.variant, sourceVersion: SourceVersion(stamp: found.sourceVersion)))
     }
 

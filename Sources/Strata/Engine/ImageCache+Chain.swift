@@ -224,7 +224,7 @@ extension ImageCache {
         guard let disk else { return nil }
         let search = diskQuery(request)
         // The index probe takes the key's digest, computed once when the key was made.
-        guard disk.core.contains(digest: request.key.digest, query: search) else {
+        guard disk.probe(request.key, search) else {
             metrics.misses[.disk]?.increment()
             return nil
         }
@@ -241,7 +241,7 @@ extension ImageCache {
     func directDiskHit(_ request: ImageRequest) async throws(ImageCacheError) -> CachedImage? {
         guard let disk else { return nil }
         let search = diskQuery(request)
-        guard disk.core.contains(digest: request.key.digest, query: search) else { return nil }
+        guard disk.probe(request.key, search) else { return nil }
         let lane = FlightLane(request.priority)
         guard let hit = try await loadDiskHit(request, from: disk, search: search, lane: lane) else { return nil }
         if Task.isCancelled { throw .cancelled(key: request.key.string) }
@@ -263,10 +263,10 @@ extension ImageCache {
     ) async throws(ImageCacheError)
         -> CachedImage?
     {
-        let key = request.key.string
-        let found = try await onPool(request.key, lane: lane) { _ in try? disk.hit(forKey: key, matching: search) }
+        let key = request.key
+        let found = try await onPool(request.key, lane: lane) { _ in disk.load(key, search) }
         guard let found else { return nil }
-        let variant = ImageVariant(descriptor: found.variant, sourceVersion: SourceVersion(stamp: found.sourceVersion))
+        let variant = found.variant
         if request.exactSize, variant.descriptor.size != request.box, !Self.canResample(variant, to: request) { return nil }
         memory?.insert(found.image, forKey: request.key, variant: variant)
         return CachedImage(image: found.image, variant: variant, tier: .disk)
@@ -303,7 +303,7 @@ extension ImageCache {
             descriptor: VariantDescriptor(size: image.size, mode: request.mode, style: image.style), sourceVersion: version,
             isWholeOriginal: request.mode == .fit && !request.allowUpscale && image.size == rendered.originalSize)
         memory?.insert(image, forKey: request.key, variant: variant)
-        disk?.store(image, forKey: key, mode: request.mode, sourceVersion: version.stamp)
+        disk?.store(image, key: request.key, variant: variant)
         options.logger.debug("rendered from the source", metadata: ["key": "\(key)", "tier": "source", "size": "\(image.size)"])
         return CachedImage(image: image, variant: variant, tier: .source)
     }

@@ -62,7 +62,7 @@ extension ImageCache {
             let variant = ImageVariant(
                 descriptor: VariantDescriptor(size: image.size, mode: format.mode, style: format.style), sourceVersion: version)
             memory?.insert(image.heapCopy(), forKey: request.key, variant: variant)
-            disk?.store(image, forKey: key, mode: format.mode, sourceVersion: version.stamp)
+            disk?.store(image, key: request.key, variant: variant)
             return CachedImage(image: image, variant: variant, tier: .source)
         } catch let error as BlockingPoolError<ImageDecodingError> {
             switch error {
