@@ -7,8 +7,12 @@ deps:
 release: deps
 	swift build -c release
 
+# The engine on a fixture, twice with one disk cache: the first answer comes from the source,
+# the second (a new process, empty memory) from the disk tier.
 run: release
-	./.build/release/strata decode Fixtures/jpeg/path-2560x1600.jpg --size 512x512 --out /tmp/strata-out.webp
+	rm -rf /tmp/strata-run-cache
+	./.build/release/strata get jpeg/path-2560x1600.jpg --size 512x512 --source Fixtures --cache /tmp/strata-run-cache --out /tmp/strata-out.webp
+	./.build/release/strata get jpeg/path-2560x1600.jpg --size 512x512 --source Fixtures --cache /tmp/strata-run-cache
 
 test: deps
 	swift test
