@@ -17,14 +17,7 @@ struct DecodeCommand: ParsableCommand {
     @Argument(help: "The encoded image (JPEG or WebP; detected from its bytes).")
     var input: String
 
-    @Option(
-        help: "The bounding box, WxH.",
-        transform: { text in
-            guard let size = PixelSize(parsing: text) else {
-                throw ValidationError("--size takes WxH with positive integers, e.g. 256x256")
-            }
-            return size
-        })
+    @Option(help: "The bounding box, WxH.", transform: PixelSize.parseOption)
     var size: PixelSize
 
     @Option(help: "fit (inside the box, default) or fill (cover the box and centre-crop).")

@@ -23,14 +23,7 @@ struct GetCommand: AsyncParsableCommand {
     @Argument(help: "The image's key: a path relative to --source.")
     var key: String
 
-    @Option(
-        help: "The bounding box, WxH.",
-        transform: { text in
-            guard let size = PixelSize(parsing: text) else {
-                throw ValidationError("--size takes WxH with positive integers, e.g. 256x256")
-            }
-            return size
-        })
+    @Option(help: "The bounding box, WxH.", transform: PixelSize.parseOption)
     var size: PixelSize
 
     @Option(help: "fit (inside the box, default) or fill (cover the box and centre-crop).")

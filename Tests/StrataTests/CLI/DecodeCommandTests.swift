@@ -4,29 +4,6 @@ import Testing
 
 /// `strata decode` as a user runs it: the built executable, real files, exit status and stderr.
 @Suite struct DecodeCommandTests {
-    struct Run {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
-
-    func run(_ arguments: [String]) throws -> Run {
-        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: exe)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
-    }
-
     func temporaryPath(_ name: String) -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("strata-cli-\(UUID().uuidString)-\(name)").path
     }
@@ -35,7 +12,9 @@ import Testing
     func writesTheFormatOfTheExtension(ext: String) throws {
         let out = temporaryPath("thumb.\(ext)")
         defer { unlink(out) }
-        let result = try run(["decode", Fixtures.url("jpeg/path-2560x1600.jpg").path, "--size", "200x200", "--mode", "fill", "--out", out])
+        let result = try runStrata([
+            "decode", Fixtures.url("jpeg/path-2560x1600.jpg").path, "--size", "200x200", "--mode", "fill", "--out", out,
+        ])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == "200x200\n")
         let written = Array(try Data(contentsOf: URL(fileURLWithPath: out)))
@@ -48,7 +27,7 @@ import Testing
         for name in broken {
             let input = Fixtures.url("broken/\(name)").path
             let out = temporaryPath("never.png")
-            let result = try run(["decode", input, "--size", "64x64", "--out", out])
+            let result = try runStrata(["decode", input, "--size", "64x64", "--out", out])
             #expect(result.status > 0 && result.status < 64, "\(name): status \(result.status)")
             let lines = result.stderr.split(separator: "\n")
             #expect(lines.count == 1 && lines[0].contains(input), "\(name): \(result.stderr)")
@@ -58,9 +37,9 @@ import Testing
     }
 
     @Test func unreadableInputAndUnwritableOutput() throws {
-        let missing = try run(["decode", "/nonexistent/x.jpg", "--size", "64x64"])
+        let missing = try runStrata(["decode", "/nonexistent/x.jpg", "--size", "64x64"])
         #expect(missing.status == 2 && missing.stderr.contains("/nonexistent/x.jpg"))
-        let unwritable = try run([
+        let unwritable = try runStrata([
             "decode", Fixtures.url("jpeg/orientation-1.jpg").path, "--size", "64x64",
             "--out", "/nonexistent-dir/out.png",
         ])

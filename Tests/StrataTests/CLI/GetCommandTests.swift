@@ -5,37 +5,6 @@ import Testing
 /// `strata get` as a user runs it: the built executable, a real source directory and a real disk
 /// tier directory shared by separate processes.
 @Suite(.timeLimit(.minutes(2))) struct GetCommandTests {
-    struct Run {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-
-        /// The output line's fields: tier, milliseconds, size.
-        var served: (tier: String, ms: Double, size: String)? {
-            let fields = stdout.split(separator: " ")
-            guard stdout.hasSuffix("\n"), stdout.filter({ $0 == "\n" }).count == 1, fields.count == 4, fields[2] == "ms",
-                let ms = Double(fields[1])
-            else { return nil }
-            return (String(fields[0]), ms, String(fields[3].dropLast()))
-        }
-    }
-
-    func run(_ arguments: [String]) throws -> Run {
-        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: exe)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
-    }
 
     func temporaryPath(_ name: String) -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("strata-get-\(UUID().uuidString)-\(name)").path
@@ -53,7 +22,7 @@ import Testing
             unlink(out)
         }
         let arguments = ["get", "jpeg/fallenleaf-2048x1280-420.jpg", "--size", "512x512", "--source", Fixtures.directory.path]
-        let first = try run(arguments + ["--cache", cache, "--out", out])
+        let first = try runStrata(arguments + ["--cache", cache, "--out", out])
         #expect(first.status == 0, "\(first.stderr)")
         let served = try #require(first.served, "one line `TIER MS ms WxH`, got \(first.stdout.debugDescription)")
         #expect(served.tier == "source" && served.size == "512x320" && served.ms > 0)
@@ -65,7 +34,7 @@ import Testing
 
         // A new process: its memory tier is empty, the disk tier has the variant (within the
         // default tolerance of a 500×500 box).
-        let second = try run([
+        let second = try runStrata([
             "get", "jpeg/fallenleaf-2048x1280-420.jpg", "--size", "500x500", "--source", Fixtures.directory.path, "--cache", cache,
         ])
         #expect(second.status == 0, "\(second.stderr)")
@@ -74,7 +43,7 @@ import Testing
         #expect(second.stderr.isEmpty)
 
         // Without a disk tier every process renders from the source.
-        let third = try run(arguments)
+        let third = try runStrata(arguments)
         #expect(third.status == 0 && third.served?.tier == "source")
     }
 
@@ -82,31 +51,24 @@ import Testing
         let cache = temporaryPath("cache")
         defer { try? FileManager.default.removeItem(atPath: cache) }
         let base = ["get", "jpeg/fallenleaf-2048x1280-420.jpg", "--source", Fixtures.directory.path, "--cache", cache]
-        #expect(try run(base + ["--size", "512x512"]).served?.tier == "source")
-        let exact = try run(base + ["--size", "500x500", "--tolerance", "0"])
+        #expect(try runStrata(base + ["--size", "512x512"]).served?.tier == "source")
+        let exact = try runStrata(base + ["--size", "500x500", "--tolerance", "0"])
         #expect(exact.served?.tier == "source" && exact.served?.size == "500x313")
         #expect(files(in: cache).count == 2)
     }
 
     @Test func theSourceDefaultsToTheCurrentDirectory() throws {
-        let exe = try #require(strataExecutable())
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: exe)
-        process.arguments = ["get", "jpeg/kite-800x500-gray.jpg", "--size", "200x200", "--mode", "fill"]
-        process.currentDirectoryURL = Fixtures.directory
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        #expect(stdout.hasPrefix("source ") && stdout.hasSuffix(" ms 200x200\n"), "\(stdout)")
+        let result = try runStrata(["get", "jpeg/kite-800x500-gray.jpg", "--size", "200x200", "--mode", "fill"], in: Fixtures.directory)
+        #expect(result.status == 0)
+        #expect(result.stdout.hasPrefix("source ") && result.stdout.hasSuffix(" ms 200x200\n"), "\(result.stdout)")
     }
 
     @Test func aMissingKeyIsOneLineNamingIt() throws {
         let cache = temporaryPath("cache")
         defer { try? FileManager.default.removeItem(atPath: cache) }
-        let result = try run(["get", "jpeg/no-such-photo.jpg", "--size", "64x64", "--source", Fixtures.directory.path, "--cache", cache])
+        let result = try runStrata([
+            "get", "jpeg/no-such-photo.jpg", "--size", "64x64", "--source", Fixtures.directory.path, "--cache", cache,
+        ])
         #expect(result.status != 0)
         let lines = result.stderr.split(separator: "\n")
         #expect(lines.count == 1 && lines[0].contains("jpeg/no-such-photo.jpg") && lines[0].contains("no such image"), "\(result.stderr)")
@@ -122,7 +84,7 @@ import Testing
         for name in broken {
             let key = "broken/" + name
             let out = temporaryPath("never.png")
-            let result = try run(["get", key, "--size", "64x64", "--source", Fixtures.directory.path, "--cache", cache, "--out", out])
+            let result = try runStrata(["get", key, "--size", "64x64", "--source", Fixtures.directory.path, "--cache", cache, "--out", out])
             #expect(result.status == 1, "\(name): status \(result.status)")
             let lines = result.stderr.split(separator: "\n")
             // The key, then the decoder's reason after it.
@@ -134,9 +96,20 @@ import Testing
     }
 
     @Test func badArgumentsAreRefusedBeforeAnyWork() throws {
-        let result = try run(["get", "jpeg/orientation-1.jpg", "--size", "64x64", "--tolerance", "1.5"])
+        let result = try runStrata(["get", "jpeg/orientation-1.jpg", "--size", "64x64", "--tolerance", "1.5"])
         #expect(result.status != 0 && result.stderr.contains("--tolerance"))
-        let format = try run(["get", "jpeg/orientation-1.jpg", "--size", "64x64", "--out", "x.gif"])
+        let format = try runStrata(["get", "jpeg/orientation-1.jpg", "--size", "64x64", "--out", "x.gif"])
         #expect(format.status != 0 && format.stderr.contains("--out"))
+    }
+}
+
+extension StrataRun {
+    /// `strata get`'s output line's fields: tier, milliseconds, size.
+    var served: (tier: String, ms: Double, size: String)? {
+        let fields = stdout.split(separator: " ")
+        guard stdout.hasSuffix("\n"), stdout.filter({ $0 == "\n" }).count == 1, fields.count == 4, fields[2] == "ms",
+            let ms = Double(fields[1])
+        else { return nil }
+        return (String(fields[0]), ms, String(fields[3].dropLast()))
     }
 }

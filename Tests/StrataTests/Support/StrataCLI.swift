@@ -1,0 +1,29 @@
+import Foundation
+import Testing
+
+/// What one run of the built `strata` executable did.
+struct StrataRun {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs the built `strata` executable with `arguments` (as a user would, in `directory` when
+/// given) and waits for it.
+func runStrata(_ arguments: [String], in directory: URL? = nil) throws -> StrataRun {
+    let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: exe)
+    process.arguments = arguments
+    if let directory { process.currentDirectoryURL = directory }
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let stdout = out.fileHandleForReading.readDataToEndOfFile()
+    let stderr = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return StrataRun(
+        status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+        stderr: String(decoding: stderr, as: UTF8.self))
+}
