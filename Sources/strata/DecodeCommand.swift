@@ -72,24 +72,6 @@ struct DecodeCommand: ParsableCommand {
         }
         print("\(image.width)x\(image.height)")
     }
-
-    /// Writes to a temporary sibling, then renames: a failed run leaves no partial output.
-    private func writeAtomically(_ bytes: [UInt8], to path: String) throws {
-        let temporary = path + ".strata-tmp-\(getpid())"
-        do {
-            let file = try FileDescriptor(open: temporary, flags: O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, mode: 0o644)
-            try bytes.withUnsafeBytes { try file.write($0, at: 0) }
-            try Syscall.retrying("rename", path: path) { rename(temporary, path) }
-        } catch {
-            unlink(temporary)
-            throw error
-        }
-    }
-
-    private func fail(_ message: String, code: Int32) -> Never {
-        FileHandle.standardError.write(Data(("strata: " + message + "\n").utf8))
-        Foundation.exit(code)
-    }
 }
 
 /// Output formats the CLI writes, chosen by file extension.
