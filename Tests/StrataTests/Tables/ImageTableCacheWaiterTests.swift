@@ -35,15 +35,10 @@ struct WaitTimedOut: Error, CustomStringConvertible {
     var description: String { "gave up after \(seconds) s waiting until \(what)" }
 }
 
-/// Polls `condition` every millisecond until it holds; throws ``WaitTimedOut`` (naming `what`)
+/// Polls `condition` (``eventually(_:_:)``) until it holds; throws ``WaitTimedOut`` (naming `what`)
 /// after `seconds` — a generous bound, so a test that would hang fails clearly instead.
-func waitUntil(_ what: String, seconds: Double = 30, _ condition: () -> Bool) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + .milliseconds(Int(seconds * 1000))
-    while !condition() {
-        guard clock.now < deadline else { throw WaitTimedOut(what: what, seconds: seconds) }
-        try await Task.sleep(for: .milliseconds(1))
-    }
+func waitUntil(_ what: String, seconds: Double = 60, _ condition: () -> Bool) async throws {
+    guard await eventually(seconds, condition) else { throw WaitTimedOut(what: what, seconds: seconds) }
 }
 
 /// A source whose loads can be held at a gate or until cancelled, recording loads,
