@@ -193,10 +193,7 @@ extension DiskHardeningTests {
         let scratch = ScratchDirectory()
         let tier = try DiskTier(
             directory: scratch.path,
-            configuration: quietConfiguration {
-                $0.useInotify = false
-                $0.rescanInterval = .seconds(3600)
-            })
+            configuration: unwatchedConfiguration())
         defer { tier.close() }
         for key in ["a", "b"] { try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: key) }
         let foreign = DiskFileEncoder.encode(patternImage(width: 16, height: 16, seed: 2), key: "c", mode: .fit, sourceVersion: 0)
@@ -248,10 +245,7 @@ extension DiskHardeningTests {
         let scratch = ScratchDirectory()
         let tier = try DiskTier(
             directory: scratch.path,
-            configuration: quietConfiguration {
-                $0.useInotify = false  // so that the index does not learn of the newer file on its own
-                $0.rescanInterval = .seconds(3600)
-            })
+            configuration: unwatchedConfiguration())  // so that the index does not learn of the newer file on its own
         defer { tier.close() }
         try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: "k")
         // Another process replaces the file; this tier has not seen it yet.
@@ -334,11 +328,7 @@ extension DiskHardeningTests {
         // way of the rule.
         let tier = try DiskTier(
             directory: scratch.path,
-            configuration: quietConfiguration {
-                $0.durable = true
-                $0.useInotify = false
-                $0.rescanInterval = .seconds(3600)
-            })
+            configuration: unwatchedConfiguration { $0.durable = true })
         defer { tier.close() }
         let earlier = patternImage(width: 32, height: 32, seed: 1)
         try tier.storeSynchronously(earlier, forKey: "earlier")

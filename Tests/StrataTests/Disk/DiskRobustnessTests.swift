@@ -164,10 +164,7 @@ struct DiskRobustnessTests {
         let scratch = ScratchDirectory()
         let tier = try DiskTier(
             directory: scratch.path,
-            configuration: quietConfiguration {
-                $0.useInotify = false
-                $0.rescanInterval = .seconds(3600)
-            })
+            configuration: unwatchedConfiguration())
         defer { tier.close() }
         try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: "k")
         let name = scratch.path + "/" + cacheName("k", side: 16)

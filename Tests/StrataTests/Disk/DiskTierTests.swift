@@ -59,6 +59,16 @@ func quietConfiguration(_ edit: (inout DiskTier.Configuration) -> Void = { _ in 
     return configuration
 }
 
+/// ``quietConfiguration(_:)`` without a watcher (no inotify, no periodic rescan): the index
+/// learns only what the tier itself does, or what an explicit `rescanNow()` finds.
+func unwatchedConfiguration(_ edit: (inout DiskTier.Configuration) -> Void = { _ in }) -> DiskTier.Configuration {
+    quietConfiguration {
+        $0.useInotify = false
+        $0.rescanInterval = .seconds(3600)
+        edit(&$0)
+    }
+}
+
 @Suite("Disk tier", .serialized)
 struct DiskTierTests {
     let box = SizeQuery(box: PixelSize(width: 600, height: 600))

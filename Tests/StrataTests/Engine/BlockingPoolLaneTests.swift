@@ -404,19 +404,7 @@ extension BlockingPoolLaneTests {
             if i % 3 == 0 { tasks[i * 104_729 % runs].cancel() }
             if i % 100 == 0 { await Task.yield() }
         }
-        var returned: Set<Int> = [], otherErrors = 0
-        for (i, task) in tasks.enumerated() {
-            do {
-                try await task.value
-                returned.insert(i)
-            } catch {
-                if error as? BlockingPoolError<Never> != .cancelled { otherErrors += 1 }
-            }
-        }
-        let ranOnce = ran.withLock { $0 }
-        #expect(Set(ranOnce).count == ranOnce.count, "a job ran twice")
-        #expect(Set(ranOnce) == returned, "returned runs and jobs that ran differ")
-        #expect(otherErrors == 0)
+        let returned = await expectEachRunResolvedOnce(tasks, ran: ran)
         let peakPrefetching = prefetchPeak.load(ordering: .sequentiallyConsistent)
         #expect(peakPrefetching <= 1, "prefetch jobs ran side by side")
         #expect(tickets.enumerated().allSatisfy { returned.contains($0.offset) == $0.element.hasStarted })

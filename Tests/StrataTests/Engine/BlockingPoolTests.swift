@@ -238,19 +238,7 @@ extension BlockingPoolTests {
             let victim = i - (i * 7) % 5
             if i % 2 == 1 && victim >= 0 { tasks[victim].cancel() }
         }
-        var returned: Set<Int> = [], otherErrors = 0
-        for (i, task) in tasks.enumerated() {
-            do {
-                try await task.value
-                returned.insert(i)
-            } catch {
-                if error as? BlockingPoolError<Never> != .cancelled { otherErrors += 1 }
-            }
-        }
-        let ranOnce = ran.withLock { $0 }
-        #expect(Set(ranOnce).count == ranOnce.count, "a job ran twice")
-        #expect(Set(ranOnce) == returned, "returned runs and jobs that ran differ")
-        #expect(otherErrors == 0)
+        _ = await expectEachRunResolvedOnce(tasks, ran: ran)
         #expect(pool.queuedJobCount == 0)
     }
 }
@@ -293,4 +281,24 @@ extension BlockingPoolTests {
         #expect(first == nil)
         #expect(ring.count == 1)
     }
+}
+
+/// Awaits every run of a stress test whose job `i` appends `i` to `ran`: each run either
+/// returned (and its job ran exactly once) or was cancelled before its job ran; no other
+/// outcome. Returns the runs that returned.
+func expectEachRunResolvedOnce(_ tasks: [Task<Void, any Error>], ran: Lock<[Int]>) async -> Set<Int> {
+    var returned: Set<Int> = [], otherErrors = 0
+    for (i, task) in tasks.enumerated() {
+        do {
+            try await task.value
+            returned.insert(i)
+        } catch {
+            if error as? BlockingPoolError<Never> != .cancelled { otherErrors += 1 }
+        }
+    }
+    let ranOnce = ran.withLock { $0 }
+    #expect(Set(ranOnce).count == ranOnce.count, "a job ran twice")
+    #expect(Set(ranOnce) == returned, "returned runs and jobs that ran differ")
+    #expect(otherErrors == 0)
+    return returned
 }
