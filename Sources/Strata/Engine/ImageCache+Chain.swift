@@ -209,10 +209,10 @@ extension ImageCache {
         if let hit = try await diskHit(request, lane: lane) {
             return try await finish(hit, for: request, lane: lane)
         }
-        if let hit = try await tableHit(request, lane: lane) {
-            return try await finish(hit, for: request, lane: lane)
-        }
         if let format = tableFormat(for: request.searchQuery(defaultTolerance: options.defaultTolerance)) {
+            if let hit = try await tableHit(request, format: format, lane: lane) {
+                return try await finish(hit, for: request, lane: lane)
+            }
             return try await finish(tableFill(request, format: format, lane: lane), for: request, lane: lane)
         }
         return try await sourceRender(request, lane: lane)

@@ -8,13 +8,11 @@ extension ImageCache {
         return VariantMatcher.bestMatch(in: tables.formats, for: query, descriptor: \.descriptor)
     }
 
-    /// A table hit, whatever source version it was drawn from (freshness is the engine's
+    /// A hit in `format`'s table (``tableFormat(for:)``), whatever source version it was drawn from (freshness is the engine's
     /// business: ``Options/revalidateAfter``), promoted to memory as a heap copy — the memory
     /// tier never pins table slots, so holding images there cannot fill a table.
-    func tableHit(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage? {
-        guard let tables, let format = tableFormat(for: request.searchQuery(defaultTolerance: options.defaultTolerance)),
-            let table = try? tables.table(named: format.name)
-        else { return nil }
+    func tableHit(_ request: ImageRequest, format: ImageTableFormat, lane: FlightLane) async throws(ImageCacheError) -> CachedImage? {
+        guard let tables, let table = try? tables.table(named: format.name) else { return nil }
         let id = request.key.entityID
         let found: (image: PixelImage, sourceVersion: UInt64)?
         switch table.read(id, sourceVersion: nil, maintain: false) {
