@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
 
 let package = Package(
@@ -14,6 +14,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.0"),
         // NIOConcurrencyHelpers only: `strata bench locks` measures NIOLock beside our own lock.
         .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
+        // Configuration: file (YAML/JSON, reloading), environment, command line.
+        .package(
+            url: "https://github.com/apple/swift-configuration", from: "1.0.0",
+            traits: [.defaults, "YAML", "Reloading", "CommandLineArguments"]),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
     ],
     targets: [
         // C libraries: one systemLibrary target each, a tiny shim header, found with pkg-config.
@@ -34,6 +39,8 @@ let package = Package(
                 "CTurboJPEG", "CWebP", "CPNG", "CStrataLinux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(

@@ -397,7 +397,7 @@ enum EngineBench {
         let request = ImageRequest(key: CacheKey(largePhoto), box: PixelSize(width: 512, height: 512))
         let primed = try await engine.image(for: request)
         precondition(primed.tier == .source)
-        let query = request.query(defaultTolerance: engine.options.defaultTolerance)
+        let query = request.query(defaultTolerance: engine.defaultTolerance)
         let key = largePhoto
         let n = 200_000
         var best = (facade: Double.infinity, cached: Double.infinity, bare: Double.infinity)
@@ -430,7 +430,7 @@ enum EngineBench {
         let rendered = try await diskEngine.image(for: large)
         precondition(rendered.tier == .source)
         disk.flush()
-        let largeQuery = large.query(defaultTolerance: diskEngine.options.defaultTolerance)
+        let largeQuery = large.query(defaultTolerance: diskEngine.defaultTolerance)
         let probe = try await diskEngine.image(for: large)
         precondition(probe.tier == .disk, "expected a disk hit, got \(probe.tier)")
         let storage = "\(probe.image.storageKind)"
@@ -477,7 +477,7 @@ enum EngineBench {
             let engine = try makeEngine(root: root, memory: memory)
             let request = ImageRequest(key: CacheKey(largePhoto), box: PixelSize(width: 512, height: 512))
             _ = try await engine.image(for: request)
-            let query = request.query(defaultTolerance: engine.options.defaultTolerance)
+            let query = request.query(defaultTolerance: engine.defaultTolerance)
             let start = now()
             switch path {
             case "memory": for _ in 0..<count { sink &+= try await engine.image(for: request).image.width }
@@ -494,7 +494,7 @@ enum EngineBench {
             let request = ImageRequest(key: CacheKey(largePhoto), box: PixelSize(width: 2048, height: 2048))
             _ = try await engine.image(for: request)
             disk.flush()
-            let query = request.query(defaultTolerance: engine.options.defaultTolerance)
+            let query = request.query(defaultTolerance: engine.defaultTolerance)
             let start = now()
             let pool = try BlockingPool<Void>(width: 2, name: "bench-pool", makeContext: {})
             defer { pool.shutdown() }

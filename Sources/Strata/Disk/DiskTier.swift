@@ -14,12 +14,16 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
     case invalidImage(key: String, reason: String)
     /// The tier was closed.
     case closed
+    /// A setting is out of range (``Configuration/validate()``); nothing was opened.
+    case invalidConfiguration(ConfigurationError)
 
     public var description: String {
         switch self {
         case .cannotUseDirectory(let path, let error):
             return "disk tier: cannot use directory \(path): \(error)"
         case .io(let error):
+            return "disk tier: \(error)"
+        case .invalidConfiguration(let error):
             return "disk tier: \(error)"
         case .imageLargerThanLimit(let key, let bytes, let limit):
             let shown = key.count > 80 ? String(key.prefix(80)) + "…" : key
@@ -106,6 +110,21 @@ public final class DiskTier: Sendable {
         public var logger: Logger = Logger(label: "strata.disk")
 
         public init() {}
+
+        /// Checks the values; throws a ``ConfigurationError`` naming the bad one.
+        public func validate() throws(ConfigurationError) {
+            if byteLimit <= 0 { throw .init(key: "byteLimit", value: "\(byteLimit)", reason: "must be > 0 bytes") }
+            if mapThreshold < 0 { throw .init(key: "mapThreshold", value: "\(mapThreshold)", reason: "must be ≥ 0 bytes") }
+            if writeQueueCapacity <= 0 {
+                throw .init(key: "writeQueueCapacity", value: "\(writeQueueCapacity)", reason: "must be ≥ 1")
+            }
+            if writeQueueByteLimit <= 0 {
+                throw .init(key: "writeQueueByteLimit", value: "\(writeQueueByteLimit)", reason: "must be > 0 bytes")
+            }
+            if rescanInterval <= .zero {
+                throw .init(key: "rescanInterval", value: "\(rescanInterval)", reason: "must be a positive duration")
+            }
+        }
     }
 
     /// Counters since the tier was opened, and the index's current size.
@@ -155,11 +174,28 @@ public final class DiskTier: Sendable {
     ///
     /// Cost: one `readdir` pass over the directory (≈ 1 s per million files).
     public init(directory: String, configuration: Configuration = Configuration()) throws(DiskTierError) {
-        precondition(configuration.byteLimit > 0 && configuration.writeQueueCapacity > 0)
+        do {
+            try configuration.validate()
+        } catch {
+            throw .invalidConfiguration(error)
+        }
         core = try Core(path: directory, configuration: configuration)
     }
 
     deinit { core.close() }
+
+    /// The byte limit in force: ``Configuration/byteLimit``, or what ``setByteLimit(_:)`` set.
+    public var byteLimit: Int { core.byteLimit.load(ordering: .relaxed) }
+
+    /// Changes the byte limit while the tier serves. A lower limit deletes least-recently-used
+    /// files at once, on the calling thread (blocking file work: call it off the cooperative
+    /// pool, or accept a short stall); a higher one only lets the directory grow. Throws when
+    /// `limit` is not positive (nothing changes).
+    public func setByteLimit(_ limit: Int) throws(ConfigurationError) {
+        guard limit > 0 else { throw .init(key: "byteLimit", value: "\(limit)", reason: "must be > 0 bytes") }
+        let old = core.byteLimit.exchange(limit, ordering: .relaxed)
+        if limit < old { core.evictToLimit() }
+    }
 
     /// The directory's path, as given to ``init(directory:configuration:)``.
     public var directory: String { core.requestedPath }

@@ -22,12 +22,12 @@ extension DiskTier.Core {
     /// a directory under the name…) goes back into the index as most recently used, so that
     /// it is not retried on every store, and others are evicted in its place; after four
     /// batches in a row that deleted nothing the store goes ahead over the limit.
-    func evict(toFit newEntry: DiskIndexEntry, limit: Int, directory: Shared<FileDescriptor>) {
+    func evict(toFit newEntry: DiskIndexEntry?, limit: Int, directory: Shared<FileDescriptor>) {
         var fruitless = 0
         while fruitless < 4 {
             var examined = 0
             let (victims, device): ([DiskIndexEntry], UInt64) = state.withLock { s in
-                let replacing = s.index.slot(of: newEntry) != nil ? newEntry.chargedBytes : 0
+                let replacing = newEntry.map { s.index.slot(of: $0) != nil ? $0.chargedBytes : 0 } ?? 0
                 let excess = s.index.chargedBytes - replacing + s.reserved - limit
                 guard excess > 0 else { return ([], s.device) }
                 let victims = s.index.takeLeastRecentlyUsed(
@@ -64,6 +64,13 @@ extension DiskTier.Core {
     }
 
     /// Whether the index would take `entry` back: not while its file is being deleted.
+    /// Deletes least-recently-used files until the index fits the current byte limit (after
+    /// ``DiskTier/setByteLimit(_:)`` lowered it). On the calling thread.
+    func evictToLimit() {
+        guard let directory = state.withLock({ $0.closed ? nil : $0.directory }) else { return }
+        evict(toFit: nil, limit: byteLimit.load(ordering: .relaxed), directory: directory)
+    }
+
     static func mayIndex(_ entry: DiskIndexEntry, in s: State) -> Bool {
         entry.inode == 0 || !s.deleting.contains(entry.inode)
     }

@@ -134,7 +134,7 @@ extension DiskTier.Core {
         }
         let newEntry = DiskIndexEntry(digest: digest, variant: variant)
         let charge = newEntry.chargedBytes
-        let limit = configuration.byteLimit
+        let limit = byteLimit.load(ordering: .relaxed)
         guard charge <= limit else { throw .imageLargerThanLimit(key: key, bytes: charge, limit: limit) }
 
         // Reserve the bytes, evicting least-recently-used files first: the limit holds

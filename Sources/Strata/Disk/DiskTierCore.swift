@@ -35,6 +35,8 @@ extension DiskTier {
         /// The path as the tier was opened with.
         let requestedPath: String
         let configuration: Configuration
+        /// ``DiskTier/Configuration/byteLimit``, changed at run time by ``DiskTier/setByteLimit(_:)``.
+        let byteLimit: Atomic<Int>
         let logger: Logger
         let state: Lock<State>
         /// Write-behind stores waiting for the writer thread (``Queue``).
@@ -87,6 +89,7 @@ extension DiskTier {
         init(path requested: String, configuration: Configuration) throws(DiskTierError) {
             self.requestedPath = requested
             self.configuration = configuration
+            self.byteLimit = Atomic(configuration.byteLimit)
             self.logger = configuration.logger
             let directory: Shared<FileDescriptor>
             let resolved: String

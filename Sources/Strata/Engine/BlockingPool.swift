@@ -12,10 +12,13 @@ import Glibc
 /// per-thread state needs no lock.
 ///
 /// Lanes (``Lane``): every job is queued in one of two first-in, first-out queues.
-/// - ``Lane/urgent`` jobs start in queue order on any free thread, up to ``width`` at once.
-/// - ``Lane/prefetch`` jobs start in queue order, at most one running at a time, and one only
-///   starts when no urgent job is queued: prefetching pauses while urgent work waits, and leaves
-///   the other threads to urgent work.
+/// - ``Lane/urgent`` jobs start in queue order on any free thread, up to ``widths`` `.urgent` at
+///   once (default: every thread).
+/// - ``Lane/prefetch`` jobs start in queue order, up to ``widths`` `.prefetch` at a time (default
+///   one), and only when no urgent job is queued: prefetching pauses while urgent work waits, and
+///   leaves the other threads to urgent work.
+/// - ``setWidths(urgent:prefetch:)`` changes both while the pool runs (starting threads when a
+///   lane needs more than there are; a narrowed lane lets its running jobs finish).
 /// - A job that has started is never interrupted, whatever its lane (so with `width` 1 a running
 ///   prefetch job delays urgent work until it ends).
 /// - A ``LaneTicket`` given to ``run(lane:ticket:_:)`` moves that job between lanes while it is
@@ -61,6 +64,8 @@ public final class BlockingPool<Context>: @unchecked Sendable {
         var prefetch = LaneQueue<Entry>()
         /// Jobs taken by a thread and not yet finished, per lane.
         var running: (urgent: Int, prefetch: Int) = (0, 0)
+        /// The most jobs of each lane that may run at once.
+        var limits: (urgent: Int, prefetch: Int)
         var stopping = false
         var threadsLeft = 0
         /// The workers' thread ids, so `shutdown` called from a worker does not wait for itself.
@@ -74,11 +79,11 @@ public final class BlockingPool<Context>: @unchecked Sendable {
             }
         }
 
-        /// The lane whose front job a free thread takes now, if any: urgent first; prefetch
-        /// only when no urgent job is queued and no prefetch job is running.
+        /// The lane whose front job a free thread takes now, if any: urgent first, below its
+        /// limit; prefetch only when no urgent job is queued and below its own limit.
         var nextLane: Lane? {
-            if !urgent.isEmpty { return .urgent }
-            if !prefetch.isEmpty && running.prefetch == 0 { return .prefetch }
+            if !urgent.isEmpty { return running.urgent < limits.urgent ? .urgent : nil }
+            if !prefetch.isEmpty && running.prefetch < limits.prefetch { return .prefetch }
             return nil
         }
 
@@ -121,32 +126,76 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     }
 
     /// The queues and the workers' bookkeeping; workers sleep on it until work arrives.
-    private let state = Lock(State())
-    /// Number of threads.
-    public let width: Int
+    private let state: Lock<State>
+    /// Threads started so far (they only grow, under `threadStart`'s lock).
+    private let threadStart: Lock<Int>
+    private let name: String
+    private let makeContext: @Sendable () -> Context
+
+    /// The most jobs of each lane that run at once (see ``setWidths(urgent:prefetch:)``).
+    public var widths: (urgent: Int, prefetch: Int) { state.withLock { $0.limits } }
+    /// Urgent jobs that may run at once (``widths``' first member).
+    public var width: Int { widths.urgent }
+    /// Threads the pool has started (the widest lane's width, or more after a lane narrowed).
+    public var threadCount: Int { threadStart.withLock { $0 } }
     /// Told the lane of every job as a thread starts it (tests of the lanes' order).
     private let jobStartObserver = Lock<(@Sendable (Lane) -> Void)?>(nil)
 
     /// Calls `body` with the lane of every job a thread starts from now on (`nil` stops).
     package func observeJobStarts(_ body: (@Sendable (Lane) -> Void)?) { jobStartObserver.withLock { $0 = body } }
 
-    /// Starts `width` threads named `name`, each calling `makeContext` once on itself.
+    /// Starts `width` threads named `name`, each calling `makeContext` once on itself; urgent
+    /// jobs run on up to `width` of them, prefetch jobs on up to `prefetchWidth` (default 1).
     /// Throws when the system refuses a thread (the threads already started are stopped).
-    public init(width: Int, name: String, makeContext: @escaping @Sendable () -> Context) throws(SystemCallError) {
-        precondition(width > 0, "a pool needs at least one thread")
-        self.width = width
-        for index in 0..<width {
-            do {
+    public init(
+        width: Int, prefetchWidth: Int = 1, name: String, makeContext: @escaping @Sendable () -> Context
+    ) throws(SystemCallError) {
+        precondition(width > 0 && prefetchWidth > 0, "a pool needs at least one thread per lane")
+        self.state = Lock(State(limits: (width, prefetchWidth)))
+        self.threadStart = Lock(0)
+        self.name = name
+        self.makeContext = makeContext
+        do {
+            try startThreads(upTo: Swift.max(width, prefetchWidth))
+        } catch {
+            shutdown()
+            throw error
+        }
+    }
+
+    /// Starts threads until there are `count`.
+    private func startThreads(upTo count: Int) throws(SystemCallError) {
+        try threadStart.withLock { (started: inout Int) throws(SystemCallError) in
+            while started < count {
+                let index = started
                 _ = try OSThread(name: "\(name)-\(index)") { [self] in
                     state.withLock { $0.workerThreads.append(pthread_self()) }
                     self.work(makeContext())
                 }
                 state.withLock { $0.threadsLeft += 1 }
-            } catch {
-                shutdown()
-                throw error
+                started += 1
             }
         }
+    }
+
+    /// Changes how many jobs of each lane may run at once (each ≥ 1), while the pool runs:
+    /// threads are started when a lane is wider than the threads there are; a narrower lane
+    /// starts no new job until its running ones fall below the new width (none is interrupted).
+    /// Throws when a lane width is below 1 (nothing changes) or the system refuses a thread
+    /// (the widths change anyway; the threads already started serve them).
+    public func setWidths(urgent: Int, prefetch: Int) throws(ConfigurationError) {
+        if urgent < 1 { throw .init(key: "urgent", value: "\(urgent)", reason: "must be ≥ 1 thread") }
+        if prefetch < 1 { throw .init(key: "prefetch", value: "\(prefetch)", reason: "must be ≥ 1 thread") }
+        do {
+            try startThreads(upTo: Swift.max(urgent, prefetch))
+        } catch {
+            throw .init(key: "urgent", value: "\(urgent)", reason: "cannot start more threads: \(error)")
+        }
+        let wake: Wake = state.withLock { s in
+            s.limits = (urgent, prefetch)
+            return s.nextLane != nil ? .all : .none
+        }
+        self.wake(wake)
     }
 
     /// Runs `body` on one of the pool's threads with that thread's context and returns its

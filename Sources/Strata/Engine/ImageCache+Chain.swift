@@ -35,12 +35,12 @@ extension ImageCache {
     func memoryHit(_ request: ImageRequest) -> CachedImage? {
         guard let memory else { return nil }
         let key = request.key.string
-        let query = request.query(defaultTolerance: options.defaultTolerance)
+        let query = request.query(defaultTolerance: defaultTolerance)
         if let (image, variant) = memory.entry(forKey: key, matching: query, allowUpscale: request.allowUpscale) {
             return CachedImage(image: image, variant: variant, tier: .memory)
         }
         guard request.exactSize else { return nil }
-        let search = request.searchQuery(defaultTolerance: options.defaultTolerance)
+        let search = request.searchQuery(defaultTolerance: defaultTolerance)
         guard let (image, variant) = memory.entry(forKey: key, matching: search, allowUpscale: request.allowUpscale),
             Self.canResample(variant, to: request)
         else { return nil }
@@ -134,7 +134,7 @@ extension ImageCache {
     ) throws(MemoryMiss)
         -> CachedImage
     {
-        let query = request.query(defaultTolerance: options.defaultTolerance)
+        let query = request.query(defaultTolerance: defaultTolerance)
         guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query, allowUpscale: request.allowUpscale)
         else { throw MemoryMiss() }
         record(.memory, since: started)
@@ -175,7 +175,7 @@ extension ImageCache {
 
     func throughFlight(_ request: ImageRequest, ticket: CoalescerTicket?) async throws(ImageCacheError) -> CachedImage {
         let group = FlightGroup(key: request.key, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale)
-        let tolerance = request.exactSize ? 0 : (request.tolerance ?? options.defaultTolerance)
+        let tolerance = request.exactSize ? 0 : (request.tolerance ?? defaultTolerance)
         let descriptor = FlightDescriptor(box: request.box, tolerance: tolerance)
         let outcome: (value: CachedImage, joined: Bool)
         do {
@@ -209,7 +209,7 @@ extension ImageCache {
         if let hit = try await diskHit(request, lane: lane) {
             return try await finish(hit, for: request, lane: lane)
         }
-        if let format = tableFormat(for: request.searchQuery(defaultTolerance: options.defaultTolerance)) {
+        if let format = tableFormat(for: request.searchQuery(defaultTolerance: defaultTolerance)) {
             if let hit = try await tableHit(request, format: format, lane: lane) {
                 return try await finish(hit, for: request, lane: lane)
             }
@@ -252,7 +252,7 @@ extension ImageCache {
     /// tolerance (a larger variant is resampled).
     func diskQuery(_ request: ImageRequest) -> SizeQuery {
         request.exactSize
-            ? request.searchQuery(defaultTolerance: options.defaultTolerance) : request.query(defaultTolerance: options.defaultTolerance)
+            ? request.searchQuery(defaultTolerance: defaultTolerance) : request.query(defaultTolerance: defaultTolerance)
     }
 
     /// Opens and maps (or reads) the file the index matched for `search`, on the engine's

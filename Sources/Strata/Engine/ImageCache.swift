@@ -25,9 +25,11 @@ public final class ImageCache: Sendable {
     public struct Options: Sendable {
         /// Size tolerance for requests that name none (0...1). Default 0.2.
         public var defaultTolerance: Double = SizeQuery.defaultTolerance
-        /// Threads for blocking work (decode, resample, file reads); urgent work runs on up to
-        /// all of them, prefetch work on one at a time. Default: the number of cores.
+        /// Urgent blocking work (decode, resample, file reads) that runs at once, each on its own
+        /// thread. Default: the number of cores. Changes at run time through ``reconfigure(_:)``.
         public var width: Int = SourceTier.coreCount
+        /// Prefetch work that runs at once (while no urgent work waits). Default 1.
+        public var prefetchWidth: Int = 1
         /// Hits older than this are served at once and revalidated with the source in the
         /// background (stale-while-revalidate); `nil` (default) never revalidates — for
         /// immutable or content-addressed keys.
@@ -53,6 +55,7 @@ public final class ImageCache: Sendable {
                 throw .init(key: "defaultTolerance", reason: "must be within 0...1, got \(defaultTolerance)")
             }
             if width < 1 { throw .init(key: "width", reason: "must be ≥ 1, got \(width)") }
+            if prefetchWidth < 1 { throw .init(key: "prefetchWidth", reason: "must be ≥ 1, got \(prefetchWidth)") }
             if let r = revalidateAfter, r < .zero { throw .init(key: "revalidateAfter", reason: "must be ≥ 0, got \(r)") }
             if negativeTTL < .zero { throw .init(key: "negativeTTL", reason: "must be ≥ 0, got \(negativeTTL)") }
         }
@@ -70,6 +73,12 @@ public final class ImageCache: Sendable {
     let negative = Lock<[CacheKey: ContinuousClock.Instant]>([:])
     let counters = EngineCounters()
     let metrics: EngineMetrics
+    /// ``defaultTolerance``'s bits (it changes at run time through ``reconfigure(_:)``).
+    let toleranceBits: Atomic<UInt64>
+
+    /// The tolerance of requests that name none: ``Options/defaultTolerance`` until
+    /// ``reconfigure(_:)`` changes it. One relaxed atomic load.
+    public var defaultTolerance: Double { Double(bitPattern: toleranceBits.load(ordering: .relaxed)) }
 
     /// An engine over the given tiers (each optional). `source` is where originals come from;
     /// without it only cached images are served. Throws when `options` are out of range or the
@@ -80,12 +89,15 @@ public final class ImageCache: Sendable {
     ) throws(ImageCacheConfigurationError) {
         try options.validate()
         self.options = options
+        self.toleranceBits = Atomic(options.defaultTolerance.bitPattern)
         self.memory = memory
         self.disk = disk
         self.tables = tables
         self.source = source
         do {
-            pool = try BlockingPool(width: options.width, name: "strata-engine") { SourceTier.makeRenderer(sourceConfiguration) }
+            pool = try BlockingPool(width: options.width, prefetchWidth: options.prefetchWidth, name: "strata-engine") {
+                SourceTier.makeRenderer(sourceConfiguration)
+            }
         } catch {
             throw .init(key: "width", reason: "cannot start \(options.width) threads: \(error)")
         }
@@ -144,7 +156,7 @@ public final class ImageCache: Sendable {
     /// match).
     public func cachedImage(for request: ImageRequest) -> CachedImage? {
         guard let memory else { return nil }
-        let query = request.query(defaultTolerance: options.defaultTolerance)
+        let query = request.query(defaultTolerance: defaultTolerance)
         guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query, allowUpscale: request.allowUpscale) else {
             return nil
         }
@@ -222,13 +234,5 @@ public final class ImageCache: Sendable {
     }
 }
 
-/// An engine setting out of range: which key, and why.
-public struct ImageCacheConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var key: String
-    public var reason: String
-    public init(key: String, reason: String) {
-        self.key = key
-        self.reason = reason
-    }
-    public var description: String { "engine configuration \(key): \(reason)" }
-}
+/// An engine setting out of range (see ``ConfigurationError``).
+public typealias ImageCacheConfigurationError = ConfigurationError

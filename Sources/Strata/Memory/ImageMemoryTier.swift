@@ -378,10 +378,5 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     }
 }
 
-/// A memory-tier setting that is out of range: which key, and why.
-public struct MemoryTierConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The configuration key, e.g. `"costLimit"`.
-    public var key: String
-    public var reason: String
-    public var description: String { "memory tier configuration \(key): \(reason)" }
-}
+/// A memory-tier setting out of range (see ``ConfigurationError``).
+public typealias MemoryTierConfigurationError = ConfigurationError

@@ -46,17 +46,33 @@ public struct MemoryPressurePolicy: Sendable, Hashable {
         someAvg10Threshold: Double? = 20, fullAvg10Threshold: Double? = 5,
         psiTrimShare: Double = 0.25, interval: Duration = .seconds(1)
     ) {
-        precondition(
-            cgroupTargetFraction >= 0 && cgroupTargetFraction <= (cgroupHighWatermark ?? 1),
-            "cgroupTargetFraction must be within 0...cgroupHighWatermark")
-        precondition(psiTrimShare >= 0 && psiTrimShare <= 1, "psiTrimShare must be within 0...1")
-        precondition(interval > .zero, "interval must be positive")
         self.cgroupHighWatermark = cgroupHighWatermark
         self.cgroupTargetFraction = cgroupTargetFraction
         self.someAvg10Threshold = someAvg10Threshold
         self.fullAvg10Threshold = fullAvg10Threshold
         self.psiTrimShare = psiTrimShare
         self.interval = interval
+    }
+
+    /// Checks the values; throws a ``ConfigurationError`` naming the bad one.
+    public func validate() throws(ConfigurationError) {
+        if let high = cgroupHighWatermark, !(high > 0 && high <= 1) {
+            throw .init(key: "cgroupHighWatermark", value: "\(high)", reason: "must be within (0, 1]")
+        }
+        if !(cgroupTargetFraction >= 0 && cgroupTargetFraction <= (cgroupHighWatermark ?? 1)) {
+            throw .init(
+                key: "cgroupTargetFraction", value: "\(cgroupTargetFraction)",
+                reason: "must be within 0...cgroupHighWatermark (\(cgroupHighWatermark ?? 1))")
+        }
+        for (key, threshold) in [("someAvg10Threshold", someAvg10Threshold), ("fullAvg10Threshold", fullAvg10Threshold)] {
+            if let threshold, !(threshold >= 0 && threshold <= 100) {
+                throw .init(key: key, value: "\(threshold)", reason: "must be a percentage within 0...100")
+            }
+        }
+        if !(psiTrimShare >= 0 && psiTrimShare <= 1) {
+            throw .init(key: "psiTrimShare", value: "\(psiTrimShare)", reason: "must be within 0...1")
+        }
+        if interval <= .zero { throw .init(key: "interval", value: "\(interval)", reason: "must be a positive duration") }
     }
 
     /// The cost the cache should be trimmed to for `reading`, or `nil` to leave it alone.
@@ -197,6 +213,7 @@ public final class MemoryPressureMonitor: Sendable {
         target: some MemoryTrimmable, policy: MemoryPressurePolicy = MemoryPressurePolicy(),
         sensor: MemoryPressureSensor = MemoryPressureSensor()
     ) {
+        do { try policy.validate() } catch { preconditionFailure("memory pressure policy: \(error); call validate() first") }
         let first = sensor.read()
         guard first.cgroupCurrent != nil || first.someAvg10 != nil || first.fullAvg10 != nil else {
             thread = nil

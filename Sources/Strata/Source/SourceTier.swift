@@ -22,6 +22,15 @@ public final class SourceTier: Sendable {
             self.width = width
             self.decodeHeadroom = decodeHeadroom
         }
+
+        /// Checks the values; throws a ``ConfigurationError`` naming the bad one.
+        public func validate() throws(ConfigurationError) {
+            if maxPixels <= 0 { throw .init(key: "maxPixels", value: "\(maxPixels)", reason: "must be ≥ 1 pixel") }
+            if width < 1 { throw .init(key: "width", value: "\(width)", reason: "must be ≥ 1 thread") }
+            if !(decodeHeadroom >= 1 && decodeHeadroom.isFinite) {
+                throw .init(key: "decodeHeadroom", value: "\(decodeHeadroom)", reason: "must be a finite number ≥ 1")
+            }
+        }
     }
 
     /// A rendered image and the version of the original it came from.
@@ -42,7 +51,7 @@ public final class SourceTier: Sendable {
 
     /// Starts the rendering threads; throws only when the system refuses a thread.
     public init(source: any ImageSource, configuration: Configuration = Configuration()) throws(SystemCallError) {
-        precondition(configuration.maxPixels > 0 && configuration.width > 0 && configuration.decodeHeadroom >= 1)
+        do { try configuration.validate() } catch { preconditionFailure("\(error)") }
         self.source = source
         self.configuration = configuration
         let limits = DecodingLimits(maxPixels: configuration.maxPixels)
@@ -56,7 +65,7 @@ public final class SourceTier: Sendable {
     /// A source tier rendering on `pool` (whose renderers carry their own limits; make them
     /// with ``makeRenderer(_:)``), which the caller owns and shuts down.
     public init(source: any ImageSource, configuration: Configuration = Configuration(), pool: BlockingPool<ImageRenderer>) {
-        precondition(configuration.maxPixels > 0 && configuration.decodeHeadroom >= 1)
+        do { try configuration.validate() } catch { preconditionFailure("\(error)") }
         self.source = source
         self.configuration = configuration
         self.pool = pool

@@ -1,0 +1,73 @@
+/// The settings an engine changes while it serves (a configuration reload): nothing is
+/// restarted, no cached image is lost beyond what a lower limit evicts.
+public struct ReloadableSettings: Sendable, Hashable {
+    /// ``ImageCache/defaultTolerance``.
+    public var tolerance: Double
+    /// Urgent and prefetch jobs that run at once (``BlockingPool/setWidths(urgent:prefetch:)``).
+    public var urgentWidth: Int
+    public var prefetchWidth: Int
+    /// The memory tier's limits (ignored without a memory tier).
+    public var memory: ImageMemoryTier.Configuration?
+    /// The disk tier's byte limit (ignored without a disk tier).
+    public var diskByteLimit: Int?
+
+    public init(
+        tolerance: Double, urgentWidth: Int, prefetchWidth: Int, memory: ImageMemoryTier.Configuration? = nil,
+        diskByteLimit: Int? = nil
+    ) {
+        self.tolerance = tolerance
+        self.urgentWidth = urgentWidth
+        self.prefetchWidth = prefetchWidth
+        self.memory = memory
+        self.diskByteLimit = diskByteLimit
+    }
+
+    /// Checks every value; throws a ``ConfigurationError`` with the dotted key of the first bad
+    /// one (`tolerance`, `lanes.urgent`, `lanes.prefetch`, `memory.…`, `disk.byteLimit`).
+    public func validate() throws(ConfigurationError) {
+        try SizeQuery.validate(tolerance: tolerance)
+        if urgentWidth < 1 { throw .init(key: "lanes.urgent", value: "\(urgentWidth)", reason: "must be ≥ 1 thread") }
+        if prefetchWidth < 1 { throw .init(key: "lanes.prefetch", value: "\(prefetchWidth)", reason: "must be ≥ 1 thread") }
+        do { try memory?.validate() } catch { throw error.prefixed("memory.") }
+        if let diskByteLimit, diskByteLimit <= 0 {
+            throw .init(key: "disk.byteLimit", value: "\(diskByteLimit)", reason: "must be > 0 bytes")
+        }
+    }
+}
+
+extension ImageCache {
+    /// The reloadable settings in force now.
+    public var reloadableSettings: ReloadableSettings {
+        let widths = pool.widths
+        return ReloadableSettings(
+            tolerance: defaultTolerance, urgentWidth: widths.urgent, prefetchWidth: widths.prefetch,
+            memory: memory?.configuration, diskByteLimit: disk?.byteLimit)
+    }
+
+    /// Applies `settings` while the engine serves: the tolerance of the next request, the
+    /// lanes' widths (threads are started as needed; running work is not interrupted), the
+    /// memory limits (evicting at once when lower) and the disk byte limit (deleting files at
+    /// once when lower — on the calling thread). All values are checked first: on an error
+    /// nothing changes.
+    public func reconfigure(_ settings: ReloadableSettings) throws(ConfigurationError) {
+        try settings.validate()
+        do {
+            try pool.setWidths(urgent: settings.urgentWidth, prefetch: settings.prefetchWidth)
+        } catch {
+            throw error.prefixed("lanes.")
+        }
+        toleranceBits.store(settings.tolerance.bitPattern, ordering: .relaxed)
+        if let memory, let limits = settings.memory, limits != memory.configuration {
+            do { try memory.reconfigure(limits) } catch { throw error.prefixed("memory.") }
+        }
+        if let disk, let limit = settings.diskByteLimit, limit != disk.byteLimit {
+            do { try disk.setByteLimit(limit) } catch { throw error.prefixed("disk.") }
+        }
+        options.logger.info(
+            "engine reconfigured",
+            metadata: [
+                "tolerance": "\(settings.tolerance)", "lanes.urgent": "\(settings.urgentWidth)",
+                "lanes.prefetch": "\(settings.prefetchWidth)",
+            ])
+    }
+}
