@@ -19,6 +19,8 @@ let package = Package(
             url: "https://github.com/apple/swift-configuration", from: "1.0.0",
             traits: [.defaults, "YAML", "Reloading", "CommandLineArguments"]),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
+        // The configuration file's keys, to refuse unknown ones (swift-configuration reads it too).
+        .package(url: "https://github.com/jpsim/Yams", "5.4.0"..<"7.0.0"),
     ],
     targets: [
         // C libraries: one systemLibrary target each, a tiny shim header, found with pkg-config.
@@ -41,6 +43,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
         .executableTarget(
@@ -56,6 +59,7 @@ let package = Package(
             dependencies: [
                 "Strata", "CStrataLinux",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: []
         ),

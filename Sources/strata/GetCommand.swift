@@ -2,7 +2,8 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata get KEY --size WxH [--mode fit|fill] [--tolerance T] [--source DIR] [--cache DIR] [--out PATH]`
+/// `strata get KEY --size WxH [--mode fit|fill] [--tolerance T] [--source DIR] [--cache DIR] [--out PATH]
+/// [--config FILE] [--KEY VALUE …]`
 struct GetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "get",
@@ -16,7 +17,9 @@ struct GetCommand: AsyncParsableCommand {
             command exits, so a second run with the same --cache prints `disk`. --out encodes the \
             image (.png, .webp, .jpg/.jpeg by extension). On failure prints one line naming the \
             key and the reason and exits with status 1 (the image cannot be decoded) or 2 (not \
-            found, cannot read or write a file, or the cache directory is unusable).
+            found, cannot read or write a file, or the cache directory is unusable). The engine \
+            is built from the configuration (--config FILE, STRATA_… variables, configuration \
+            flags; see `strata config`): --source is source.directory, --cache is disk.path.
             """
     )
 
@@ -44,6 +47,8 @@ struct GetCommand: AsyncParsableCommand {
     @Option(help: "Encoder quality for JPEG and lossy WebP (1–100).")
     var quality: Int = 85
 
+    @OptionGroup var configurationOptions: ConfigurationOptions
+
     func validate() throws {
         if let tolerance, !(0...1).contains(tolerance) { throw ValidationError("--tolerance must be within 0...1") }
         guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1…100") }
@@ -53,29 +58,22 @@ struct GetCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let root = source ?? FileManager.default.currentDirectoryPath
-        let directorySource: DirectorySource
-        do {
-            directorySource = try DirectorySource(root: root)
-        } catch {
-            fail("\(key): cannot start the source over \(root): \(error)", code: 2)
+        var overrides: [String: ConfigurationRawValue] = [:]
+        if let source { overrides["source.directory"] = .scalar(source) }
+        if let cache { overrides["disk.path"] = .scalar(cache) }
+        var (_, configuration) = await configurationOptions.load(overrides: overrides)
+        if configuration.source == .none {
+            configuration.source = .directory(FileManager.default.currentDirectoryPath)
         }
-        var disk: DiskTier?
-        if let cache {
-            var configuration = DiskTier.Configuration()
-            configuration.useInotify = false  // one request: nothing to watch
-            do {
-                disk = try DiskTier(directory: cache, configuration: configuration)
-            } catch {
-                fail("\(key): \(error)", code: 2)
-            }
-        }
-        let engine: ImageCache
+        configuration.disk.useInotify = false  // one request: nothing to watch
+        let configured: ConfiguredImageCache
         do {
-            engine = try ImageCache(memory: ImageMemoryTier(), disk: disk, source: directorySource)
+            configured = try ConfiguredImageCache(configuration)
         } catch {
             fail("\(key): \(error)", code: 2)
         }
+        let engine = configured.cache
+        let disk = engine.disk
         let request = ImageRequest(key: CacheKey(key), box: size, mode: mode, tolerance: tolerance)
         let started = ContinuousClock.now
         let served: CachedImage

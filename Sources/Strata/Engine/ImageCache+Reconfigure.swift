@@ -46,8 +46,8 @@ extension ImageCache {
 
     /// Applies `settings` while the engine serves: the tolerance of the next request, the
     /// lanes' widths (threads are started as needed; running work is not interrupted), the
-    /// memory limits (evicting at once when lower) and the disk byte limit (deleting files at
-    /// once when lower — on the calling thread). All values are checked first: on an error
+    /// memory limits (evicting at once when lower) and the disk byte limit (a lower one deletes
+    /// files on the engine's threads, just after this returns). All values are checked first: on an error
     /// nothing changes.
     public func reconfigure(_ settings: ReloadableSettings) throws(ConfigurationError) {
         try settings.validate()
@@ -61,7 +61,13 @@ extension ImageCache {
             do { try memory.reconfigure(limits) } catch { throw error.prefixed("memory.") }
         }
         if let disk, let limit = settings.diskByteLimit, limit != disk.byteLimit {
-            do { try disk.setByteLimit(limit) } catch { throw error.prefixed("disk.") }
+            // A lower limit deletes files: blocking work, on the engine's threads (the limit
+            // itself was checked above, so the job cannot fail).
+            do {
+                try pool.submit(lane: .urgent) { _ in try? disk.setByteLimit(limit) }
+            } catch {
+                try? disk.setByteLimit(limit)  // shut down: no threads left to hand it to
+            }
         }
         options.logger.info(
             "engine reconfigured",

@@ -9,13 +9,18 @@ struct StrataRun {
 }
 
 /// Runs the built `strata` executable with `arguments` (as a user would, in `directory` when
-/// given) and waits for it.
-func runStrata(_ arguments: [String], in directory: URL? = nil) throws -> StrataRun {
+/// given) and waits for it. `environment`, when given, replaces the test's own `STRATA_…`
+/// variables (the rest of the environment is inherited).
+func runStrata(_ arguments: [String], in directory: URL? = nil, environment: [String: String]? = nil) throws -> StrataRun {
     let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
     let process = Process()
     process.executableURL = URL(fileURLWithPath: exe)
     process.arguments = arguments
     if let directory { process.currentDirectoryURL = directory }
+    if let environment {
+        let inherited = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("STRATA_") }
+        process.environment = inherited.merging(environment) { _, given in given }
+    }
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
     process.standardError = err
