@@ -71,3 +71,26 @@ void strata_lock_lock_contended(uint32_t *word) {
 void strata_lock_wake(uint32_t *word) {
     (void)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
+
+// MARK: - Calls that refuse to wait for the disk
+
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+
+int strata_openat_cached(int dirfd, const char *name, int flags) {
+#ifdef SYS_openat2
+    struct open_how how = {0};
+    how.flags = (uint64_t)(flags | O_CLOEXEC);
+    how.resolve = RESOLVE_CACHED;
+    return (int)syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+ssize_t strata_pread_nowait(int fd, void *buffer, size_t count, off_t offset) {
+    struct iovec vector = {.iov_base = buffer, .iov_len = count};
+    return preadv2(fd, &vector, 1, offset, RWF_NOWAIT);
+}

@@ -75,6 +75,17 @@ static inline void strata_lock_unlock(uint32_t *word) {
     if (__atomic_exchange_n(word, 0, __ATOMIC_RELEASE) == 2) strata_lock_wake(word);
 }
 
+// MARK: - Calls that refuse to wait for the disk
+
+/// `openat2(dirfd, name, {flags | O_CLOEXEC, resolve: RESOLVE_CACHED})`: opens only when the
+/// path resolves from the dentry cache; -1 with errno EAGAIN when it would need the disk, and
+/// ENOSYS / EINVAL / E2BIG on kernels without openat2 or RESOLVE_CACHED (before 5.12).
+int strata_openat_cached(int dirfd, const char *name, int flags);
+
+/// `preadv2(fd, {buffer, count}, offset, RWF_NOWAIT)`: reads only what is in the page cache;
+/// -1 with errno EAGAIN when nothing is (EOPNOTSUPP on file systems without it).
+ssize_t strata_pread_nowait(int fd, void *buffer, size_t count, off_t offset);
+
 // MARK: - Plain atomics on a 32-bit word (for words that live in memory Swift allocated)
 
 static inline uint32_t strata_atomic_load_u32(uint32_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }

@@ -130,6 +130,8 @@ public final class DiskTier: Sendable {
     /// Counters since the tier was opened, and the index's current size.
     public struct Statistics: Sendable, Hashable {
         public var hits = 0
+        /// Of ``hits``, those served by ``hitWithoutWaiting(forKey:matching:)`` without a hop.
+        public var hitsWithoutWaiting = 0
         public var misses = 0
         /// Files that failed validation on a hit or on `IN_CLOSE_WRITE` (deleted, counted as misses).
         public var invalidFiles = 0
@@ -153,6 +155,18 @@ public final class DiskTier: Sendable {
         public var indexMemoryBytes = 0
         /// Whether inotify watches the directory (false: periodic rescans).
         public var watching = false
+    }
+
+    /// The answer of a lookup that may not wait for the disk
+    /// (``hitWithoutWaiting(forKey:matching:)``).
+    public enum CachedLookup: Sendable {
+        /// Served from the dentry and page caches.
+        case hit(Hit)
+        /// No variant matches (or its file vanished).
+        case miss
+        /// Serving it would wait for the disk (a cold file, a first hit to verify, a file to
+        /// discard, an error to report): ask ``hit(forKey:matching:)`` on a thread that may block.
+        case wouldWait
     }
 
     /// A hit with its metadata.
@@ -212,6 +226,16 @@ public final class DiskTier: Sendable {
     /// Like ``image(forKey:matching:)``, with the variant and the stored source version.
     public func hit(forKey key: String, matching query: SizeQuery) throws(DiskTierError) -> Hit? {
         try core.lookup(key: key, query: query)
+    }
+
+    /// ``hit(forKey:matching:)`` when it can be served without waiting for the disk: the file's
+    /// name resolves from the dentry cache (`openat2` with `RESOLVE_CACHED`, Linux 5.12+) and
+    /// the bytes to check are in the page cache (`preadv2` with `RWF_NOWAIT`); otherwise
+    /// ``CachedLookup/wouldWait``. A few syscalls and no disk I/O, so an async caller may call it
+    /// on Swift's cooperative pool and hop to a blocking thread only for `.wouldWait` (the
+    /// engine does). On kernels without these calls it always answers `.wouldWait` for a match.
+    public func hitWithoutWaiting(forKey key: String, matching query: SizeQuery) -> CachedLookup {
+        core.lookupWithoutWaiting(key: key, digest: KeyDigest(key: key), query: query)
     }
 
     /// Whether the index holds a variant matching `query` (no syscall).

@@ -18,6 +18,22 @@ extension DiskTier.Core {
 
     /// ``lookup(key:query:)`` with the key's digest already computed (a ``CacheKey``'s).
     func lookup(key: String, digest: KeyDigest, query: SizeQuery) throws(DiskTierError) -> DiskTier.Hit? {
+        switch try lookup(key: key, digest: digest, query: query, waiting: true) {
+        case .hit(let hit): return hit
+        case .miss, .wouldWait: return nil
+        }
+    }
+
+    /// ``lookup(key:digest:query:)`` that never waits for the disk: the file is opened only if
+    /// its name resolves from the dentry cache, and read or checked only from the page cache;
+    /// anything else (a cold file, a first hit to verify, a file to discard, an error) is
+    /// `.wouldWait`, for the caller to repeat with ``lookup(key:digest:query:)`` on a thread
+    /// that may block. A few syscalls, no disk I/O: safe on Swift's cooperative pool.
+    func lookupWithoutWaiting(key: String, digest: KeyDigest, query: SizeQuery) -> DiskTier.CachedLookup {
+        (try? lookup(key: key, digest: digest, query: query, waiting: false)) ?? .wouldWait
+    }
+
+    private func lookup(key: String, digest: KeyDigest, query: SizeQuery, waiting: Bool) throws(DiskTierError) -> DiskTier.CachedLookup {
         let found: (DiskIndexEntry, Shared<FileDescriptor>)? = state.withLock { s in
             guard !s.closed, let id = s.index.bestMatch(for: digest, query: query) else { return nil }
             s.index.touch(id)
@@ -25,31 +41,37 @@ extension DiskTier.Core {
         }
         guard let (entry, directory) = found else {
             misses.add(1, ordering: .relaxed)
-            return nil
+            return .miss
         }
         var stored = StoredKey.string(for: key)
-        let outcome = stored.withUTF8 { load(entry, key: UnsafeRawBufferPointer($0), directory: directory.resource) }
+        let outcome = stored.withUTF8 { load(entry, key: UnsafeRawBufferPointer($0), directory: directory.resource, waiting: waiting) }
         switch outcome {
         case .hit(let hit):
             hits.add(1, ordering: .relaxed)
-            return hit
+            if !waiting { hitsWithoutWaiting.add(1, ordering: .relaxed) }
+            return .hit(hit)
+        case .wouldWait:
+            return .wouldWait
+        case _ where !waiting && !outcome.isMiss:
+            // Discarding a file, or reporting an error, is for the blocking path.
+            return .wouldWait
         case .vanished:
             // The index is left alone: the IN_DELETE/IN_MOVED_FROM event (or, without inotify,
             // the next rescan) removes the entry. Removing it here could drop the entry of a
             // newer file published under the same name after our openat failed.
             misses.add(1, ordering: .relaxed)
-            return nil
+            return .miss
         case .otherKey:
             misses.add(1, ordering: .relaxed)
-            return nil
+            return .miss
         case .invalid(let problem, let identity):
             discardInvalid(entry, directory: directory, identity: identity, reason: "\(problem)")
             misses.add(1, ordering: .relaxed)
-            return nil
+            return .miss
         case .foreign(let reason):
             dropForeign(entry, reason: reason)
             misses.add(1, ordering: .relaxed)
-            return nil
+            return .miss
         case .failed(let error):
             throw .io(Self.naming(error, file: entry.name, in: path))
         }
@@ -64,6 +86,16 @@ extension DiskTier.Core {
         /// the index but left on disk, since it may belong to someone else.
         case foreign(String)
         case failed(SystemCallError)
+        /// Serving it would wait for the disk (or verify every pixel): for a blocking thread.
+        case wouldWait
+
+        /// A miss that needs no cleanup (the name vanished, or holds another key's file).
+        var isMiss: Bool {
+            switch self {
+            case .vanished, .otherKey: true
+            default: false
+            }
+        }
     }
 
     /// A file's device and inode numbers.
@@ -89,12 +121,24 @@ extension DiskTier.Core {
     /// Opens, checks and reads (or maps) the file of `entry`. Builds no string on a hit: the
     /// name is formatted on the stack and the descriptor carries the directory's path;
     /// ``lookup(key:query:)`` names the file in an error (``naming(_:file:in:)``).
-    private func load(_ entry: DiskIndexEntry, key: UnsafeRawBufferPointer, directory: borrowing FileDescriptor) -> LoadOutcome {
+    ///
+    /// Without `waiting`, nothing waits for the disk: the open resolves from the dentry cache
+    /// only, reads come from the page cache only (the header of a mapped file is read that way
+    /// first, so that checking it through the mapping cannot fault to the disk), and a hit that
+    /// must verify its pixels' checksum is `.wouldWait` (reading every pixel is for a thread
+    /// that may block).
+    private func load(
+        _ entry: DiskIndexEntry, key: UnsafeRawBufferPointer, directory: borrowing FileDescriptor, waiting: Bool
+    ) -> LoadOutcome {
         var opened: FileDescriptor?
         let openError: SystemCallError? = entry.name.withCString { name in
             do throws(SystemCallError) {
                 // O_NONBLOCK: opening a FIFO (or a tty) planted under a cache name must not block.
-                opened = try FileDescriptor(openAt: directory, cName: name, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+                let flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK
+                opened =
+                    waiting
+                    ? try FileDescriptor(openAt: directory, cName: name, flags: flags)
+                    : try FileDescriptor(openCachedAt: directory, cName: name, flags: flags)
                 return nil
             } catch {
                 return error
@@ -102,6 +146,7 @@ extension DiskTier.Core {
         }
         if let openError {
             if openError.errno == ENOENT { return .vanished }
+            if !waiting { return .wouldWait }
             if openError.errno == ELOOP { return .invalid(.badMagic, identity: nil) }  // a planted symlink
             if let reason = Self.foreignOpenErrors[openError.errno] { return .foreign(reason) }
             return .failed(openError)
@@ -117,9 +162,10 @@ extension DiskTier.Core {
             while done <= expected {
                 let n: Int
                 do {
-                    n = try file.readOnce(
-                        into: UnsafeMutableRawBufferPointer(start: buffer.base + done, count: expected + 1 - done), at: done)
+                    let into = UnsafeMutableRawBufferPointer(start: buffer.base + done, count: expected + 1 - done)
+                    n = waiting ? try file.readOnce(into: into, at: done) : try file.readCachedOnce(into: into, at: done)
                 } catch {
+                    if !waiting { return .wouldWait }
                     // pread of a FIFO is ESPIPE, of a directory EISDIR: not a cache file.
                     if let reason = Self.foreignReadErrors[error.errno] { return .foreign(reason) }
                     return .failed(error)
@@ -137,6 +183,15 @@ extension DiskTier.Core {
             do { length = try file.size() } catch { return .failed(error) }
             guard length == expected else {
                 return .invalid(.lengthMismatch(expected: expected, actual: length), identity: identity(of: file))
+            }
+            if !waiting {
+                // The header and key pages must be in the page cache before the checks below
+                // read them through the mapping.
+                let head = min(expected, DiskIndex.headerAllowance)
+                let cached = withUnsafeTemporaryAllocation(byteCount: head, alignment: 16) { buffer in
+                    (try? file.readCachedOnce(into: buffer, at: 0)) ?? 0
+                }
+                if cached < head { return .wouldWait }
             }
             do {
                 storage = try MappedRegion(file: file, length: expected, populate: configuration.populateMappings)
@@ -164,6 +219,7 @@ extension DiskTier.Core {
         case .firstHit: verify = !entry.isVerified
         case .never: verify = false
         }
+        if verify && !waiting { return .wouldWait }
         if verify {
             let pixels = UnsafeRawBufferPointer(rebasing: bytes[header.pixelOffset...])
             guard XXH64.hash(pixels) == header.pixelChecksum else {

@@ -75,6 +75,7 @@ extension DiskTier {
 
         // Counters.
         let hits = Atomic<Int>(0)
+        let hitsWithoutWaiting = Atomic<Int>(0)
         let misses = Atomic<Int>(0)
         let invalidFiles = Atomic<Int>(0)
         let stores = Atomic<Int>(0)
@@ -181,6 +182,7 @@ extension DiskTier {
         func statistics() -> DiskTier.Statistics {
             var stats = DiskTier.Statistics()
             stats.hits = hits.load(ordering: .relaxed)
+            stats.hitsWithoutWaiting = hitsWithoutWaiting.load(ordering: .relaxed)
             stats.misses = misses.load(ordering: .relaxed)
             stats.invalidFiles = invalidFiles.load(ordering: .relaxed)
             stats.stores = stores.load(ordering: .relaxed)

@@ -10,10 +10,20 @@ protocol CacheTier: Sendable {
     func probe(_ key: CacheKey, _ query: SizeQuery) -> Bool
     /// The best variant of `key` for `query`, read or mapped (blocking I/O allowed).
     func load(_ key: CacheKey, _ query: SizeQuery) -> (image: PixelImage, variant: ImageVariant)?
+    /// ``load(_:_:)`` when it needs no disk I/O (the caller's thread may be Swift's cooperative
+    /// pool); ``TierLoad/wouldWait`` when it would, for the caller to `load` on a blocking thread.
+    func loadWithoutWaiting(_ key: CacheKey, _ query: SizeQuery) -> TierLoad
     /// Keeps `image` as `variant` of `key` (write-behind where the tier has it).
     func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant)
     /// The tier's counters in the shape every tier shares.
     var tierStatistics: TierStatistics { get }
+}
+
+/// The answer of ``CacheTier/loadWithoutWaiting(_:_:)``.
+enum TierLoad {
+    case loaded(image: PixelImage, variant: ImageVariant)
+    case miss
+    case wouldWait
 }
 
 /// What every tier reports, in one shape (``ImageCacheStatistics/tiers``); each tier's own
@@ -49,6 +59,17 @@ extension DiskTier: CacheTier {
     func load(_ key: CacheKey, _ query: SizeQuery) -> (image: PixelImage, variant: ImageVariant)? {
         guard let found = try? core.lookup(key: key.string, digest: key.digest, query: query) else { return nil }
         return (found.image, ImageVariant(descriptor: found.variant, sourceVersion: SourceVersion(stamp: found.sourceVersion)))
+    }
+
+    func loadWithoutWaiting(_ key: CacheKey, _ query: SizeQuery) -> TierLoad {
+        switch core.lookupWithoutWaiting(key: key.string, digest: key.digest, query: query) {
+        case .hit(let found):
+            .loaded(
+                image: found.image,
+                variant: ImageVariant(descriptor: found.variant, sourceVersion: SourceVersion(stamp: found.sourceVersion)))
+        case .miss: .miss
+        case .wouldWait: .wouldWait
+        }
     }
 
     func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {

@@ -255,16 +255,23 @@ extension ImageCache {
             ? request.searchQuery(defaultTolerance: defaultTolerance) : request.query(defaultTolerance: defaultTolerance)
     }
 
-    /// Opens and maps (or reads) the file the index matched for `search`, on the engine's
-    /// threads in `lane`; promotes the hit to memory. `nil` when the file vanished or failed
-    /// its checks, or cannot be resampled to an `exactSize` request.
+    /// Opens and maps (or reads) the file the index matched for `search` — on the calling
+    /// thread when that needs no disk I/O (its name in the dentry cache, the bytes it checks in
+    /// the page cache, no checksum to verify: `DiskTier.hitWithoutWaiting`), else on the
+    /// engine's threads in `lane` — and promotes the hit to memory. `nil` when the file vanished
+    /// or failed its checks, or cannot be resampled to an `exactSize` request.
     func loadDiskHit(
         _ request: ImageRequest, from disk: DiskTier, search: SizeQuery, lane: FlightLane
     ) async throws(ImageCacheError)
         -> CachedImage?
     {
         let key = request.key
-        let found = try await onPool(request.key, lane: lane) { _ in disk.load(key, search) }
+        let found: (image: PixelImage, variant: ImageVariant)?
+        switch disk.loadWithoutWaiting(key, search) {
+        case .loaded(let image, let variant): found = (image, variant)
+        case .miss: return nil
+        case .wouldWait: found = try await onPool(request.key, lane: lane) { _ in disk.load(key, search) }
+        }
         guard let found else { return nil }
         let variant = found.variant
         if request.exactSize, variant.descriptor.size != request.box, !Self.canResample(variant, to: request) { return nil }

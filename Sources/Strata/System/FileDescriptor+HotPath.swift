@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import CStrataLinux
 import Synchronization
 
 /// Calls for paths that run per cache hit and must not allocate: the file's path, needed only
@@ -43,5 +44,24 @@ extension FileDescriptor {
     /// caller's to interpret); 0 at end of file.
     public func readOnce(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(SystemCallError) -> Int {
         try Syscall.retrying("pread", path: path) { pread(rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// ``init(openAt:cName:flags:)`` only when the name resolves from the kernel's dentry cache
+    /// (`openat2` with `RESOLVE_CACHED`): never waits for the disk. Throws EAGAIN when it would
+    /// have to, and ENOSYS/EINVAL/E2BIG where the kernel lacks it (before Linux 5.12).
+    public init(openCachedAt directory: borrowing FileDescriptor, cName name: UnsafePointer<CChar>, flags: Int32) throws(SystemCallError) {
+        let directoryFD = directory.rawValue
+        let directoryPath = directory.path
+        let fd = try Syscall.retrying("openat2", lazyPath: { directoryPath + "/" + String(cString: name) }) {
+            strata_openat_cached(directoryFD, name, flags)
+        }
+        self.init(adopting: fd, path: directoryPath)
+    }
+
+    /// ``readOnce(into:at:)`` of only what is in the page cache (`preadv2` with `RWF_NOWAIT`):
+    /// throws EAGAIN when none of it is (then a plain read would wait for the disk); may return a
+    /// short count when part is.
+    public func readCachedOnce(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(SystemCallError) -> Int {
+        try Syscall.retrying("preadv2", path: path) { strata_pread_nowait(rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
     }
 }

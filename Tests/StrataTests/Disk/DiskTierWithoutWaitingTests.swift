@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+
+@testable import Strata
+
+/// `DiskTier.hitWithoutWaiting`: hits served from the dentry and page caches on the caller's
+/// thread, and `.wouldWait` whenever serving would need the disk.
+@Suite("Disk tier: hits that do not wait for the disk", .serialized)
+struct DiskTierWithoutWaitingTests {
+    let query = SizeQuery(box: PixelSize(width: 600, height: 600))
+
+    /// Drops `path`'s clean pages from the page cache; true when its first page is gone
+    /// (`mincore` tells without reading, so no readahead brings it back).
+    static func evictFromPageCache(_ path: String) throws -> Bool {
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        fsync(fd)
+        posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_DONTNEED))
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let mapping = try #require(mmap(nil, page, PROT_READ, MAP_SHARED, fd, 0))
+        try #require(mapping != MAP_FAILED)
+        defer { munmap(mapping, page) }
+        var resident: UInt8 = 0
+        try #require(mincore(mapping, page, &resident) == 0)
+        return resident & 1 == 0
+    }
+
+    @Test(arguments: [(600, 400), (40, 30)])  // mapped, and read into the heap
+    func aWarmFileIsServedWithoutWaitingAndAColdOneIsNot(width: Int, height: Int) throws {
+        let dir = ScratchDirectory()
+        let tier = try DiskTier(directory: dir.path, configuration: unwatchedConfiguration())
+        defer { tier.close() }
+        let image = patternImage(width: width, height: height, seed: 9)
+        let query = SizeQuery(box: PixelSize(width: width, height: width))
+        try tier.storeSynchronously(image, forKey: "warm", sourceVersion: 5)
+        // Just written by this tier: in the page cache, and verified (its own bytes).
+        do {
+            guard case .hit(let hit) = tier.hitWithoutWaiting(forKey: "warm", matching: query) else {
+                Issue.record("a file just written is served without waiting")
+                return
+            }
+            #expect(hit.image.hasSamePixels(as: image))
+            #expect(hit.sourceVersion == 5)
+        }  // the mapping goes: mapped pages cannot be dropped from the page cache
+        #expect(tier.statistics.hitsWithoutWaiting == 1)
+        if case .miss = tier.hitWithoutWaiting(forKey: "absent", matching: query) {} else { Issue.record("no match is a miss") }
+
+        let file = dir.path + "/" + (dir.names().first { !$0.hasPrefix(".") } ?? "")
+        if try Self.evictFromPageCache(file) {
+            guard case .wouldWait = tier.hitWithoutWaiting(forKey: "warm", matching: query) else {
+                Issue.record("a file whose header is not in the page cache needs a thread that may block")
+                return
+            }
+            // The blocking path reads it (back into the page cache) …
+            #expect(try tier.hit(forKey: "warm", matching: query)?.image.hasSamePixels(as: image) == true)
+            #expect(tier.statistics.hitsWithoutWaiting == 1, "the cold hit went the blocking way")
+            // … after which it is warm again.
+            if case .hit = tier.hitWithoutWaiting(forKey: "warm", matching: query) {} else { Issue.record("warm again") }
+        } else {
+            // A file system that keeps every page (tmpfs): always warm.
+            if case .hit = tier.hitWithoutWaiting(forKey: "warm", matching: query) {} else { Issue.record("tmpfs is warm") }
+        }
+    }
+
+    @Test func aFileThatMustBeVerifiedWaitsForTheBlockingPath() throws {
+        let dir = ScratchDirectory()
+        let writer = try DiskTier(directory: dir.path, configuration: unwatchedConfiguration())
+        let image = patternImage(width: 600, height: 400, seed: 3)
+        try writer.storeSynchronously(image, forKey: "k")
+        writer.close()
+        // Another process's file: its first hit here verifies every pixel (checksumPolicy firstHit).
+        let reader = try DiskTier(directory: dir.path, configuration: unwatchedConfiguration())
+        defer { reader.close() }
+        guard case .wouldWait = reader.hitWithoutWaiting(forKey: "k", matching: query) else {
+            Issue.record("a first hit to verify is for a blocking thread")
+            return
+        }
+        #expect(try reader.hit(forKey: "k", matching: query)?.image.hasSamePixels(as: image) == true)
+        guard case .hit(let hit) = reader.hitWithoutWaiting(forKey: "k", matching: query) else {
+            Issue.record("verified and warm: served without waiting")
+            return
+        }
+        #expect(hit.image.hasSamePixels(as: image))
+        // With every hit verified, no hit is served without waiting.
+        let strict = try DiskTier(directory: dir.path, configuration: unwatchedConfiguration { $0.checksumPolicy = .everyHit })
+        defer { strict.close() }
+        _ = try strict.hit(forKey: "k", matching: query)
+        if case .wouldWait = strict.hitWithoutWaiting(forKey: "k", matching: query) {} else { Issue.record("everyHit always waits") }
+    }
+
+    @Test func aDamagedFileIsLeftToTheBlockingPathWhichDiscardsIt() throws {
+        let dir = ScratchDirectory()
+        let tier = try DiskTier(directory: dir.path, configuration: unwatchedConfiguration())
+        defer { tier.close() }
+        try tier.storeSynchronously(patternImage(width: 600, height: 400, seed: 1), forKey: "k")
+        let name = try #require(dir.names().first { !$0.hasPrefix(".") })
+        // Truncate it: the length no longer matches the name.
+        #expect(truncate(dir.path + "/" + name, 100) == 0)
+        if case .wouldWait = tier.hitWithoutWaiting(forKey: "k", matching: query) {
+        } else {
+            Issue.record("no cleanup on the caller's thread")
+        }
+        #expect(dir.names().contains(name), "nothing deleted by the non-waiting path")
+        #expect(try tier.hit(forKey: "k", matching: query) == nil)
+        #expect(!dir.names().contains(name), "the blocking path discards it")
+    }
+}
