@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.0"),
         // NIOConcurrencyHelpers only: `strata bench locks` measures NIOLock beside our own lock.
         .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
+        // HTTPSource: the HTTP origin.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // C libraries: one systemLibrary target each, a tiny shim header, found with pkg-config.
@@ -34,6 +36,9 @@ let package = Package(
                 "CTurboJPEG", "CWebP", "CPNG", "CStrataLinux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .executableTarget(
