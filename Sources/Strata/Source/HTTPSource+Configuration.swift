@@ -90,8 +90,9 @@ extension HTTPSource {
                         key: "source.http.headers", value: shown,
                         allowed: "any header but \(Self.reservedHeaders.sorted().joined(separator: ", ")) (the source sets those)")
                 }
-                if value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
-                    throw .init(key: "source.http.headers", value: shown, allowed: "a value without CR, LF or NUL")
+                if value.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+                    throw .init(
+                        key: "source.http.headers", value: shown, allowed: "a value without control characters (CR, LF, NUL, …)")
                 }
             }
         }

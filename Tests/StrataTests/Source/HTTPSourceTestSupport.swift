@@ -64,3 +64,18 @@ func nginxETag(ofFileAt path: String) throws -> String {
     guard stat(path, &st) == 0 else { throw SystemCallError(call: "stat", path: path, errno: errno) }
     return "\"\(String(st.st_mtim.tv_sec, radix: 16))-\(String(st.st_size, radix: 16))\""
 }
+
+/// A port on 127.0.0.1 that nothing listens on (bound to port 0, read back, closed).
+func closedPort() -> Int? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    return ok ? Int(UInt16(bigEndian: address.sin_port)) : nil
+}

@@ -102,6 +102,33 @@ struct HTTPSourceTests {
         }
     }
 
+    @Test func aDroppedConnectionIsRetriedOnceThenReported() async throws {
+        let nginx = try NginxTrait.current()
+        let marker = logMarker()
+        try await withHTTPSource(nginx.url("reset")) { source in
+            let error = await sourceFailure { () async throws(SourceError) in try await source.fetch(key: "\(marker).jpg") }
+            let origin = try #require(error?.origin, "\(String(describing: error))")
+            guard case .connection = origin.kind else {
+                Issue.record("expected a connection failure, got \(origin)")
+                return
+            }
+            #expect(origin.attempts == 2 && origin.description.contains("check that the origin is up"))
+        }
+        #expect(await eventually { nginx.requests(containing: marker).count == 2 })
+        #expect(nginx.requests(containing: marker).map(\.status) == [444, 444])
+    }
+
+    @Test func anOriginThatRefusesConnectionsFailsAfterOneRetry() async throws {
+        // A port nobody listens on: nginx's, before it started, is not known; take a fresh one.
+        let port = try #require(closedPort())
+        try await withHTTPSource("http://127.0.0.1:\(port)/", { $0.connectTimeout = .milliseconds(500) }) { source in
+            let error = await sourceFailure { () async throws(SourceError) in try await source.fetch(key: "x.jpg") }
+            let origin = try #require(error?.origin, "\(String(describing: error))")
+            #expect(origin.isRetryable && origin.attempts == 2, "\(origin)")
+            #expect(source.requestsSent.load(ordering: .relaxed) == 2)
+        }
+    }
+
     @Test func a403IsNotRetried() async throws {
         let nginx = try NginxTrait.current()
         let marker = logMarker()
