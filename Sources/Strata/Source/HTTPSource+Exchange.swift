@@ -229,7 +229,8 @@ extension HTTPSource {
         _ body: HTTPClientResponse.Body, limit: Int, expected: Int?, progress: Progress, url: OriginURL
     ) async throws -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(min(expected ?? (64 << 10), limit))
+        // Trust a Content-Length only so far: a lying origin could make us reserve the limit.
+        bytes.reserveCapacity(min(expected ?? (64 << 10), limit, 16 << 20))
         do {
             for try await buffer in body {
                 progress.touch()

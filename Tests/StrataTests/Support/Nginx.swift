@@ -68,9 +68,17 @@ final class Nginx: Sendable {
         }
     }
 
-    /// The logged requests whose request URI contains `marker`.
-    func requests(containing marker: String) -> [LogLine] {
-        accessLog().filter { $0.requestURI.contains(marker) }
+    /// The logged requests matching `predicate`, once there are at least `count` of them (or
+    /// after 30 s). nginx writes a request's line after sending the response, so a client can
+    /// see the response before the line is there.
+    func logged(_ count: Int, where predicate: (LogLine) -> Bool) async -> [LogLine] {
+        _ = await eventually(30) { accessLog().filter(predicate).count >= count }
+        return accessLog().filter(predicate)
+    }
+
+    /// ``logged(_:where:)`` for the requests whose request URI contains `marker`.
+    func logged(_ count: Int, containing marker: String) async -> [LogLine] {
+        await logged(count) { $0.requestURI.contains(marker) }
     }
 
     /// nginx's `escape=json` undone for the characters it escapes (`\"`, `\\`, `\uXXXX`).
