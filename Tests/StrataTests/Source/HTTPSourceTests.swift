@@ -376,6 +376,43 @@ struct HTTPSourceTests {
         #expect(await nginx.logged(1) { $0.requestURI == "/fixtures/\(Self.kite)" }.count >= 1)
     }
 
+    @Test func theEngineRevalidatesWithConditionalHeads() async throws {
+        let nginx = try NginxTrait.current()
+        let marker = logMarker()
+        let key = "\(marker)/photo.jpg"
+        let directory = nginx.mutableDirectory.appendingPathComponent(marker)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let file = directory.appendingPathComponent("photo.jpg")
+        try Data(Fixtures.bytes("jpeg/eveningglow-1024x640-progressive.jpg")).write(to: file)
+        try await withHTTPSource(nginx.url("mutable")) { source in
+            var options = ImageCache.Options()
+            options.revalidateAfter = .zero
+            let cache = try ImageCache(source: source, options: options)
+            let request = ImageRequest(key: CacheKey(key), box: PixelSize(width: 256, height: 256))
+            let old = try await cache.image(for: request)
+            #expect(old.tier == .source && old.image.size == PixelSize(width: 256, height: 160))
+            // A hit revalidates in the background: a conditional HEAD, answered 304.
+            let hit = try await cache.image(for: request)
+            #expect(hit.tier == .memory)
+            let unchanged = await nginx.logged(1) { $0.requestURI.contains(marker) && $0.method == "HEAD" }
+            #expect(unchanged.first?.status == 304 && unchanged.first?.ifNoneMatch == old.sourceVersion.token)
+            #expect(await eventually { cache.statistics.engine.revalidations >= 1 })
+            #expect(cache.statistics.engine.changedOriginals == 0)
+
+            // The origin's file changes: the next revalidation's HEAD gets 200 and a new ETag,
+            // the old variants leave, and the request after that renders the new original.
+            try Data(Fixtures.bytes(Self.kite)).write(to: file)
+            _ = try await cache.image(for: request)
+            #expect(await eventually { cache.statistics.engine.changedOriginals == 1 })
+            let fresh = try await cache.image(for: request)
+            #expect(fresh.tier == .source && fresh.sourceVersion != old.sourceVersion)
+            #expect(fresh.sourceVersion.token == (try nginxETag(ofFileAt: file.path)))
+            #expect(fresh.image.size == PixelSize(width: 256, height: 160) && !fresh.image.hasSamePixels(as: old.image))
+        }
+        let methods = await nginx.logged(4, containing: marker).map { "\($0.method) \($0.status)" }
+        #expect(Array(methods.prefix(4)) == ["GET 200", "HEAD 304", "HEAD 200", "GET 200"], "\(methods)")
+    }
+
     /// The first logged request matching `predicate` (nginx logs a request when it ends).
     private func firstLine(_ nginx: Nginx, _ predicate: (Nginx.LogLine) -> Bool) async -> Nginx.LogLine? {
         await nginx.logged(1, where: predicate).first

@@ -167,6 +167,7 @@ final class Nginx: Sendable {
     /// our probe and nginx's bind).
     static func start() async throws(StartError) -> Nginx {
         let binary = try await binary()
+        stopLeftovers()
         var lastError = ""
         for _ in 0..<3 {
             do {
@@ -178,6 +179,35 @@ final class Nginx: Sendable {
         throw .failed(lastError)
     }
 
+    /// Stops the nginx of an earlier test process that died before stopping it: its prefix
+    /// is still there, the test process that wrote `owner.pid` there is gone, and the pid in
+    /// `nginx.pid` still runs nginx with that prefix. (Another live test process's nginx is
+    /// left alone.)
+    private static func stopLeftovers() {
+        let fm = FileManager.default
+        let temporary = fm.temporaryDirectory
+        guard let names = try? fm.contentsOfDirectory(atPath: temporary.path) else { return }
+        for name in names where name.hasPrefix("strata-nginx-") {
+            let prefix = temporary.appendingPathComponent(name)
+            guard let ownerText = try? String(contentsOf: prefix.appendingPathComponent("owner.pid"), encoding: .utf8),
+                let owner = pid_t(ownerText.trimmingCharacters(in: .whitespacesAndNewlines)),
+                kill(owner, 0) != 0 && errno == ESRCH
+            else { continue }
+            guard let text = try? String(contentsOf: prefix.appendingPathComponent("nginx.pid"), encoding: .utf8),
+                let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)),
+                let commandLine = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))
+            else { continue }
+            let arguments = commandLine.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            guard arguments.first?.hasSuffix("nginx") == true || arguments.first?.hasPrefix("nginx:") == true,
+                arguments.contains(prefix.path) || arguments.contains(where: { $0.contains(prefix.path) })
+            else { continue }
+            kill(pid, SIGTERM)
+            // Not our child: wait (at most 5 s) for it to be gone before removing its files.
+            for _ in 0..<500 where kill(pid, 0) == 0 { usleep(10_000) }
+            try? fm.removeItem(at: prefix)
+        }
+    }
+
     private static func start(binary: String) async throws(StartError) -> Nginx {
         let fm = FileManager.default
         let prefix = fm.temporaryDirectory.appendingPathComponent("strata-nginx-\(UUID().uuidString)", isDirectory: true)
@@ -187,6 +217,7 @@ final class Nginx: Sendable {
                 try fm.createDirectory(at: prefix.appendingPathComponent(sub), withIntermediateDirectories: true)
             }
             try Data("outside the base path\n".utf8).write(to: prefix.appendingPathComponent("www/secret.txt"))
+            try Data("\(getpid())\n".utf8).write(to: prefix.appendingPathComponent("owner.pid"))
             let port = try freePort()
             let template = try String(contentsOf: templateURL, encoding: .utf8)
             let config =
