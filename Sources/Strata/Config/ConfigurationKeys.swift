@@ -104,6 +104,10 @@ extension StrataConfiguration {
         .init("source.http.maxRedirects", "3", "Redirects followed per request."),
         .init("source.http.allowCrossHostRedirects", "false", "Follow redirects to other hosts."),
         .init("source.http.maxConcurrentRequests", "16", "Requests in flight to the origin at once."),
+        .init("source.http.retryBackoff", "200ms", "Pause before the one retry of a 5xx, a broken connection or a timeout."),
+        .init(
+            "source.http.rememberedVersions", "100000",
+            "Keys whose last `ETag`/`Last-Modified` is kept for conditional revalidation (`If-None-Match`)."),
         .init(
             "source.http.headers", "", list: true, secret: true,
             "Headers sent with every origin request, each `Name: value` (e.g. an authorization token); redacted in output."),

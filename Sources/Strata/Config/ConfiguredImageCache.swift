@@ -46,8 +46,14 @@ public final class ConfiguredImageCache: Sendable {
             }
             shutdownSource = {}
         case .http(let settings):
-            throw ConfigurationError(
-                key: "source.http.baseURL", value: settings.baseURL, reason: "the HTTP origin source is not part of this build yet")
+            let origin: HTTPSource
+            do {
+                origin = try HTTPSource(configuration: settings, logger: logger)
+            } catch {
+                throw ConfigurationError(key: error.key, value: error.value, reason: "expected \(error.allowed)")
+            }
+            source = origin
+            shutdownSource = { try? await origin.shutdown() }
         }
         var options = ImageCache.Options()
         options.defaultTolerance = configuration.tolerance

@@ -8,13 +8,13 @@
 /// Cost: a few hundred dictionary lookups; read at start-up and on each reload.
 public struct StrataConfiguration: Sendable {
     /// Where originals come from.
-    public enum SourceSetting: Sendable, Hashable {
+    public enum SourceSetting: Sendable, Equatable {
         /// No source: only cached images are served.
         case none
         /// ``DirectorySource`` over a directory.
         case directory(String)
-        /// An HTTP origin (see ``HTTPOriginSettings``).
-        case http(HTTPOriginSettings)
+        /// An HTTP origin (``HTTPSource``).
+        case http(HTTPSource.Configuration)
     }
 
     /// A value in force and where it came from.
@@ -93,7 +93,7 @@ public struct StrataConfiguration: Sendable {
             maxPixels: try reader.integer("source.maxPixels", min: 1), width: urgentWidth,
             decodeHeadroom: try reader.number("source.decodeHeadroom", in: 1...64))
         let directory = try reader.path("source.directory")
-        let http = try HTTPOriginSettings(reader: &reader)
+        let http = try HTTPSource.Configuration.read(from: &reader)
         switch (directory, http) {
         case (let directory?, nil): source = .directory(directory)
         case (nil, let http?): source = .http(http)

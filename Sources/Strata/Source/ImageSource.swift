@@ -41,8 +41,11 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
         case io(SystemCallError)
         /// The bytes are not a decodable image (corrupt, truncated, too large, unsupported).
         case decoding(ImageDecodingError)
-        /// The source closure or origin failed.
+        /// The source closure failed.
         case failed(String)
+        /// An HTTP origin failed: an unexpected status (5xx after one retry), a broken
+        /// connection, a timeout, a body over the size limit, a redirect loop (``HTTPSource``).
+        case origin(HTTPOriginError)
         /// The requesting task was cancelled before the work finished.
         case cancelled
     }
@@ -63,6 +66,7 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
         case .io(let error): return "\(shownKey.debugDescription): cannot read the original: \(error)"
         case .decoding(let error): return "\(shownKey.debugDescription): \(error)"
         case .failed(let why): return "\(shownKey.debugDescription): source failed: \(why)"
+        case .origin(let error): return "\(shownKey.debugDescription): \(error)"
         case .cancelled: return "\(shownKey.debugDescription): cancelled"
         }
     }
