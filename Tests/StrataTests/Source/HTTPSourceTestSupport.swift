@@ -6,14 +6,19 @@ import Glibc
 #endif
 @testable import Strata
 
-/// Runs `body` with an ``HTTPSource`` for `baseURL` (a 20 ms retry backoff unless `configure`
-/// says otherwise) and always shuts the source down afterwards.
+/// Runs `body` with an ``HTTPSource`` for `baseURL` and always shuts the source down
+/// afterwards. Unless `configure` says otherwise: a 20 ms retry backoff, and read and total
+/// timeouts far above the defaults — on a loaded 2-core machine a test's task can wait many
+/// seconds for a thread, and a timeout there would retry and add requests to the log the
+/// test counts (the timeout tests set their own).
 func withHTTPSource<T>(
     _ baseURL: String, _ configure: (inout HTTPSource.Configuration) -> Void = { _ in },
     _ body: (HTTPSource) async throws -> T
 ) async throws -> T {
     var configuration = HTTPSource.Configuration(baseURL: baseURL)
     configuration.retryBackoff = .milliseconds(20)
+    configuration.readTimeout = .seconds(120)
+    configuration.totalTimeout = .seconds(300)
     configure(&configuration)
     let source = try HTTPSource(configuration: configuration)
     do {

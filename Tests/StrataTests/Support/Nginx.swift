@@ -72,8 +72,13 @@ final class Nginx: Sendable {
     /// after 30 s). nginx writes a request's line after sending the response, so a client can
     /// see the response before the line is there.
     func logged(_ count: Int, where predicate: (LogLine) -> Bool) async -> [LogLine] {
-        _ = await eventually(30) { accessLog().filter(predicate).count >= count }
-        return accessLog().filter(predicate)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while true {
+            // Every 25 ms: each look reads and parses the whole log.
+            let lines = accessLog().filter(predicate)
+            if lines.count >= count || ContinuousClock.now >= deadline { return lines }
+            try? await Task.sleep(for: .milliseconds(25))
+        }
     }
 
     /// ``logged(_:where:)`` for the requests whose request URI contains `marker`.
