@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.0"),
         // NIOConcurrencyHelpers only: `strata bench locks` measures NIOLock beside our own lock.
         .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
+        // SHA-256 of cache keys (BoringSSL, with the CPU's SHA extensions).
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
     ],
     targets: [
         // C libraries: one systemLibrary target each, a tiny shim header, found with pkg-config.
@@ -26,12 +28,16 @@ let package = Package(
         .systemLibrary(
             name: "CPNG", pkgConfig: "libpng",
             providers: [.apt(["libpng-dev"])]),
+        .systemLibrary(
+            name: "CXXHash", pkgConfig: "libxxhash",
+            providers: [.apt(["libxxhash-dev"])]),
         // The project's Linux-only C (futex lock, eventfd, getdents64, _GNU_SOURCE constants).
         .target(name: "CStrataLinux"),
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CWebP", "CPNG", "CStrataLinux",
+                "CTurboJPEG", "CWebP", "CPNG", "CXXHash", "CStrataLinux",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
