@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", "5.4.0"..<"7.0.0"),
         // HTTPSource: the HTTP origin.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // SHA-256 of cache keys (BoringSSL, with the CPU's SHA extensions).
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
     ],
     targets: [
         // C libraries: one systemLibrary target each, a tiny shim header, found with pkg-config.
@@ -35,12 +37,16 @@ let package = Package(
         .systemLibrary(
             name: "CPNG", pkgConfig: "libpng",
             providers: [.apt(["libpng-dev"])]),
+        .systemLibrary(
+            name: "CXXHash", pkgConfig: "libxxhash",
+            providers: [.apt(["libxxhash-dev"])]),
         // The project's Linux-only C (futex lock, eventfd, getdents64, _GNU_SOURCE constants).
         .target(name: "CStrataLinux"),
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CWebP", "CPNG", "CStrataLinux",
+                "CTurboJPEG", "CWebP", "CPNG", "CXXHash", "CStrataLinux",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Configuration", package: "swift-configuration"),

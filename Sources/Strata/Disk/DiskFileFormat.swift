@@ -142,7 +142,7 @@ package struct DiskFileName: Hashable, Sendable {
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 8 | magic `89 53 54 52 44 0D 0A 1A` ("\x89STRD\r\n\x1A") |
-/// | 8 | 4 | format version (1) |
+/// | 8 | 4 | format version (2; version 1 had XXH64 checksums and is refused) |
 /// | 12 | 4 | pixel offset = header length, a multiple of 64 |
 /// | 16 | 4 | width |
 /// | 20 | 4 | height |
@@ -153,14 +153,14 @@ package struct DiskFileName: Hashable, Sendable {
 /// | 32 | 8 | source version |
 /// | 40 | 4 | key length in bytes (UTF-8) |
 /// | 44 | 4 | reserved (0) |
-/// | 48 | 8 | pixel checksum: XXH64 of the `bytesPerRow × height` pixel bytes |
-/// | 56 | 8 | header checksum: XXH64 of bytes 0..<56, seeded with the XXH64 of the key area |
+/// | 48 | 8 | pixel checksum: XXH3-64 of the `bytesPerRow × height` pixel bytes |
+/// | 56 | 8 | header checksum: XXH3-64 of bytes 0..<56, seeded with the XXH3-64 of the key area |
 /// | 64 | n | the full key, then zero padding to the pixel offset |
 ///
 /// The file is exactly `pixelOffset + bytesPerRow × height` bytes long.
 package struct DiskFileHeader: Hashable, Sendable {
     package static let magic: [UInt8] = [0x89, 0x53, 0x54, 0x52, 0x44, 0x0D, 0x0A, 0x1A]
-    package static let version: UInt32 = 1
+    package static let version: UInt32 = 2
     package static let fixedLength = 64
 
     package var width: Int
@@ -212,8 +212,8 @@ package struct DiskFileHeader: Hashable, Sendable {
     }
 
     static func headerChecksum(_ bytes: UnsafeRawBufferPointer, pixelOffset: Int) -> UInt64 {
-        let keyArea = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[64..<pixelOffset]))
-        return XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[0..<56]), seed: keyArea)
+        let keyArea = XXHash.xxh3(UnsafeRawBufferPointer(rebasing: bytes[64..<pixelOffset]))
+        return XXHash.xxh3(UnsafeRawBufferPointer(rebasing: bytes[0..<56]), seed: keyArea)
     }
 
     /// Why a file's header was refused.
@@ -315,7 +315,7 @@ package enum DiskFileEncoder {
                 let pixels = UnsafeMutableRawBufferPointer(rebasing: raw[header.pixelOffset...])
                 copyRows(of: image, into: pixels, stride: stride)
                 var h = header
-                h.pixelChecksum = XXH64.hash(UnsafeRawBufferPointer(pixels))
+                h.pixelChecksum = XXHash.xxh3(UnsafeRawBufferPointer(pixels))
                 h.write(key: UnsafeRawBufferPointer(keyBytes), into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<header.pixelOffset]))
             }
             return file
@@ -357,15 +357,7 @@ package enum StoredKey {
     package static func string(for key: String) -> String {
         guard key.utf8.count > DiskTier.maximumKeyLength else { return key }
         var key = key
-        let words = key.withUTF8 { SHA256.hash(UnsafeRawBufferPointer($0)) }
-        let all = [words.0, words.1, words.2, words.3, words.4, words.5, words.6, words.7]
-        var hex = ""
-        hex.reserveCapacity(64)
-        for word in all {
-            let digits = String(word, radix: 16)
-            hex += String(repeating: "0", count: 8 - digits.count) + digits
-        }
-        return digestPrefix + hex
+        return digestPrefix + key.withUTF8 { KeyHash.sha256Hex(UnsafeRawBufferPointer($0)) }
     }
 
     /// The file-name digest a stored key belongs to: the first 128 bits of the SHA-256 of the
@@ -380,18 +372,13 @@ package enum StoredKey {
                 switch byte {
                 case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = UInt64(byte - UInt8(ascii: "0"))
                 case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = UInt64(byte - UInt8(ascii: "a") + 10)
-                default: return KeyDigest(high: ~0, low: ~0) ^ sha(stored)
+                default: return KeyDigest(high: ~0, low: ~0) ^ KeyDigest(hashing: stored)
                 }
                 if i < 16 { high = high << 4 | nibble } else { low = low << 4 | nibble }
             }
             return KeyDigest(high: high, low: low)
         }
-        return sha(stored)
-    }
-
-    private static func sha(_ bytes: UnsafeRawBufferPointer) -> KeyDigest {
-        let words = SHA256.hash(bytes)
-        return KeyDigest(high: UInt64(words.0) << 32 | UInt64(words.1), low: UInt64(words.2) << 32 | UInt64(words.3))
+        return KeyDigest(hashing: stored)
     }
 }
 

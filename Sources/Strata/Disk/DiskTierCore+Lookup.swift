@@ -222,7 +222,7 @@ extension DiskTier.Core {
         if verify && !waiting { return .wouldWait }
         if verify {
             let pixels = UnsafeRawBufferPointer(rebasing: bytes[header.pixelOffset...])
-            guard XXH64.hash(pixels) == header.pixelChecksum else {
+            guard XXHash.xxh3(pixels) == header.pixelChecksum else {
                 return .invalid(.badPixelChecksum, identity: identity(of: file))
             }
             if configuration.checksumPolicy == .firstHit {

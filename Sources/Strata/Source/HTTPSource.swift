@@ -163,13 +163,7 @@ public final class HTTPSource: ImageSource, CustomStringConvertible {
 
     /// The version of a body whose response had no validator: a digest of its bytes.
     static func contentVersion(of bytes: [UInt8]) -> String {
-        let words = bytes.withUnsafeBytes { SHA256.hash($0) }
-        let parts = [words.0, words.1, words.2, words.3]
-        return "sha256:"
-            + parts.map { word in
-                let hex = String(word, radix: 16)
-                return String(repeating: "0", count: 8 - hex.count) + hex
-            }.joined()
+        "sha256:" + bytes.withUnsafeBytes { KeyHash.sha256Hex($0) }.prefix(32)
     }
 }
 

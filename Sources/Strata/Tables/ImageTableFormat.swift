@@ -73,11 +73,12 @@ public struct ImageEntityID: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// A stable identifier derived from a string key (two independent 64-bit hashes of its UTF-8
-    /// bytes; the same key gives the same id in every process and release).
+    /// bytes; the same key gives the same id in every process and release). The hash is XXH64,
+    /// not the tables' XXH3 checksum, so that ids stay what earlier releases computed.
     public init(hashing key: String) {
         let bytes = Array(key.utf8)
         let (h, l) = bytes.withUnsafeBytes { raw in
-            (TableChecksum.hash(raw, seed: 0x5354_5241_5441_4944), TableChecksum.hash(raw, seed: 0x7461_626C_6573_2121))
+            (XXHash.xxh64(raw, seed: 0x5354_5241_5441_4944), XXHash.xxh64(raw, seed: 0x7461_626C_6573_2121))
         }
         self.init(high: h, low: l)
     }

@@ -1,5 +1,5 @@
-/// The 64-bit checksum of table entries, trailers and metadata records: XXH64 (the same
-/// implementation the disk tier uses, `Disk/Hashing.swift`), seeded per use so that a record
+/// The 64-bit checksum of table entries, trailers and metadata records: XXH3-64 from libxxhash
+/// (the same hash the disk tier uses, `Disk/Hashing.swift`), seeded per use so that a record
 /// copied to another slot or field does not verify there.
 ///
 /// It detects torn writes, flipped bits and zeroed pages; it is not a defence against a
@@ -11,6 +11,6 @@ enum TableChecksum {
     /// The checksum of `bytes` with `seed` (different seeds give unrelated checksums).
     @inline(__always)
     static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
-        XXH64.hash(bytes, seed: seed)
+        XXHash.xxh3(bytes, seed: seed)
     }
 }

@@ -37,7 +37,7 @@ extension RecordView {
 /// | offset | field | type |
 /// |---:|---|---|
 /// | 0 | magic `STATBL01` | UInt64 |
-/// | 8 | header version (1) | UInt32 |
+/// | 8 | header version (2: XXH3 checksums; a table of version 1 is recreated) | UInt32 |
 /// | 12 | pixel style · 13 content mode | UInt8 · UInt8 |
 /// | 16 | width · 20 height · 24 bytes per row | UInt32 ×3 |
 /// | 32 | entry length · 40 maximum count · 48 page size | UInt64 ×3 |
@@ -59,6 +59,8 @@ struct TableHeaderView: RecordView {
         static let checksum = RecordField<UInt64>(64)
     }
     static let magic: UInt64 = 0x3130_4C42_4154_5453  // "STATBL01"
+    /// 2 since the checksums are XXH3 (version 1: XXH64).
+    static let version: UInt32 = 2
     /// Bytes covered by the header (the rest of the page is zero).
     static let length = 72
     /// Bytes that must equal those of a header encoded for the expected layout.
@@ -73,7 +75,7 @@ struct TableHeaderView: RecordView {
     /// Writes a complete header for layout `l` and `generation`.
     func write(_ l: TableLayout, generation: UInt64) {
         store(Field.magic, Self.magic)
-        store(Field.version, 1)
+        store(Field.version, Self.version)
         store(Field.style, l.style.rawValue)
         store(Field.mode, l.mode.rawValue)
         store(Field.width, UInt32(l.width))
@@ -114,7 +116,7 @@ struct TableHeaderView: RecordView {
 /// | offset | field | type |
 /// |---:|---|---|
 /// | 0 | magic `STRT` (0 = invalidated) | UInt32 |
-/// | 4 | trailer version (1) | UInt32 |
+/// | 4 | trailer version (2: XXH3 checksums) | UInt32 |
 /// | 8 | content width · 12 content height | UInt32 ×2 |
 /// | 16 | entity id high · 24 entity id low | UInt64 ×2 |
 /// | 32 | source version · 40 write sequence | UInt64 ×2 |
@@ -135,7 +137,7 @@ struct EntryTrailerView: RecordView {
     }
     static let length = 64
     static let magic: UInt32 = 0x5452_5453  // "STRT" little-endian
-    static let version: UInt32 = 1
+    static let version: UInt32 = 2
 
     let base: UnsafeMutableRawPointer
 
@@ -212,7 +214,7 @@ enum MetadataLayout {
 ///
 /// | offset | field | type |
 /// |---:|---|---|
-/// | 0 | magic `STMETA01` · 8 version (1) | UInt64 ×2 |
+/// | 0 | magic `STMETA01` · 8 version (2: XXH3 checksums) | UInt64 ×2 |
 /// | 16 | table generation · 24 slot count | UInt64 ×2 |
 /// | 32 | checksum of bytes 0..<32 | UInt64 |
 /// | 40 | change counter (bumped on every claim, write and delete) | UInt64 |
@@ -230,6 +232,7 @@ struct MetadataHeaderView: RecordView {
         static let retired = RecordField<UInt64>(56)
     }
     static let magic: UInt64 = 0x3130_4154_454D_5453  // "STMETA01"
+    static let version: UInt64 = 2
     static let checksumSeed: UInt64 = 0x6D65_7461
 
     let base: UnsafeMutableRawPointer
@@ -247,7 +250,7 @@ struct MetadataHeaderView: RecordView {
 
     func write(generation: UInt64, slots: Int, nextSequence: UInt64) {
         store(Field.magic, Self.magic)
-        store(Field.version, 1)
+        store(Field.version, Self.version)
         store(Field.generation, generation)
         store(Field.slotCount, UInt64(slots))
         store(Field.checksum, checksum(of: Field.checksum.offset, seed: Self.checksumSeed))
@@ -257,7 +260,7 @@ struct MetadataHeaderView: RecordView {
     }
 
     func isValid(generation: UInt64, slots: Int) -> Bool {
-        load(Field.magic) == Self.magic && load(Field.version) == 1 && load(Field.generation) == generation
+        load(Field.magic) == Self.magic && load(Field.version) == Self.version && load(Field.generation) == generation
             && load(Field.slotCount) == UInt64(slots)
             && load(Field.checksum) == checksum(of: Field.checksum.offset, seed: Self.checksumSeed)
     }

@@ -5,7 +5,7 @@ import Testing
 
 @testable import Strata
 
-@Suite("Configuration: reload without a restart, and the CLI")
+@Suite("Configuration: reload without a restart, and the CLI", .serialized)
 struct ConfigurationReloadTests {
     static let key = "jpeg/path-2560x1600.jpg"
 

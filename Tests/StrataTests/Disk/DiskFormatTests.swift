@@ -5,13 +5,7 @@ import Testing
 @Suite("Disk file format")
 struct DiskFormatTests {
     private func sha256Hex(_ text: String) -> String {
-        var text = text
-        let words = text.withUTF8 { SHA256.hash(UnsafeRawBufferPointer($0)) }
-        return [words.0, words.1, words.2, words.3, words.4, words.5, words.6, words.7]
-            .map { word in
-                let hex = String(word, radix: 16)
-                return String(repeating: "0", count: 8 - hex.count) + hex
-            }.joined()
+        Array(text.utf8).withUnsafeBytes { KeyHash.sha256Hex($0) }
     }
 
     @Test("SHA-256 matches the FIPS 180-2 test vectors, across block boundaries")
@@ -33,16 +27,21 @@ struct DiskFormatTests {
         #expect(KeyDigest(key: "abd") != digest)
     }
 
-    @Test("XXH64 matches reference values")
-    func xxh64() {
-        func hash(_ s: String, seed: UInt64 = 0) -> UInt64 {
-            Array(s.utf8).withUnsafeBytes { XXH64.hash($0, seed: seed) }
-        }
-        #expect(hash("") == 0xEF46_DB37_51D8_E999)
-        #expect(hash("a") == 0xD24E_C4F1_A98C_6E5B)
-        #expect(hash("abc") == 0x44BC_2CF5_AD77_0999)
+    @Test("XXH64 and XXH3-64 match reference values (xxhsum 0.8.1)")
+    func xxhash() {
+        func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
+        func xxh64(_ b: [UInt8], seed: UInt64 = 0) -> UInt64 { b.withUnsafeBytes { XXHash.xxh64($0, seed: seed) } }
+        func xxh3(_ b: [UInt8], seed: UInt64 = 0) -> UInt64 { b.withUnsafeBytes { XXHash.xxh3($0, seed: seed) } }
+        #expect(xxh64(bytes("")) == 0xEF46_DB37_51D8_E999)
+        #expect(xxh64(bytes("abc")) == 0x44BC_2CF5_AD77_0999)
         // ≥ 32 bytes exercises the four-lane loop.
-        #expect(hash("Nobody inspects the spammish repetition") == 0xFBCE_A83C_8A37_8BF1)
+        #expect(xxh64(bytes("Nobody inspects the spammish repetition")) == 0xFBCE_A83C_8A37_8BF1)
+        // XXH3 has separate paths for 0, 1–3, 17–128 and > 240 bytes.
+        #expect(xxh3(bytes("")) == 0x2D06_8005_38D3_94C2)
+        #expect(xxh3(bytes("abc")) == 0x78AF_5F94_892F_3950)
+        #expect(xxh3(bytes("Nobody inspects the spammish repetition")) == 0x6CB0_0603_B5CC_47E9)
+        #expect(xxh3([UInt8](repeating: 0, count: 1000)) == 0x24C1_EA60_74DD_588C)
+        #expect(xxh3(bytes("abc"), seed: 1) != xxh3(bytes("abc")))
     }
 
     @Test("Names round-trip and only canonical names parse")
@@ -86,7 +85,7 @@ struct DiskFormatTests {
         #expect(header.keyLength == key.utf8.count)
         file.withUnsafeBytes { raw in
             #expect(Array(DiskFileHeader.keyBytes(in: raw, keyLength: header.keyLength)) == Array(key.utf8))
-            #expect(XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[header.pixelOffset...])) == header.pixelChecksum)
+            #expect(XXHash.xxh3(UnsafeRawBufferPointer(rebasing: raw[header.pixelOffset...])) == header.pixelChecksum)
         }
         for position in 0..<header.pixelOffset where position < 64 + header.keyLength {
             var damaged = file

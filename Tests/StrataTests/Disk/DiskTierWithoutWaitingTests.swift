@@ -36,8 +36,9 @@ struct DiskTierWithoutWaitingTests {
         try tier.storeSynchronously(image, forKey: "warm", sourceVersion: 5)
         // Just written by this tier: in the page cache, and verified (its own bytes).
         do {
-            guard case .hit(let hit) = tier.hitWithoutWaiting(forKey: "warm", matching: query) else {
-                Issue.record("a file just written is served without waiting")
+            let answer = tier.hitWithoutWaiting(forKey: "warm", matching: query)
+            guard case .hit(let hit) = answer else {
+                Issue.record("a file just written is served without waiting, got \(answer)")
                 return
             }
             #expect(hit.image.hasSamePixels(as: image))
@@ -48,15 +49,17 @@ struct DiskTierWithoutWaitingTests {
 
         let file = dir.path + "/" + (dir.names().first { !$0.hasPrefix(".") } ?? "")
         if try Self.evictFromPageCache(file) {
-            guard case .wouldWait = tier.hitWithoutWaiting(forKey: "warm", matching: query) else {
-                Issue.record("a file whose header is not in the page cache needs a thread that may block")
+            let answer = tier.hitWithoutWaiting(forKey: "warm", matching: query)
+            guard case .wouldWait = answer else {
+                Issue.record("a file whose header is not in the page cache needs a thread that may block, got \(answer)")
                 return
             }
             // The blocking path reads it (back into the page cache) …
             #expect(try tier.hit(forKey: "warm", matching: query)?.image.hasSamePixels(as: image) == true)
             #expect(tier.statistics.hitsWithoutWaiting == 1, "the cold hit went the blocking way")
             // … after which it is warm again.
-            if case .hit = tier.hitWithoutWaiting(forKey: "warm", matching: query) {} else { Issue.record("warm again") }
+            let again = tier.hitWithoutWaiting(forKey: "warm", matching: query)
+            if case .hit = again {} else { Issue.record("warm again, got \(again)") }
         } else {
             // A file system that keeps every page (tmpfs): always warm.
             if case .hit = tier.hitWithoutWaiting(forKey: "warm", matching: query) {} else { Issue.record("tmpfs is warm") }

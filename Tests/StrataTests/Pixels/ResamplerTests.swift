@@ -136,6 +136,36 @@ struct ResamplerTests {
         #expect(worst <= 1, "worst difference \(worst)")
     }
 
+    /// Noise, the worst case for overshoot and rounding, at the largest reduction the
+    /// fixed-point tables take and at the thumbnail ratio, with an odd output width.
+    @Test(arguments: [PixelStyle.bgra32Premultiplied, .bgrx32], [(200, 120, 20, 12), (250, 160, 101, 64)])
+    func noiseStaysWithinOneOfTheReferenceAtFixedPointReductions(style: PixelStyle, geometry: (Int, Int, Int, Int)) {
+        let (w, h, ow, oh) = geometry
+        var rng = SplitMix64(seed: UInt64(w * 1000 + ow))
+        let source = Self.image(w, h, style) { _, _, _ in UInt8(truncatingIfNeeded: rng.next()) }
+        // Premultiplied-valid: colour ≤ alpha.
+        let valid = Self.image(w, h, style) { x, y, c in
+            let p = source.pixelBytes(x: x, y: y)
+            if style == .bgrx32 { return c == 3 ? 255 : p[c] }
+            return c == 3 ? p[3] : min(p[c], p[3])
+        }
+        let region = SourceRect(x: 0, y: 0, width: Double(w), height: Double(h))
+        for (length, out) in [(w, ow), (h, oh)] {
+            let table = ResamplerTable(
+                ResamplerTable.Key(
+                    sourceLength: length, regionStart: 0, regionLength: Double(length), destinationLength: out,
+                    filter: .lanczos3))
+            #expect(table.fixedPoint != nil, "\(length) → \(out) takes the float pass")
+        }
+        let size = PixelSize(width: ow, height: oh)
+        let result = Resampler().resample(valid, region: region, to: size)
+        let worst = Self.worstDifference(result, Self.naiveLanczos(valid, region: region, size: size))
+        #expect(worst <= 1, "worst difference \(worst)")
+        if style == .bgrx32 {
+            for y in 0..<oh { for x in 0..<ow { #expect(result.pixelBytes(x: x, y: y)[3] == 255) } }
+        }
+    }
+
     @Test func matchesNaiveLanczosBeyondTheFixedPointTaps() {
         // A 12:1 reduction has more taps than the fixed-point pass takes: the float pass runs.
         let source = Self.pattern(120, 36, .bgra32Premultiplied)
