@@ -96,8 +96,28 @@ enum DiskWriterCommandSizes {
         }
     }
 
-    @Test func writersAndDeletersKilledAtRandomMomentsNeverLeaveAWrongImageOrLoseAnAcknowledgedStore() throws {
+    /// What the kill loop saw: counts, and every broken promise.
+    struct KillLoopResult: Sendable {
+        var killed = 0, acknowledged = 0, hitsChecked = 0, temporariesLeft = 0, durableChecked = 0
+        var problems: [String] = []
+    }
+
+    @Test func writersAndDeletersKilledAtRandomMomentsNeverLeaveAWrongImageOrLoseAnAcknowledgedStore() async throws {
         let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
+        // Minutes of spawning, sleeping and killing: on a thread of its own, not the pool's.
+        let r = try await offThePool("disk-kill-loop") { try Self.killLoop(exe, cycles: Self.cycles) }
+        print(
+            "disk kill test: \(Self.cycles) cycles, \(r.killed) kills, \(r.acknowledged) durable stores acknowledged, "
+                + "\(r.durableChecked) checks of acknowledged stores, \(r.hitsChecked) hits verified, "
+                + "\(r.temporariesLeft) temporary files left by killed writers and cleaned, \(r.problems.count) problems")
+        #expect(r.problems.isEmpty, "\(r.problems.count) broken promises, the first: \(r.problems.prefix(5))")
+        #expect(r.killed == 2 * Self.cycles, "every child was killed, none exited on its own")
+        #expect(r.acknowledged > 0 && r.durableChecked > 0, "durable stores were acknowledged and checked after kills")
+        #expect(r.hitsChecked > Self.cycles, "the fresh tiers served images (otherwise the test proves nothing)")
+        #expect(r.temporariesLeft > 0, "no kill landed between a temporary file's creation and its rename (the cleanup went untested)")
+    }
+
+    static func killLoop(_ exe: String, cycles: Int) throws -> KillLoopResult {
         let scratch = ScratchDirectory()
         let dir = scratch.path
         try FileDescriptor.makeDirectories(dir)
@@ -106,14 +126,14 @@ enum DiskWriterCommandSizes {
         // Acknowledged durable stores that no deleter has touched since: name → smallest version
         // the file under that name may hold.
         var mustHold: [String: (n: Int, size: PixelSize, version: UInt64)] = [:]
-        var killed = 0, acknowledged = 0, hitsChecked = 0, temporariesLeft = 0, durableChecked = 0
-        for cycle in 0..<Self.cycles {
+        var r = KillLoopResult()
+        for cycle in 0..<cycles {
             unlink(writerLog)
             unlink(deleterLog)
             let common = ["disk-writer", "--directory", dir, "--keys", "\(Self.keys)"]
             let writer = try spawn(exe, common + ["--role", "writer", "--log", writerLog, "--seed", "\(2 * cycle + 2)"])
             let deleter = try spawn(exe, common + ["--role", "deleter", "--log", deleterLog, "--seed", "\(2 * cycle + 1)"])
-            try waitUntilSynchronously("both disk-writer children have opened the tier") {
+            try waitUntilSynchronously("both disk-writer children have opened the tier", seconds: 120) {
                 DiskWriterLogs(writer: writerLog, deleter: deleterLog).readyCount == 2
                     || waitpid(writer, nil, WNOHANG) == writer || waitpid(deleter, nil, WNOHANG) == deleter
             }
@@ -123,51 +143,43 @@ enum DiskWriterCommandSizes {
             kill(first, SIGKILL)
             usleep(UInt32.random(in: 0...10_000, using: &rng))
             kill(second, SIGKILL)
-            for pid in [writer, deleter] where waitFor(pid) == 128 + SIGKILL { killed += 1 }
+            for pid in [writer, deleter] where waitFor(pid) == 128 + SIGKILL { r.killed += 1 }
 
             let logs = DiskWriterLogs(writer: writerLog, deleter: deleterLog)
-            acknowledged += logs.acknowledged.count
+            r.acknowledged += logs.acknowledged.count
             for ack in logs.acknowledged where (mustHold[ack.name]?.version ?? 0) < ack.version {
                 mustHold[ack.name] = (ack.n, ack.size, ack.version)
             }
             if logs.removedAll { mustHold = [:] }
             for name in logs.touchedNames { mustHold[name] = nil }
-            temporariesLeft += try Self.temporaries(in: dir).count
+            r.temporariesLeft += try Self.temporaries(in: dir).count
 
             // "Restart": a fresh tier on the directory.
-            let tier = try DiskTier(
-                directory: dir, configuration: unwatchedConfiguration { $0.checksumPolicy = .everyHit })
-            #expect(try Self.temporaries(in: dir).isEmpty, "cycle \(cycle): temporary files of killed writers were left")
+            let tier = try DiskTier(directory: dir, configuration: unwatchedConfiguration { $0.checksumPolicy = .everyHit })
+            if try !Self.temporaries(in: dir).isEmpty { r.problems.append("cycle \(cycle): temporary files of killed writers were left") }
             for n in 0..<Self.keys {
                 for size in DiskWriterCommandSizes.all {
                     let hit = try tier.hit(forKey: "k\(n)", matching: SizeQuery(box: size, tolerance: 0))
                     let name = DiskWriterLogs.name(n: n, size: size)
                     if let expected = mustHold[name] {
-                        durableChecked += 1
-                        #expect(hit != nil, "cycle \(cycle): the acknowledged durable store \(name) (version \(expected.version)) is gone")
-                        if let hit {
-                            #expect(hit.sourceVersion >= expected.version, "cycle \(cycle): \(name) went back to an older version")
+                        r.durableChecked += 1
+                        if hit == nil {
+                            r.problems.append(
+                                "cycle \(cycle): the acknowledged durable store \(name) (version \(expected.version)) is gone")
+                        } else if let hit, hit.sourceVersion < expected.version {
+                            r.problems.append("cycle \(cycle): \(name) went back from version \(expected.version) to \(hit.sourceVersion)")
                         }
                     }
                     guard let hit else { continue }
-                    hitsChecked += 1
-                    #expect(hit.variant.size == size)
-                    #expect(
-                        TableTestPattern.matches(hit.image, n: n, version: hit.sourceVersion),
-                        "cycle \(cycle): \(name) holds a wrong or torn image")
+                    r.hitsChecked += 1
+                    if hit.variant.size != size || !TableTestPattern.matches(hit.image, n: n, version: hit.sourceVersion) {
+                        r.problems.append("cycle \(cycle): \(name) holds a wrong or torn image")
+                    }
                 }
             }
-            #expect(tier.statistics.invalidFiles == 0, "cycle \(cycle): files that fail verification were published")
+            if tier.statistics.invalidFiles != 0 { r.problems.append("cycle \(cycle): files that fail verification were published") }
             tier.close()
         }
-        print(
-            "disk kill test: \(Self.cycles) cycles, \(killed) kills, \(acknowledged) durable stores acknowledged, "
-                + "\(durableChecked) checks of acknowledged stores, \(hitsChecked) hits verified, "
-                + "\(temporariesLeft) temporary files left by killed writers and cleaned")
-        #expect(killed == 2 * Self.cycles, "every child was killed, none exited on its own")
-        #expect(acknowledged > Self.cycles / 5, "the writers acknowledged durable stores (otherwise the test proves nothing)")
-        #expect(durableChecked > Self.cycles / 5, "acknowledged stores were checked after kills")
-        #expect(hitsChecked > Self.cycles, "the fresh tiers served images (otherwise the test proves nothing)")
-        #expect(temporariesLeft > 0, "no kill landed between a temporary file's creation and its rename (the cleanup went untested)")
+        return r
     }
 }
