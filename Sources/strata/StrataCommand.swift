@@ -6,7 +6,9 @@ struct StrataCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata",
         abstract: "Strata: a multi-tier cache of decoded images.",
-        subcommands: [DecodeCommand.self, GetCommand.self, ConfigCommand.self, BenchCommand.self, TableWriterCommand.self]
+        subcommands: [
+            DecodeCommand.self, GetCommand.self, ConfigCommand.self, BenchCommand.self, TableWriterCommand.self, DiskWriterCommand.self,
+        ]
     )
 }
 

@@ -252,11 +252,15 @@ public final class DiskTier: Sendable {
     }
 
     /// Publishes `image` now (evicting to stay under the limit); on return the file is durable
-    /// (with ``Configuration/durable``) and in the index.
+    /// (with ``Configuration/durable``) and in the index. Write-behind stores of the same
+    /// variant queued before the call are dropped (they are older), and one being written is
+    /// waited for, so that none lands over this one afterwards.
     public func storeSynchronously(
         _ image: PixelImage, forKey key: String, mode: ContentMode = .fit, sourceVersion: UInt64 = 0
     ) throws(DiskTierError) {
-        try core.publish(image: image, key: key, mode: mode, sourceVersion: sourceVersion)
+        let digest = KeyDigest(key: key)
+        core.supersedeQueued(DiskFileName(digest: digest, variant: VariantDescriptor(size: image.size, mode: mode, style: image.style)))
+        try core.publish(image: image, key: key, digest: digest, mode: mode, sourceVersion: sourceVersion)
     }
 
     /// Deletes every variant of `key` that the index holds (a file published under the key by

@@ -201,18 +201,6 @@ extension DiskTier.Core {
             }
         }
         let bytes = UnsafeRawBufferPointer(start: storage.base, count: expected)
-        let header: DiskFileHeader
-        do {
-            header = try DiskFileHeader(validating: bytes)
-        } catch {
-            return .invalid(error, identity: identity(of: file))
-        }
-        guard header.variant == variant else {
-            return .invalid(.badField("size, mode or style differ from the name"), identity: identity(of: file))
-        }
-        guard header.keyLength == key.count,
-            memcmp(DiskFileHeader.keyBytes(in: bytes, keyLength: key.count).baseAddress!, key.baseAddress!, key.count) == 0
-        else { return .otherKey }
         let verify: Bool
         switch configuration.checksumPolicy {
         case .everyHit: verify = true
@@ -220,14 +208,14 @@ extension DiskTier.Core {
         case .never: verify = false
         }
         if verify && !waiting { return .wouldWait }
-        if verify {
-            let pixels = UnsafeRawBufferPointer(rebasing: bytes[header.pixelOffset...])
-            guard XXHash.xxh3(pixels) == header.pixelChecksum else {
-                return .invalid(.badPixelChecksum, identity: identity(of: file))
-            }
-            if configuration.checksumPolicy == .firstHit {
-                state.withLock { $0.index.setVerified(entry) }
-            }
+        let header: DiskFileHeader
+        switch DiskFileValidation.validate(bytes, variant: variant, key: key, verifyPixels: verify) {
+        case .valid(let valid): header = valid
+        case .invalid(let problem): return .invalid(problem, identity: identity(of: file))
+        case .otherKey: return .otherKey
+        }
+        if verify && configuration.checksumPolicy == .firstHit {
+            state.withLock { $0.index.setVerified(entry) }
         }
         let image = PixelImage(
             width: header.width, height: header.height, bytesPerRow: header.bytesPerRow, style: header.style,

@@ -12,6 +12,16 @@ extension DiskTier.Core {
         var key: String
         var mode: ContentMode
         var sourceVersion: UInt64
+        /// The file the job publishes (its key's digest is computed once, by the caller).
+        var name: DiskFileName
+
+        init(image: PixelImage, key: String, mode: ContentMode, sourceVersion: UInt64) {
+            self.image = image
+            self.key = key
+            self.mode = mode
+            self.sourceVersion = sourceVersion
+            name = DiskFileName(digest: KeyDigest(key: key), variant: VariantDescriptor(size: image.size, mode: mode, style: image.style))
+        }
     }
 
     enum QueueItem: Sendable {
@@ -31,6 +41,31 @@ extension DiskTier.Core {
         var closed = false
         var barriersQueued = 0
         var barriersPassed = 0
+        /// The file the writer is publishing now, if any.
+        var inFlight: DiskFileName?
+    }
+
+    /// Makes way for a synchronous store of `name`: queued write-behind stores of the same file
+    /// are dropped (they are older, and would otherwise land over it after it returned), and a
+    /// store of it that the writer is publishing now is waited for.
+    func supersedeQueued(_ name: DiskFileName) {
+        queue.withLock(waitingUntil: { $0.inFlight != name }) { q in
+            var kept: [QueueItem] = []
+            var dropped = false
+            for item in q.items[q.head...] {
+                if case .job(let job) = item, job.name == name {
+                    q.jobs -= 1
+                    q.bytes -= job.image.byteCount
+                    dropped = true
+                } else {
+                    kept.append(item)
+                }
+            }
+            if dropped {
+                q.items = kept
+                q.head = 0
+            }
+        }
     }
 
     func enqueue(_ job: Job) -> Bool {
@@ -70,12 +105,15 @@ extension DiskTier.Core {
                     q.items.removeFirst(q.head)
                     q.head = 0
                 }
+                if case .job(let job) = item { q.inFlight = job.name }
                 return item
             }
             switch item {
             case .job(let job):
                 do {
-                    try publish(image: job.image, key: job.key, mode: job.mode, sourceVersion: job.sourceVersion)
+                    try publish(
+                        image: job.image, key: job.key, digest: job.name.digest, mode: job.mode,
+                        sourceVersion: job.sourceVersion)
                 } catch {
                     failedStores.add(1, ordering: .relaxed)
                     logger.warning("write-behind store failed", metadata: ["error": "\(error)"])
@@ -83,7 +121,9 @@ extension DiskTier.Core {
                 queue.withLock { q in
                     q.jobs -= 1
                     q.bytes -= job.image.byteCount
+                    q.inFlight = nil
                 }
+                queue.broadcast()
             case .barrier(let number):
                 queue.withLock { $0.barriersPassed = number }
                 queue.broadcast()
@@ -123,8 +163,10 @@ extension DiskTier.Core {
     /// its name and indexes it (one step under the name's lock), then `fsync`s the directory.
     /// Evicts first, so that the byte limit holds before the file becomes visible. On failure
     /// the temporary file is deleted and the index is unchanged (except for the evictions).
-    func publish(image: PixelImage, key: String, mode: ContentMode, sourceVersion: UInt64) throws(DiskTierError) {
-        let digest = KeyDigest(key: key)
+    func publish(
+        image: PixelImage, key: String, digest: KeyDigest? = nil, mode: ContentMode, sourceVersion: UInt64
+    ) throws(DiskTierError) {
+        let digest = digest ?? KeyDigest(key: key)
         let variant = VariantDescriptor(size: image.size, mode: mode, style: image.style)
         guard image.width <= DiskFileName.maximumSide, image.height <= DiskFileName.maximumSide else {
             throw .invalidImage(key: key, reason: "sides above \(DiskFileName.maximumSide) pixels cannot be stored on disk")
@@ -152,7 +194,7 @@ extension DiskTier.Core {
         // key (the index knows names only): long keys are stored by digest to fit it.
         let bytes = DiskFileEncoder.encode(image, key: StoredKey.string(for: key), mode: mode, sourceVersion: sourceVersion)
         let finalName = DiskFileName(digest: digest, variant: variant).string
-        let temporary = "\(DiskFileName.temporaryPrefix)\(digest)-\(getpid())-\(temporaryCounter.add(1, ordering: .relaxed).newValue)"
+        let temporary = DiskTemporaryName.next(for: digest, counter: temporaryCounter.add(1, ordering: .relaxed).newValue).string
         do throws(SystemCallError) {
             do throws(SystemCallError) {
                 var entry = newEntry

@@ -163,17 +163,21 @@ extension DiskTier {
             }
         }
 
-        /// Deletes temporary files older than an hour (left by crashed writers); younger ones
-        /// may belong to a writer in progress in another process.
+        /// Deletes the temporary files of crashed writers: those whose writer is certainly gone
+        /// (``DiskTemporaryName/isAbandoned(_:modified:now:)``) and any older than an hour; a
+        /// younger one of a live writer, or of a writer in another pid namespace, may be a
+        /// store in progress.
         private func removeStaleTemporaries(_ names: [String], in directory: Shared<FileDescriptor>) {
-            let now = time(nil)
+            let now = Int(time(nil))
             for name in names {
-                guard let st = try? directory.resource.status(of: name), now - st.st_mtim.tv_sec > 3600 else { continue }
-                do {
+                guard let st = try? directory.resource.status(of: name), st.st_mode & S_IFMT == S_IFREG,
+                    DiskTemporaryName.isAbandoned(name, modified: Int(st.st_mtim.tv_sec), now: now)
+                else { continue }
+                do throws(SystemCallError) {
                     try directory.resource.unlink(name)
-                } catch {
+                } catch  where error.errno != ENOENT {
                     logger.warning("cannot delete stale temporary file", metadata: ["error": "\(error)"])
-                }
+                } catch {}
             }
         }
 

@@ -70,6 +70,13 @@ extension ImageCache {
             }
         } catch is CancellationError {
             throw .cancelled(key: key)
+        } catch let error as ImageTableError {
+            // The tables cannot store it (full disk, read-only or replaced directory, every slot
+            // held): the request is still served, rendered from the source without them.
+            options.logger.warning(
+                "image tables cannot store; rendering from the source without them",
+                metadata: ["key": "\(key)", "format": "\(format.name)", "error": "\(error)"])
+            return try await sourceRender(request, lane: lane)
         } catch {
             throw .source(SourceError(key: key, reason: .failed("image tables: \(error)")))
         }

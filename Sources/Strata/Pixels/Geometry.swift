@@ -91,8 +91,8 @@ public struct SizingPlan: Hashable, Sendable {
         case .fit:
             var scale = min(bw / sw, bh / sh)
             if !allowUpscale { scale = min(scale, 1) }
-            let w = max(1, min(box.width, Int((sw * scale).rounded())))
-            let h = max(1, min(box.height, Int((sh * scale).rounded())))
+            let w = Self.side(sw * scale, atMost: box.width)
+            let h = Self.side(sh * scale, atMost: box.height)
             output = allowUpscale || scale < 1 ? PixelSize(width: w, height: h) : source
             sourceRect = SourceRect(x: 0, y: 0, width: sw, height: sh)
         case .fill:
@@ -102,15 +102,26 @@ public struct SizingPlan: Hashable, Sendable {
                 // Largest crop with the box's aspect that the source can give at 1:1.
                 let shrink = 1 / scale
                 out = PixelSize(
-                    width: max(1, Int((bw * shrink).rounded())),
-                    height: max(1, Int((bh * shrink).rounded())))
+                    width: Self.side(bw * shrink, atMost: box.width),
+                    height: Self.side(bh * shrink, atMost: box.height))
             }
             // Source region with the output's aspect, centred.
             let outAspect = Double(out.width) / Double(out.height)
+            // Clamped: binary rounding of the aspect must not make the crop larger than the
+            // source (a negative origin of -3e-14 was found by the sizing fuzz harness).
             var cw = sw, ch = sh
-            if sw / sh > outAspect { cw = sh * outAspect } else { ch = sw / outAspect }
+            if sw / sh > outAspect { cw = min(sw, sh * outAspect) } else { ch = min(sh, sw / outAspect) }
             output = out
             sourceRect = SourceRect(x: (sw - cw) / 2, y: (sh - ch) / 2, width: cw, height: ch)
         }
+    }
+
+    /// `x` (≥ 0) rounded by `rule` to a side of 1…`limit` pixels. Compared in `Double` first:
+    /// near `Int.max` (a box any client may ask for) the product rounds to 2⁶³, which `Int(_:)`
+    /// traps on (found by the sizing fuzz harness).
+    @inline(__always)
+    static func side(_ x: Double, _ rule: FloatingPointRoundingRule = .toNearestOrAwayFromZero, atMost limit: Int) -> Int {
+        let r = x.rounded(rule)
+        return r >= Double(limit) ? limit : Swift.max(1, Int(r))
     }
 }

@@ -45,8 +45,8 @@ public final class ImageRenderer {
         let sy = Double(sizing.output.height) / sizing.sourceRect.height
         let scale = min(1, max(sx, sy) * decodeHeadroom)
         let minimum = PixelSize(
-            width: min(header.size.width, Int((Double(header.size.width) * scale).rounded(.up))),
-            height: min(header.size.height, Int((Double(header.size.height) * scale).rounded(.up))))
+            width: SizingPlan.side(Double(header.size.width) * scale, .up, atMost: header.size.width),
+            height: SizingPlan.side(Double(header.size.height) * scale, .up, atMost: header.size.height))
         return (sizing, minimum)
     }
 

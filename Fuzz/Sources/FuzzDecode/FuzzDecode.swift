@@ -1,0 +1,41 @@
+import Strata
+
+/// Format detection, header parsing and a full render (decode, EXIF orientation, resample) of
+/// arbitrary bytes, with a pixel limit of 1 megapixel: every input either renders within the
+/// request's box or throws ``ImageDecodingError``; nothing crashes, leaks or reads out of
+/// bounds, and nothing allocates near the size a lying header claims (`-malloc_limit_mb`).
+nonisolated(unsafe) let renderer = ImageRenderer(limits: DecodingLimits(maxPixels: 1_000_000))
+
+/// `precondition` whose message survives a release build.
+func require(_ condition: Bool, _ message: @autoclosure () -> String = "") {
+    if !condition { fatalError(message()) }
+}
+
+/// The request depends on the input's length, so that the Fixtures work as seeds unchanged.
+let requests = [
+    RenderRequest(box: PixelSize(width: 64, height: 64)),
+    RenderRequest(box: PixelSize(width: 200, height: 120), mode: .fill),
+    RenderRequest(box: PixelSize(width: 1, height: 1)),
+    RenderRequest(box: PixelSize(width: 300, height: 500), mode: .fill, allowUpscale: true),
+]
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzDecode(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+    let bytes = UnsafeRawBufferPointer(start: start, count: count)
+    let header = try? renderer.decoder.readHeader(bytes)
+    let request = requests[count % requests.count]
+    do {
+        let image = try renderer.render(bytes, request: request)
+        require(header != nil, "rendered an input whose header does not parse")
+        require(image.width >= 1 && image.height >= 1, "an empty image")
+        require(image.width <= request.box.width && image.height <= request.box.height, "rendered beyond the box")
+        if let header, !request.allowUpscale {
+            require(image.width <= header.size.width && image.height <= header.size.height, "upscaled")
+        }
+        _ = image.withUnsafeBytes { $0.reduce(UInt8(0)) { $0 &+ $1 } }  // every byte readable
+    } catch {
+        // A typed error for bad input: fine.
+    }
+    renderer.decoder.releaseScratch()
+    return 0
+}
