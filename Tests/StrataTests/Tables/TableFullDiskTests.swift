@@ -50,4 +50,41 @@ struct TableFullDiskTests {
             #expect(image.map { TableTestPattern.matches($0, n: n, version: 1) } == true, "entity \(n) reopened")
         }
     }
+
+    /// A table directory on a read-only file system: opening a table there is a typed error
+    /// (EROFS) — nothing is created, nothing traps — and once the file system is writable again
+    /// the same directory opens and stores.
+    @Test func aReadOnlyFileSystemRefusesToOpenATableWithATypedErrorUntilItIsWritable() throws {
+        let fs = try #require(SmallFilesystem(megabytes: 4))
+        let dir = fs.path + "/tables"
+        let format = ImageTableFormat(name: "small", family: "test", size: PixelSize(width: 32, height: 32), maximumCount: 8)
+        do {
+            let table = try ImageTable(directory: dir, format: format)
+            try table.store(TableTestPattern.entityID(1), sourceVersion: 1) { TableTestPattern.draw(&$0.image, n: 1, version: 1) }
+        }  // closed: a file open for writing would keep the remount from succeeding
+        #expect(fs.remount(readOnly: true))
+        do {
+            _ = try ImageTable(directory: dir, format: format)
+            Issue.record("a table opened read-write on a read-only file system")
+        } catch {
+            guard case .system(let error) = error else {
+                Issue.record("expected ImageTableError.system(EROFS), got \(error)")
+                return
+            }
+            #expect(error.errno == EROFS)
+        }
+        #expect(fs.remount(readOnly: false))
+        let table = try ImageTable(directory: dir, format: format)
+        let image = table.image(for: TableTestPattern.entityID(1), sourceVersion: 1)
+        #expect(image.map { TableTestPattern.matches($0, n: 1, version: 1) } == true, "the entry survived")
+    }
+
+    /// A regular file where the table directory should be: a typed error naming the path.
+    @Test func aFileInPlaceOfTheTableDirectoryIsATypedError() throws {
+        let fs = try #require(SmallFilesystem(megabytes: 4))
+        #expect(fs.ballast("tables", bytes: 10) == 10)
+        let format = ImageTableFormat(name: "small", family: "test", size: PixelSize(width: 32, height: 32), maximumCount: 8)
+        #expect(throws: ImageTableError.self) { _ = try ImageTable(directory: fs.path + "/tables", format: format) }
+        #expect(throws: ImageTableError.self) { _ = try ImageTableCache(directory: fs.path + "/tables", formats: [format]) }
+    }
 }
