@@ -166,7 +166,7 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     /// Starts threads until there are `count`.
     private func startThreads(upTo count: Int) throws(SystemCallError) {
         try threadStart.withLock { (started: inout Int) throws(SystemCallError) in
-            while started < count {
+            while started < count, !state.withLock({ $0.stopping }) {
                 let index = started
                 _ = try OSThread(name: "\(name)-\(index)") { [self] in
                     state.withLock { $0.workerThreads.append(pthread_self()) }
@@ -181,8 +181,9 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     /// Changes how many jobs of each lane may run at once (each ≥ 1), while the pool runs:
     /// threads are started when a lane is wider than the threads there are; a narrower lane
     /// starts no new job until its running ones fall below the new width (none is interrupted).
-    /// Throws when a lane width is below 1 (nothing changes) or the system refuses a thread
-    /// (the widths change anyway; the threads already started serve them).
+    /// Throws when a lane width is below 1 or the system refuses a thread (the widths stay as
+    /// they were; threads started meanwhile stay and idle). After ``shutdown()`` it starts
+    /// nothing.
     public func setWidths(urgent: Int, prefetch: Int) throws(ConfigurationError) {
         if urgent < 1 { throw .init(key: "urgent", value: "\(urgent)", reason: "must be ≥ 1 thread") }
         if prefetch < 1 { throw .init(key: "prefetch", value: "\(prefetch)", reason: "must be ≥ 1 thread") }
