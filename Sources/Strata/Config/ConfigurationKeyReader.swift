@@ -3,13 +3,14 @@ import Foundation
 /// Reads keys from ``ConfigurationLayers`` one at a time, parsing each in its own syntax and
 /// recording its value and origin; every error names the key, the value and the origin.
 struct KeyReader {
-    let layers: ConfigurationLayers
+    /// The sources, frozen when reading began: one version of the file for every key.
+    let layers: ConfigurationLayers.Snapshot
     var resolved: [StrataConfiguration.Resolved] = []
     /// The raw text and origin of the key read last (for errors raised after parsing).
     private var current: [String: (String, ConfigurationOrigin)] = [:]
 
     init(layers: ConfigurationLayers) {
-        self.layers = layers
+        self.layers = layers.snapshot()
     }
 
     /// The key's raw value from the highest source, or its default. Records it.

@@ -110,14 +110,29 @@ public struct ConfigurationLayers: Sendable {
     /// The value of `key` from the highest source that has it, and which source; `nil` when
     /// none has it (the default applies). Reads the file's latest snapshot.
     public func value(of key: ConfigurationKey) throws(ConfigurationError) -> (ConfigurationRawValue, ConfigurationOrigin)? {
-        let absolute = AbsoluteConfigKey(key.components)
-        for layer in layers {
-            let snapshot = layer.provider.snapshot()
-            if let raw = try Self.read(absolute, list: key.isList, from: snapshot, key: key, origin: layer.origin(key)) {
-                return (raw, layer.origin(key))
+        try snapshot().value(of: key)
+    }
+
+    /// Every source's current values, frozen: keys read from it come from one version of the
+    /// file even while it is being reloaded.
+    public func snapshot() -> Snapshot {
+        Snapshot(layers: layers.map { ($0.provider.snapshot(), $0.origin) })
+    }
+
+    /// The sources' values at one moment (``snapshot()``).
+    public struct Snapshot: Sendable {
+        let layers: [(any ConfigSnapshot, @Sendable (ConfigurationKey) -> ConfigurationOrigin)]
+
+        /// As ``ConfigurationLayers/value(of:)``, from these frozen values.
+        public func value(of key: ConfigurationKey) throws(ConfigurationError) -> (ConfigurationRawValue, ConfigurationOrigin)? {
+            let absolute = AbsoluteConfigKey(key.components)
+            for (snapshot, origin) in layers {
+                if let raw = try ConfigurationLayers.read(absolute, list: key.isList, from: snapshot, key: key, origin: origin(key)) {
+                    return (raw, origin(key))
+                }
             }
+            return nil
         }
-        return nil
     }
 
     /// One key from one snapshot, whatever scalar type the source parsed it as (a JSON number,
