@@ -20,10 +20,8 @@ struct ConfigurationOptions: ParsableArguments {
     /// The layered sources; `overrides` are the command's own options mapped to keys. Exits
     /// with status 2 and a message naming the key on any error.
     func layers(overrides: [String: ConfigurationRawValue] = [:]) async -> ConfigurationLayers {
-        var environment = ProcessInfo.processInfo.environment
-        environment["STRATA_CONFIG"] = nil
         do {
-            return try await ConfigurationLayers(arguments: settings, environment: environment, filePath: filePath, overrides: overrides)
+            return try await ConfigurationLayers(arguments: settings, filePath: filePath, overrides: overrides)
         } catch {
             fail("\(error)", code: 2)
         }

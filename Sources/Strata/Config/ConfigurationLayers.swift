@@ -173,11 +173,17 @@ public struct ConfigurationLayers: Sendable {
 
     // MARK: - Unknown keys
 
+    /// `STRATA_…` variables that are not configuration keys: the file's path (read by the
+    /// commands) and the knobs of the project's own tests and scripts. Ignored, not refused.
+    public static let otherVariables: Set<String> = [
+        "STRATA_CONFIG", "STRATA_STRESS_SECONDS", "STRATA_DISK_KILL_CYCLES", "STRATA_TABLE_KILL_CYCLES", "STRATA_FUZZ_SCRATCH",
+    ]
+
     /// The `STRATA_…` variables without the prefix (the provider's view), each naming a key.
     static func strataVariables(_ environment: [String: String]) throws(ConfigurationError) -> [String: String] {
         let known = Dictionary(uniqueKeysWithValues: StrataConfiguration.keys.map { ($0.environmentVariable, $0) })
         var variables: [String: String] = [:]
-        for (name, value) in environment where name.hasPrefix("STRATA_") {
+        for (name, value) in environment where name.hasPrefix("STRATA_") && !otherVariables.contains(name) {
             guard known[name] != nil else {
                 throw .init(
                     key: name, value: value,

@@ -162,6 +162,8 @@ struct StrataConfigurationTests {
             _ = try await ConfigurationLayers(environment: ["STRATA_DISK_BYTELIMIT": "1GiB"])
         }
         #expect(fromEnvironment?.reason.contains("STRATA_DISK_BYTE_LIMIT") == true)
+        // The file's path and the test knobs share the prefix but are not keys: ignored.
+        _ = try await ConfigurationLayers(environment: ["STRATA_CONFIG": "/nonexistent", "STRATA_STRESS_SECONDS": "5"])
         let fromFlags = await #expect(throws: ConfigurationError.self) {
             _ = try await ConfigurationLayers(arguments: ["--lanes-urgnt", "2"], environment: [:])
         }
