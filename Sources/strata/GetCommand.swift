@@ -73,21 +73,20 @@ struct GetCommand: AsyncParsableCommand {
             fail("\(key): \(error)", code: 2)
         }
         let engine = configured.cache
-        let disk = engine.disk
         let request = ImageRequest(key: CacheKey(key), box: size, mode: mode, tolerance: tolerance)
         let started = ContinuousClock.now
         let served: CachedImage
         do {
             served = try await engine.image(for: request)
         } catch {
-            disk?.close()
+            await configured.shutdown()
             if case .decoding = error { fail(Self.oneLine(error.description), code: 1) }
             fail(Self.oneLine(error.description), code: 2)
         }
         let elapsed = ContinuousClock.now - started
-        // The source's answer was queued for the disk tier (write-behind): publish it now.
-        disk?.flush()
-        disk?.close()
+        // The source's answer was queued for the disk tier (write-behind): publish it now, and
+        // stop what the engine started (the pressure monitor, an HTTP origin's client).
+        await configured.shutdown()
         if let out, let format = OutputFormat(path: out) {
             do {
                 let encoded = try ImageEncoder.encode(served.image, as: format.imageFormat, quality: quality)
