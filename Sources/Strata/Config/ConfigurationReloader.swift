@@ -54,12 +54,13 @@ public final class ConfigurationReloader: Service, Sendable {
             next = try StrataConfiguration(from: layers)
             try engine.reconfigure(next.reloadableSettings)
         } catch {
-            counts.withLock { $0.refused += 1 }
+            // Logged first, counted after: whoever sees the count sees the log line too.
             logger.error(
                 "configuration reload refused; the values in force stay",
                 metadata: [
                     "key": "\(error.key)", "value": "\(error.value ?? "")", "origin": "\(error.origin ?? "")", "reason": "\(error.reason)",
                 ])
+            counts.withLock { $0.refused += 1 }
             return error
         }
         let previous = applied.withLock { state in

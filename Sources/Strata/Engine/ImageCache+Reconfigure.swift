@@ -56,7 +56,6 @@ extension ImageCache {
         } catch {
             throw error.prefixed("lanes.")
         }
-        toleranceBits.store(settings.tolerance.bitPattern, ordering: .relaxed)
         if let memory, let limits = settings.memory, limits != memory.configuration {
             do { try memory.reconfigure(limits) } catch { throw error.prefixed("memory.") }
         }
@@ -69,6 +68,9 @@ extension ImageCache {
                 try? disk.setByteLimit(limit)  // shut down: no threads left to hand it to
             }
         }
+        // Last: a request that sees the new tolerance finds the new lanes and memory limits in
+        // force too (the disk's lower limit is applied by the job just queued).
+        toleranceBits.store(settings.tolerance.bitPattern, ordering: .releasing)
         options.logger.info(
             "engine reconfigured",
             metadata: [
