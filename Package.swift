@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Strata", targets: ["Strata"]),
+        .library(name: "StrataService", targets: ["StrataService"]),
         .executable(name: "strata", targets: ["strata"]),
     ],
     dependencies: [
@@ -25,6 +26,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         // SHA-256 of cache keys (BoringSSL, with the CPU's SHA extensions).
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        // `strata serve`: the HTTP service and its Prometheus metrics.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.20.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.0.0"),
     ],
     targets: [
         // C libraries: one systemLibrary target each, a tiny shim header, found with pkg-config.
@@ -57,10 +62,26 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // The HTTP service (`strata serve`): routes, encoded cache, signing, metrics.
+        .target(
+            name: "StrataService",
+            dependencies: [
+                "Strata",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "strata",
             dependencies: [
-                "Strata", "CStrataLinux",
+                "Strata", "StrataService", "CStrataLinux",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -73,6 +94,16 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: []
+        ),
+        .testTarget(
+            name: "StrataServiceTests",
+            dependencies: [
+                "Strata", "StrataService",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -113,6 +113,19 @@ extension StrataConfiguration {
             "Headers sent with every origin request, each `Name: value` (e.g. an authorization token); redacted in output."),
         .init("revalidateAfter", "off", "Hits older than this are served and revalidated in the background; `off`: never."),
         .init("negativeTTL", "10s", "How long a key the source does not have is answered `not found` without asking again."),
+        .init("http.host", "127.0.0.1", "`strata serve`: address to listen on (`0.0.0.0`: every interface)."),
+        .init("http.port", "8080", "`strata serve`: TCP port (0: any free port)."),
+        .init(
+            "http.signingKey", nil, secret: true,
+            "HMAC-SHA256 key image URLs must be signed with (`strata sign`); unset: any URL is served (a warning at start)."),
+        .init("http.cacheControl", "public, max-age=86400", "`Cache-Control` of image responses (empty: none)."),
+        .init("http.maxDimension", "4096", "Largest `w` or `h` a request may ask for (400 beyond)."),
+        .init(
+            "http.maxQueue", "64",
+            "Most urgent jobs waiting; a request that needs work beyond it gets 503 + `Retry-After` (memory hits are still served)."),
+        .init("http.retryAfter", "1s", "`Retry-After` of a shed request."),
+        .init("http.encodedCacheSize", "64MiB", "Bytes of encoded JPEG/WebP/PNG kept for warm requests (0: off)."),
+        .init("http.quality", "80", "Encoder quality when a request names none (JPEG, lossy WebP; 100: lossless WebP)."),
     ]
 
     /// The key named `name`, if Strata reads it.

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 
 /// An ``ImageCache`` built from a ``StrataConfiguration``, with what lives beside it: the
@@ -12,7 +13,12 @@ public final class ConfiguredImageCache: Sendable {
     /// Opens the tiers the configuration names (memory always; disk, tables and the source when
     /// set) and starts the engine. Throws a ``ConfigurationError`` naming the key whose value
     /// cannot be used (a directory that cannot be opened, threads refused).
-    public init(_ configuration: StrataConfiguration, logger: Logger = Logger(label: "strata.engine")) throws(ConfigurationError) {
+    /// `metricsFactory` receives the engine's metrics (default: the process's bootstrapped
+    /// backend).
+    public init(
+        _ configuration: StrataConfiguration, logger: Logger = Logger(label: "strata.engine"),
+        metricsFactory: (any MetricsFactory)? = nil
+    ) throws(ConfigurationError) {
         self.configuration = configuration
         let memory = ImageMemoryTier(configuration: configuration.memory)
         var disk: DiskTier?
@@ -62,6 +68,7 @@ public final class ConfiguredImageCache: Sendable {
         options.revalidateAfter = configuration.revalidateAfter
         options.negativeTTL = configuration.negativeTTL
         options.logger = logger
+        options.metricsFactory = metricsFactory
         cache = try ImageCache(
             memory: memory, disk: disk, tables: tables, source: source, sourceConfiguration: configuration.sourceTier,
             options: options)

@@ -39,6 +39,8 @@ public struct StrataConfiguration: Sendable {
     public var source: SourceSetting
     public var revalidateAfter: Duration?
     public var negativeTTL: Duration
+    /// `strata serve`'s settings (`http.*`).
+    public var http: HTTPServiceSettings
     /// Every key's value and origin, in ``keys`` order.
     public var resolved: [Resolved]
 
@@ -93,8 +95,8 @@ public struct StrataConfiguration: Sendable {
             maxPixels: try reader.integer("source.maxPixels", min: 1), width: urgentWidth,
             decodeHeadroom: try reader.number("source.decodeHeadroom", in: 1...64))
         let directory = try reader.path("source.directory")
-        let http = try HTTPSource.Configuration.read(from: &reader)
-        switch (directory, http) {
+        let origin = try HTTPSource.Configuration.read(from: &reader)
+        switch (directory, origin) {
         case (let directory?, nil): source = .directory(directory)
         case (nil, let http?): source = .http(http)
         case (nil, nil): source = .none
@@ -103,6 +105,7 @@ public struct StrataConfiguration: Sendable {
         }
         revalidateAfter = try reader.optionalDuration("revalidateAfter")
         negativeTTL = try reader.duration("negativeTTL")
+        http = try HTTPServiceSettings.read(from: &reader)
         let order = Dictionary(uniqueKeysWithValues: Self.keys.enumerated().map { ($1.name, $0) })
         resolved = reader.resolved.sorted { order[$0.key.name, default: 0] < order[$1.key.name, default: 0] }
     }

@@ -222,6 +222,30 @@ public final class ImageCache: Sendable {
         metrics.queuePrefetch.record(queues.prefetch)
     }
 
+    /// Runs `body` on the engine's threads in `lane`, counted toward that lane's width: for CPU
+    /// work that belongs beside the engine's renders (a service's encodes) rather than on the
+    /// Swift concurrency pool, which also answers the memory hits. `body`'s own error comes
+    /// back as the result's failure; the call throws ``ImageCacheError/cancelled(key:)`` when
+    /// the task is cancelled before a thread takes the job, ``ImageCacheError/shutDown`` after
+    /// the engine was shut down.
+    public func runOnEngineThreads<T: Sendable, E: Error>(
+        lane: Lane = .urgent, _ body: @escaping @Sendable () throws(E) -> T
+    ) async throws(ImageCacheError) -> Result<T, E> {
+        do {
+            return .success(try await pool.run(lane: lane) { (_: ImageRenderer) throws(E) -> T in try body() })
+        } catch {
+            switch error {
+            case .failed(let failure): return .failure(failure)
+            case .cancelled: throw .cancelled(key: "")
+            case .shutDown: throw .shutDown
+            }
+        }
+    }
+
+    /// Jobs waiting (not yet running) in each lane: what a service compares with its bound to
+    /// shed load. Cheap: one lock, two counts.
+    public var queueDepths: (urgent: Int, prefetch: Int) { pool.queueDepths }
+
     /// Per-tier and engine counters.
     public var statistics: ImageCacheStatistics {
         var tiers: [ServingTier: TierStatistics] = [:]

@@ -1,0 +1,43 @@
+import NIOCore
+import Strata
+
+/// The encoded bytes of one variant in one format and quality, ready to write.
+struct EncodedImage: Sendable {
+    let body: ByteBuffer
+    let format: ResponseFormat
+}
+
+/// A variant as the encoded cache knows it: the key, the variant (size, mode, style), the
+/// source version it was rendered from, and the encoding.
+struct EncodedKey: Hashable, Sendable {
+    let key: String
+    let variant: VariantDescriptor
+    let version: UInt64
+    let format: ResponseFormat
+    let quality: Int
+}
+
+/// The service's second cache level: encoded JPEG/WebP/PNG bytes of variants the engine
+/// served, so that a warm request is two hash lookups (the engine's memory tier, then this)
+/// and a write, with no encode. Decoded and encoded images are kept apart because one decoded
+/// variant serves several encodings, and because a decoded variant is what the tolerance
+/// search matches, while encoded bytes are only ever reused for exactly the same variant.
+///
+/// Cost-limited (``MemoryCache``, TinyLFU admission), thread-safe. A `ByteBuffer` body is
+/// shared, not copied, by every response that sends it.
+final class EncodedCache: Sendable {
+    private let cache: MemoryCache<EncodedKey, EncodedImage>?
+
+    /// `costLimit` 0 turns the cache off.
+    init(costLimit: Int) {
+        cache = costLimit > 0 ? MemoryCache(costLimit: costLimit, maxEntryShare: 0.25) : nil
+    }
+
+    func value(for key: EncodedKey) -> EncodedImage? { cache?.value(forKey: key) }
+
+    func insert(_ image: EncodedImage, for key: EncodedKey) {
+        _ = cache?.insert(image, forKey: key, cost: image.body.readableBytes + 64)
+    }
+
+    var statistics: CacheStatistics? { cache?.statistics }
+}

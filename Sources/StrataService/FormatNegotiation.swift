@@ -1,0 +1,49 @@
+import Foundation
+import Strata
+
+/// The small HTTP rules of an image response: `Accept` negotiation, `If-None-Match`
+/// matching, and whether an image needs an alpha channel. Pure functions.
+enum FormatNegotiation {
+    /// Whether `Accept` names `type` explicitly with a non-zero q-value (`image/*` does not
+    /// count: a browser that says only that may not decode WebP).
+    static func accepts(_ type: String, in accept: [String]) -> Bool {
+        for field in accept {
+            for item in field.split(separator: ",") {
+                let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+                guard let media = parts.first, media.lowercased() == type else { continue }
+                let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+                if q > 0 { return true }
+            }
+        }
+        return false
+    }
+
+    /// `If-None-Match` (weak comparison, RFC 9110 §13.1.2): `*`, or any listed tag equal to
+    /// `etag` once `W/` is ignored.
+    static func matches(etag: String, ifNoneMatch: [String]) -> Bool {
+        for field in ifNoneMatch {
+            for item in field.split(separator: ",") {
+                var tag = item.trimmingCharacters(in: .whitespaces)
+                if tag == "*" { return true }
+                if tag.hasPrefix("W/") { tag.removeFirst(2) }
+                if tag == etag { return true }
+            }
+        }
+        return false
+    }
+
+    /// Whether any pixel of `image` is not opaque (only premultiplied BGRA can have alpha).
+    /// Cost: one pass over the alpha bytes, stopping at the first translucent one.
+    static func hasTransparency(_ image: PixelImage) -> Bool {
+        guard image.style == .bgra32Premultiplied else { return false }
+        return image.withUnsafeBytes { raw in
+            for y in 0..<image.height {
+                let row = raw.baseAddress! + y * image.bytesPerRow
+                for x in 0..<image.width where row.load(fromByteOffset: x * 4 + 3, as: UInt8.self) != 255 {
+                    return true
+                }
+            }
+            return false
+        }
+    }
+}

@@ -1,0 +1,184 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Strata
+
+/// `GET /images/{key}?…`: checks the signature and the parameters, asks the engine (shedding
+/// load when the urgent lane is full and memory cannot answer), negotiates the format, answers
+/// `If-None-Match` with 304, and sends the encoded bytes from the encoded cache or a fresh
+/// encode (run on the engine's threads).
+///
+/// Cost of a warm request: the engine's memory hit (a hash lookup and a scan of the key's
+/// variants), one encoded-cache lookup, and the write of a shared buffer.
+struct ImageEndpoint: Sendable {
+    let cache: ImageCache
+    let encoded: EncodedCache
+    let settings: HTTPServiceSettings
+    let signer: URLSigner?
+    let metrics: ServiceMetrics
+
+    /// The answer and the tier label for metrics (`nil` when no image was served).
+    func respond(to request: Request) async -> (Response, tier: String?) {
+        let started = ContinuousClock.now
+        do {
+            return try await image(for: request, started: started)
+        } catch {
+            return (error.response(), nil)
+        }
+    }
+
+    private func image(for request: Request, started: ContinuousClock.Instant) async throws(ServiceError) -> (Response, tier: String?) {
+        var target = Substring(request.uri.string)
+        if let signer {
+            do {
+                target = try signer.verify(target)
+            } catch {
+                switch error {
+                case .missing:
+                    throw ServiceError(.forbidden, "missing_signature", "this service needs signed URLs: add sig= (see `strata sign`)")
+                case .invalid:
+                    throw ServiceError(.forbidden, "bad_signature", "the URL's signature does not match its path and query")
+                }
+            }
+        }
+        let question = target.firstIndex(of: "?")
+        let path = target[..<(question ?? target.endIndex)]
+        let query = question.map { target[target.index(after: $0)...] }
+        guard path.hasPrefix(ImageParameters.prefix) else {
+            throw ServiceError(.notFound, "not_found", "image URLs are /images/{key}?w=…&h=…")
+        }
+        let parameters = try ImageParameters(
+            path: path.dropFirst(ImageParameters.prefix.count), query: query, maxDimension: settings.maxDimension)
+        let imageRequest = ImageRequest(
+            key: CacheKey(parameters.key), box: parameters.box, mode: parameters.mode, tolerance: parameters.tolerance,
+            exactSize: parameters.exact)
+
+        // Load shedding: work that would queue behind `maxQueue` others is refused, unless
+        // memory already has the answer.
+        if cache.queueDepths.urgent >= settings.maxQueue, cache.cachedImage(for: imageRequest) == nil {
+            metrics.shed.increment()
+            let seconds = max(1, Int(settings.retryAfter.components.seconds))
+            throw ServiceError(
+                .serviceUnavailable, "overloaded", "the service is busy (\(settings.maxQueue) renders waiting): retry later",
+                retryAfter: seconds)
+        }
+        let served: CachedImage
+        do {
+            served = try await cache.image(for: imageRequest)
+        } catch {
+            throw ServiceError(error)
+        }
+        let engineDone = ContinuousClock.now
+
+        let accept = request.headers[values: .accept]
+        let negotiated = parameters.format == nil
+        var quality = parameters.quality ?? settings.quality
+        var format = parameters.format ?? .jpeg
+        var cachedEncoding: EncodedImage?
+        let variant = served.variant.descriptor
+        let version = served.variant.sourceVersion.stamp
+        func encodedKey(_ format: ResponseFormat) -> EncodedKey {
+            EncodedKey(
+                key: parameters.key, variant: variant, version: version, format: format,
+                quality: format == .jpeg || format == .webp ? quality : 0)
+        }
+        if negotiated {
+            if FormatNegotiation.accepts("image/webp", in: accept) {
+                format = .webp
+            } else if let hit = encoded.value(for: encodedKey(.jpeg)) ?? encoded.value(for: encodedKey(.png)) {
+                // A cached JPEG or PNG of this variant already says whether it has alpha.
+                cachedEncoding = hit
+                format = hit.format
+            } else {
+                format = FormatNegotiation.hasTransparency(served.image) ? .png : .jpeg
+            }
+        }
+        if format == .png || format == .raw { quality = 0 }
+
+        var headers = HTTPFields()
+        let etag = Self.etag(version: version, variant: variant, format: format, quality: quality)
+        headers[.eTag] = etag
+        if !settings.cacheControl.isEmpty { headers[.cacheControl] = settings.cacheControl }
+        if negotiated { headers[.vary] = "Accept" }
+        headers[Self.width] = String(served.image.width)
+        headers[Self.height] = String(served.image.height)
+
+        if FormatNegotiation.matches(etag: etag, ifNoneMatch: request.headers[values: .ifNoneMatch]) {
+            headers[Self.tier] = served.tier.rawValue
+            headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: nil)
+            return (Response(status: .notModified, headers: headers), served.tier.rawValue)
+        }
+
+        let body: ByteBuffer
+        var tier = served.tier.rawValue
+        var encodeDone: ContinuousClock.Instant?
+        if format == .raw {
+            body = served.image.withUnsafeBytes { ByteBuffer(bytes: $0) }
+            headers[Self.bytesPerRow] = String(served.image.bytesPerRow)
+            headers[Self.style] = served.image.style.description
+        } else if let hit = cachedEncoding ?? encoded.value(for: encodedKey(format)) {
+            body = hit.body
+            tier = "encoded"
+        } else {
+            let image = served.image
+            let imageFormat = format.imageFormat ?? .jpeg
+            let quality = quality
+            let result: Result<[UInt8], ImageEncodingError>
+            do {
+                result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> [UInt8] in
+                    try ImageEncoder.encode(image, as: imageFormat, quality: quality)
+                }
+            } catch {
+                throw ServiceError(error)
+            }
+            switch result {
+            case .success(let bytes):
+                body = ByteBuffer(bytes: bytes)
+                encoded.insert(EncodedImage(body: body, format: format), for: encodedKey(format))
+            case .failure(let error):
+                throw ServiceError(.internalServerError, "encode_failed", "\(parameters.key.debugDescription): \(error)")
+            }
+            encodeDone = .now
+        }
+        headers[.contentType] = format.contentType
+        headers[Self.tier] = tier
+        headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: encodeDone)
+        return (Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: body)), tier)
+    }
+
+    // MARK: - Headers
+
+    static let tier = HTTPField.Name("X-Strata-Tier")!
+    static let width = HTTPField.Name("X-Strata-Width")!
+    static let height = HTTPField.Name("X-Strata-Height")!
+    static let bytesPerRow = HTTPField.Name("X-Strata-Bytes-Per-Row")!
+    static let style = HTTPField.Name("X-Strata-Style")!
+    static let serverTiming = HTTPField.Name("Server-Timing")!
+
+    /// A strong validator: the source version, the variant and the encoding name exactly the
+    /// bytes sent.
+    static func etag(version: UInt64, variant: VariantDescriptor, format: ResponseFormat, quality: Int) -> String {
+        "\"\(String(version, radix: 16))-\(variant)-\(format.rawValue)\(quality > 0 ? "-q\(quality)" : "")\""
+    }
+
+    /// `Server-Timing`: the engine's part, the encode's part and the whole, in milliseconds.
+    static func timing(started: ContinuousClock.Instant, engine: ContinuousClock.Instant, encode: ContinuousClock.Instant?) -> String {
+        func ms(_ d: Duration) -> String {
+            let value = Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15
+            return String(Int((value * 1000).rounded())).paddedMilliseconds
+        }
+        let now = ContinuousClock.now
+        var parts = ["engine;dur=\(ms(engine - started))"]
+        if let encode { parts.append("encode;dur=\(ms(encode - engine))") }
+        parts.append("total;dur=\(ms(now - started))")
+        return parts.joined(separator: ", ")
+    }
+}
+
+extension String {
+    /// Microseconds as text, written as milliseconds with three decimals (`1234` → `1.234`).
+    fileprivate var paddedMilliseconds: String {
+        let digits = count < 4 ? String(repeating: "0", count: 4 - count) + self : self
+        return "\(digits.dropLast(3)).\(digits.suffix(3))"
+    }
+}

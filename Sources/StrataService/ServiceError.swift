@@ -1,0 +1,84 @@
+import Foundation
+import Hummingbird
+import Strata
+
+/// An image request the service refuses or cannot answer: an HTTP status, a short stable code
+/// and a message that says what to change. Sent as a small JSON body,
+/// `{"status":404,"error":"not_found","message":"…"}`.
+///
+/// Cost: built only on the error path.
+public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var status: HTTPResponse.Status
+    /// Stable, machine-readable (`bad_parameter`, `bad_signature`, `not_found`, …).
+    public var code: String
+    public var message: String
+    /// Seconds for `Retry-After` (load shedding).
+    public var retryAfter: Int?
+
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfter: Int? = nil) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+
+    public var description: String { "\(status.code) \(code): \(message)" }
+
+    static func badParameter(_ message: String) -> ServiceError { ServiceError(.badRequest, "bad_parameter", message) }
+
+    /// The engine's error as an HTTP answer: 400 for a bad request or a key the source refuses,
+    /// 404 for an unknown key, 413 over the pixel limit, 422 undecodable, 502/504 origin
+    /// failures, 503 when shutting down.
+    init(_ error: ImageCacheError) {
+        switch error {
+        case .invalidRequest(_, let reason):
+            self.init(.badRequest, "bad_parameter", reason)
+        case .notFound(let key), .noSource(let key):
+            self.init(.notFound, "not_found", "no image \(key.debugDescription) in the source")
+        case .decoding(let key, let decoding):
+            if case .tooLarge(let pixels, let limit) = decoding.reason {
+                self.init(
+                    .contentTooLarge, "too_large",
+                    "\(key.debugDescription) has \(pixels) pixels, over the limit of \(limit) (source.maxPixels)")
+            } else {
+                self.init(.unprocessableContent, "undecodable", "\(key.debugDescription) cannot be decoded: \(decoding)")
+            }
+        case .source(let source):
+            switch source.reason {
+            case .invalidKey(let why):
+                self.init(.badRequest, "bad_key", "\(source.key.debugDescription) is not a valid key: \(why)")
+            case .origin(let origin):
+                if case .timeout = origin.kind {
+                    self.init(.gatewayTimeout, "origin_timeout", "the origin did not answer in time for \(source.key.debugDescription)")
+                } else {
+                    self.init(.badGateway, "origin_failed", "the origin failed for \(source.key.debugDescription): \(origin.kind)")
+                }
+            case .notFound:
+                self.init(.notFound, "not_found", "no image \(source.key.debugDescription) in the source")
+            default:
+                self.init(.internalServerError, "source_failed", "the source failed for \(source.key.debugDescription)")
+            }
+        case .cancelled:
+            self.init(.serviceUnavailable, "cancelled", "the request was cancelled", retryAfter: 1)
+        case .shutDown:
+            self.init(.serviceUnavailable, "shutting_down", "the service is shutting down", retryAfter: 1)
+        }
+    }
+
+    /// The JSON response.
+    func response(headers extra: HTTPFields = [:]) -> Response {
+        struct Body: Encodable {
+            var status: Int
+            var error: String
+            var message: String
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let json = (try? encoder.encode(Body(status: status.code, error: code, message: message))) ?? Data("{}".utf8)
+        var headers = extra
+        headers[.contentType] = "application/json"
+        headers[.cacheControl] = "no-store"
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: json)))
+    }
+}

@@ -1,0 +1,88 @@
+import CoreMetrics
+import Metrics
+import Prometheus
+import Strata
+
+typealias Counter = CoreMetrics.Counter
+typealias Gauge = CoreMetrics.Gauge
+typealias Timer = CoreMetrics.Timer
+
+/// The service's Prometheus registry and its HTTP instruments. The engine's swift-metrics
+/// (``ImageCache``'s counters, timers and gauges) are made through the same factory, so one
+/// `GET /metrics` scrape shows both.
+///
+/// HTTP names: `strata_http_requests_total{route,status}`,
+/// `strata_http_request_duration_seconds{route}` (a histogram),
+/// `strata_http_images_total{tier}` (which tier answered an image: memory, disk, table, source,
+/// encoded), `strata_http_shed_total`, and gauges `strata_encoded_cache_bytes`,
+/// `strata_encoded_cache_entries`, `strata_encoded_cache_hits`.
+/// Cost: per request, two dictionary reads and three atomic adds; instruments are made once.
+public final class ServiceMetrics: Sendable {
+    /// What `/metrics` writes.
+    public let registry: PrometheusCollectorRegistry
+    /// The factory the engine is built with.
+    public let factory: PrometheusMetricsFactory
+
+    static let routes = ["images", "metrics", "stats", "healthz"]
+    static let statuses = [200, 304, 400, 403, 404, 413, 422, 500, 502, 503, 504]
+
+    private let requests: [String: [Int: Counter]]
+    private let durations: [String: Timer]
+    private let tiers: [String: Counter]
+    let shed: Counter
+    let encodedBytes: Gauge
+    let encodedEntries: Gauge
+    let encodedHits: Gauge
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5),
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
+        ]
+        self.factory = factory
+        var requests: [String: [Int: Counter]] = [:]
+        var durations: [String: Timer] = [:]
+        for route in Self.routes {
+            durations[route] = Timer(
+                label: "strata_http_request_duration_seconds", dimensions: [("route", route)], preferredDisplayUnit: .seconds,
+                factory: factory)
+            var byStatus: [Int: Counter] = [:]
+            for status in Self.statuses {
+                byStatus[status] = Counter(
+                    label: "strata_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory)
+            }
+            requests[route] = byStatus
+        }
+        self.requests = requests
+        self.durations = durations
+        var tiers: [String: Counter] = [:]
+        for tier in ServingTier.allCases.map(\.rawValue) + ["encoded"] {
+            tiers[tier] = Counter(label: "strata_http_images_total", dimensions: [("tier", tier)], factory: factory)
+        }
+        self.tiers = tiers
+        shed = Counter(label: "strata_http_shed_total", factory: factory)
+        encodedBytes = Gauge(label: "strata_encoded_cache_bytes", factory: factory)
+        encodedEntries = Gauge(label: "strata_encoded_cache_entries", factory: factory)
+        encodedHits = Gauge(label: "strata_encoded_cache_hits", factory: factory)
+    }
+
+    /// Counts one response of `route` and its duration.
+    func record(route: String, status: Int, nanoseconds: Int64) {
+        if let counter = requests[route]?[status] {
+            counter.increment()
+        } else {
+            Counter(label: "strata_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory)
+                .increment()
+        }
+        durations[route]?.recordNanoseconds(nanoseconds)
+    }
+
+    /// Counts an image answered by `tier`.
+    func served(by tier: String) { tiers[tier]?.increment() }
+
+    /// The Prometheus text exposition of everything registered.
+    func exposition() -> [UInt8] { registry.emitToBuffer() }
+}

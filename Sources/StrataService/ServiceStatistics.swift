@@ -1,0 +1,80 @@
+import Foundation
+import Strata
+
+/// `GET /stats`: the engine's and each tier's counters as one JSON object, for operators and
+/// dashboards that do not scrape Prometheus. Keys: `engine` (requests, served per tier,
+/// coalesced, source fetches and decodes, resamples, revalidations, negative hits, errors by
+/// kind), `tiers` (hits, misses, entries, bytes, evictions per tier present), `memory`
+/// (limits), `disk` (limit and file-level counters, when there is a disk tier), `encoded`
+/// (the encoded cache), `queues` (jobs waiting per lane), `uptimeSeconds`.
+/// Cost: one statistics read per tier (each a lock or a few atomics).
+struct ServiceStatistics: Encodable {
+    struct Engine: Encodable {
+        var requests, coalesced, sourceFetches, sourceDecodes, resamples, revalidations, negativeHits: Int
+        var served: [String: Int]
+        var errors: [String: Int]
+    }
+    struct Tier: Encodable {
+        var hits, misses, entries, bytes, evictions: Int
+    }
+    struct Memory: Encodable {
+        var costLimit, countLimit, keys, insertions, rejections: Int
+    }
+    struct Disk: Encodable {
+        var byteLimit, hitsWithoutWaiting, invalidFiles, stores, droppedStores, failedStores, rescans: Int
+        var watching: Bool
+    }
+    struct Encoded: Encodable {
+        var hits, misses, entries, bytes, costLimit: Int
+    }
+    struct Queues: Encodable {
+        var urgent, prefetch: Int
+    }
+
+    var engine: Engine
+    var tiers: [String: Tier]
+    var memory: Memory?
+    var disk: Disk?
+    var encoded: Encoded?
+    var queues: Queues
+    var uptimeSeconds: Double
+
+    init(cache: ImageCache, encoded encodedCache: EncodedCache, uptime: Duration) {
+        let stats = cache.statistics
+        let e = stats.engine
+        engine = Engine(
+            requests: e.requests, coalesced: e.coalesced, sourceFetches: e.sourceFetches, sourceDecodes: e.sourceDecodes,
+            resamples: e.resamples, revalidations: e.revalidations, negativeHits: e.negativeHits,
+            served: Dictionary(uniqueKeysWithValues: e.served.map { ($0.key.rawValue, $0.value) }), errors: e.errors)
+        tiers = Dictionary(
+            uniqueKeysWithValues: stats.tiers.map {
+                (
+                    $0.key.rawValue,
+                    Tier(
+                        hits: $0.value.hits, misses: $0.value.misses, entries: $0.value.entries, bytes: $0.value.bytes,
+                        evictions: $0.value.evictions)
+                )
+            })
+        memory = stats.memory.map {
+            Memory(
+                costLimit: $0.costLimit, countLimit: $0.countLimit, keys: $0.keyCount, insertions: Int($0.insertions),
+                rejections: Int($0.rejections))
+        }
+        if let d = stats.disk, let limit = cache.disk?.byteLimit {
+            disk = Disk(
+                byteLimit: limit, hitsWithoutWaiting: d.hitsWithoutWaiting, invalidFiles: d.invalidFiles, stores: d.stores,
+                droppedStores: d.droppedStores, failedStores: d.failedStores, rescans: d.rescans, watching: d.watching)
+        }
+        encoded = encodedCache.statistics.map {
+            Encoded(hits: Int($0.hits), misses: Int($0.misses), entries: $0.count, bytes: $0.totalCost, costLimit: $0.costLimit)
+        }
+        queues = Queues(urgent: stats.queues.urgent, prefetch: stats.queues.prefetch)
+        uptimeSeconds = Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18
+    }
+
+    func json() -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        return (try? encoder.encode(self)) ?? Data("{}".utf8)
+    }
+}

@@ -1,0 +1,120 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import Strata
+import StrataService
+
+/// `strata serve [--config FILE] [--host H] [--port P] [--KEY VALUE …]`
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve images over HTTP: GET /images/{key}?w=&h=, /metrics, /stats, /healthz.",
+        discussion: """
+            Everything is configured through the configuration (--config FILE or STRATA_CONFIG, \
+            STRATA_… variables, configuration keys as flags; see `strata config`); --host and \
+            --port are http.host and http.port. With no source and no disk tier configured, it \
+            serves the embedded default: the repository's Fixtures/ directory (from the current \
+            directory) as the source, with its disk cache in ./.strata-cache/disk. SIGTERM or \
+            SIGINT stops it gracefully: requests in flight finish and the disk tier's queued \
+            writes are published before it exits.
+            """
+    )
+
+    @Option(help: "Address to listen on (http.host; default 127.0.0.1).")
+    var host: String?
+
+    @Option(help: "TCP port (http.port; default 8080; 0: any free port).")
+    var port: Int?
+
+    @OptionGroup var configurationOptions: ConfigurationOptions
+
+    /// The embedded default's directories, relative to the working directory.
+    static let defaultSource = "Fixtures"
+    static let defaultCache = ".strata-cache/disk"
+
+    func run() async throws {
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        var overrides: [String: ConfigurationRawValue] = [:]
+        if let host { overrides["http.host"] = .scalar(host) }
+        if let port { overrides["http.port"] = .scalar(String(port)) }
+        var (layers, configuration) = await configurationOptions.load(overrides: overrides)
+        var embedded = false
+        if configuration.source == .none, configuration.diskPath == nil {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: Self.defaultSource, isDirectory: &isDirectory), isDirectory.boolValue else {
+                fail(
+                    "no source is configured (source.directory or source.http.baseURL), and there is no ./\(Self.defaultSource) "
+                        + "directory to serve by default: set one (see `strata config`)", code: 2)
+            }
+            overrides["source.directory"] = .scalar(Self.defaultSource)
+            overrides["disk.path"] = .scalar(Self.defaultCache)
+            (layers, configuration) = await configurationOptions.load(overrides: overrides)
+            embedded = true
+        }
+        let logger = Logger(label: "strata.serve")
+        let isEmbedded = embedded
+        let signer = configuration.http.signingKey.map(URLSigner.init(key:))
+        let examples = Self.exampleKeys(configuration.source)
+        let server: StrataServer
+        do {
+            server = try StrataServer(configuration: configuration, logger: logger) { host, port in
+                Self.announce(host: host, port: port, embedded: isEmbedded, examples: examples, signer: signer)
+            }
+        } catch {
+            fail("\(error)", code: 2)
+        }
+        let reloader = ConfigurationReloader(layers: layers, engine: server.cache, initial: configuration, logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [
+                    // Without a configuration file the reloader has nothing to watch and returns.
+                    .init(service: reloader, successTerminationBehavior: .ignore),
+                    .init(service: server),
+                ], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+
+    /// Keys to show in the example URLs: the two largest JPEG or WebP originals of a source
+    /// directory (the first 1000 files looked at).
+    static func exampleKeys(_ source: StrataConfiguration.SourceSetting) -> [String] {
+        guard case .directory(let root) = source,
+            let walker = FileManager.default.enumerator(atPath: root)
+        else { return ["path/to/image.jpg"] }
+        var candidates: [(key: String, size: Int)] = []
+        var looked = 0
+        while let path = walker.nextObject() as? String, looked < 1000 {
+            looked += 1
+            let lower = path.lowercased()
+            guard lower.hasSuffix(".jpg") || lower.hasSuffix(".webp"), !lower.contains("broken") else { continue }
+            let size = (walker.fileAttributes?[.size] as? NSNumber)?.intValue ?? 0
+            candidates.append((path, size))
+        }
+        let keys = candidates.sorted { $0.size > $1.size }.prefix(2).map(\.key)
+        return keys.isEmpty ? ["path/to/image.jpg"] : keys
+    }
+
+    /// Prints where the service listens and URLs to try (signed when a key is set).
+    static func announce(host: String, port: Int, embedded: Bool, examples: [String], signer: URLSigner?) {
+        let base = "http://\(host == "0.0.0.0" ? "127.0.0.1" : host):\(port)"
+        var lines = ["strata: listening on \(base)"]
+        if embedded {
+            lines.append("strata: serving ./\(defaultSource) (the embedded default), cache in ./\(defaultCache)")
+        }
+        lines.append("Try:")
+        for (index, key) in examples.enumerated() {
+            let encodedKey = key.split(separator: "/").map {
+                String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/")))
+                    ?? String($0)
+            }.joined(separator: "/")
+            var target = "/images/\(encodedKey)?w=\(index == 0 ? 512 : 256)&h=\(index == 0 ? 512 : 256)"
+            if index == 1 { target += "&format=webp" }
+            if let signer { target = signer.sign(target) }
+            lines.append("  curl -sS -D - -o /tmp/strata-example-\(index) '\(base)\(target)'")
+        }
+        lines.append("  curl -sS \(base)/stats")
+        lines.append("  curl -sS \(base)/metrics")
+        // Written at once, unbuffered: a script reading the port waits for this line.
+        FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+    }
+}
