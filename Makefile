@@ -7,12 +7,10 @@ deps:
 release: deps
 	swift build -c release
 
-# The engine on a fixture, twice with one disk cache: the first answer comes from the source,
-# the second (a new process, empty memory) from the disk tier.
+# The service (`strata serve`) on its embedded default: Fixtures/ as the source, its disk cache in
+# ./.strata-cache/disk, listening on 127.0.0.1:8080; it prints URLs to try. Ctrl-C stops it.
 run: release
-	rm -rf /tmp/strata-run-cache
-	./.build/release/strata get jpeg/path-2560x1600.jpg --size 512x512 --source Fixtures --cache /tmp/strata-run-cache --out /tmp/strata-out.webp
-	./.build/release/strata get jpeg/path-2560x1600.jpg --size 512x512 --source Fixtures --cache /tmp/strata-run-cache
+	./.build/release/strata serve
 
 test: deps
 	swift test

@@ -1,10 +1,14 @@
 import NIOCore
 import Strata
 
-/// The encoded bytes of one variant in one format and quality, ready to write.
+/// The encoded bytes of one variant in one format and quality, ready to write, with the
+/// header values that describe them (made once, not per response).
 struct EncodedImage: Sendable {
     let body: ByteBuffer
     let format: ResponseFormat
+    let etag: String
+    let width: String
+    let height: String
 }
 
 /// A variant as the encoded cache knows it: the key, the variant (size, mode, style), the

@@ -1,17 +1,16 @@
-import Foundation
 import Strata
 
 /// The small HTTP rules of an image response: `Accept` negotiation, `If-None-Match`
 /// matching, and whether an image needs an alpha channel. Pure functions.
 enum FormatNegotiation {
-    /// Whether `Accept` names `type` explicitly with a non-zero q-value (`image/*` does not
-    /// count: a browser that says only that may not decode WebP).
+    /// Whether `Accept` names `type` (lower case) explicitly with a non-zero q-value
+    /// (`image/*` does not count: a browser that says only that may not decode WebP).
     static func accepts(_ type: String, in accept: [String]) -> Bool {
         for field in accept {
             for item in field.split(separator: ",") {
-                let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-                guard let media = parts.first, media.lowercased() == type else { continue }
-                let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+                let parts = item.split(separator: ";")
+                guard let media = parts.first, trimmed(media).lowercased() == type else { continue }
+                let q = parts.dropFirst().map(trimmed).first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
                 if q > 0 { return true }
             }
         }
@@ -23,13 +22,21 @@ enum FormatNegotiation {
     static func matches(etag: String, ifNoneMatch: [String]) -> Bool {
         for field in ifNoneMatch {
             for item in field.split(separator: ",") {
-                var tag = item.trimmingCharacters(in: .whitespaces)
+                var tag = trimmed(item)
                 if tag == "*" { return true }
-                if tag.hasPrefix("W/") { tag.removeFirst(2) }
+                if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
                 if tag == etag { return true }
             }
         }
         return false
+    }
+
+    /// `text` without surrounding spaces and tabs.
+    static func trimmed(_ text: Substring) -> Substring {
+        var text = text
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return text
     }
 
     /// Whether any pixel of `image` is not opaque (only premultiplied BGRA can have alpha).

@@ -95,13 +95,17 @@ struct ImageEndpoint: Sendable {
         }
         if format == .png || format == .raw { quality = 0 }
 
+        let hit = format == .raw ? nil : (cachedEncoding ?? encoded.value(for: encodedKey(format)))
+        let etag = hit?.etag ?? Self.etag(version: version, variant: variant, format: format, quality: quality)
+        let width = hit?.width ?? String(served.image.width)
+        let height = hit?.height ?? String(served.image.height)
         var headers = HTTPFields()
-        let etag = Self.etag(version: version, variant: variant, format: format, quality: quality)
+        headers.reserveCapacity(12)
         headers[.eTag] = etag
         if !settings.cacheControl.isEmpty { headers[.cacheControl] = settings.cacheControl }
         if negotiated { headers[.vary] = "Accept" }
-        headers[Self.width] = String(served.image.width)
-        headers[Self.height] = String(served.image.height)
+        headers[Self.width] = width
+        headers[Self.height] = height
 
         if FormatNegotiation.matches(etag: etag, ifNoneMatch: request.headers[values: .ifNoneMatch]) {
             headers[Self.tier] = served.tier.rawValue
@@ -112,13 +116,13 @@ struct ImageEndpoint: Sendable {
         let body: ByteBuffer
         var tier = served.tier.rawValue
         var encodeDone: ContinuousClock.Instant?
-        if format == .raw {
+        if let hit {
+            body = hit.body
+            tier = "encoded"
+        } else if format == .raw {
             body = served.image.withUnsafeBytes { ByteBuffer(bytes: $0) }
             headers[Self.bytesPerRow] = String(served.image.bytesPerRow)
             headers[Self.style] = served.image.style.description
-        } else if let hit = cachedEncoding ?? encoded.value(for: encodedKey(format)) {
-            body = hit.body
-            tier = "encoded"
         } else {
             let image = served.image
             let imageFormat = format.imageFormat ?? .jpeg
@@ -134,7 +138,8 @@ struct ImageEndpoint: Sendable {
             switch result {
             case .success(let bytes):
                 body = ByteBuffer(bytes: bytes)
-                encoded.insert(EncodedImage(body: body, format: format), for: encodedKey(format))
+                encoded.insert(
+                    EncodedImage(body: body, format: format, etag: etag, width: width, height: height), for: encodedKey(format))
             case .failure(let error):
                 throw ServiceError(.internalServerError, "encode_failed", "\(parameters.key.debugDescription): \(error)")
             }
@@ -161,24 +166,28 @@ struct ImageEndpoint: Sendable {
         "\"\(String(version, radix: 16))-\(variant)-\(format.rawValue)\(quality > 0 ? "-q\(quality)" : "")\""
     }
 
-    /// `Server-Timing`: the engine's part, the encode's part and the whole, in milliseconds.
+    /// `Server-Timing`: the engine's part, the encode's part and the whole, in milliseconds
+    /// with microsecond digits.
     static func timing(started: ContinuousClock.Instant, engine: ContinuousClock.Instant, encode: ContinuousClock.Instant?) -> String {
-        func ms(_ d: Duration) -> String {
-            let value = Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15
-            return String(Int((value * 1000).rounded())).paddedMilliseconds
-        }
         let now = ContinuousClock.now
-        var parts = ["engine;dur=\(ms(engine - started))"]
-        if let encode { parts.append("encode;dur=\(ms(encode - engine))") }
-        parts.append("total;dur=\(ms(now - started))")
-        return parts.joined(separator: ", ")
+        var text = "engine;dur="
+        append(engine - started, to: &text)
+        if let encode {
+            text += ", encode;dur="
+            append(encode - engine, to: &text)
+        }
+        text += ", total;dur="
+        append(now - started, to: &text)
+        return text
     }
-}
 
-extension String {
-    /// Microseconds as text, written as milliseconds with three decimals (`1234` → `1.234`).
-    fileprivate var paddedMilliseconds: String {
-        let digits = count < 4 ? String(repeating: "0", count: 4 - count) + self : self
-        return "\(digits.dropLast(3)).\(digits.suffix(3))"
+    /// Appends `duration` as milliseconds with three decimals (`1.234`).
+    static func append(_ duration: Duration, to text: inout String) {
+        let micros = max(0, duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
+        text += String(micros / 1000)
+        text += "."
+        let fraction = micros % 1000
+        if fraction < 100 { text += fraction < 10 ? "00" : "0" }
+        text += String(fraction)
     }
 }

@@ -50,20 +50,22 @@ public struct ImageParameters: Sendable, Hashable {
     /// Parses the raw path (after the route prefix) and query of a request target.
     public init(path: Substring, query: Substring?, maxDimension: Int) throws(ServiceError) {
         key = try Self.key(fromPath: path)
-        var values: [Substring: Substring] = [:]
+        // At most eight known names: a linear scan beats a dictionary here.
+        var values: [(name: Substring, value: Substring)] = []
         for pair in (query ?? "").split(separator: "&", omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = parts[0]
+            let equals = pair.firstIndex(of: "=")
+            let name = pair[..<(equals ?? pair.endIndex)]
             guard Self.known.contains(name) else {
                 throw .badParameter(
                     "unknown parameter \(String(name).debugDescription): use w, h, mode, tolerance, format, quality, exact")
             }
-            guard values[name] == nil else { throw .badParameter("parameter \(name) is given twice") }
-            let raw = parts.count > 1 ? parts[1] : ""
-            values[name] = Substring(String(raw).removingPercentEncoding ?? String(raw))
+            guard !values.contains(where: { $0.name == name }) else { throw .badParameter("parameter \(name) is given twice") }
+            let raw = equals.map { pair[pair.index(after: $0)...] } ?? ""
+            values.append((name, Self.decoded(raw)))
         }
+        func value(_ name: Substring) -> Substring? { values.first { $0.name == name }?.value }
         func dimension(_ name: Substring) throws(ServiceError) -> Int? {
-            guard let text = values[name] else { return nil }
+            guard let text = value(name) else { return nil }
             guard let value = Int(text), value >= 1, value <= maxDimension else {
                 throw .badParameter("\(name)=\(text): expected a whole number of pixels, 1…\(maxDimension) (http.maxDimension)")
             }
@@ -71,7 +73,7 @@ public struct ImageParameters: Sendable, Hashable {
         }
         let width = try dimension("w")
         let height = try dimension("h")
-        switch values["mode"] {
+        switch value("mode") {
         case nil, "fit": mode = .fit
         case "fill": mode = .fill
         case let other?: throw .badParameter("mode=\(other): expected fit or fill")
@@ -84,45 +86,62 @@ public struct ImageParameters: Sendable, Hashable {
             // One side: the other is unbounded (up to the maximum), so it alone limits the fit.
             box = width != nil ? PixelSize(width: w, height: maxDimension) : PixelSize(width: maxDimension, height: w)
         }
-        if let text = values["tolerance"] {
+        if let text = value("tolerance") {
             guard let value = Double(text), (0...1).contains(value) else {
                 throw .badParameter("tolerance=\(text): expected a number in 0…1 (0: exactly this size)")
             }
             tolerance = value
         }
-        if let text = values["format"] {
+        if let text = value("format") {
             guard let value = ResponseFormat(rawValue: String(text)) else {
                 throw .badParameter("format=\(text): expected webp, jpeg, png or raw")
             }
             format = value
         }
-        if let text = values["quality"] {
+        if let text = value("quality") {
             guard let value = Int(text), (1...100).contains(value) else {
                 throw .badParameter("quality=\(text): expected 1…100")
             }
             quality = value
         }
-        switch values["exact"] {
+        switch value("exact") {
         case nil, "0", "false": exact = false
         case "1", "true", "": exact = true
         case let other?: throw .badParameter("exact=\(other): expected true or false")
         }
     }
 
-    /// The key: path segments, percent-decoded and checked.
+    /// `text` percent-decoded (as it is when it has no `%`, or when the escapes are invalid).
+    static func decoded(_ text: Substring) -> Substring {
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
+        return Substring(String(text).removingPercentEncoding ?? String(text))
+    }
+
+    /// The key: path segments, percent-decoded and checked. A path without `%` (the common
+    /// case) is checked in place and copied once.
     static func key(fromPath path: Substring) throws(ServiceError) -> String {
+        let escaped = path.utf8.contains(UInt8(ascii: "%"))
         var segments: [String] = []
-        for raw in path.split(separator: "/", omittingEmptySubsequences: false) {
-            guard let segment = String(raw).removingPercentEncoding else {
-                throw ServiceError(.badRequest, "bad_key", "the key segment \(String(raw).debugDescription) is not valid percent-encoding")
+        for raw in path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            let text = Substring(raw)
+            let segment: Substring
+            if escaped, text.utf8.contains(UInt8(ascii: "%")) {
+                guard let decoded = String(text).removingPercentEncoding else {
+                    throw ServiceError(
+                        .badRequest, "bad_key", "the key segment \(String(text).debugDescription) is not valid percent-encoding")
+                }
+                segment = Substring(decoded)
+            } else {
+                segment = text
             }
-            guard !segment.isEmpty, segment != ".", segment != "..", !segment.contains("/"), !segment.contains("\0") else {
+            let bytes = segment.utf8
+            guard !bytes.isEmpty, segment != ".", segment != "..", !bytes.contains(UInt8(ascii: "/")), !bytes.contains(0) else {
                 throw ServiceError(
                     .badRequest, "bad_key",
                     "the key \(String(path).debugDescription) has an empty, `.` or `..` segment: keys name files inside the source only")
             }
-            segments.append(segment)
+            if escaped { segments.append(String(segment)) }
         }
-        return segments.joined(separator: "/")
+        return escaped ? segments.joined(separator: "/") : String(path)
     }
 }

@@ -1,0 +1,105 @@
+import Foundation
+import Strata
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `strata serve` as an operator runs it: a real process, stopped with SIGTERM while requests
+/// are in flight.
+@Suite("strata serve process")
+struct GracefulShutdownTests {
+    /// Starts `strata serve` on an ephemeral port; returns the process and the port it printed.
+    static func startServe(_ arguments: [String], in directory: String? = nil) throws -> (Process, Int, Pipe) {
+        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: exe)
+        process.arguments = ["serve", "--port", "0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("STRATA_") }
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The first line: "strata: listening on http://127.0.0.1:PORT".
+        var line = [UInt8]()
+        let handle = out.fileHandleForReading
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = handle.readData(ofLength: 1)
+            if chunk.isEmpty { break }
+            line += chunk
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        let port = try #require(
+            text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "\(text)")
+        return (process, port, out)
+    }
+
+    @Test func sigtermDuringRequestsLosesNone() async throws {
+        let scratch = makeScratchDirectory("sigterm")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let (process, port, _) = try Self.startServe([
+            "--source-directory", fixturesDirectory, "--disk-path", scratch + "/disk", "--lanes-urgent", "1",
+            "--memory-pressure-enabled", "false",
+        ])
+        // Cold renders of large originals, one at a time (tolerance 0: each its own render and
+        // its own disk file): they are still running when SIGTERM arrives.
+        let targets = [600, 700, 800, 900, 1000, 1100].flatMap { w in
+            ["jpeg/path-2560x1600.jpg", "webp/path-2560x1600.webp"].map { "/images/\($0)?w=\(w)&h=\(w)&format=jpeg&tolerance=0" }
+        }
+        let requests = Task {
+            try await withThrowingTaskGroup(of: Answer.self) { group in
+                for target in targets { group.addTask { try await get(port: port, target) } }
+                return try await group.reduce(into: [Answer]()) { $0.append($1) }
+            }
+        }
+        // Wait until every request has reached the engine, then ask the process to stop.
+        var arrived = false
+        for _ in 0..<6000 where !arrived {
+            if let stats = try? await get(port: port, "/stats"),
+                let json = try? JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any],
+                let engine = json["engine"] as? [String: Any], (engine["requests"] as? Int ?? 0) >= targets.count
+            {
+                arrived = true
+            } else {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        #expect(arrived)
+        kill(process.processIdentifier, SIGTERM)
+        let answers = try await requests.value
+        #expect(answers.count == targets.count)
+        for answer in answers {
+            #expect(answer.status == 200, "\(answer.status): \(answer.text)")
+            #expect(Array(answer.body.prefix(3)) == [0xFF, 0xD8, 0xFF])
+        }
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+        // The disk tier's write-behind queue was drained before exit: every render is a file.
+        let files = try FileManager.default.subpathsOfDirectory(atPath: scratch + "/disk").filter { !$0.hasPrefix(".") && $0.contains(".") }
+        #expect(files.count >= targets.count, "\(files)")
+    }
+
+    @Test func theEmbeddedDefaultServesFixtures() async throws {
+        // In a directory holding a Fixtures/ (a link to the repository's), with no configuration.
+        let scratch = makeScratchDirectory("embedded")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        try FileManager.default.createSymbolicLink(atPath: scratch + "/Fixtures", withDestinationPath: fixturesDirectory)
+        let (process, port, out) = try Self.startServe([], in: scratch)
+        defer {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        let answer = try await get(port: port, "/images/jpeg/kite-800x500-gray.jpg?w=200&h=200", headers: [("Accept", "image/webp")])
+        #expect(answer.status == 200)
+        #expect(answer.header("Content-Type") == "image/webp")
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(printed.contains("embedded default"))
+        #expect(printed.contains("curl"))
+        #expect(FileManager.default.fileExists(atPath: scratch + "/.strata-cache/disk"))
+    }
+}

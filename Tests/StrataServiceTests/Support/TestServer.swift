@@ -1,0 +1,108 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+import Strata
+import StrataService
+import Testing
+
+/// The repository's `Fixtures/` directory (found from this file: the first parent that holds
+/// `Package.swift`).
+let fixturesDirectory: String = {
+    var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    while dir.path != "/", !FileManager.default.fileExists(atPath: dir.appendingPathComponent("Package.swift").path) {
+        dir.deleteLastPathComponent()
+    }
+    return dir.appendingPathComponent("Fixtures").path
+}()
+
+/// A fresh, empty directory under the system's temporary directory.
+func makeScratchDirectory(_ name: String) -> String {
+    let path = NSTemporaryDirectory() + "strata-service-\(name)-\(UUID().uuidString.prefix(8))"
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+/// One HTTP answer, whole.
+struct Answer: Sendable {
+    var status: Int
+    var headers: HTTPHeaders
+    var body: [UInt8]
+
+    func header(_ name: String) -> String? { headers.first(name: name) }
+    var text: String { String(decoding: body, as: UTF8.self) }
+    /// The JSON error body's `error` code.
+    var errorCode: String? {
+        (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])?["error"] as? String
+    }
+}
+
+/// Sends `GET target` to 127.0.0.1:`port` with AsyncHTTPClient.
+func get(port: Int, _ target: String, headers: [(String, String)] = []) async throws -> Answer {
+    var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(target)")
+    for (name, value) in headers { request.headers.add(name: name, value: value) }
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+    let body = try await response.body.collect(upTo: 64 << 20)
+    return Answer(status: Int(response.status.code), headers: response.headers, body: Array(buffer: body))
+}
+
+/// A `StrataServer` running in this process on an ephemeral port of 127.0.0.1, in its own
+/// `ServiceGroup`; ``stop()`` shuts it down gracefully and waits.
+final class TestServer: Sendable {
+    let server: StrataServer
+    let port: Int
+    let group: ServiceGroup
+    let running: Task<Void, any Error>
+    let scratch: String
+
+    /// Starts a server over `Fixtures/` (disk tier in a scratch directory) with `settings`
+    /// (configuration keys and values) on top.
+    static func start(_ settings: [String: String] = [:], disk: Bool = true) async throws -> TestServer {
+        let scratch = makeScratchDirectory("server")
+        var overrides: [String: ConfigurationRawValue] = [
+            "source.directory": .scalar(fixturesDirectory), "http.port": .scalar("0"), "memory.pressure.enabled": .scalar("false"),
+        ]
+        if disk { overrides["disk.path"] = .scalar(scratch + "/disk") }
+        for (key, value) in settings { overrides[key] = .scalar(value) }
+        let layers = try await ConfigurationLayers(environment: [:], overrides: overrides)
+        let configuration = try StrataConfiguration(from: layers)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        var logger = Logger(label: "strata.test-server")
+        logger.logLevel = .error
+        let server = try StrataServer(configuration: configuration, logger: logger) { _, port in
+            continuation.yield(port)
+            continuation.finish()
+        }
+        let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
+        let running = Task { try await group.run() }
+        var port: Int?
+        for await bound in ports {
+            port = bound
+            break
+        }
+        return TestServer(server: server, port: try #require(port), group: group, running: running, scratch: scratch)
+    }
+
+    private init(server: StrataServer, port: Int, group: ServiceGroup, running: Task<Void, any Error>, scratch: String) {
+        self.server = server
+        self.port = port
+        self.group = group
+        self.running = running
+        self.scratch = scratch
+    }
+
+    var cache: ImageCache { server.cache }
+
+    func get(_ target: String, headers: [(String, String)] = []) async throws -> Answer {
+        try await StrataServiceTests.get(port: port, target, headers: headers)
+    }
+
+    /// Graceful shutdown; waits for the server (and the engine's shutdown) to finish.
+    func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await running.value
+        try? FileManager.default.removeItem(atPath: scratch)
+    }
+}
