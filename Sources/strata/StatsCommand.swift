@@ -78,7 +78,7 @@ struct StatsCommand: AsyncParsableCommand {
         }
         if json {
             let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             let data = try encoder.encode(report)
             print(String(decoding: data, as: UTF8.self))
         } else {
@@ -251,7 +251,8 @@ struct StatsReport: Encodable {
             lines.append("  files            \(d.files)")
             lines.append("  keys             \(d.keys)")
             lines.append(
-                "  charged bytes    \(Self.bytes(d.chargedBytes)) of \(Self.bytes(d.byteLimit)) (disk.byteLimit, \(String(format: "%.1f", d.usedShare * 100)) %)")
+                "  charged bytes    \(Self.bytes(d.chargedBytes)) of \(Self.bytes(d.byteLimit)) (disk.byteLimit, \(String(format: "%.1f", d.usedShare * 100)) %)"
+            )
             lines.append("  file bytes       \(Self.bytes(d.fileBytes)) (\(Self.bytes(d.allocatedBytes)) allocated)")
             lines.append("  temporary files  \(d.temporaryFiles) (\(Self.bytes(d.temporaryBytes)))")
             if d.otherEntries > 0 { lines.append("  other entries    \(d.otherEntries) (ignored by the tier)") }
@@ -266,9 +267,12 @@ struct StatsReport: Encodable {
                 }
             }
             if !d.variants.isEmpty {
-                lines.append("  variants         files (\(d.variantShapes) shapes\(d.variantShapes > d.variants.count ? ", most common first" : ""))")
-                for v in d.variants {
-                    lines.append("    \(Self.pad("\(v.width)x\(v.height) \(v.mode) \(v.style)", 14)) \(Self.pad(String(v.files), 10, right: true))")
+                let shapes = d.variants.map { "\($0.width)x\($0.height) \($0.mode) \($0.style)" }
+                let width = max(14, shapes.map(\.count).max() ?? 0)
+                let more = d.variantShapes > d.variants.count ? ", the \(d.variants.count) most common" : ""
+                lines.append("  variants (\(d.variantShapes) shapes\(more))")
+                for (shape, v) in zip(shapes, d.variants) {
+                    lines.append("    \(Self.pad(shape, width)) \(Self.pad(String(v.files), 10, right: true)) files")
                 }
             }
         }

@@ -7,7 +7,8 @@ struct StrataCommand: AsyncParsableCommand {
         commandName: "strata",
         abstract: "Strata: a multi-tier cache of decoded images.",
         subcommands: [
-            DecodeCommand.self, GetCommand.self, WarmCommand.self, StatsCommand.self, ConfigCommand.self, BenchCommand.self, TableWriterCommand.self, DiskWriterCommand.self,
+            DecodeCommand.self, GetCommand.self, WarmCommand.self, StatsCommand.self, ConfigCommand.self, BenchCommand.self,
+            TableWriterCommand.self, DiskWriterCommand.self,
         ]
     )
 }

@@ -26,9 +26,11 @@ struct WarmCommand: AsyncParsableCommand {
 
             Progress goes to standard error: a bar with done/total, images/s and the time left \
             when it is a terminal, else one line at most every second. The summary goes to \
-            standard output: requests, warmed (rendered from the source now), already cached \
-            (served from memory, disk or table), failed (with the first few reasons), cancelled, \
-            skipped files, elapsed time and rate.
+            standard output: requests (files × sizes), warmed (served by a source render made now; \
+            requests within tolerance of each other share one render and one file), already \
+            cached (served from memory, disk or table), failed (with the first few reasons), not \
+            done (after a signal), skipped files, elapsed time and rate (requests done per \
+            second).
 
             A single image that cannot be read or decoded is counted as failed and never stops \
             the run. SIGINT or SIGTERM cancels what is outstanding, prints the summary of what \
@@ -342,9 +344,13 @@ final class WarmRun: Sendable {
         let seconds = elapsed
         var lines: [String] = []
         if let signal = interruptingSignal {
-            lines.append("interrupted:    by \(signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "signal \(signal)"), \(done) of \(total) requests done")
+            lines.append(
+                "interrupted:    by \(signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "signal \(signal)"), \(done) of \(total) requests done"
+            )
         }
-        lines.append("requests:       \(total) (\(keys.count) \(keys.count == 1 ? "file" : "files") × \(sizes.count) \(sizes.count == 1 ? "size" : "sizes"))")
+        lines.append(
+            "requests:       \(total) (\(keys.count) \(keys.count == 1 ? "file" : "files") × \(sizes.count) \(sizes.count == 1 ? "size" : "sizes"))"
+        )
         lines.append("warmed:         \(c.byTier[.source] ?? 0)")
         lines.append(
             "already cached: \(cached) (memory \(c.byTier[.memory] ?? 0), disk \(c.byTier[.disk] ?? 0), table \(c.byTier[.table] ?? 0))")

@@ -140,7 +140,7 @@ public struct ImageTableInventory: Sendable, Hashable {
     private static func openIfPresent(_ path: String) throws(SystemCallError) -> FileDescriptor? {
         do {
             return try FileDescriptor(open: path, flags: O_RDONLY)
-        } catch where error.errno == ENOENT {
+        } catch  where error.errno == ENOENT {
             return nil
         }
     }
@@ -151,7 +151,7 @@ public struct ImageTableInventory: Sendable, Hashable {
             let st = try FileDescriptor.status(ofPath: path)
             allocated += Int(st.st_blocks) * 512
             return Int(st.st_size)
-        } catch where error.errno == ENOENT {
+        } catch  where error.errno == ENOENT {
             return 0
         }
     }

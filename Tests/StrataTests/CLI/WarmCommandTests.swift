@@ -104,7 +104,8 @@ import Testing
         stderr += err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         let stdout = String(decoding: stdoutData, as: UTF8.self)
-        #expect(process.terminationReason == .exit && process.terminationStatus == 130, "\(stdout) \(String(decoding: stderr, as: UTF8.self))")
+        #expect(
+            process.terminationReason == .exit && process.terminationStatus == 130, "\(stdout) \(String(decoding: stderr, as: UTF8.self))")
         let interrupted = try #require(stdout.summary["interrupted"], "\(stdout)")
         #expect(interrupted.hasPrefix("by SIGINT, ") && interrupted.hasSuffix(" of 480 requests done"), "\(stdout)")
         #expect(stdout.summary["not done"] != nil && stdout.summary["failed"] == "0", "\(stdout)")

@@ -73,7 +73,8 @@ import Testing
         let absent = try ImageTableInventory(directory: dir.path, format: testFormat("other"))
         #expect(absent.state == .absent && absent.entries == 0 && absent.tableFileBytes == 0)
         // Another size: the files do not belong to this format.
-        let changed = try ImageTableInventory(directory: dir.path, format: testFormat("thumbs", size: PixelSize(width: 30, height: 30), max: 8))
+        let changed = try ImageTableInventory(
+            directory: dir.path, format: testFormat("thumbs", size: PixelSize(width: 30, height: 30), max: 8))
         #expect(changed.state == .needsRepair && changed.problem != nil && changed.entries == 0)
         #expect(try DirectorySnapshot(of: dir.path) == before, "taking the inventory changed the directory")
 
