@@ -159,6 +159,41 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: setup.cache + "/" + foreign))
     }
 
+    @Test func statsBesideALiveTierAndTablesReadsWithoutDisturbingThem() throws {
+        let setup = try Setup([])
+        let tablesPath = setup.root + "/tables"
+        // A live disk tier (watching, as a server's does) and a table with entries.
+        let tier = try DiskTier(directory: setup.cache, configuration: quietConfiguration())
+        defer { tier.close() }
+        for seed in 1...3 { try tier.storeSynchronously(patternImage(width: 30, height: 20, seed: UInt8(seed)), forKey: "k\(seed)") }
+        let format = ImageTableFormat(name: "thumb", family: "thumbs", size: PixelSize(width: 64, height: 64), maximumCount: 16)
+        let table = try ImageTable(directory: tablesPath, format: format)
+        for n in 1...4 { try storePattern(table, n) }
+        try table.flush()
+        let diskBefore = try DirectorySnapshot(of: setup.cache)
+        let tablesBefore = try DirectorySnapshot(of: tablesPath)
+
+        let result = try runStrata(
+            ["stats", "--cache", setup.cache, "--tables", tablesPath, "--tables-formats", "thumb thumbs 64x64 max=16", "--json"],
+            environment: [:])
+        #expect(result.status == 0, "\(result.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
+        let disk = try #require(object["disk"] as? [String: Any])
+        #expect(disk["files"] as? Int == 3 && disk["keys"] as? Int == 3)
+        let tables = try #require(object["tables"] as? [String: Any])
+        let formats = try #require(tables["formats"] as? [[String: Any]])
+        #expect(formats.count == 1 && formats.first?["name"] as? String == "thumb", "\(result.stdout)")
+        #expect(formats.first?["state"] as? String == "valid" && formats.first?["entries"] as? Int == 4, "\(result.stdout)")
+        #expect(formats.first?["problem"] is NSNull)
+
+        #expect(try DirectorySnapshot(of: setup.cache) == diskBefore)
+        #expect(try DirectorySnapshot(of: tablesPath) == tablesBefore)
+        // The live tier saw nothing happen: same entries, every file still a hit.
+        #expect(tier.statistics.entries == 3 && tier.statistics.invalidFiles == 0)
+        for seed in 1...3 { #expect(try tier.image(forKey: "k\(seed)", matching: SizeQuery(box: PixelSize(width: 30, height: 20))) != nil) }
+        #expect(hit(table, 1) != nil && table.count == 4)
+    }
+
     @Test func statsOnAMissingDirectoryExits2NamingIt() throws {
         let setup = try Setup([])
         let missing = setup.root + "/no-cache-here"
