@@ -7,7 +7,8 @@ struct StrataCommand: AsyncParsableCommand {
         commandName: "strata",
         abstract: "Strata: a multi-tier cache of decoded images.",
         subcommands: [
-            DecodeCommand.self, GetCommand.self, ServeCommand.self, SignCommand.self, ConfigCommand.self, BenchCommand.self,
+            ServeCommand.self, SignCommand.self, GetCommand.self, WarmCommand.self, StatsCommand.self, ConfigCommand.self,
+            DecodeCommand.self, BenchCommand.self,
             TableWriterCommand.self, DiskWriterCommand.self,
         ]
     )
