@@ -39,11 +39,21 @@ struct Answer: Sendable {
     }
 }
 
+/// The tests' HTTP client: up to 64 connections per server (the shared client's 8 would queue
+/// a test's concurrent requests, and its `/stats` polls behind them). Lives as long as the
+/// process.
+let testClient: HTTPClient = {
+    var configuration = HTTPClient.Configuration()
+    configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+}()
+
 /// Sends `GET target` to 127.0.0.1:`port` with AsyncHTTPClient.
 func get(port: Int, _ target: String, headers: [(String, String)] = []) async throws -> Answer {
     var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(target)")
     for (name, value) in headers { request.headers.add(name: name, value: value) }
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+    // Generous: a debug build under the full parallel suite renders large originals slowly.
+    let response = try await testClient.execute(request, timeout: .seconds(300))
     let body = try await response.body.collect(upTo: 64 << 20)
     return Answer(status: Int(response.status.code), headers: response.headers, body: Array(buffer: body))
 }
