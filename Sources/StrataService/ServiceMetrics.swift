@@ -23,8 +23,8 @@ public final class ServiceMetrics: Sendable {
     /// The factory the engine is built with.
     public let factory: PrometheusMetricsFactory
 
-    static let routes = ["images", "metrics", "stats", "healthz"]
-    static let statuses = [200, 304, 400, 403, 404, 413, 422, 500, 502, 503, 504]
+    static let routes = ["images", "metrics", "stats", "healthz", "other"]
+    static let statuses = [200, 304, 400, 403, 404, 405, 413, 422, 500, 502, 503, 504]
 
     private let requests: [String: [Int: Counter]]
     private let durations: [String: Timer]

@@ -49,53 +49,16 @@ public final class StrataServer: Service, Sendable {
                 "http.signingKey is not set: any key at any size up to http.maxDimension may be requested (set it, and sign URLs with `strata sign`)"
             )
         }
-        let router = Router()
-        let images = ImageEndpoint(
-            cache: configured.cache, encoded: encoded, settings: settings, signer: settings.signingKey.map(URLSigner.init(key:)),
-            metrics: metrics)
-        let metrics = self.metrics
-        router.get("/images/**") { request, _ -> Response in
-            let started = ContinuousClock.now
-            let (response, tier) = await images.respond(to: request)
-            if let tier { metrics.served(by: tier) }
-            metrics.record(route: "images", status: response.status.code, nanoseconds: Self.nanoseconds(since: started))
-            return response
-        }
-        router.get("/healthz") { _, _ -> Response in
-            metrics.record(route: "healthz", status: 200, nanoseconds: 0)
-            return Response(
-                status: .ok, headers: [.contentType: "text/plain", .cacheControl: "no-store"],
-                body: .init(byteBuffer: ByteBuffer(string: "ok\n")))
-        }
-        let cache = configured.cache
-        let encoded = self.encoded
-        let since = started
-        router.get("/stats") { _, _ -> Response in
-            let began = ContinuousClock.now
-            let body = ServiceStatistics(cache: cache, encoded: encoded, uptime: .now - since).json()
-            metrics.record(route: "stats", status: 200, nanoseconds: Self.nanoseconds(since: began))
-            return Response(
-                status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
-                body: .init(byteBuffer: ByteBuffer(bytes: body)))
-        }
-        router.get("/metrics") { _, _ -> Response in
-            let began = ContinuousClock.now
-            cache.publishGauges()
-            if let stats = encoded.statistics {
-                metrics.encodedBytes.record(stats.totalCost)
-                metrics.encodedEntries.record(stats.count)
-                metrics.encodedHits.record(Int(stats.hits))
-            }
-            metrics.record(route: "metrics", status: 200, nanoseconds: Self.nanoseconds(since: began))
-            return Response(
-                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
-                body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition())))
-        }
+        let responder = ServiceResponder(
+            images: ImageEndpoint(
+                cache: configured.cache, encoded: encoded, settings: settings,
+                signer: settings.signingKey.map(URLSigner.init(key:)), metrics: metrics),
+            cache: configured.cache, encoded: encoded, metrics: metrics, started: started)
         let host = settings.host
         let onListening = self.onListening
         let logger = self.logger
         let app = Application(
-            router: router,
+            responder: responder,
             configuration: .init(address: .hostname(host, port: settings.port), serverName: "strata"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
@@ -115,8 +78,4 @@ public final class StrataServer: Service, Sendable {
         logger.info("stopped")
     }
 
-    static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
-        let d = ContinuousClock.now - start
-        return d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
-    }
 }

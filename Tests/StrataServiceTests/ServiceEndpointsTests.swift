@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import Strata
 import StrataService
@@ -15,6 +16,15 @@ struct ServiceEndpointsTests {
         let health = try await server.get("/healthz")
         #expect(health.status == 200)
         #expect(health.text == "ok\n")
+
+        let unknown = try await server.get("/favicon.ico")
+        #expect(unknown.status == 404)
+        #expect(unknown.errorCode == "not_found")
+        var post = HTTPClientRequest(url: "http://127.0.0.1:\(server.port)/images/jpeg/kite-800x500-gray.jpg?w=128")
+        post.method = .POST
+        let refused = try await testClient.execute(post, timeout: .seconds(60))
+        #expect(refused.status.code == 405)
+        #expect(refused.headers.first(name: "Allow") == "GET")
 
         let metrics = try await server.get("/metrics")
         #expect(metrics.status == 200)

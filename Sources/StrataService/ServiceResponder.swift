@@ -1,0 +1,67 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Strata
+
+/// The service's routes, dispatched on the path: `/images/…`, `/healthz`, `/stats`,
+/// `/metrics`; anything else is a JSON 404, a method other than GET a JSON 405. A switch on
+/// the path instead of a router: one prefix test for the hot route.
+struct ServiceResponder: HTTPResponder {
+    typealias Context = BasicRequestContext
+
+    let images: ImageEndpoint
+    let cache: ImageCache
+    let encoded: EncodedCache
+    let metrics: ServiceMetrics
+    let started: ContinuousClock.Instant
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let began = ContinuousClock.now
+        let path = request.uri.path
+        let route: String
+        let response: Response
+        if request.method != .get {
+            route = "other"
+            response = ServiceError(.methodNotAllowed, "method_not_allowed", "only GET is served").response(headers: [.allow: "GET"])
+        } else if path.hasPrefix(ImageParameters.prefix) {
+            route = "images"
+            let (answer, tier) = await images.respond(to: request)
+            if let tier { metrics.served(by: tier) }
+            response = answer
+        } else {
+            switch path {
+            case "/healthz":
+                route = "healthz"
+                response = Self.answer("text/plain", ByteBuffer(string: "ok\n"))
+            case "/stats":
+                route = "stats"
+                response = Self.answer(
+                    "application/json", ByteBuffer(bytes: ServiceStatistics(cache: cache, encoded: encoded, uptime: .now - started).json()))
+            case "/metrics":
+                route = "metrics"
+                cache.publishGauges()
+                if let stats = encoded.statistics {
+                    metrics.encodedBytes.record(stats.totalCost)
+                    metrics.encodedEntries.record(stats.count)
+                    metrics.encodedHits.record(Int(stats.hits))
+                }
+                response = Self.answer("text/plain; version=0.0.4; charset=utf-8", ByteBuffer(bytes: metrics.exposition()))
+            default:
+                route = "other"
+                response = ServiceError(.notFound, "not_found", "no such endpoint: GET /images/{key}?w=&h=, /metrics, /stats or /healthz")
+                    .response()
+            }
+        }
+        metrics.record(route: route, status: response.status.code, nanoseconds: Self.nanoseconds(since: began))
+        return response
+    }
+
+    static func answer(_ contentType: String, _ body: ByteBuffer) -> Response {
+        Response(status: .ok, headers: [.contentType: contentType, .cacheControl: "no-store"], body: .init(byteBuffer: body))
+    }
+
+    static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
+        let d = ContinuousClock.now - start
+        return d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
+    }
+}
