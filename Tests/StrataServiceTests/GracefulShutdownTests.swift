@@ -11,7 +11,7 @@ import Glibc
 @Suite("strata serve process")
 struct GracefulShutdownTests {
     /// Starts `strata serve` on an ephemeral port; returns the process and the port it printed.
-    static func startServe(_ arguments: [String], in directory: String? = nil) throws -> (Process, Int, Pipe) {
+    static func startServe(_ arguments: [String], in directory: String? = nil) throws -> (Process, Int, Pipe, Pipe) {
         let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: exe)
@@ -20,7 +20,8 @@ struct GracefulShutdownTests {
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let out = Pipe()
         process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
+        let err = Pipe()
+        process.standardError = err
         try process.run()
         // The first line: "strata: listening on http://127.0.0.1:PORT".
         var line = [UInt8]()
@@ -33,13 +34,13 @@ struct GracefulShutdownTests {
         let text = String(decoding: line, as: UTF8.self)
         let port = try #require(
             text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "\(text)")
-        return (process, port, out)
+        return (process, port, out, err)
     }
 
     @Test func sigtermDuringRequestsLosesNone() async throws {
         let scratch = makeScratchDirectory("sigterm")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
-        let (process, port, _) = try Self.startServe([
+        let (process, port, _, _) = try Self.startServe([
             "--source-directory", fixturesDirectory, "--disk-path", scratch + "/disk", "--lanes-urgent", "1",
             "--memory-pressure-enabled", "false",
         ])
@@ -87,7 +88,7 @@ struct GracefulShutdownTests {
         let scratch = makeScratchDirectory("embedded")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         try FileManager.default.createSymbolicLink(atPath: scratch + "/Fixtures", withDestinationPath: fixturesDirectory)
-        let (process, port, out) = try Self.startServe([], in: scratch)
+        let (process, port, out, err) = try Self.startServe([], in: scratch)
         defer {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
@@ -100,6 +101,8 @@ struct GracefulShutdownTests {
         let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(printed.contains("embedded default"))
         #expect(printed.contains("curl"))
+        let logged = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(logged.contains("http.signingKey is not set"))
         #expect(FileManager.default.fileExists(atPath: scratch + "/.strata-cache/disk"))
     }
 }

@@ -69,11 +69,10 @@ final class TestServer: Sendable {
 
     /// Starts a server over `Fixtures/` (disk tier in a scratch directory) with `settings`
     /// (configuration keys and values) on top.
-    static func start(_ settings: [String: String] = [:], disk: Bool = true) async throws -> TestServer {
+    static func start(_ settings: [String: String] = [:], disk: Bool = true, sourceDirectory: Bool = true) async throws -> TestServer {
         let scratch = makeScratchDirectory("server")
-        var overrides: [String: ConfigurationRawValue] = [
-            "source.directory": .scalar(fixturesDirectory), "http.port": .scalar("0"), "memory.pressure.enabled": .scalar("false"),
-        ]
+        var overrides: [String: ConfigurationRawValue] = ["http.port": .scalar("0"), "memory.pressure.enabled": .scalar("false")]
+        if sourceDirectory { overrides["source.directory"] = .scalar(fixturesDirectory) }
         if disk { overrides["disk.path"] = .scalar(scratch + "/disk") }
         for (key, value) in settings { overrides[key] = .scalar(value) }
         let layers = try await ConfigurationLayers(environment: [:], overrides: overrides)
