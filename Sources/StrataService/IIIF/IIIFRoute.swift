@@ -15,8 +15,8 @@ public enum IIIFRoute: Sendable, Hashable {
     /// The routes' common prefix.
     static let prefix = "/iiif/"
 
-    /// Parses `path` (no query). A path outside the IIIF routes is a 404; a malformed one a 400
-    /// naming the part.
+    /// Parses `path` (no query). A path outside the IIIF routes, or with another number of
+    /// segments, is a 404; a malformed part a 400 naming it.
     public init(path: Substring) throws(ServiceError) {
         guard let version = IIIFVersion.allCases.first(where: { path.hasPrefix($0.prefix) }) else {
             throw ServiceError(.notFound, "not_found", "IIIF routes are /iiif/3/{identifier}/… (Image API 3.0) and /iiif/2/… (2.1)")
@@ -30,8 +30,9 @@ public enum IIIFRoute: Sendable, Hashable {
         case 5:
             self = .image(try IIIFImageRequest(version: version, parts: parts))
         default:
+            // Another number of segments names no image (an unescaped / in an identifier): 404.
             throw ServiceError(
-                .badRequest, "bad_request",
+                .notFound, "not_found",
                 "expected \(version.prefix){identifier}/{region}/{size}/{rotation}/{quality}.{format} or \(version.prefix){identifier}/info.json"
                     + " (a / inside the identifier is written %2F)")
         }

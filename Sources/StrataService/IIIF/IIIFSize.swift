@@ -100,8 +100,9 @@ public struct IIIFSize: Sendable, Hashable {
             out = PixelSize(width: w, height: h)
         case .fit(let w, let h):
             guard w > 0, h > 0 else { throw Self.empty() }
-            var scale = min(Double(w) / rw, Double(h) / rh)
-            if !mayUpscale { scale = min(scale, 1) }
+            // Without ^ (3.0), a box that would enlarge the region is a 400 below, as the IIIF
+            // validator reads the rule (not a silent clamp to the region).
+            let scale = min(Double(w) / rw, Double(h) / rh)
             out = PixelSize(width: min(w, rounded(rw * scale)), height: min(h, rounded(rh * scale)))
         }
         if !mayUpscale, out.width > region.width || out.height > region.height {

@@ -140,13 +140,24 @@ struct IIIFGrammarTests {
         #expect(try IIIFIdentifier(raw: "a%2525b").key == "a%25b")
     }
 
+    @Test(arguments: ["/iiif/3/a/b", "/iiif/3/a/full/max/0", "/iiif/3/a/full/max/0/default.jpg/x", "/iiif/3/a/b/full/max/0/default.jpg"])
+    func otherSegmentCountsAreNotFound(path: String) {
+        do {
+            _ = try IIIFRoute(path: Substring(path))
+            Issue.record("\(path) parsed")
+        } catch {
+            #expect(error.status == .notFound, "\(path): \(error)")
+        }
+    }
+
     @Test(arguments: [
-        "/iiif/3/", "/iiif/3/a/b", "/iiif/3/a/full/max/0", "/iiif/3/a/full/max/0/default", "/iiif/3/a/full/max/0/default.jpg/x",
+        "/iiif/3/", "/iiif/3/a/full/max/0/default",
         "/iiif/3/%2E%2E%2Fetc/info.json", "/iiif/3/a%2F%2Fb/info.json", "/iiif/3/a%00b/info.json", "/iiif/3/%ZZ/info.json",
         "/iiif/3/.%2Fa/info.json", "/iiif/3/a/bad/max/0/default.jpg", "/iiif/3/a/full/bad/0/default.jpg",
         "/iiif/3/a/full/max/x/default.jpg", "/iiif/3/a/full/max/0/best.jpg", "/iiif/3/a/full/max/0/default.tif",
     ])
     func malformedRoutes(path: String) {
+        // (The empty identifier of "/iiif/3/" is a 400 too.)
         do {
             _ = try IIIFRoute(path: Substring(path))
             Issue.record("\(path) parsed")
