@@ -117,6 +117,18 @@ public struct ImageParameters: Sendable, Hashable {
         return Substring(String(text).removingPercentEncoding ?? String(text))
     }
 
+    /// Checks an already decoded key against the same rules: no empty, `.` or `..` segment,
+    /// no NUL (an IIIF identifier, decoded once, may hold `/`).
+    static func checkKey(_ key: String) throws(ServiceError) {
+        for segment in key.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            guard !segment.isEmpty, !segment.elementsEqual(".".utf8), !segment.elementsEqual("..".utf8), !segment.contains(0) else {
+                throw ServiceError(
+                    .badRequest, "bad_key",
+                    "the key \(key.debugDescription) has an empty, `.` or `..` segment or a NUL: keys name files inside the source only")
+            }
+        }
+    }
+
     /// The key: path segments, percent-decoded and checked. A path without `%` (the common
     /// case) is checked in place and copied once.
     static func key(fromPath path: Substring) throws(ServiceError) -> String {

@@ -3,13 +3,14 @@ import Hummingbird
 import NIOCore
 import Strata
 
-/// The service's routes, dispatched on the path: `/images/…`, `/healthz`, `/stats`,
+/// The service's routes, dispatched on the path: `/images/…`, `/iiif/{3|2}/…`, `/healthz`, `/stats`,
 /// `/metrics`; anything else is a JSON 404, a method other than GET a JSON 405. A switch on
 /// the path instead of a router: one prefix test for the hot route.
 struct ServiceResponder: HTTPResponder {
     typealias Context = BasicRequestContext
 
     let images: ImageEndpoint
+    let iiif: IIIFEndpoint
     let cache: ImageCache
     let encoded: EncodedCache
     let metrics: ServiceMetrics
@@ -26,6 +27,11 @@ struct ServiceResponder: HTTPResponder {
         } else if path.hasPrefix(ImageParameters.prefix) {
             route = "images"
             let (answer, tier) = await images.respond(to: request)
+            if let tier { metrics.served(by: tier) }
+            response = answer
+        } else if path.hasPrefix(IIIFRoute.prefix) {
+            route = "iiif"
+            let (answer, tier) = await iiif.respond(to: request)
             if let tier { metrics.served(by: tier) }
             response = answer
         } else {
@@ -48,8 +54,11 @@ struct ServiceResponder: HTTPResponder {
                 response = Self.answer("text/plain; version=0.0.4; charset=utf-8", ByteBuffer(bytes: metrics.exposition()))
             default:
                 route = "other"
-                response = ServiceError(.notFound, "not_found", "no such endpoint: GET /images/{key}?w=&h=, /metrics, /stats or /healthz")
-                    .response()
+                response = ServiceError(
+                    .notFound, "not_found",
+                    "no such endpoint: GET /images/{key}?w=&h=, /iiif/3/{identifier}/…, /metrics, /stats or /healthz"
+                )
+                .response()
             }
         }
         metrics.record(route: route, status: response.status.code, nanoseconds: Self.nanoseconds(since: began))

@@ -10,7 +10,7 @@ import Strata
 ///
 /// Routes: `GET /images/{key}?w=&h=&mode=&tolerance=&format=&quality=&exact=` (the image;
 /// see ``ImageParameters``), `GET /metrics` (Prometheus text: the engine's and the HTTP
-/// metrics), `GET /healthz`, `GET /stats` (per-tier JSON). Run it in a `ServiceGroup`: on
+/// metrics), `GET /iiif/3/…` and `GET /iiif/2/…` (the IIIF Image API, ``IIIFRoute``), `GET /healthz`, `GET /stats` (per-tier JSON). Run it in a `ServiceGroup`: on
 /// graceful shutdown (SIGTERM, SIGINT) it stops accepting connections, lets in-flight requests
 /// finish, then flushes the disk tier's write-behind queue and closes the engine's tiers and
 /// its HTTP origin client (``ConfiguredImageCache/shutdown()``).
@@ -20,6 +20,7 @@ public final class StrataServer: Service, Sendable {
     public let configured: ConfiguredImageCache
     public let metrics: ServiceMetrics
     public let settings: HTTPServiceSettings
+    public let iiifSettings: IIIFSettings
     let encoded: EncodedCache
     let logger: Logger
     let onListening: @Sendable (_ host: String, _ port: Int) async -> Void
@@ -35,6 +36,7 @@ public final class StrataServer: Service, Sendable {
         let metrics = ServiceMetrics()
         self.metrics = metrics
         self.settings = configuration.http
+        self.iiifSettings = configuration.iiif
         self.logger = logger
         self.onListening = onListening
         configured = try ConfiguredImageCache(configuration, logger: logger, metricsFactory: metrics.factory)
@@ -53,6 +55,7 @@ public final class StrataServer: Service, Sendable {
             images: ImageEndpoint(
                 cache: configured.cache, encoded: encoded, settings: settings,
                 signer: settings.signingKey.map(URLSigner.init(key:)), metrics: metrics),
+            iiif: IIIFEndpoint(cache: configured.cache, settings: iiifSettings, http: settings, originals: IIIFOriginals()),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started)
         let host = settings.host
         let onListening = self.onListening

@@ -41,6 +41,8 @@ public struct StrataConfiguration: Sendable {
     public var negativeTTL: Duration
     /// `strata serve`'s settings (`http.*`).
     public var http: HTTPServiceSettings
+    /// `strata serve`'s IIIF Image API settings (`iiif.*`).
+    public var iiif: IIIFSettings
     /// Every key's value and origin, in ``keys`` order.
     public var resolved: [Resolved]
 
@@ -106,6 +108,7 @@ public struct StrataConfiguration: Sendable {
         revalidateAfter = try reader.optionalDuration("revalidateAfter")
         negativeTTL = try reader.duration("negativeTTL")
         http = try HTTPServiceSettings.read(from: &reader)
+        iiif = try IIIFSettings.read(from: &reader)
         let order = Dictionary(uniqueKeysWithValues: Self.keys.enumerated().map { ($1.name, $0) })
         resolved = reader.resolved.sorted { order[$0.key.name, default: 0] < order[$1.key.name, default: 0] }
     }

@@ -1,0 +1,26 @@
+extension ImageCache {
+    /// The header of `key`'s original (its size after EXIF orientation, format, alpha) and the
+    /// source version it was read from: for services that describe an image before asking for
+    /// pixels (an IIIF `info.json` needs the original's width and height).
+    ///
+    /// Cost: one source fetch (counted as a fetch, not a decode) and a header parse on the
+    /// engine's threads; no pixel memory. Not cached here: callers memoize per key and version.
+    /// Throws like ``image(for:)``: not found (remembered for the negative TTL), a refused key,
+    /// an unrecognised or too large image.
+    public func originalHeader(for key: CacheKey) async throws(ImageCacheError) -> (header: ImageHeader, version: SourceVersion) {
+        if key.string.isEmpty { throw .invalidRequest(key: key.string, reason: "the key is empty") }
+        guard let source else { throw .noSource(key: key.string) }
+        try checkNegative(key)
+        let data = try await fetchOriginal(key, from: source)
+        let bytes = data.bytes
+        let header = try await onPool(key, lane: FlightLane(.urgent)) { renderer -> Result<ImageHeader, ImageDecodingError> in
+            Result { () throws(ImageDecodingError) -> ImageHeader in
+                try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try renderer.decoder.readHeader($0) } }
+            }
+        }
+        switch header {
+        case .success(let header): return (header, SourceVersion(token: data.version))
+        case .failure(let error): throw .decoding(key: key.string, error)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+/// Lossless geometric and colour transforms of a whole ``PixelImage``: quarter-turn
+/// rotations, a left–right mirror, and conversion to gray or to black and white (bitonal).
+///
+/// Use them after a resample, on the small output image (an IIIF tile), not on large
+/// originals. Each returns a new heap image in the same style; cost: one pass over the
+/// pixels, one allocation (gray and bitonal modify a copy-on-write copy in place).
+extension PixelImage {
+    /// The image turned clockwise by `quarterTurns` × 90° (any integer; taken modulo 4).
+    /// Returns `self` for a multiple of four.
+    public func rotated(clockwiseQuarterTurns quarterTurns: Int) -> PixelImage {
+        let turns = ((quarterTurns % 4) + 4) % 4
+        guard turns != 0 else { return self }
+        let outWidth = turns == 2 ? width : height
+        let outHeight = turns == 2 ? height : width
+        var result = PixelImage(uninitializedWidth: outWidth, height: outHeight, style: style)
+        let bpp = style.bytesPerPixel
+        let (w, h, srcStride, dstStride) = (width, height, bytesPerRow, result.bytesPerRow)
+        withUnsafeBytes { src in
+            result.withUnsafeMutableBytes { dst in
+                for y in 0..<outHeight {
+                    for x in 0..<outWidth {
+                        // The source pixel that lands on (x, y) after the clockwise turn.
+                        let (sx, sy): (Int, Int)
+                        switch turns {
+                        case 1: (sx, sy) = (y, h - 1 - x)
+                        case 2: (sx, sy) = (w - 1 - x, h - 1 - y)
+                        default: (sx, sy) = (w - 1 - y, x)
+                        }
+                        let from = sy * srcStride + sx * bpp
+                        let to = y * dstStride + x * bpp
+                        for c in 0..<bpp { dst[to + c] = src[from + c] }
+                    }
+                }
+            }
+        }
+        return result
+    }
+
+    /// The image mirrored left to right (the vertical axis).
+    public func mirrored() -> PixelImage {
+        var result = PixelImage(uninitializedWidth: width, height: height, style: style)
+        let bpp = style.bytesPerPixel
+        let (w, srcStride, dstStride) = (width, bytesPerRow, result.bytesPerRow)
+        withUnsafeBytes { src in
+            result.withUnsafeMutableBytes { dst in
+                for y in 0..<height {
+                    for x in 0..<w {
+                        let from = y * srcStride + (w - 1 - x) * bpp
+                        let to = y * dstStride + x * bpp
+                        for c in 0..<bpp { dst[to + c] = src[from + c] }
+                    }
+                }
+            }
+        }
+        return result
+    }
+
+    /// The image in shades of gray, in the same style: each pixel's colour channels become its
+    /// luma (BT.601 weights, `(77 R + 150 G + 29 B + 128) >> 8`); alpha is kept. With
+    /// `threshold`, each luma becomes 0 below it and 255 at or above it (bitonal; premultiplied
+    /// pixels are compared against `threshold × alpha / 255` and set to 0 or their alpha).
+    public func grayscale(threshold: UInt8? = nil) -> PixelImage {
+        var result = self
+        let style = self.style
+        let (w, h, stride) = (width, height, bytesPerRow)
+        result.withUnsafeMutableBytes { raw in
+            for y in 0..<h {
+                let row = y * stride
+                for x in 0..<w {
+                    switch style {
+                    case .bgra32Premultiplied, .bgrx32:
+                        let p = row + x * 4
+                        let b = Int(raw[p]), g = Int(raw[p + 1]), r = Int(raw[p + 2])
+                        var luma = (77 * r + 150 * g + 29 * b + 128) >> 8
+                        if let threshold {
+                            let alpha = style == .bgrx32 ? 255 : Int(raw[p + 3])
+                            luma = luma * 255 >= Int(threshold) * alpha ? alpha : 0
+                        }
+                        let value = UInt8(luma)
+                        raw[p] = value
+                        raw[p + 1] = value
+                        raw[p + 2] = value
+                    case .rgb565:
+                        let p = row + x * 2
+                        let v = Int(raw[p]) | Int(raw[p + 1]) << 8
+                        let r = ((v >> 11) & 31) * 255 / 31, g = ((v >> 5) & 63) * 255 / 63, b = (v & 31) * 255 / 31
+                        var luma = (77 * r + 150 * g + 29 * b + 128) >> 8
+                        if let threshold { luma = luma >= Int(threshold) ? 255 : 0 }
+                        let packed = (luma >> 3) << 11 | (luma >> 2) << 5 | (luma >> 3)
+                        raw[p] = UInt8(packed & 0xFF)
+                        raw[p + 1] = UInt8(packed >> 8)
+                    case .gray8:
+                        if let threshold { raw[row + x] = raw[row + x] >= threshold ? 255 : 0 }
+                    }
+                }
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,46 @@
+import Strata
+
+/// The quality of an IIIF image request: `default` and `color` (the pixels as they are),
+/// `gray`, `bitonal` (black and white at mid-gray). Pure.
+public enum IIIFQuality: String, Sendable, Hashable, CaseIterable {
+    case `default`, color, gray, bitonal
+
+    /// Parses the quality (the last segment's name before the `.`); others are a 400.
+    public init(parsing text: Substring) throws(ServiceError) {
+        guard let value = IIIFQuality(rawValue: String(text)) else {
+            throw ServiceError(
+                .badRequest, "bad_quality", "quality \(String(text).debugDescription): expected default, color, gray or bitonal")
+        }
+        self = value
+    }
+}
+
+/// The format of an IIIF image request, the extension of its last segment: `jpg`, `png`,
+/// `webp`. Other IIIF formats (`tif`, `gif`, `jp2`, `pdf`) are a 400. Pure.
+public enum IIIFFormat: String, Sendable, Hashable, CaseIterable {
+    case jpg, png, webp
+
+    public init(parsing text: Substring) throws(ServiceError) {
+        guard let value = IIIFFormat(rawValue: String(text)) else {
+            throw ServiceError(.badRequest, "bad_format", "format \(String(text).debugDescription): expected jpg, png or webp")
+        }
+        self = value
+    }
+
+    /// The encoder's format.
+    var imageFormat: ImageFormat {
+        switch self {
+        case .jpg: return .jpeg
+        case .png: return .png
+        case .webp: return .webp
+        }
+    }
+
+    var contentType: String {
+        switch self {
+        case .jpg: return "image/jpeg"
+        case .png: return "image/png"
+        case .webp: return "image/webp"
+        }
+    }
+}
