@@ -18,7 +18,7 @@ strata=${STRATA:-$root/.build/debug/strata}
 venv=$root/.iiif-validator/venv
 if [ ! -x "$venv/bin/iiif-validate.py" ]; then
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet iiif-validator
+    "$venv/bin/pip" install --quiet "iiif-validator==1.0.5" "pillow==13.0.0"
 fi
 
 identifier=67352ccc-d1b0-11e1-89ae-279075081939
