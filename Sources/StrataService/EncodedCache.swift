@@ -12,13 +12,16 @@ struct EncodedImage: Sendable {
 }
 
 /// A variant as the encoded cache knows it: the key, the variant (size, mode, style), the
-/// source version it was rendered from, and the encoding.
+/// source version it was rendered from, and the encoding; for an IIIF image, also what was
+/// cut from the variant (`derivation`: the canonical region/size/rotation/quality; empty for
+/// a whole variant).
 struct EncodedKey: Hashable, Sendable {
     let key: String
     let variant: VariantDescriptor
     let version: UInt64
     let format: ResponseFormat
     let quality: Int
+    var derivation: String = ""
 }
 
 /// The service's second cache level: encoded JPEG/WebP/PNG bytes of variants the engine

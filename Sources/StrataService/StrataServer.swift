@@ -55,7 +55,8 @@ public final class StrataServer: Service, Sendable {
             images: ImageEndpoint(
                 cache: configured.cache, encoded: encoded, settings: settings,
                 signer: settings.signingKey.map(URLSigner.init(key:)), metrics: metrics),
-            iiif: IIIFEndpoint(cache: configured.cache, settings: iiifSettings, http: settings, originals: IIIFOriginals()),
+            iiif: IIIFEndpoint(
+                cache: configured.cache, encoded: encoded, settings: iiifSettings, http: settings, originals: IIIFOriginals()),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started)
         let host = settings.host
         let onListening = self.onListening

@@ -12,10 +12,13 @@ import Strata
 /// Every answer, errors included, carries `Access-Control-Allow-Origin: *`; images carry the
 /// canonical and profile `Link` headers and `X-Strata-Tier`.
 ///
-/// Cost of a tile whose level is cached: a memo lookup, the engine's memory hit, a resample of
-/// the tile's size and an encode.
+/// The encoded tile is kept in the service's ``EncodedCache``, keyed by the variant it was cut
+/// from, its source version and the canonical request, so a warm tile costs a memo lookup, the
+/// engine's memory hit, one encoded lookup and a write; a tile whose level is cached but which
+/// was never asked for costs a resample of the tile's size and an encode.
 struct IIIFEndpoint: Sendable {
     let cache: ImageCache
+    let encoded: EncodedCache
     let settings: IIIFSettings
     let http: HTTPServiceSettings
     let originals: IIIFOriginals
@@ -80,32 +83,47 @@ struct IIIFEndpoint: Sendable {
             let quality = request.quality, rotation = request.rotation, format = request.format
             let encodeQuality = http.quality
             let originalSize = original.size
-            let result: Result<(bytes: [UInt8], size: PixelSize), ImageEncodingError>
-            do {
-                result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> (bytes: [UInt8], size: PixelSize) in
-                    let pixels = IIIFRendering.compose(
-                        variant, region: region, original: originalSize, output: output, rotation: rotation, quality: quality)
-                    return (try ImageEncoder.encode(pixels, as: format.imageFormat, quality: encodeQuality), pixels.size)
+            let canonical = Self.canonical(request, base: base, region: region, original: originalSize, output: output)
+            let tileKey = EncodedKey(
+                key: key, variant: served.variant.descriptor, version: served.sourceVersion.stamp, format: format.responseFormat,
+                quality: format == .png ? 0 : encodeQuality, derivation: canonical.dropFirst(base.count).description)
+            let body: ByteBuffer
+            let size: (width: String, height: String)
+            var tier = served.tier.rawValue
+            if let hit = encoded.value(for: tileKey) {
+                body = hit.body
+                size = (hit.width, hit.height)
+                tier = "encoded"
+            } else {
+                let result: Result<(bytes: [UInt8], size: PixelSize), ImageEncodingError>
+                do {
+                    result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> (bytes: [UInt8], size: PixelSize) in
+                        let pixels = IIIFRendering.compose(
+                            variant, region: region, original: originalSize, output: output, rotation: rotation, quality: quality)
+                        return (try ImageEncoder.encode(pixels, as: format.imageFormat, quality: encodeQuality), pixels.size)
+                    }
+                } catch {
+                    throw ServiceError(error)
                 }
-            } catch {
-                throw ServiceError(error)
-            }
-            let encoded: (bytes: [UInt8], size: PixelSize)
-            switch result {
-            case .success(let value): encoded = value
-            case .failure(let error): throw ServiceError(.internalServerError, "encode_failed", "\(key.debugDescription): \(error)")
+                switch result {
+                case .success(let value):
+                    body = ByteBuffer(bytes: value.bytes)
+                    size = (String(value.size.width), String(value.size.height))
+                    encoded.insert(
+                        EncodedImage(body: body, format: format.responseFormat, etag: "", width: size.width, height: size.height),
+                        for: tileKey)
+                case .failure(let error):
+                    throw ServiceError(.internalServerError, "encode_failed", "\(key.debugDescription): \(error)")
+                }
             }
             var headers = Self.cors
             headers[.contentType] = format.contentType
-            let canonical = Self.canonical(request, base: base, region: region, original: originalSize, output: output)
             headers[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
             if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
-            headers[ImageEndpoint.tier] = served.tier.rawValue
-            headers[ImageEndpoint.width] = String(encoded.size.width)
-            headers[ImageEndpoint.height] = String(encoded.size.height)
-            return (
-                Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: encoded.bytes))), served.tier.rawValue
-            )
+            headers[ImageEndpoint.tier] = tier
+            headers[ImageEndpoint.width] = size.width
+            headers[ImageEndpoint.height] = size.height
+            return (Response(status: .ok, headers: headers, body: .init(byteBuffer: body)), tier)
         }
     }
 

@@ -36,6 +36,15 @@ public enum IIIFFormat: String, Sendable, Hashable, CaseIterable {
         }
     }
 
+    /// The same encoding as the service's `format=` names it (the encoded cache's key).
+    var responseFormat: ResponseFormat {
+        switch self {
+        case .jpg: return .jpeg
+        case .png: return .png
+        case .webp: return .webp
+        }
+    }
+
     var contentType: String {
         switch self {
         case .jpg: return "image/jpeg"

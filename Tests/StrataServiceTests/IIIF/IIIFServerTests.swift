@@ -98,6 +98,12 @@ struct IIIFServerTests {
         #expect(second.header("X-Strata-Height") == "128")
         #expect(server.cache.statistics.engine.sourceDecodes == decodes)
 
+        // Asked again, the tile is the encoded cache's: the same bytes, no resample, no encode.
+        let again = try await server.get("/iiif/3/\(Self.photo)/1024,1024,1024,1024/512,/0/default.png")
+        #expect(again.header("X-Strata-Tier") == "encoded")
+        #expect(again.body == second.body)
+        #expect(again.header("X-Strata-Height") == "128")
+
         // Rotated, mirrored, gray, in 2.1 syntax.
         let turned = try await server.get("/iiif/2/\(Self.photo)/0,0,1024,512/!256,256/!90/gray.webp")
         #expect(turned.status == 200)
