@@ -8,7 +8,7 @@ import Glibc
 
 /// `strata serve` as an operator runs it: a real process, stopped with SIGTERM while requests
 /// are in flight.
-@Suite("strata serve process")
+@Suite("strata serve process", .timeLimit(.minutes(5)))
 struct GracefulShutdownTests {
     /// Starts `strata serve` on an ephemeral port; returns the process and the port it printed.
     static func startServe(_ arguments: [String], in directory: String? = nil) throws -> (Process, Int, Pipe, Pipe) {

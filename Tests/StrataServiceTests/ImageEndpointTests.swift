@@ -5,7 +5,7 @@ import Testing
 
 /// `GET /images/{key}`: tiers, tolerance, validators, negotiation and every error status, on a
 /// real server on an ephemeral port.
-@Suite("Image endpoint")
+@Suite("Image endpoint", .timeLimit(.minutes(5)))
 struct ImageEndpointTests {
     static let photo = "/images/jpeg/fallenleaf-2048x1280-420.jpg"
 

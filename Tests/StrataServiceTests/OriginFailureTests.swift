@@ -9,7 +9,7 @@ import Glibc
 
 /// An HTTP origin that fails: 502 when it cannot be reached, 504 when it does not answer in
 /// time; the service keeps serving.
-@Suite("Origin failures")
+@Suite("Origin failures", .timeLimit(.minutes(5)))
 struct OriginFailureTests {
     /// A TCP socket on 127.0.0.1 that listens and never accepts: connections complete in the
     /// kernel's backlog, and no byte ever comes back.

@@ -5,7 +5,7 @@ import StrataService
 import Testing
 
 /// `/metrics`, `/stats`, `/healthz`; load shedding; concurrent requests.
-@Suite("Service endpoints")
+@Suite("Service endpoints", .timeLimit(.minutes(5)))
 struct ServiceEndpointsTests {
     @Test func metricsStatsAndHealth() async throws {
         let server = try await TestServer.start()

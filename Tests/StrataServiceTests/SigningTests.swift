@@ -4,7 +4,7 @@ import StrataService
 import Testing
 
 /// Signed URLs: with `http.signingKey` set, only URLs carrying the right `sig` are served.
-@Suite("Signed URLs")
+@Suite("Signed URLs", .timeLimit(.minutes(5)))
 struct SigningTests {
     static let key = "0123456789abcdef-test-signing-key"
     static let target = "/images/jpeg/kite-800x500-gray.jpg?w=200&h=200&format=jpeg"

@@ -6,7 +6,7 @@ import Testing
 
 /// The IIIF routes on a real server: info.json (3.0 and 2.1), tiles, CORS, errors, and tiles of
 /// one zoom level served from one decoded variant.
-@Suite("IIIF server")
+@Suite("IIIF server", .timeLimit(.minutes(5)))
 struct IIIFServerTests {
     static let photo = "jpeg%2Ffallenleaf-2048x1280-420.jpg"
 

@@ -4,7 +4,7 @@ import Testing
 
 /// `strata get` as a user runs it: the built executable, a real source directory and a real disk
 /// tier directory shared by separate processes.
-@Suite(.timeLimit(.minutes(2))) struct GetCommandTests {
+@Suite(.timeLimit(.minutes(4))) struct GetCommandTests {
 
     func temporaryPath(_ name: String) -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("strata-get-\(UUID().uuidString)-\(name)").path

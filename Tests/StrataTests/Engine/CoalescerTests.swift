@@ -1,7 +1,7 @@
 import Testing
 @testable import Strata
 
-@Suite(.timeLimit(.minutes(1))) struct CoalescerTests {
+@Suite(.timeLimit(.minutes(3))) struct CoalescerTests {
     enum TestError: Error, Equatable { case boom(Int) }
 
     /// Groups are strings, descriptors and priorities and values are integers.

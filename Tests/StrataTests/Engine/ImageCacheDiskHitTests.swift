@@ -4,7 +4,7 @@ import Testing
 
 @testable import Strata
 
-@Suite("ImageCache: disk hits without a thread hop", .timeLimit(.minutes(2)))
+@Suite("ImageCache: disk hits without a thread hop", .timeLimit(.minutes(5)))
 struct ImageCacheDiskHitTests {
     static let photo = "jpeg/fallenleaf-2048x1280-420.jpg"
 

@@ -5,7 +5,7 @@ import MetricsTestKit
 import Testing
 @testable import Strata
 
-@Suite("ImageCache", .timeLimit(.minutes(2)))
+@Suite("ImageCache", .timeLimit(.minutes(5)))
 struct ImageCacheTests {
     static let photo = "jpeg/fallenleaf-2048x1280-420.jpg"
     static let small = "jpeg/eveningglow-1024x640-progressive.jpg"
@@ -259,7 +259,7 @@ struct ImageCacheTests {
     }
 }
 
-@Suite("ImageCache lanes and invalidation", .serialized, .timeLimit(.minutes(2)))
+@Suite("ImageCache lanes and invalidation", .serialized, .timeLimit(.minutes(5)))
 struct ImageCacheLaneTests {
     func request(_ key: String, _ w: Int) -> ImageRequest {
         ImageRequest(key: CacheKey(key), box: PixelSize(width: w, height: w))
