@@ -129,6 +129,7 @@ enum ViewerPage {
           const tiers = ["memory", "disk", "table", "source", "encoded"];
           const counters = { memory: 0, disk: 0, table: 0, source: 0, encoded: 0, other: 0, total: 0, errors: 0 };
           const tiles = new Map();
+          const started = new Set(), warm = new Set();
           const view = { scale: 1, x: 0, y: 0 };
           let info = null, factors = [1], tileWidth = 512, tileHeight = 512, pending = 0, waiters = [];
 
@@ -180,6 +181,7 @@ enum ViewerPage {
               tile.state = "failed";
               console.warn("tile " + tile.url + ": " + error);
             }).finally(function () {
+              warm.add(tile.factor);
               pending--;
               showCounters();
               draw();
@@ -198,7 +200,13 @@ enum ViewerPage {
               t = { x: x, y: y, w: w, h: h, url: url, state: "new", image: null };
               tiles.set(key, t);
             }
-            if (t.state === "new") load(t);
+            // A level's first tile goes alone: the server decodes the level's variant for it and
+            // crops the level's other tiles from that variant in memory.
+            if (t.state === "new" && (warm.has(factor) || !started.has(factor))) {
+              started.add(factor);
+              t.factor = factor;
+              load(t);
+            }
             return t;
           }
 
