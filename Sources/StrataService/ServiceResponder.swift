@@ -3,7 +3,7 @@ import Hummingbird
 import NIOCore
 import Strata
 
-/// The service's routes, dispatched on the path: `/images/…`, `/iiif/{3|2}/…`, `/healthz`, `/stats`,
+/// The service's routes, dispatched on the path: `/images/…`, `/iiif/{3|2}/…`, `/viewer`, `/healthz`, `/stats`,
 /// `/metrics`; anything else is a JSON 404, a method other than GET a JSON 405. A switch on
 /// the path instead of a router: one prefix test for the hot route.
 struct ServiceResponder: HTTPResponder {
@@ -43,6 +43,9 @@ struct ServiceResponder: HTTPResponder {
                 route = "stats"
                 response = Self.answer(
                     "application/json", ByteBuffer(bytes: ServiceStatistics(cache: cache, encoded: encoded, uptime: .now - started).json()))
+            case "/viewer":
+                route = "viewer"
+                response = Self.viewer(request)
             case "/metrics":
                 route = "metrics"
                 cache.publishGauges()
@@ -56,13 +59,22 @@ struct ServiceResponder: HTTPResponder {
                 route = "other"
                 response = ServiceError(
                     .notFound, "not_found",
-                    "no such endpoint: GET /images/{key}?w=&h=, /iiif/3/{identifier}/…, /metrics, /stats or /healthz"
+                    "no such endpoint: GET /images/{key}?w=&h=, /iiif/3/{identifier}/…, /viewer?id={key}, /metrics, /stats or /healthz"
                 )
                 .response()
             }
         }
         metrics.record(route: route, status: response.status.code, nanoseconds: Self.nanoseconds(since: began))
         return response
+    }
+
+    /// `GET /viewer?id=KEY`: the deep-zoom page of ``ViewerPage`` for the key (an unknown key
+    /// still gets the page, which shows info.json's error); a missing or empty `id` is a JSON 400.
+    static func viewer(_ request: Request) -> Response {
+        guard let id = request.uri.queryParameters["id"], !id.isEmpty else {
+            return ServiceError.badParameter("GET /viewer needs ?id={key}").response()
+        }
+        return answer("text/html; charset=utf-8", ByteBuffer(string: ViewerPage.html(id: String(id))))
     }
 
     static func answer(_ contentType: String, _ body: ByteBuffer) -> Response {

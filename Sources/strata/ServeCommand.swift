@@ -112,6 +112,12 @@ struct ServeCommand: AsyncParsableCommand {
             if let signer { target = signer.sign(target) }
             lines.append("  curl -sS -D - -o /tmp/strata-example-\(index) '\(base)\(target)'")
         }
+        if let first = examples.first {
+            // The deep-zoom viewer (IIIF tiles) of the first key: a page for a browser.
+            let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+            let id = first.addingPercentEncoding(withAllowedCharacters: unreserved) ?? first
+            lines.append("  open \(base)/viewer?id=\(id)   (deep-zoom viewer in a browser)")
+        }
         lines.append("  curl -sS \(base)/stats")
         lines.append("  curl -sS \(base)/metrics")
         // Written at once, unbuffered: a script reading the port waits for this line.

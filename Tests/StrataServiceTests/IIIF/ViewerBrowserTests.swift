@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+
+@testable import StrataService
+
+/// `GET /viewer`: the page itself (escaping, the 400 without an id), and the viewer driven by
+/// headless Chromium over a real server: tiles fetched, counted per tier, a screenshot taken.
+@Suite("IIIF viewer")
+struct ViewerBrowserTests {
+    static let photo = "jpeg%2Fpath-2560x1600.jpg"
+
+    @Test func pageEscapesTheIdentifier() async throws {
+        let server = try await TestServer.start(disk: false)
+        let nasty = "a\"</script><b>&'x"
+        let query = try #require(nasty.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+        let answer = try await server.get("/viewer?id=\(query)")
+        #expect(answer.status == 200)
+        #expect(answer.header("Content-Type") == "text/html; charset=utf-8")
+        let html = answer.text
+        #expect(html.contains("const STRATA_ID = \"a\\\"\\u003c/script\\u003e\\u003cb\\u003e\\u0026'x\";"))
+        #expect(html.contains("<span id=\"name\">a&quot;&lt;/script&gt;&lt;b&gt;&amp;&#39;x</span>"))
+        // The only `</script>` is the page's own.
+        #expect(html.components(separatedBy: "</script>").count == 2)
+
+        let plain = try await server.get("/viewer?id=\(Self.photo)")
+        #expect(plain.status == 200)
+        #expect(plain.text.contains("const STRATA_ID = \"jpeg/path-2560x1600.jpg\";"))
+
+        for target in ["/viewer", "/viewer?id="] {
+            let missing = try await server.get(target)
+            #expect(missing.status == 400)
+            #expect(missing.header("Content-Type")?.hasPrefix("application/json") == true)
+            #expect(missing.errorCode == "bad_parameter")
+        }
+        try await server.stop()
+    }
+
+    @Test func escapingHelpers() {
+        #expect(ViewerPage.scriptString("a\n\u{2028}\u{1}") == "\"a\\n\\u2028\\u0001\"")
+        #expect(ViewerPage.htmlEscaped("plain/key.jpg") == "plain/key.jpg")
+    }
+
+    /// Debian's Chromium, installed with apt-get when missing and running as root; `nil` when
+    /// it cannot be had (the browser test is then skipped, visibly, by `.enabled(if:)`).
+    static let chromium: String? = {
+        let candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        if let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) { return found }
+        guard getuid() == 0 else { return nil }
+        _ = try? run("/usr/bin/env", ["DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "chromium"], timeout: 600)
+        return candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+    }()
+
+    /// Runs `executable` with `arguments`; kills it (by its pid) when it overruns `timeout`
+    /// seconds. Returns its standard output.
+    static func run(_ executable: String, _ arguments: [String], timeout: Double) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let pid = process.processIdentifier
+        let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        watchdog.cancel()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Headless Chromium's arguments for `url`, with `extra` before the URL.
+    static func browser(_ extra: [String], _ url: String) -> [String] {
+        [
+            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            "--user-data-dir=\(makeScratchDirectory("chromium"))", "--virtual-time-budget=60000",
+        ] + extra + [url]
+    }
+
+    @Test(
+        "the viewer zooms and pans in headless Chromium, tiles come from cached variants",
+        .enabled(if: chromium != nil, "no chromium at /usr/bin/chromium and apt-get could not install it: browser test skipped"),
+        .timeLimit(.minutes(10)))
+    func headlessChromium() async throws {
+        let browser = try #require(Self.chromium)
+        let server = try await TestServer.start()
+        let url = "http://127.0.0.1:\(server.port)/viewer?id=\(Self.photo)&script=zoomin,zoomin,zoomin,pan:300:200"
+        // Blocking waits: off the cooperative pool.
+        let dom = try await Task.detached { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }.value
+        #expect(dom.contains("data-done=\"true\""), "the script did not finish; DOM: \(dom.prefix(2000))")
+        #expect(!dom.contains("data-error"))
+        let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
+        let end = try #require(json.firstRange(of: "</pre>"))
+        let counters = try #require(
+            JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8)) as? [String: Int], "counters: \(json.prefix(300))")
+        print("viewer counters: \(counters)")
+        #expect((counters["total"] ?? 0) > 0)
+        #expect(counters["errors"] == 0)
+        #expect((counters["memory"] ?? 0) + (counters["disk"] ?? 0) + (counters["encoded"] ?? 0) > 0)
+
+        // A screenshot of the same page, for a person to look at.
+        let folder = URL(fileURLWithPath: fixturesDirectory).deletingLastPathComponent().appendingPathComponent(".build/test-output")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let png = folder.appendingPathComponent("viewer.png").path
+        try? FileManager.default.removeItem(atPath: png)
+        _ = try await Task.detached {
+            try Self.run(browser, Self.browser(["--screenshot=\(png)", "--window-size=1024,768", "--hide-scrollbars"], url), timeout: 240)
+        }.value
+        print("viewer screenshot: \(png)")
+        let size = (try? FileManager.default.attributesOfItem(atPath: png)[.size] as? Int) ?? 0
+        #expect(size > 20_000, "screenshot \(png) is \(size) bytes")
+        let signature = FileManager.default.contents(atPath: png)?.prefix(4)
+        #expect(signature.map(Array.init) == [0x89, 0x50, 0x4E, 0x47])
+        try await server.stop()
+    }
+}
