@@ -73,7 +73,7 @@ struct ViewerBrowserTests {
     static func browser(_ extra: [String], _ url: String) -> [String] {
         [
             "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-            "--user-data-dir=\(makeScratchDirectory("chromium"))", "--virtual-time-budget=60000",
+            "--user-data-dir=\(makeScratchDirectory("chromium"))", "--virtual-time-budget=600000",
         ] + extra + [url]
     }
 
