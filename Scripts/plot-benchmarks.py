@@ -134,11 +134,11 @@ def draw_engine(ax, name, data):
     ax.barh(ys, values, color=colours, height=0.55)
     for y, (_, value, target) in zip(ys, ratios):
         ax.plot([target, target], [y - 0.38, y + 0.38], color="black", linewidth=1.5)
-        ax.text(value * 1.08, y, f"{value:.3g}  (target ≤ {target:.3g})", va="center", fontsize=8.5)
+        ax.text(max(value, target) * 1.12, y, f"{value:.3g}  (target ≤ {target:.3g})", va="center", fontsize=8.5)
     ax.set_xscale("log")
     low = min(min(values), min(r[2] for r in ratios))
     high = max(max(values), max(r[2] for r in ratios))
-    ax.set_xlim(10 ** math.floor(math.log10(low)), 10 ** (math.log10(high) + 1.2))
+    ax.set_xlim(10 ** (math.log10(low) - 0.5), 10 ** (math.log10(high) + 0.9))
     ax.axvline(1, color="#999999", linewidth=0.8, linestyle=":")
     ax.set_yticks(ys)
     ax.set_yticklabels([r[0] for r in ratios], fontsize=8.5)
