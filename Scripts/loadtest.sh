@@ -194,7 +194,7 @@ warm_up() {
 # bench CASE BASE URLFILE: one wrk run; its result line goes to $SCRATCH/results/CASE.json.
 bench() {
   local name=$1 base=$2 list=$3 out
-  log "$name: wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s over $(wc -l <"$list") URLs"
+  log "$name: load average $(cut -d' ' -f1-3 /proc/loadavg); wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s over $(wc -l <"$list") URLs"
   out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout "$TIMEOUT" \
     -s "$HERE/rotate.lua" "$base" -- "$list" "$THREADS")
   printf '%s\n' "$out" >"$SCRATCH/$name.wrk.txt"
