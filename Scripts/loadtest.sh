@@ -20,12 +20,15 @@
 # on stdout (a case that could not run is null); progress goes to stderr.
 #
 # Environment:
-#   STRATA              the strata binary (default .build/release/strata); without a working
+#   LOADTEST_STRATA     the strata binary (default .build/release/strata); without a working
 #                       `strata serve` the two Strata cases are skipped (null)
-#   STRATA_SERVE_ARGS   extra flags for `strata serve` (e.g. "--memory-cost-limit 512MiB")
+#   LOADTEST_STRATA_ARGS  extra flags for `strata serve`, e.g. "--tolerance 0" (exact sizes in the
+#                       zoom mix; the default tolerance 0.2 lets one render serve nearby widths)
+#                       or "--memory-cost-limit 512MiB"
 #   LOADTEST_SECONDS    duration of each wrk run (default 15)
 #   LOADTEST_TIMEOUT    wrk's per-request timeout (default 10s; a timeout counts as an error)
-#   THUMBOR_PROCESSES   thumbor's --processes (default: the number of cores)
+#   LOADTEST_THUMBOR_PROCESSES  thumbor's --processes (default: the number of cores)
+# (None of them starts with STRATA_: `strata serve` refuses STRATA_ variables that are not its keys.)
 #   LOADTEST_KEEP=1     keep the scratch folder (logs, caches, URL lists) and print its path
 #
 # It installs what it lacks: nginx, wrk and curl from Debian (as root), and a virtual environment
@@ -37,12 +40,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HERE="$ROOT/Scripts/loadtest"
 VENV="$ROOT/.loadtest/venv"
 THUMBOR_VERSION="7.8.0"
-STRATA="${STRATA:-$ROOT/.build/release/strata}"
+STRATA="${LOADTEST_STRATA:-$ROOT/.build/release/strata}"
 DURATION="${LOADTEST_SECONDS:-15}"
 TIMEOUT="${LOADTEST_TIMEOUT:-10s}"
 THREADS=2
 CONNECTIONS=32
-THUMBOR_PROCESSES="${THUMBOR_PROCESSES:-$(nproc)}"
+LOADTEST_THUMBOR_PROCESSES="${LOADTEST_THUMBOR_PROCESSES:-$(nproc)}"
 # The photos: real fixture photographs of several sizes (see Fixtures/README.md).
 IMAGES=(
   jpeg/path-2560x1600.jpg
@@ -216,16 +219,16 @@ HAVE_STRATA=0
 if [ -x "$STRATA" ] && "$STRATA" serve --help >/dev/null 2>&1; then
   HAVE_STRATA=1
 else
-  log "no working '$STRATA serve': the Strata cases are skipped (set STRATA=/path/to/strata)"
+  log "no working '$STRATA serve': the Strata cases are skipped (set LOADTEST_STRATA=/path/to/strata)"
 fi
 
 # start_strata CACHEDIR: a fresh `strata serve` over $SCRATCH/src; sets STRATA_PID and STRATA_BASE.
 start_strata() {
   local port
   port=$(free_port)
-  # shellcheck disable=SC2086 # STRATA_SERVE_ARGS is a list of flags
+  # shellcheck disable=SC2086 # LOADTEST_STRATA_ARGS is a list of flags
   start strata "$STRATA" serve --host 127.0.0.1 --port "$port" \
-    --source-directory "$SCRATCH/src" --disk-path "$1" ${STRATA_SERVE_ARGS:-}
+    --source-directory "$SCRATCH/src" --disk-path "$1" ${LOADTEST_STRATA_ARGS:-}
   STRATA_PID=$LAST_PID
   STRATA_BASE="http://127.0.0.1:$port"
   wait_http strata "$STRATA_PID" "$STRATA_BASE/healthz"
@@ -249,7 +252,7 @@ RESPECT_ORIENTATION = True
 QUALITY = 80
 EOF
   start thumbor "$VENV/bin/thumbor" --ip 127.0.0.1 --port "$port" --conf "$conf" \
-    --processes "$THUMBOR_PROCESSES" --log-level error
+    --processes "$LOADTEST_THUMBOR_PROCESSES" --log-level error
   THUMBOR_PID=$LAST_PID
   THUMBOR_BASE="http://127.0.0.1:$port"
   wait_http thumbor "$THUMBOR_PID" "$THUMBOR_BASE/healthcheck"
