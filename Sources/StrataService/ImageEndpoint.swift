@@ -8,8 +8,11 @@ import Strata
 /// `If-None-Match` with 304, and sends the encoded bytes from the encoded cache or a fresh
 /// encode (run on the engine's threads).
 ///
-/// Cost of a warm request: the engine's memory hit (a hash lookup and a scan of the key's
-/// variants), one encoded-cache lookup, and the write of a shared buffer.
+/// The synchronous core — ``prepare(target:)``, then ``reply(to:served:accept:ifNoneMatch:started:engineDone:)``
+/// — is shared by the Hummingbird route and by ``WarmPathHandler``, which answers warm requests
+/// on the connection's event loop. Cost of a warm request: the engine's memory hit (a hash
+/// lookup and a scan of the key's variants), one encoded-cache lookup, and the write of a
+/// shared buffer.
 struct ImageEndpoint: Sendable {
     let cache: ImageCache
     let encoded: EncodedCache
@@ -17,18 +20,58 @@ struct ImageEndpoint: Sendable {
     let signer: URLSigner?
     let metrics: ServiceMetrics
 
+    /// A checked image request.
+    struct Prepared: Sendable {
+        var parameters: ImageParameters
+        var request: ImageRequest
+    }
+
+    /// An answer, ready to write.
+    struct Reply: Sendable {
+        var status: HTTPResponse.Status
+        var headers: HTTPFields
+        var body: ByteBuffer?
+        /// The tier label for metrics.
+        var tier: String
+    }
+
+    /// What remains after ``reply(to:served:accept:ifNoneMatch:started:engineDone:)``: an
+    /// answer, or an encode to run.
+    enum Outcome: Sendable {
+        case reply(Reply)
+        case encode(Encode)
+    }
+
+    /// An encode to run before answering.
+    struct Encode: Sendable {
+        var image: PixelImage
+        var format: ResponseFormat
+        var quality: Int
+        var key: EncodedKey
+        var headers: HTTPFields
+        var etag: String
+        var width: String
+        var height: String
+        var tier: String
+    }
+
     /// The answer and the tier label for metrics (`nil` when no image was served).
     func respond(to request: Request) async -> (Response, tier: String?) {
         let started = ContinuousClock.now
         do {
-            return try await image(for: request, started: started)
+            let reply = try await image(for: request, started: started)
+            return (
+                Response(status: reply.status, headers: reply.headers, body: reply.body.map { .init(byteBuffer: $0) } ?? .init()),
+                reply.tier
+            )
         } catch {
             return (error.response(), nil)
         }
     }
 
-    private func image(for request: Request, started: ContinuousClock.Instant) async throws(ServiceError) -> (Response, tier: String?) {
-        var target = Substring(request.uri.string)
+    /// Checks the signature (when signing is on) and parses the target.
+    func prepare(target signed: Substring) throws(ServiceError) -> Prepared {
+        var target = signed
         if let signer {
             do {
                 target = try signer.verify(target)
@@ -49,13 +92,17 @@ struct ImageEndpoint: Sendable {
         }
         let parameters = try ImageParameters(
             path: path.dropFirst(ImageParameters.prefix.count), query: query, maxDimension: settings.maxDimension)
-        let imageRequest = ImageRequest(
+        let request = ImageRequest(
             key: CacheKey(parameters.key), box: parameters.box, mode: parameters.mode, tolerance: parameters.tolerance,
             exactSize: parameters.exact)
+        return Prepared(parameters: parameters, request: request)
+    }
 
+    private func image(for request: Request, started: ContinuousClock.Instant) async throws(ServiceError) -> Reply {
+        let prepared = try prepare(target: Substring(request.uri.string))
         // Load shedding: work that would queue behind `maxQueue` others is refused, unless
         // memory already has the answer.
-        if cache.queueDepths.urgent >= settings.maxQueue, cache.cachedImage(for: imageRequest) == nil {
+        if cache.queueDepths.urgent >= settings.maxQueue, cache.cachedImage(for: prepared.request) == nil {
             metrics.shed.increment()
             let seconds = max(1, Int(settings.retryAfter.components.seconds))
             throw ServiceError(
@@ -64,13 +111,28 @@ struct ImageEndpoint: Sendable {
         }
         let served: CachedImage
         do {
-            served = try await cache.image(for: imageRequest)
+            served = try await cache.image(for: prepared.request)
         } catch {
             throw ServiceError(error)
         }
-        let engineDone = ContinuousClock.now
+        let outcome = reply(
+            to: prepared, served: served, accept: request.headers[values: .accept],
+            ifNoneMatch: request.headers[values: .ifNoneMatch], started: started, engineDone: .now)
+        switch outcome {
+        case .reply(let reply):
+            return reply
+        case .encode(let work):
+            return try await encode(work, key: prepared.parameters.key, started: started)
+        }
+    }
 
-        let accept = request.headers[values: .accept]
+    /// Everything after the engine's answer that needs no encode: format negotiation, the
+    /// validators, 304, raw rows, the encoded cache. Synchronous.
+    func reply(
+        to prepared: Prepared, served: CachedImage, accept: [String], ifNoneMatch: [String], started: ContinuousClock.Instant,
+        engineDone: ContinuousClock.Instant
+    ) -> Outcome {
+        let parameters = prepared.parameters
         let negotiated = parameters.format == nil
         var quality = parameters.quality ?? settings.quality
         var format = parameters.format ?? .jpeg
@@ -107,48 +169,60 @@ struct ImageEndpoint: Sendable {
         headers[Self.width] = width
         headers[Self.height] = height
 
-        if FormatNegotiation.matches(etag: etag, ifNoneMatch: request.headers[values: .ifNoneMatch]) {
+        if FormatNegotiation.matches(etag: etag, ifNoneMatch: ifNoneMatch) {
             headers[Self.tier] = served.tier.rawValue
             headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: nil)
-            return (Response(status: .notModified, headers: headers), served.tier.rawValue)
+            return .reply(Reply(status: .notModified, headers: headers, body: nil, tier: served.tier.rawValue))
         }
-
-        let body: ByteBuffer
-        var tier = served.tier.rawValue
-        var encodeDone: ContinuousClock.Instant?
         if let hit {
-            body = hit.body
-            tier = "encoded"
-        } else if format == .raw {
-            body = served.image.withUnsafeBytes { ByteBuffer(bytes: $0) }
+            headers[.contentType] = format.contentType
+            headers[Self.tier] = "encoded"
+            headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: nil)
+            return .reply(Reply(status: .ok, headers: headers, body: hit.body, tier: "encoded"))
+        }
+        if format == .raw {
             headers[Self.bytesPerRow] = String(served.image.bytesPerRow)
             headers[Self.style] = served.image.style.description
-        } else {
-            let image = served.image
-            let imageFormat = format.imageFormat ?? .jpeg
-            let quality = quality
-            let result: Result<[UInt8], ImageEncodingError>
-            do {
-                result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> [UInt8] in
-                    try ImageEncoder.encode(image, as: imageFormat, quality: quality)
-                }
-            } catch {
-                throw ServiceError(error)
-            }
-            switch result {
-            case .success(let bytes):
-                body = ByteBuffer(bytes: bytes)
-                encoded.insert(
-                    EncodedImage(body: body, format: format, etag: etag, width: width, height: height), for: encodedKey(format))
-            case .failure(let error):
-                throw ServiceError(.internalServerError, "encode_failed", "\(parameters.key.debugDescription): \(error)")
-            }
-            encodeDone = .now
+            headers[.contentType] = format.contentType
+            headers[Self.tier] = served.tier.rawValue
+            headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: nil)
+            let body = served.image.withUnsafeBytes { ByteBuffer(bytes: $0) }
+            return .reply(Reply(status: .ok, headers: headers, body: body, tier: served.tier.rawValue))
         }
-        headers[.contentType] = format.contentType
-        headers[Self.tier] = tier
-        headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: encodeDone)
-        return (Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: body)), tier)
+        return .encode(
+            Encode(
+                image: served.image, format: format, quality: quality, key: encodedKey(format), headers: headers, etag: etag,
+                width: width, height: height, tier: served.tier.rawValue))
+    }
+
+    /// Encodes on the engine's threads, keeps the bytes in the encoded cache, answers.
+    private func encode(_ work: Encode, key: String, started: ContinuousClock.Instant) async throws(ServiceError) -> Reply {
+        let engineDone = ContinuousClock.now
+        let image = work.image
+        let imageFormat = work.format.imageFormat ?? .jpeg
+        let quality = work.quality
+        let result: Result<[UInt8], ImageEncodingError>
+        do {
+            result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> [UInt8] in
+                try ImageEncoder.encode(image, as: imageFormat, quality: quality)
+            }
+        } catch {
+            throw ServiceError(error)
+        }
+        let body: ByteBuffer
+        switch result {
+        case .success(let bytes):
+            body = ByteBuffer(bytes: bytes)
+            encoded.insert(
+                EncodedImage(body: body, format: work.format, etag: work.etag, width: work.width, height: work.height), for: work.key)
+        case .failure(let error):
+            throw ServiceError(.internalServerError, "encode_failed", "\(key.debugDescription): \(error)")
+        }
+        var headers = work.headers
+        headers[.contentType] = work.format.contentType
+        headers[Self.tier] = work.tier
+        headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: .now)
+        return Reply(status: .ok, headers: headers, body: body, tier: work.tier)
     }
 
     // MARK: - Headers

@@ -51,10 +51,12 @@ public final class StrataServer: Service, Sendable {
                 "http.signingKey is not set: any key at any size up to http.maxDimension may be requested (set it, and sign URLs with `strata sign`)"
             )
         }
+        let metrics = self.metrics
+        let images = ImageEndpoint(
+            cache: configured.cache, encoded: encoded, settings: settings, signer: settings.signingKey.map(URLSigner.init(key:)),
+            metrics: metrics)
         let responder = ServiceResponder(
-            images: ImageEndpoint(
-                cache: configured.cache, encoded: encoded, settings: settings,
-                signer: settings.signingKey.map(URLSigner.init(key:)), metrics: metrics),
+            images: images,
             iiif: IIIFEndpoint(
                 cache: configured.cache, encoded: encoded, settings: iiifSettings, http: settings, originals: IIIFOriginals()),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started)
@@ -63,6 +65,8 @@ public final class StrataServer: Service, Sendable {
         let logger = self.logger
         let app = Application(
             responder: responder,
+            // Warm image requests are answered on the event loop, before Hummingbird's tasks.
+            server: .http1(configuration: .init(additionalChannelHandlers: [WarmPathHandler(endpoint: images, metrics: metrics)])),
             configuration: .init(address: .hostname(host, port: settings.port), serverName: "strata"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0

@@ -163,6 +163,14 @@ public final class ImageCache: Sendable {
         return CachedImage(image: image, variant: variant, tier: .memory)
     }
 
+    /// Counts a request that a server answered from memory without ``image(for:)`` — its fast
+    /// path found the variant with ``cachedImage(for:)`` and served it — as ``image(for:)``
+    /// would have counted it (a request, served by memory). Two atomic adds and a timer.
+    public func countMemoryHit() {
+        counters.requests.add(1, ordering: .relaxed)
+        record(.memory, since: Self.monotonicNanoseconds())
+    }
+
     func validate(_ request: ImageRequest) throws(ImageCacheError) {
         let key = request.key.string
         if request.box.width <= 0 || request.box.height <= 0 {

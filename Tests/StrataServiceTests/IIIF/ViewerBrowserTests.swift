@@ -86,7 +86,7 @@ struct ViewerBrowserTests {
         let server = try await TestServer.start()
         let url = "http://127.0.0.1:\(server.port)/viewer?id=\(Self.photo)&script=zoomin,zoomin,zoomin,pan:300:200"
         // Blocking waits: off the cooperative pool.
-        let dom = try await Task.detached { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }.value
+        let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }
         #expect(dom.contains("data-done=\"true\""), "the script did not finish; DOM: \(dom.prefix(2000))")
         #expect(!dom.contains("data-error"))
         let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
@@ -103,9 +103,9 @@ struct ViewerBrowserTests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let png = folder.appendingPathComponent("viewer.png").path
         try? FileManager.default.removeItem(atPath: png)
-        _ = try await Task.detached {
+        _ = try await offThePool {
             try Self.run(browser, Self.browser(["--screenshot=\(png)", "--window-size=1024,768", "--hide-scrollbars"], url), timeout: 240)
-        }.value
+        }
         print("viewer screenshot: \(png)")
         let size = (try? FileManager.default.attributesOfItem(atPath: png)[.size] as? Int) ?? 0
         #expect(size > 20_000, "screenshot \(png) is \(size) bytes")
