@@ -172,10 +172,20 @@ enum ViewerPage {
               if (!response.ok) throw new Error("HTTP " + response.status);
               const tier = response.headers.get("X-Strata-Tier");
               counters[tiers.indexOf(tier) >= 0 ? tier : "other"]++;
-              return response.blob().then(decode);
-            }).then(function (image) {
-              tile.image = image;
-              tile.state = "ready";
+              return response.blob();
+            }).then(function (blob) {
+              // Settled once the bytes are here: the decode below draws when it is done (a
+              // headless browser's virtual clock does not wait for decodes, only for fetches).
+              decode(blob).then(function (image) {
+                tile.image = image;
+                tile.state = "ready";
+                draw();
+              }, function (error) {
+                counters.errors++;
+                tile.state = "failed";
+                showCounters();
+                console.warn("tile " + tile.url + ": " + error);
+              });
             }).catch(function (error) {
               counters.errors++;
               tile.state = "failed";
