@@ -223,10 +223,10 @@ final class WarmRun: Sendable {
     let mode: ContentMode
     let skipped: Int
     let started = ContinuousClock.now
-    let counts = Mutex(Counts())
+    let counts = Lock(Counts())
     let signal = Atomic<Int32>(0)
     /// The work to cancel on a signal (set once it runs).
-    let work = Mutex<Task<Void, Never>?>(nil)
+    let work = Lock<Task<Void, Never>?>(nil)
 
     init(keys: [String], sizes: [PixelSize], mode: ContentMode, skipped: Int) {
         self.keys = keys
@@ -423,7 +423,7 @@ struct WarmProgress: Sendable {
 /// SIGINT and SIGTERM delivered to `handler` (once, on a dispatch queue) instead of ending the
 /// process; a second signal exits at once with 128 + its number.
 final class SignalWatch: Sendable {
-    private let sources: Mutex<[any DispatchSourceSignal]>
+    private let sources: Lock<[any DispatchSourceSignal]>
 
     /// Whether a signal came already.
     private final class Seen: Sendable {
@@ -443,7 +443,7 @@ final class SignalWatch: Sendable {
             source.resume()
             made.append(source)
         }
-        sources = Mutex(made)
+        sources = Lock(made)
     }
 
     func stop() {

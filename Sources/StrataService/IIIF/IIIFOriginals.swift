@@ -1,5 +1,4 @@
 import Strata
-import Synchronization
 
 /// The originals' sizes, memoized per key and source version: an IIIF request needs the
 /// original's width and height before it can resolve its region and size, and `info.json`
@@ -15,7 +14,7 @@ final class IIIFOriginals: Sendable {
         var version: SourceVersion
     }
 
-    private let entries = Mutex<[String: Original]>([:])
+    private let entries = Lock<[String: Original]>([:])
     let limit: Int
 
     init(limit: Int = 65_536) { self.limit = limit }
