@@ -15,12 +15,13 @@ struct ServiceResponder: HTTPResponder {
     let encoded: EncodedCache
     let metrics: ServiceMetrics
     let started: ContinuousClock.Instant
+    let node: String
 
     func respond(to request: Request, context: Context) async throws -> Response {
         let began = ContinuousClock.now
         let path = request.uri.path
         let route: String
-        let response: Response
+        var response: Response
         if request.method != .get {
             route = "other"
             response = ServiceError(.methodNotAllowed, "method_not_allowed", "only GET is served").response(headers: [.allow: "GET"])
@@ -42,7 +43,8 @@ struct ServiceResponder: HTTPResponder {
             case "/stats":
                 route = "stats"
                 response = Self.answer(
-                    "application/json", ByteBuffer(bytes: ServiceStatistics(cache: cache, encoded: encoded, uptime: .now - started).json()))
+                    "application/json",
+                    ByteBuffer(bytes: ServiceStatistics(node: node, cache: cache, encoded: encoded, uptime: .now - started).json()))
             case "/viewer":
                 route = "viewer"
                 response = Self.viewer(request)
@@ -64,6 +66,7 @@ struct ServiceResponder: HTTPResponder {
                 .response()
             }
         }
+        response.headers[Self.nodeField] = node
         metrics.record(route: route, status: response.status.code, nanoseconds: Self.nanoseconds(since: began))
         return response
     }
@@ -76,6 +79,9 @@ struct ServiceResponder: HTTPResponder {
         }
         return answer("text/html; charset=utf-8", ByteBuffer(string: ViewerPage.html(id: String(id))))
     }
+
+    /// `X-Strata-Node`: which node of a cluster answered.
+    static let nodeField = HTTPField.Name("X-Strata-Node")!
 
     static func answer(_ contentType: String, _ body: ByteBuffer) -> Response {
         Response(status: .ok, headers: [.contentType: contentType, .cacheControl: "no-store"], body: .init(byteBuffer: body))

@@ -2,7 +2,7 @@ import Foundation
 import Strata
 
 /// `GET /stats`: the engine's and each tier's counters as one JSON object, for operators and
-/// dashboards that do not scrape Prometheus. Keys: `engine` (requests, served per tier,
+/// dashboards that do not scrape Prometheus. Keys: `node` (`http.nodeName`), `engine` (requests, served per tier,
 /// coalesced, source fetches and decodes, resamples, revalidations, negative hits, errors by
 /// kind), `tiers` (hits, misses, entries, bytes, evictions per tier present), `memory`
 /// (limits), `disk` (limit and file-level counters, when there is a disk tier), `encoded`
@@ -31,6 +31,7 @@ struct ServiceStatistics: Encodable {
         var urgent, prefetch: Int
     }
 
+    var node: String
     var engine: Engine
     var tiers: [String: Tier]
     var memory: Memory?
@@ -39,7 +40,8 @@ struct ServiceStatistics: Encodable {
     var queues: Queues
     var uptimeSeconds: Double
 
-    init(cache: ImageCache, encoded encodedCache: EncodedCache, uptime: Duration) {
+    init(node: String, cache: ImageCache, encoded encodedCache: EncodedCache, uptime: Duration) {
+        self.node = node
         let stats = cache.statistics
         let e = stats.engine
         engine = Engine(

@@ -33,7 +33,7 @@ public final class StrataServer: Service, Sendable {
         configuration: StrataConfiguration, logger: Logger = Logger(label: "strata.serve"),
         onListening: @escaping @Sendable (_ host: String, _ port: Int) async -> Void = { _, _ in }
     ) throws(ConfigurationError) {
-        let metrics = ServiceMetrics()
+        let metrics = ServiceMetrics(node: configuration.http.nodeName)
         self.metrics = metrics
         self.settings = configuration.http
         self.iiifSettings = configuration.iiif
@@ -59,18 +59,20 @@ public final class StrataServer: Service, Sendable {
             images: images,
             iiif: IIIFEndpoint(
                 cache: configured.cache, encoded: encoded, settings: iiifSettings, http: settings, originals: IIIFOriginals()),
-            cache: configured.cache, encoded: encoded, metrics: metrics, started: started)
+            cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
         let host = settings.host
         let onListening = self.onListening
         let logger = self.logger
+        let node = settings.nodeName
         let app = Application(
             responder: responder,
             // Warm image requests are answered on the event loop, before Hummingbird's tasks.
-            server: .http1(configuration: .init(additionalChannelHandlers: [WarmPathHandler(endpoint: images, metrics: metrics)])),
+            server: .http1(
+                configuration: .init(additionalChannelHandlers: [WarmPathHandler(endpoint: images, metrics: metrics, node: node)])),
             configuration: .init(address: .hostname(host, port: settings.port), serverName: "strata"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
-                logger.info("listening", metadata: ["host": "\(host)", "port": "\(port)"])
+                logger.info("listening", metadata: ["host": "\(host)", "port": "\(port)", "node": "\(node)"])
                 await onListening(host, port)
             },
             logger: logger)

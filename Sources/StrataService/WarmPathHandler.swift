@@ -21,15 +21,17 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let endpoint: ImageEndpoint
     private let metrics: ServiceMetrics
+    private let node: String
     /// Requests passed on to Hummingbird whose response has not ended yet.
     private var passedOn = 0
     /// The rest of a request answered here (its body parts and end) is dropped.
     private var dropping = false
     private var date = HTTPDate()
 
-    init(endpoint: ImageEndpoint, metrics: ServiceMetrics) {
+    init(endpoint: ImageEndpoint, metrics: ServiceMetrics, node: String) {
         self.endpoint = endpoint
         self.metrics = metrics
+        self.node = node
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -41,6 +43,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 fields[.contentLength] = String(reply.body?.readableBytes ?? 0)
                 fields[.date] = date.now()
                 fields[.server] = "strata"
+                fields[ServiceResponder.nodeField] = node
                 context.write(wrapOutboundOut(.head(HTTPResponse(status: reply.status, headerFields: fields))), promise: nil)
                 if let body = reply.body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)

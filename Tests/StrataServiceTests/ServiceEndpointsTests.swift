@@ -4,22 +4,28 @@ import Strata
 import StrataService
 import Testing
 
-/// `/metrics`, `/stats`, `/healthz`; load shedding; concurrent requests.
+/// `/metrics`, `/stats`, `/healthz`; the node's name on each; load shedding; concurrent requests.
 @Suite("Service endpoints", .timeLimit(.minutes(5)))
 struct ServiceEndpointsTests {
     @Test func metricsStatsAndHealth() async throws {
-        let server = try await TestServer.start()
-        _ = try await server.get("/images/jpeg/kite-800x500-gray.jpg?w=128&format=jpeg")
-        _ = try await server.get("/images/jpeg/kite-800x500-gray.jpg?w=128&format=jpeg")
-        _ = try await server.get("/images/jpeg/missing.jpg?w=128")
+        let server = try await TestServer.start(["http.nodeName": "edge-7"])
+        let cold = try await server.get("/images/jpeg/kite-800x500-gray.jpg?w=128&format=jpeg")
+        let warm = try await server.get("/images/jpeg/kite-800x500-gray.jpg?w=128&format=jpeg")
+        let missing = try await server.get("/images/jpeg/missing.jpg?w=128")
+        // Every answer names the node: served through Hummingbird, from the warm path, an error.
+        #expect(cold.header("X-Strata-Node") == "edge-7")
+        #expect(warm.header("X-Strata-Node") == "edge-7")
+        #expect(missing.header("X-Strata-Node") == "edge-7")
 
         let health = try await server.get("/healthz")
         #expect(health.status == 200)
         #expect(health.text == "ok\n")
+        #expect(health.header("X-Strata-Node") == "edge-7")
 
         let unknown = try await server.get("/favicon.ico")
         #expect(unknown.status == 404)
         #expect(unknown.errorCode == "not_found")
+        #expect(unknown.header("X-Strata-Node") == "edge-7")
         var post = HTTPClientRequest(url: "http://127.0.0.1:\(server.port)/images/jpeg/kite-800x500-gray.jpg?w=128")
         post.method = .POST
         let refused = try await testClient.execute(post, timeout: .seconds(60))
@@ -30,18 +36,22 @@ struct ServiceEndpointsTests {
         #expect(metrics.status == 200)
         #expect(metrics.header("Content-Type")?.hasPrefix("text/plain") == true)
         let text = metrics.text
-        #expect(text.contains(#"strata_http_requests_total{route="images",status="200"} 2"#))
-        #expect(text.contains(#"strata_http_requests_total{route="images",status="404"} 1"#))
-        #expect(text.contains(#"strata_http_images_total{tier="encoded"} 1"#))
-        #expect(text.contains(#"strata_http_images_total{tier="source"} 1"#))
+        #expect(text.contains(#"strata_http_requests_total{route="images",status="200",node="edge-7"} 2"#))
+        #expect(text.contains(#"strata_http_requests_total{route="images",status="404",node="edge-7"} 1"#))
+        #expect(text.contains(#"strata_http_images_total{tier="encoded",node="edge-7"} 1"#))
+        #expect(text.contains(#"strata_http_images_total{tier="source",node="edge-7"} 1"#))
         #expect(text.contains("strata_http_request_duration_seconds_bucket"))
-        // The engine's own metrics, through the same registry.
-        #expect(text.contains(#"strata_requests_total{tier="source"} 1"#))
-        #expect(text.contains("strata_encoded_cache_entries 1"))
+        // The engine's own metrics, through the same registry, labelled with the node too.
+        #expect(text.contains(#"strata_requests_total{tier="source",node="edge-7"} 1"#))
+        #expect(text.contains(#"strata_encoded_cache_entries{node="edge-7"} 1"#))
+        // Every sample line names the node (comments and blank lines aside).
+        let unlabelled = text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.contains(#"node="edge-7""#) }
+        #expect(unlabelled.isEmpty, "\(unlabelled.prefix(5))")
 
         let stats = try await server.get("/stats")
         #expect(stats.status == 200)
         let json = try #require(try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any])
+        #expect(json["node"] as? String == "edge-7")
         let engine = try #require(json["engine"] as? [String: Any])
         #expect(engine["requests"] as? Int == 3)
         #expect((engine["errors"] as? [String: Int])?["not_found"] == 1)
@@ -66,7 +76,7 @@ struct ServiceEndpointsTests {
         #expect(raw.status == 200)
         #expect(raw.header("X-Strata-Tier") == "memory")
         let metrics = try await server.get("/metrics")
-        #expect(metrics.text.contains("strata_http_shed_total 1"))
+        #expect(metrics.text.contains(#"strata_http_shed_total{node="\#(server.nodeName)"} 1"#))
         try await server.stop()
     }
 

@@ -89,7 +89,7 @@ struct WarmPathTests {
         #expect(both[0].body == first.body && both[1].body == first.body)
         // Counted as requests served by memory, and in the HTTP metrics.
         let metrics = try await server.get("/metrics").text
-        #expect(metrics.contains(#"strata_http_images_total{tier="encoded"} 4"#), "\(metrics)")
+        #expect(metrics.contains(#"strata_http_images_total{tier="encoded",node="\#(server.nodeName)"} 4"#), "\(metrics)")
         try await server.stop()
     }
 }

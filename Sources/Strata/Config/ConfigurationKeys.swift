@@ -126,6 +126,10 @@ extension StrataConfiguration {
         .init("http.retryAfter", "1s", "`Retry-After` of a shed request."),
         .init("http.encodedCacheSize", "64MiB", "Bytes of encoded JPEG/WebP/PNG kept for warm requests (0: off)."),
         .init("http.quality", "80", "Encoder quality when a request names none (JPEG, lossy WebP; 100: lossless WebP)."),
+        .init(
+            "http.nodeName", nil,
+            "This node's name: the `X-Strata-Node` header of every response and the `node` label of `/stats` and `/metrics` (unset: the host name)."
+        ),
         .init("iiif.maxWidth", "4096", "IIIF Image API: widest image a request may produce (`maxWidth` in `info.json`; 400 beyond)."),
         .init("iiif.maxHeight", "4096", "IIIF Image API: tallest image a request may produce (`maxHeight`)."),
         .init("iiif.maxArea", "16777216", "IIIF Image API: most pixels a request may produce (`maxArea`)."),

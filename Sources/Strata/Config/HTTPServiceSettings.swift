@@ -22,6 +22,9 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     public var encodedCacheCostLimit = 64 << 20
     /// Encoder quality when the request names none (JPEG, lossy WebP).
     public var quality = 80
+    /// This node's name (`X-Strata-Node`, the `node` label of `/stats` and `/metrics`): tells
+    /// the nodes of a cluster apart. Letters, digits and `-._:`, at most 64 bytes.
+    public var nodeName = HTTPServiceSettings.hostName()
 
     public init() {}
 }
@@ -46,6 +49,28 @@ extension HTTPServiceSettings {
         let quality = try reader.integer("http.quality", min: 1)
         guard quality <= 100 else { throw reader.error("http.quality", reason: "expected 1…100") }
         settings.quality = quality
+        if let name = try reader.string("http.nodeName") {
+            guard Self.isValidNodeName(name) else {
+                throw reader.error(
+                    "http.nodeName", reason: "expected 1…64 characters, each a letter, a digit or one of `-._:` (e.g. `node-1`)")
+            }
+            settings.nodeName = name
+        }
         return settings
+    }
+
+    /// Whether `name` can be an HTTP header value and a Prometheus label value as it is.
+    static func isValidNodeName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64
+            && name.utf8.allSatisfy { byte in
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "-._:".utf8.contains(byte)
+            }
+    }
+
+    /// The machine's host name, or `strata` when it has none usable as a node name.
+    static func hostName() -> String {
+        guard let name = HostName.current, isValidNodeName(name) else { return "strata" }
+        return name
     }
 }

@@ -103,6 +103,8 @@ final class TestServer: Sendable {
     }
 
     var cache: ImageCache { server.cache }
+    /// `http.nodeName`: the `node` label of its metrics, its `X-Strata-Node`.
+    var nodeName: String { server.settings.nodeName }
 
     func get(_ target: String, headers: [(String, String)] = []) async throws -> Answer {
         try await StrataServiceTests.get(port: port, target, headers: headers)

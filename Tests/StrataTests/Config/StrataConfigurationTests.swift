@@ -142,12 +142,25 @@ struct StrataConfigurationTests {
             (["--source-directory", "/a", "--source-http-base-url", "http://x"], "source.directory"),
             (["--source-http-base-url", "ftp://origin/"], "source.http.baseURL"),
             (["--source-http-headers", "no colon here"], "source.http.headers"),
+            (["--http-node-name", "node 1"], "http.nodeName"),
+            (["--http-node-name", String(repeating: "n", count: 65)], "http.nodeName"),
         ] {
             let error = await #expect(throws: ConfigurationError.self) {
                 try StrataConfiguration(from: try await ConfigurationLayers(arguments: arguments, environment: [:]))
             }
             #expect(error?.key == key, "\(arguments): \(String(describing: error))")
         }
+    }
+
+    /// `http.nodeName` defaults to the host name (or `strata` when it has none usable), and a
+    /// name from any source is used as it is.
+    @Test func theNodeNameDefaultsToTheHostName() async throws {
+        let defaults = try StrataConfiguration(from: try await ConfigurationLayers(environment: [:]))
+        let host = HostName.current.flatMap { HTTPServiceSettings.isValidNodeName($0) ? $0 : nil } ?? "strata"
+        #expect(defaults.http.nodeName == host)
+        let named = try StrataConfiguration(
+            from: try await ConfigurationLayers(environment: ["STRATA_HTTP_NODE_NAME": "edge-2.eu:8080"]))
+        #expect(named.http.nodeName == "edge-2.eu:8080")
     }
 
     @Test func unknownKeysAreRefusedWithTheClosestName() async throws {
