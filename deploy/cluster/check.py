@@ -22,7 +22,9 @@ Phases:
   4. node-2 is started again with its disk directory: its keys come back to it, each
      answered from its disk tier on the first request.
   5. a fourth node joins: only keys that move to it move, about 1/4 of them.
-  6. per-node cost figures from /stats: bytes per cached image in memory and on disk.
+  6. node-3 is killed (SIGKILL) while requests are in flight: nginx retries them on the next
+     node, none fails; restarted, node-3 serves its keys from the disk files it had published.
+  7. per-node cost figures from /stats: bytes per cached image in memory and on disk.
 """
 
 import http.client
@@ -186,6 +188,70 @@ def single_node(images, seed):
         subprocess.run(["rm", "-rf", os.path.join(STATE, "node-1")], check=True)
 
 
+def stop_under_traffic(number, keys, sig):
+    """Sends `sig` to node `number` while four clients ask it for cold renders (exact sizes not
+    asked before: a resample each, tens of milliseconds in the debug build) of `keys`, so that
+    some are in flight when the signal lands; no new request is sent after it. Waits until the
+    node has exited. Returns (errors, [(node, answered after the signal)])."""
+    errors = []
+    finished = []
+    stop = threading.Event()
+    signalled = [float("inf")]
+
+    def traffic(seed):
+        rng = random.Random(seed)
+        mine = Client(PORT)
+        while not stop.is_set():
+            index = rng.choice(keys)
+            try:
+                status, node, _, _ = fetch(mine, index, size=rng.randrange(100, 150), exact=True)
+                finished.append((node, time.monotonic() > signalled[0]))
+                if status != 200:
+                    errors.append("%s: status %d" % (key_name(index), status))
+            except Exception as error:  # noqa: BLE001 - any failure is the finding
+                errors.append("%s: %r" % (key_name(index), error))
+
+    threads = [threading.Thread(target=traffic, args=(seed + 10 * number,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    with open(os.path.join(STATE, "pids", "node-%d.pid" % number)) as pidfile:
+        pid = int(pidfile.read())
+    signalled[0] = time.monotonic()
+    os.kill(pid, sig)
+    stop.set()
+    cluster("stop-node", str(number))  # waits until the node has exited
+    for thread in threads:
+        thread.join()
+    return errors, finished
+
+
+def come_back(number, keys):
+    """Asks for `keys` (those of node `number`, just restarted) through the router until node
+    `number` answers each of them. nginx sends a node traffic again once `fail_timeout` has
+    passed since its last failure; a connection that failed with the old process (SIGKILL) can
+    restart that clock, so a key answered by another node meanwhile is asked again after
+    another `fail_timeout` (at most three rounds). Returns (answered by the node, rounds, tiers
+    of each key's first answer from the node)."""
+    name = "node-%d" % number
+    waiting = list(keys)
+    tiers = {}
+    rounds = 0
+    client = Client(PORT)
+    while waiting and rounds < 3:
+        rounds += 1
+        time.sleep(3.5)  # the router's fail_timeout (3s)
+        left = []
+        for index in waiting:
+            status, node, tier, _ = fetch(client, index)
+            if status == 200 and node == name:
+                tiers[tier] = tiers.get(tier, 0) + 1
+            else:
+                left.append(index)
+        waiting = left
+    return len(keys) - len(waiting), rounds, tiers
+
+
 def main():
     make_origin()
     print("Workload: %d keys, one 160x96 variant each (%d bytes raw); a node's memory tier holds %d of them "
@@ -234,39 +300,7 @@ def main():
     phase("3. node-2 stops (SIGTERM) with requests in flight")
     node2_keys = [i for i, n in owner.items() if n == "node-2"]
     other_keys = [i for i, n in owner.items() if n != "node-2"]
-    errors = []
-    finished = []  # (node, answered after SIGTERM was sent)
-    stop = threading.Event()
-    signalled = [float("inf")]
-
-    def traffic(seed):
-        # Cold renders (exact sizes not asked before: a resample each, tens of milliseconds in
-        # the debug build) of node-2's keys, so that some are in flight on node-2 when SIGTERM
-        # arrives. No new request after SIGTERM: those are the next check's.
-        rng = random.Random(seed)
-        mine = Client(PORT)
-        while not stop.is_set():
-            index = rng.choice(node2_keys)
-            try:
-                status, node, _, _ = fetch(mine, index, size=rng.randrange(100, 150), exact=True)
-                finished.append((node, time.monotonic() > signalled[0]))
-                if status != 200:
-                    errors.append("%s: status %d" % (key_name(index), status))
-            except Exception as error:  # noqa: BLE001 - any failure is the finding
-                errors.append("%s: %r" % (key_name(index), error))
-
-    threads = [threading.Thread(target=traffic, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    time.sleep(1.0)
-    with open(os.path.join(STATE, "pids", "node-2.pid")) as pidfile:
-        pid = int(pidfile.read())
-    signalled[0] = time.monotonic()
-    os.kill(pid, signal.SIGTERM)
-    stop.set()
-    cluster("stop-node", "2")  # waits until node-2 has exited
-    for thread in threads:
-        thread.join()
+    errors, finished = stop_under_traffic(2, node2_keys, signal.SIGTERM)
     drained = sum(1 for node, late in finished if late and node == "node-2")
     check(not errors, "%d requests, %d failed%s" % (len(finished), len(errors), (": " + errors[0]) if errors else ""))
     check(drained >= 1, "%d request(s) in flight on node-2 at SIGTERM finished there with 200" % drained)
@@ -297,14 +331,8 @@ def main():
     started = time.monotonic()
     cluster("start-node", "2", env_extra=memory_args(PER_NODE))
     up = time.monotonic() - started
-    time.sleep(3.5)  # the router's fail_timeout (3s): then node-2 gets traffic again
-    tiers = {}
-    back = 0
-    for index in node2_keys:
-        status, node, tier, _ = fetch(client, index)
-        back += node == "node-2"
-        tiers[tier] = tiers.get(tier, 0) + 1
-    check(back == len(node2_keys), "node-2's %d keys are served by node-2 again (%d)" % (len(node2_keys), back))
+    back, rounds, tiers = come_back(2, node2_keys)
+    check(back == len(node2_keys), "node-2's %d keys are served by node-2 again (%d, in %d round(s))" % (len(node2_keys), back, rounds))
     check(tiers.get("disk", 0) == len(node2_keys),
           "each answered from node-2's disk on its first request (%s); node-2 answered /healthz %.2f s after its start"
           % (", ".join("%s %d" % kv for kv in sorted(tiers.items())), up))
@@ -321,8 +349,23 @@ def main():
     print("  %d of %d keys moved (%.3f; 1/4 = 0.250), %d of them to node-4" % (len(moved), KEYS, len(moved) / KEYS, len(to_new)))
     check(len(to_new) == len(moved), "every key that moved went to the new node")
     check(0.12 <= len(moved) / KEYS <= 0.40, "about 1/4 of the keys moved")
+    # node-4 now holds only the workload's images: their cost per tier.
+    joined = stats(node_port(4))["tiers"]
+    per_image = {tier: joined[tier]["bytes"] // max(1, joined[tier]["entries"]) for tier in ("memory", "disk")}
 
-    phase("6. Per-node figures")
+    phase("6. node-3 crashes (SIGKILL) with requests in flight, and starts again")
+    node3_keys = [i for i, n in now.items() if n == "node-3"]
+    errors, finished = stop_under_traffic(3, node3_keys, signal.SIGKILL)
+    retried = sum(1 for node, late in finished if late and node != "node-3")
+    check(not errors, "%d requests, %d failed%s; %d answered after the kill by another node (nginx's retry)"
+          % (len(finished), len(errors), (": " + errors[0]) if errors else "", retried))
+    cluster("start-node", "3", env_extra=memory_args(PER_NODE))
+    back, rounds, tiers = come_back(3, node3_keys)
+    check(back == len(node3_keys) and tiers.get("disk", 0) == len(node3_keys),
+          "after the crash node-3 serves its %d keys again (%d, in %d round(s)), each from its disk on its first request (%s)"
+          % (len(node3_keys), back, rounds, ", ".join("%s %d" % kv for kv in sorted(tiers.items()))))
+
+    phase("7. Per-node figures")
     for number in (1, 2, 3, 4):
         s = stats(node_port(number))
         memory = s["tiers"]["memory"]
@@ -330,11 +373,8 @@ def main():
         print("  node-%d (/stats node %s): memory %d images, %d bytes; disk %d files, %d bytes"
               % (number, s["node"], memory["entries"], memory["bytes"], disk["entries"], disk["bytes"]))
         check(s["node"] == "node-%d" % number, "node-%d's /stats names it" % number)
-        if number == 4:
-            # node-4 holds only the workload's images: their cost per tier.
-            print("  per cached %dx%d image (node-4): memory %d bytes, disk %d bytes (pixels %d)"
-                  % (WIDTH, HEIGHT, memory["bytes"] // max(1, memory["entries"]), disk["bytes"] // max(1, disk["entries"]),
-                     IMAGE_BYTES))
+    print("  per cached %dx%d image (node-4 after it joined, holding only these): memory %d bytes, disk %d bytes (pixels %d)"
+          % (WIDTH, HEIGHT, per_image["memory"], per_image["disk"], IMAGE_BYTES))
     _, _, metrics = Client(node_port(1)).get("/metrics")
     check(b'node="node-1"' in metrics, "node-1's /metrics series carry node=\"node-1\"")
 

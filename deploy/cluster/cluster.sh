@@ -59,7 +59,10 @@ PY
 
 node_count() { cat "$state/nodes" 2>/dev/null || echo 0; }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Whether PID runs (a zombie, exited but not yet reaped by its new parent, does not).
+running() { kill -0 "$1" 2>/dev/null && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+alive() { [ -f "$1" ] && running "$(cat "$1")"; }
 
 # Waits until URL answers 200, up to $2 seconds.
 wait_http() {
@@ -76,13 +79,13 @@ stop_pid() {
   local pidfile="$1" signal="$2" limit="$3" pid i
   [ -f "$pidfile" ] || return 0
   pid="$(cat "$pidfile")"
-  if kill -0 "$pid" 2>/dev/null; then
+  if running "$pid"; then
     kill "-$signal" "$pid" 2>/dev/null || true
     for ((i = 0; i < limit * 10; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
+      running "$pid" || break
       sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if running "$pid"; then
       echo "cluster: pid $pid did not exit in ${limit}s after SIG$signal; killing it" >&2
       kill -KILL "$pid" 2>/dev/null || true
     fi
