@@ -90,13 +90,21 @@ public enum VariantMatcher {
     }
 
     /// Whether `a` is a better match than `b` (closer to q = 1; larger on a tie).
+    ///
+    /// Distances equal up to binary rounding (0.9 vs 1.1) are a tie: each distance is rounded
+    /// to a grid of 10⁻⁹ first. Rounding to a grid, not comparing the difference with 10⁻⁹,
+    /// keeps the order transitive, so a scan's best is never beaten by another candidate (with
+    /// a threshold, 1, 1 + 0.8·10⁻⁹ and 1 + 1.6·10⁻⁹ would each beat the one before).
     @inlinable
     public static func isBetter(_ qa: Double, than qb: Double) -> Bool {
-        let da = abs(qa - 1), db = abs(qb - 1)
-        // Distances within binary rounding of each other (0.9 vs 1.1) are a tie.
-        if abs(da - db) > 1e-9 { return da < db }
+        let da = distanceBucket(qa), db = distanceBucket(qb)
+        if da != db { return da < db }
         return qa > qb
     }
+
+    /// `|q − 1|` on a grid of 10⁻⁹ (see ``isBetter(_:than:)``).
+    @inlinable
+    static func distanceBucket(_ q: Double) -> Double { (abs(q - 1) * 1e9).rounded() }
 
     /// The best match among `candidates`, or `nil`. `descriptor` extracts each candidate's
     /// variant, so callers can scan their own index entries without building arrays.

@@ -27,6 +27,18 @@ import Testing
         #expect(VariantMatcher.bestMatch(in: [v(110, 110), v(90, 90)], for: q) == v(110, 110))
     }
 
+    /// Near-ties do not chain: with a box of 2.5·10⁹ px, each pixel is 0.4·10⁻⁹ of fill ratio,
+    /// so 1, 1 + 0.8·10⁻⁹ and 1 + 1.6·10⁻⁹ are each within 10⁻⁹ of the next but not of the
+    /// first; whatever the order, the exact size wins (found by FuzzSizing; the corpus keeps it).
+    @Test func nearTiesDoNotChainPastTheBestMatch() {
+        let side = 2_500_000_000
+        let q = SizeQuery(box: PixelSize(width: side, height: side))
+        let exact = v(side, side), near = v(side + 2, side + 2), farther = v(side + 4, side + 4)
+        for order in [[exact, near, farther], [farther, near, exact], [near, exact, farther], [near, farther, exact]] {
+            #expect(VariantMatcher.bestMatch(in: order, for: q) == exact, "\(order)")
+        }
+    }
+
     @Test func zeroToleranceIsExact() {
         let q = SizeQuery(box: PixelSize(width: 100, height: 100), tolerance: 0)
         #expect(VariantMatcher.bestMatch(in: [v(99, 99), v(101, 101)], for: q) == nil)
