@@ -57,13 +57,17 @@ struct IIIFEndpoint: Sendable {
             if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
             return (Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: json))), nil)
         case .image(let image):
-            return try await render(image, base: base(image.version, image.identifier))
+            return try await render(image, base: base(image.version, image.identifier), ifNoneMatch: request.headers[values: .ifNoneMatch])
         }
     }
 
     /// An image request; retried once when the served variant shows the original changed
-    /// since its size was memoized.
-    private func render(_ request: IIIFImageRequest, base: String) async throws(ServiceError) -> (Response, tier: String?) {
+    /// since its size was memoized. A strong `ETag` names the source version, the variant the
+    /// tile is cut from and the canonical derivation; a matching `If-None-Match` gets a 304
+    /// before any crop or encode.
+    private func render(
+        _ request: IIIFImageRequest, base: String, ifNoneMatch: [String]
+    ) async throws(ServiceError) -> (Response, tier: String?) {
         var attempt = 0
         while true {
             attempt += 1
@@ -87,6 +91,15 @@ struct IIIFEndpoint: Sendable {
             let tileKey = EncodedKey(
                 key: key, variant: served.variant.descriptor, version: served.sourceVersion.stamp, format: format.responseFormat,
                 quality: format == .png ? 0 : encodeQuality, derivation: canonical.dropFirst(base.count).description)
+            let etag = Self.etag(api: request.version, key: tileKey)
+            if FormatNegotiation.matches(etag: etag, ifNoneMatch: ifNoneMatch) {
+                var headers = Self.cors
+                headers[.eTag] = etag
+                headers[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
+                if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
+                headers[ImageEndpoint.tier] = served.tier.rawValue
+                return (Response(status: .notModified, headers: headers), served.tier.rawValue)
+            }
             let body: ByteBuffer
             let size: (width: String, height: String)
             var tier = served.tier.rawValue
@@ -118,6 +131,7 @@ struct IIIFEndpoint: Sendable {
             }
             var headers = Self.cors
             headers[.contentType] = format.contentType
+            headers[.eTag] = etag
             headers[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
             if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
             headers[ImageEndpoint.tier] = tier
@@ -125,6 +139,15 @@ struct IIIFEndpoint: Sendable {
             headers[ImageEndpoint.height] = size.height
             return (Response(status: .ok, headers: headers, body: .init(byteBuffer: body)), tier)
         }
+    }
+
+    /// A tile's strong validator: source version, the variant it is cut from, the API version,
+    /// the canonical region/size/rotation/quality.format (its commas as `;`, which canonical
+    /// forms never contain: clients and ``FormatNegotiation`` split `If-None-Match` on commas)
+    /// and the encoder quality.
+    static func etag(api: IIIFVersion, key: EncodedKey) -> String {
+        let derivation = String(key.derivation.map { $0 == "," ? ";" : $0 })
+        return "\"\(String(key.version, radix: 16))-\(key.variant)-\(api.prefix.filter(\.isNumber))\(derivation)-q\(key.quality)\""
     }
 
     /// The canonical URI of an image request (Image API 3.0 §4.7, 2.1 §4.7): the region as

@@ -4,8 +4,8 @@ import Testing
 
 @testable import StrataService
 
-/// The IIIF routes on a real server: info.json (3.0 and 2.1), tiles, CORS, errors, and tiles of
-/// one zoom level served from one decoded variant.
+/// The IIIF routes on a real server: info.json (3.0 and 2.1), tiles, CORS, errors, tiles of
+/// one zoom level served from one decoded variant, validators and 304.
 @Suite("IIIF server", .timeLimit(.minutes(5)))
 struct IIIFServerTests {
     static let photo = "jpeg%2Ffallenleaf-2048x1280-420.jpg"
@@ -110,6 +110,44 @@ struct IIIFServerTests {
         #expect(turned.header("Content-Type") == "image/webp")
         #expect(turned.header("X-Strata-Width") == "128")
         #expect(turned.header("X-Strata-Height") == "256")
+        try await server.stop()
+    }
+
+    /// Every tile has a strong `ETag`; a repeat with `If-None-Match` gets 304 with the same
+    /// validator and CORS and no body; another tile, another format or another API version of
+    /// the same region has another validator.
+    @Test func tilesAnswerIfNoneMatchWith304() async throws {
+        let server = try await TestServer.start(disk: false)
+        let path = "/iiif/3/\(Self.photo)/0,0,1024,1024/256,/0/default.jpg"
+        let first = try await server.get(path)
+        let etag = try #require(first.header("ETag"))
+        #expect(etag.hasPrefix("\"") && etag.hasSuffix("\"") && etag.count > 2)
+        #expect(!etag.contains(",") && etag.allSatisfy { $0.isASCII && $0 != " " }, "\(etag)")
+        let encodes = server.encodedEntries
+
+        let revalidated = try await server.get(path, headers: [("If-None-Match", etag)])
+        #expect(revalidated.status == 304)
+        #expect(revalidated.body.isEmpty)
+        #expect(revalidated.header("ETag") == etag)
+        #expect(revalidated.header("Access-Control-Allow-Origin") == "*")
+        #expect(server.encodedEntries == encodes, "a 304 encodes nothing")
+        #expect(try await server.get(path, headers: [("If-None-Match", "W/\(etag), \"other\"")]).status == 304)
+        #expect(try await server.get(path, headers: [("If-None-Match", "\"other\"")]).status == 200)
+
+        let others = [
+            "/iiif/3/\(Self.photo)/1024,0,1024,1024/256,/0/default.jpg",
+            "/iiif/3/\(Self.photo)/0,0,1024,1024/256,/0/default.png",
+            "/iiif/3/\(Self.photo)/0,0,1024,1024/256,/90/default.jpg",
+            "/iiif/2/\(Self.photo)/0,0,1024,1024/256,/0/default.jpg",
+        ]
+        var seen: Set<String> = [etag]
+        for other in others {
+            let answer = try await server.get(other, headers: [("If-None-Match", etag)])
+            #expect(answer.status == 200, "\(other)")
+            let tag = try #require(answer.header("ETag"))
+            #expect(!seen.contains(tag), "\(other): \(tag)")
+            seen.insert(tag)
+        }
         try await server.stop()
     }
 

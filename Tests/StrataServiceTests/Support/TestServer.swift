@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
 import Strata
-import StrataService
+@testable import StrataService
 import Testing
 
 /// The repository's `Fixtures/` directory (found from this file: the first parent that holds
@@ -103,6 +103,8 @@ final class TestServer: Sendable {
     }
 
     var cache: ImageCache { server.cache }
+    /// Encodings held by the service's encoded cache.
+    var encodedEntries: Int { server.encoded.statistics?.count ?? 0 }
     /// `http.nodeName`: the `node` label of its metrics, its `X-Strata-Node`.
     var nodeName: String { server.settings.nodeName }
 
