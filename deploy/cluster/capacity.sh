@@ -25,7 +25,7 @@ export STRATA="${STRATA:-$repo/.build/release/strata}"
 export CLUSTER_DIR
 CLUSTER_DIR="$(mktemp -d /tmp/strata-capacity.XXXXXX)"
 chmod 755 "$CLUSTER_DIR"
-export CLUSTER_PORT="${CLUSTER_PORT:-$((20000 + RANDOM % 20000))}"
+export CLUSTER_PORT="${CLUSTER_PORT:-$((20000 + RANDOM % 12000))}"
 export CLUSTER_ORIGIN_ROOT="$repo/Fixtures"
 seconds="${CAPACITY_SECONDS:-8}"
 router="http://127.0.0.1:$CLUSTER_PORT"

@@ -64,11 +64,20 @@ running() { kill -0 "$1" 2>/dev/null && [ "$(awk '{ print $3 }' "/proc/$1/stat" 
 
 alive() { [ -f "$1" ] && running "$(cat "$1")"; }
 
+# Whether URL answers 200 (curl, or Python's urllib where curl is missing).
+answers() {
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null
+  else
+    python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1).read()' "$1" 2>/dev/null
+  fi
+}
+
 # Waits until URL answers 200, up to $2 seconds.
 wait_http() {
   local url="$1" limit="$2" i
   for ((i = 0; i < limit * 10; i++)); do
-    if curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null; then return 0; fi
+    if answers "$url"; then return 0; fi
     sleep 0.1
   done
   return 1

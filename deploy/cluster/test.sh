@@ -9,8 +9,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export CLUSTER_DIR="${CLUSTER_DIR:-$(mktemp -d /tmp/strata-cluster.XXXXXX)}"
-# A port range unlikely to be in use; CLUSTER_PORT overrides it.
-export CLUSTER_PORT="${CLUSTER_PORT:-$((20000 + RANDOM % 20000))}"
+# Ports below Linux's ephemeral range (32768+), so no outgoing connection holds one; the
+# router takes CLUSTER_PORT, the origin +1, node I +10+I. CLUSTER_PORT overrides it.
+export CLUSTER_PORT="${CLUSTER_PORT:-$((20000 + RANDOM % 12000))}"
 # The origin serves the names check.py links there (a few fixtures under many keys).
 # (mktemp's 0700 would hide them from nginx's workers, which run as nobody under root).
 export CLUSTER_ORIGIN_ROOT="$CLUSTER_DIR/originals"
