@@ -72,14 +72,19 @@ def cluster(*args, env_extra=None):
 
 
 class Client:
-    """One keep-alive connection; reconnects once when the peer closed it."""
+    """One keep-alive connection. With `retry`, a request whose connection the peer had closed
+    (the router's workers close idle connections when it reloads) is sent once more on a new
+    one, and counted in `reconnects`; without, that is an error like any other."""
 
-    def __init__(self, port):
+    reconnects = 0
+
+    def __init__(self, port, retry=True):
         self.port = port
+        self.retry = retry
         self.connection = None
 
     def get(self, path):
-        for attempt in range(2):
+        for attempt in range(2 if self.retry else 1):
             try:
                 if self.connection is None:
                     self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
@@ -89,8 +94,9 @@ class Client:
                 return response.status, response.headers, body
             except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
                 self.connection = None
-                if attempt == 1:
+                if attempt == 1 or not self.retry:
                     raise
+                Client.reconnects += 1
         raise AssertionError("unreachable")
 
 
@@ -200,7 +206,7 @@ def stop_under_traffic(number, keys, sig):
 
     def traffic(seed):
         rng = random.Random(seed)
-        mine = Client(PORT)
+        mine = Client(PORT, retry=False)  # a dropped connection is a failed request here
         while not stop.is_set():
             index = rng.choice(keys)
             try:
@@ -378,6 +384,7 @@ def main():
     _, _, metrics = Client(node_port(1)).get("/metrics")
     check(b'node="node-1"' in metrics, "node-1's /metrics series carry node=\"node-1\"")
 
+    print("\nrequests sent again on a new connection after the router closed an idle one: %d" % Client.reconnects)
     print("\n%d check(s) failed" % len(failures) if failures else "\nall checks passed")
     return 1 if failures else 0
 
