@@ -83,6 +83,17 @@ wait_http() {
   return 1
 }
 
+# Copies nginx's pid file FROM (written by its master once it has daemonized, so not always
+# there when the command returns) to TO, waiting up to 5 seconds for it.
+keep_pid() {
+  local from="$1" to="$2" i
+  for ((i = 0; i < 50; i++)); do
+    if [ -s "$from" ]; then cp "$from" "$to"; return 0; fi
+    sleep 0.1
+  done
+  die "nginx wrote no pid file at $from (see $state/logs/)"
+}
+
 # Sends SIGNAL to the process in PIDFILE and waits up to LIMIT seconds for it to exit.
 stop_pid() {
   local pidfile="$1" signal="$2" limit="$3" pid i
@@ -141,13 +152,13 @@ start() {
   render "$here/origin.conf.template" "$state/origin.conf" \
     STATE="$state" LISTEN="127.0.0.1:$origin_port" ROOT="$(cd "$origin_root" && pwd)"
   "$NGINX" -c "$state/origin.conf" -p "$state" -e "$state/logs/origin-error.log"
-  cp "$state/origin.pid" "$state/pids/origin.pid"
+  keep_pid "$state/origin.pid" "$state/pids/origin.pid"
 
   for ((i = 1; i <= count; i++)); do start_node "$i"; done
 
   write_router_config "$count"
   "$NGINX" -c "$state/router.conf" -p "$state" -e "$state/logs/router-error.log"
-  cp "$state/router.pid" "$state/pids/router.pid"
+  keep_pid "$state/router.pid" "$state/pids/router.pid"
   wait_http "http://127.0.0.1:$router_port/healthz" 10 || die "the router does not answer on port $router_port"
   status
 }
