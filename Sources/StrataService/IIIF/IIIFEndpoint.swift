@@ -92,11 +92,12 @@ struct IIIFEndpoint: Sendable {
                 key: key, variant: served.variant.descriptor, version: served.sourceVersion.stamp, format: format.responseFormat,
                 quality: format == .png ? 0 : encodeQuality, derivation: canonical.dropFirst(base.count).description)
             let etag = Self.etag(api: request.version, key: tileKey)
+            // What a 304 and a 200 share.
+            var headers = Self.cors
+            headers[.eTag] = etag
+            headers[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
+            if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
             if FormatNegotiation.matches(etag: etag, ifNoneMatch: ifNoneMatch) {
-                var headers = Self.cors
-                headers[.eTag] = etag
-                headers[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
-                if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
                 headers[ImageEndpoint.tier] = served.tier.rawValue
                 return (Response(status: .notModified, headers: headers), served.tier.rawValue)
             }
@@ -129,11 +130,7 @@ struct IIIFEndpoint: Sendable {
                     throw ServiceError(.internalServerError, "encode_failed", "\(key.debugDescription): \(error)")
                 }
             }
-            var headers = Self.cors
             headers[.contentType] = format.contentType
-            headers[.eTag] = etag
-            headers[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
-            if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
             headers[ImageEndpoint.tier] = tier
             headers[ImageEndpoint.width] = size.width
             headers[ImageEndpoint.height] = size.height
