@@ -1,4 +1,5 @@
 # The two commands: `make run` (the main job) and `make test` (the test suite).
+SHELL := /bin/bash
 .PHONY: run test deps release lint format
 
 deps:
@@ -12,8 +13,15 @@ release: deps
 run: release
 	./.build/release/strata serve
 
+# The whole log goes to .build/test.log too; on a failure the failing tests and their issues are
+# printed again at the end, where a CI log's tail shows them.
 test: deps
-	swift test
+	@mkdir -p .build
+	@set -o pipefail; swift test 2>&1 | tee .build/test.log || { \
+	  echo "== failed tests and their issues (whole log: .build/test.log) =="; \
+	  grep -E '✘|recorded an issue|error:|Fatal error|fatal error' .build/test.log \
+	    | grep -v -E '^✘ Test run with' | head -80; \
+	  exit 1; }
 
 # Formatting: `.swift-format` at the root; the toolchain ships swift-format.
 lint:
