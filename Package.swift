@@ -49,10 +49,12 @@ let package = Package(
             providers: [.apt(["libxxhash-dev"])]),
         // The project's Linux-only C (futex lock, eventfd, getdents64, _GNU_SOURCE constants).
         .target(name: "CStrataLinux"),
+        // The resampler's AVX2 kernels (per-function target attributes, chosen at run time).
+        .target(name: "CStrataSIMD"),
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CWebP", "CPNG", "CXXHash", "CStrataLinux",
+                "CTurboJPEG", "CWebP", "CPNG", "CXXHash", "CStrataLinux", "CStrataSIMD",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

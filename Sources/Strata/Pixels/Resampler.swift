@@ -1,3 +1,5 @@
+import CStrataSIMD
+
 /// Resizes ``PixelImage``s with a separable windowed-sinc (or cheaper) filter.
 ///
 /// The filter is applied to the stored values; for ``PixelStyle/bgra32Premultiplied`` those
@@ -45,6 +47,16 @@ public final class Resampler {
     private var ringPointers = ScratchBuffer<UnsafePointer<Float>>()
     /// One output row of floats before rounding.
     private var outputRow = ScratchBuffer<Float>()
+    /// The AVX2 kernels' pixel pairs starting at even and at odd pixels (8 values an element).
+    private var evenPairs = ScratchBuffer<Int16>()
+    private var oddPairs = ScratchBuffer<Int16>()
+
+    /// Whether this CPU runs the AVX2 kernels (`CStrataSIMD`); checked once.
+    static let hasAVX2 = strata_simd_avx2() != 0
+    /// Whether this resampler uses the AVX2 kernels (default: when the CPU has them). Tests turn
+    /// it off to compare with the portable Swift kernels, which give the same horizontal sums
+    /// and vertical blends within float rounding.
+    var usesAVX2 = Resampler.hasAVX2
 
     /// A resampler using `filter` (Lanczos-3 unless told otherwise).
     public init(filter: ResamplingFilter = .lanczos3) {
@@ -58,6 +70,8 @@ public final class Resampler {
         ringSourceRows.free()
         ringPointers.free()
         outputRow.free()
+        evenPairs.free()
+        oddPairs.free()
     }
 
     /// Resamples `region` of `source` (source pixel coordinates, fractional allowed) onto all
@@ -102,13 +116,18 @@ public final class Resampler {
         }
         let spanValues = (h.spanEnd - h.spanStart) * channels
         let outValues = destination.width * channels
-        // Ring rows padded to a multiple of 16 floats (64 bytes); one slot more than the most
-        // taps an output row uses, so a row's window never evicts a row of the same window.
-        let ringStride = (outValues + 15) & ~15
+        // Ring rows padded to an odd number of 64-byte lines (16 floats), so that the rows an
+        // output row blends do not all fall in one L1 set; one slot more than the most taps an
+        // output row uses, so a row's window never evicts a row of the same window.
+        let ringStride = (((outValues + 15) >> 4) | 1) << 4
         let ringRows = v.taps + 1
         let fixedPoint = channels == 4 ? h.fixedPoint : nil
+        let avx2 = usesAVX2
+        let pairElements = ((h.spanEnd - h.spanStart) + 1) / 2 + 1
         let sourceRow = self.sourceRow.reserve(fixedPoint == nil ? spanValues : 0)
-        let pairRow = self.pairRow.reserve(fixedPoint == nil ? 0 : h.spanEnd - h.spanStart)
+        let pairRow = self.pairRow.reserve(fixedPoint == nil || avx2 ? 0 : h.spanEnd - h.spanStart)
+        let evenPairs = self.evenPairs.reserve(fixedPoint != nil && avx2 ? pairElements * 8 : 0)
+        let oddPairs = self.oddPairs.reserve(fixedPoint != nil && avx2 ? pairElements * 8 : 0)
         let ring = self.ring.reserve(ringRows * ringStride)
         let ringSourceRows = self.ringSourceRows.reserve(ringRows)
         let ringPointers = self.ringPointers.reserve(v.taps)
@@ -136,7 +155,13 @@ public final class Resampler {
                                             let ringRow = ring + slot * ringStride
                                             if ringSourceRows[slot] != r {
                                                 let sourceLine = srcBase + r * sourceStride
-                                                if let fixedPoint {
+                                                if let fixedPoint, avx2 {
+                                                    strata_pairs_avx2(sourceLine, h.spanEnd - h.spanStart, evenPairs, oddPairs)
+                                                    strata_filter_row4_avx2(
+                                                        evenPairs, oddPairs, h.spanStart, hs.baseAddress!, hc.baseAddress!,
+                                                        UnsafeRawPointer(hf.baseAddress!).assumingMemoryBound(to: Int16.self),
+                                                        h.pairs, 1 / Float(fixedPoint.scale), width, ringRow)
+                                                } else if let fixedPoint {
                                                     Self.interleavePairs(sourceLine, pixels: h.spanEnd - h.spanStart, into: pairRow)
                                                     Self.filterRow4Fixed(
                                                         pairRow, span: h.spanStart, starts: hs.baseAddress!,
@@ -160,9 +185,15 @@ public final class Resampler {
                                             }
                                             ringPointers[k] = UnsafePointer(ringRow)
                                         }
-                                        Self.blendRows(
-                                            ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
-                                            values: outValues, into: outputRow)
+                                        if avx2 {
+                                            strata_blend_rows_avx2(
+                                                UnsafeRawPointer(ringPointers).assumingMemoryBound(to: UnsafePointer<Float>?.self),
+                                                vw.baseAddress! + y * v.taps, n, outValues, outputRow)
+                                        } else {
+                                            Self.blendRows(
+                                                ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
+                                                values: outValues, into: outputRow)
+                                        }
                                         let out = dstBase + y * destinationStride
                                         switch style {
                                         case .bgra32Premultiplied: Self.store4(outputRow, width: width, opaque: false, into: out)

@@ -166,6 +166,50 @@ struct ResamplerTests {
         }
     }
 
+    /// The AVX2 kernels (`CStrataSIMD`, taken when the CPU has AVX2) and the portable Swift
+    /// kernels: each within one level of the double-precision reference, on noise and on a
+    /// pattern, at the thumbnail reductions, a fractional crop, an upscale, a reduction beyond
+    /// the fixed-point taps and odd widths (the kernels' tails); and within one level of each
+    /// other (the same integer horizontal sums; the vertical blend differs only by FMA rounding).
+    @Test(arguments: [PixelStyle.bgra32Premultiplied, .bgrx32, .gray8])
+    func theAVX2AndPortableKernelsAgree(style: PixelStyle) {
+        var rng = SplitMix64(seed: 0xA5A2)
+        let noise = Self.image(257, 163, style) { _, _, _ in UInt8(truncatingIfNeeded: rng.next()) }
+        let valid = Self.image(257, 163, style) { x, y, c in
+            let p = noise.pixelBytes(x: x, y: y)
+            if style == .gray8 { return p[0] }
+            if style == .bgrx32 { return c == 3 ? 255 : p[c] }
+            return c == 3 ? p[3] : min(p[c], p[3])
+        }
+        let cases: [(SourceRect, PixelSize)] = [
+            (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 103, height: 65)),
+            (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 33, height: 21)),
+            (SourceRect(x: 3.25, y: 1.5, width: 201.5, height: 150), PixelSize(width: 67, height: 49)),
+            (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 19, height: 12)),
+            (SourceRect(x: 10, y: 20, width: 31, height: 17), PixelSize(width: 77, height: 41)),
+        ]
+        let fast = Resampler(), portable = Resampler()
+        portable.usesAVX2 = false
+        #expect(fast.usesAVX2 == Resampler.hasAVX2)
+        for source in [valid, Self.pattern(257, 163, style)] {
+            for (region, size) in cases {
+                let reference = Self.naiveLanczos(source, region: region, size: size)
+                let a = fast.resample(source, region: region, to: size)
+                let b = portable.resample(source, region: region, to: size)
+                #expect(Self.worstDifference(a, reference) <= 1, "AVX2 kernels, \(region) → \(size)")
+                #expect(Self.worstDifference(b, reference) <= 1, "portable kernels, \(region) → \(size)")
+                var worst = 0
+                for y in 0..<size.height {
+                    for x in 0..<size.width {
+                        let p = a.pixelBytes(x: x, y: y), q = b.pixelBytes(x: x, y: y)
+                        for c in 0..<style.bytesPerPixel { worst = max(worst, abs(Int(p[c]) - Int(q[c]))) }
+                    }
+                }
+                #expect(worst <= 1, "AVX2 vs portable, \(region) → \(size)")
+            }
+        }
+    }
+
     @Test func matchesNaiveLanczosBeyondTheFixedPointTaps() {
         // A 12:1 reduction has more taps than the fixed-point pass takes: the float pass runs.
         let source = Self.pattern(120, 36, .bgra32Premultiplied)

@@ -1,0 +1,34 @@
+// The resampler's AVX2 kernels, in one place: Swift has no per-function target attributes,
+// so code for instructions beyond the x86-64 baseline (SSE2) lives here, compiled with
+// `__attribute__((target("avx2,fma")))` and chosen at run time (`strata_simd_avx2`). Without
+// AVX2 (or off x86-64) the Swift kernels in Sources/Strata/Pixels run instead. The pointers
+// come from the Resampler that owns the memory; nothing here allocates or keeps them.
+#ifndef C_STRATA_SIMD_H
+#define C_STRATA_SIMD_H
+
+#include <stdint.h>
+
+/// 1 when the CPU has AVX2 and FMA (the kernels below may be called), else 0.
+int strata_simd_avx2(void);
+
+/// Expands one row of `pixels` 4-byte pixels into channel-interleaved 16-bit pixel pairs, in
+/// two arrays of 8 `int16_t` per element: `even[k]` = pixels 2k and 2k+1
+/// (`b₀ b₁ g₀ g₁ r₀ r₁ a₀ a₁`), `odd[k]` = pixels 2k+1 and 2k+2; a pair's missing second
+/// pixel reads as 0. Writes `(pixels + 1) / 2 + 1` elements of each (the last one zero), so
+/// that a 32-byte read at any pair the filter uses stays inside.
+void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *even, int16_t *odd);
+
+/// Horizontal pass for 4-channel pixels from `strata_pairs_avx2`'s arrays: output `x` sums
+/// `counts[x]` taps from pixel `starts[x] - span` with the 16-bit weights at
+/// `coefficients + x * pairsPerOutput * 8` (pairs of taps, each repeated for the 4 channels),
+/// two pairs of taps per `vpmaddwd`, and stores 4 floats (`sum * unit`) at `out + 4x`.
+void strata_filter_row4_avx2(
+    const int16_t *even, const int16_t *odd, long span, const long *starts, const long *counts,
+    const int16_t *coefficients, long pairsPerOutput, float unit, long width, float *out);
+
+/// Vertical pass: `out[j] = Σₖ weights[k] · rows[k][j]` for `j < values`, `k < count`, eight
+/// floats per fused multiply-add, all the taps of a 32-value block summed in registers.
+void strata_blend_rows_avx2(
+    const float *const *rows, const float *weights, long count, long values, float *out);
+
+#endif
