@@ -21,7 +21,11 @@ import CStrataSIMD
 /// are read (a `fill` crop reads only its crop). Cost is about
 /// `sourceRows × outputWidth × tapsX + outputRows × outputWidth × tapsY` multiply-adds per
 /// channel, with `taps ≈ 6 × reduction` for Lanczos-3; the horizontal term runs at about eight
-/// per instruction in fixed point, the vertical at four. Coefficient tables and scratch rows
+/// per instruction in fixed point, the vertical at four. On a CPU with AVX2 and FMA (checked
+/// once, with `cpuid`) the fixed-point horizontal pass and the vertical blend run as the C
+/// kernels of `CStrataSIMD` instead — 16 products per `vpmaddwd`, 8 per FMA — with the same
+/// integer sums and the blend within float rounding of the Swift one (about half the time of a
+/// 2.5:1 reduction). Coefficient tables and scratch rows
 /// are kept between calls, so a resampler reused for the same geometry allocates nothing but
 /// the output.
 ///
