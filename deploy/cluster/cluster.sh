@@ -180,11 +180,58 @@ add_node() {
   start_node "$count"
   echo "$count" >"$state/nodes"
   write_router_config "$count"
+  local master old waited=0
+  master=$(cat "$state/pids/router.pid")
+  old=" $(children "$master" | tr '\n' ' ')"
   "$NGINX" -c "$state/router.conf" -p "$state" -e "$state/logs/router-error.log" -s reload
-  # Reload starts new workers and lets the old ones finish: wait until the new upstream list
-  # is the one answering (the router's error log notes the reload; a short pause suffices).
-  sleep 1
+  # Reload makes the master read the new configuration and start new workers; the old ones
+  # close their idle connections, finish their requests in flight and exit. Until then a client
+  # still connected to an old worker is routed by the old upstream list, with that worker's own
+  # view of which nodes failed. Wait for a new worker and for the old ones to be gone.
+  until has_new_child "$master" "$old" && ! has_old_child "$master" "$old"; do
+    if [ "$waited" -ge 100 ]; then
+      has_new_child "$master" "$old" || die "the router started no new workers within 10 s of its reload"
+      echo "cluster.sh: old router workers still finish connections after 10 s; the new ones serve new connections" >&2
+      break
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
   echo "node-$count joined on port $(node_port "$count")"
+}
+
+# children PID: the pids of PID's child processes, one a line (from /proc; no procps needed).
+children() {
+  local stat line rest ppid pid
+  for stat in /proc/[0-9]*/stat; do
+    { read -r line <"$stat"; } 2>/dev/null || continue
+    # After the command name (in parentheses, perhaps with spaces): state, then the parent pid.
+    rest=${line##*) }
+    ppid=${rest#* }
+    ppid=${ppid%% *}
+    if [ "$ppid" = "$1" ]; then
+      pid=${stat#/proc/}
+      echo "${pid%/stat}"
+    fi
+  done
+}
+
+# has_old_child PID OLD: whether PID still has a child whose pid is in OLD (" pid pid … ").
+has_old_child() {
+  local pid
+  for pid in $(children "$1"); do
+    [[ "$2" != *" $pid "* ]] || return 0
+  done
+  return 1
+}
+
+# has_new_child PID OLD: whether PID has a child whose pid is not in OLD (" pid pid … ").
+has_new_child() {
+  local pid
+  for pid in $(children "$1"); do
+    [[ "$2" == *" $pid "* ]] || return 0
+  done
+  return 1
 }
 
 status() {
