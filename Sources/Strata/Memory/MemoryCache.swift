@@ -154,14 +154,21 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     @inlinable
     public func value(forKey key: Key) -> Value? {
         let hash = key.hashValue
-        return stripes[stripe(hash)].withLock { $0.value(forKey: key, hash: hash) }
+        // The stripes live as long as the cache (a `let` array): borrowed without a retain, which
+        // would cost a retain and a release of the stripe's lock object on every lookup, two
+        // atomic read-modify-writes on a line that every thread using the stripe shares.
+        return Unmanaged.passUnretained(stripes[stripe(hash)])._withUnsafeGuaranteedRef {
+            $0.withLock { $0.value(forKey: key, hash: hash) }
+        }
     }
 
     /// Whether `key` is resident, without counting a lookup or touching recency.
     @inlinable
     public func contains(_ key: Key) -> Bool {
         let hash = key.hashValue
-        return stripes[stripe(hash)].withLock { $0.find(key, hash: hash) != nil }
+        return Unmanaged.passUnretained(stripes[stripe(hash)])._withUnsafeGuaranteedRef {  // as in `value(forKey:)`
+            $0.withLock { $0.find(key, hash: hash) != nil }
+        }
     }
 
     /// Inserts or replaces the value for `key`, evicting others as the limits require.
