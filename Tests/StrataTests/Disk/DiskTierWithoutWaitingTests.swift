@@ -53,19 +53,33 @@ struct DiskTierWithoutWaitingTests {
         #expect(tier.statistics.hitsWithoutWaiting == 1)
         if case .miss = tier.hitWithoutWaiting(forKey: "absent", matching: query) {} else { Issue.record("no match is a miss") }
 
-        let file = dir.path + "/" + (dir.names().first { !$0.hasPrefix(".") } ?? "")
+        let name = dir.names().first { !$0.hasPrefix(".") } ?? ""
+        let file = dir.path + "/" + name
+        // Deterministic: when the page cache does not hold the file's bytes, `preadv2` with
+        // `RWF_NOWAIT` fails with EAGAIN, and the lookup must give the work to a thread that may
+        // block. A path that ignored the page cache would not call it, or would answer `.hit`.
+        let (injected, failures) = SyscallFaults.injecting(
+            SyscallFaults.Rule(call: "preadv2", pathContains: dir.path, errno: EAGAIN, times: nil)  // names the directory
+        ) { tier.hitWithoutWaiting(forKey: "warm", matching: query) }
+        if case .wouldWait = injected {} else { Issue.record("EAGAIN from the cached read is .wouldWait, got \(injected)") }
+        #expect(failures >= 1, "the lookup asked the page cache with preadv2(RWF_NOWAIT)")
+
         if try Self.evictFromPageCache(file) {
-            // Something else may read the pages back between the eviction and the lookup (a
-            // readahead on a loaded machine): evict again, a few times, until the lookup sees
-            // the file cold. A path that ignored the page cache would answer `.hit` every time.
+            // The real kernel. `RWF_NOWAIT` never waits, but it does start the readahead of what
+            // it misses, and on a fast (virtual) disk that I/O can complete before the read
+            // looks again, which is a legitimate hit without waiting. Evict and ask again until
+            // the lookup sees the file cold; a path that ignored the page cache would answer
+            // `.hit` every time, which the injected EAGAIN above already rules out.
             var answer = tier.hitWithoutWaiting(forKey: "warm", matching: query)
-            for _ in 0..<5 {
+            for _ in 0..<20 {
                 if case .wouldWait = answer { break }
                 _ = try Self.evictFromPageCache(file)
                 answer = tier.hitWithoutWaiting(forKey: "warm", matching: query)
             }
             guard case .wouldWait = answer else {
-                Issue.record("a file whose header is not in the page cache needs a thread that may block, got \(answer)")
+                print(
+                    "page cache: the kernel's readahead completed before every one of 21 non-waiting reads; cold path checked by fault injection only"
+                )
                 return
             }
             let servedWithoutWaiting = tier.statistics.hitsWithoutWaiting
