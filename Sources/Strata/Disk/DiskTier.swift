@@ -232,9 +232,11 @@ public final class DiskTier: Sendable {
     /// ``hit(forKey:matching:)`` when it can be served without waiting for the disk: the file's
     /// name resolves from the dentry cache (`openat2` with `RESOLVE_CACHED`, Linux 5.12+) and
     /// the bytes to check are in the page cache (`preadv2` with `RWF_NOWAIT`); otherwise
-    /// ``CachedLookup/wouldWait``. A few syscalls and no disk I/O, so an async caller may call it
-    /// on Swift's cooperative pool and hop to a blocking thread only for `.wouldWait` (the
-    /// engine does). On kernels without these calls it always answers `.wouldWait` for a match.
+    /// ``CachedLookup/wouldWait``. A few syscalls and no wait for the disk, so an async caller
+    /// may call it on Swift's cooperative pool and hop to a blocking thread only for `.wouldWait`
+    /// (the engine does). The kernel may start readahead for the bytes `RWF_NOWAIT` misses
+    /// (without waiting for it), so a file can turn warm by itself just after. On kernels without
+    /// these calls it always answers `.wouldWait` for a match.
     public func hitWithoutWaiting(forKey key: String, matching query: SizeQuery) -> CachedLookup {
         core.lookupWithoutWaiting(key: key, digest: KeyDigest(key: key), query: query)
     }
