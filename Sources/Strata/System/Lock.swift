@@ -31,7 +31,11 @@ public final class Lock<State: ~Copyable>: @unchecked Sendable {
 
     /// A lock around `initial`.
     public init(_ initial: consuming State) {
-        base = .allocate(byteCount: Self.stateOffset + MemoryLayout<State>.size, alignment: max(64, MemoryLayout<State>.alignment))
+        // At least one byte of state: a zero-sized state (`Lock<Void>`) would otherwise sit one
+        // past the end of the block, on the next allocation's first byte — which ThreadSanitizer
+        // then sees accessed under this lock and, atomically, under that block's own.
+        base = .allocate(
+            byteCount: Self.stateOffset + max(MemoryLayout<State>.size, 1), alignment: max(64, MemoryLayout<State>.alignment))
         base.initializeMemory(as: UInt32.self, repeating: 0, count: 3)
         (base + Self.stateOffset).bindMemory(to: State.self, capacity: 1).initialize(to: initial)
         tsanAcquire = ThreadSanitizerHooks.acquire
