@@ -188,9 +188,12 @@ add_node() {
   # close their idle connections, finish their requests in flight and exit. Until then a client
   # still connected to an old worker is routed by the old upstream list, with that worker's own
   # view of which nodes failed. Wait for a new worker and for the old ones to be gone.
-  until has_new_child "$master" "$old" && ! has_old_child "$master" "$old"; do
+  local new left
+  while :; do
+    read -r new left <<<"$(reload_progress "$master" "$old")"
+    [ "$new" -gt 0 ] && [ "$left" -eq 0 ] && break
     if [ "$waited" -ge 100 ]; then
-      has_new_child "$master" "$old" || die "the router started no new workers within 10 s of its reload"
+      [ "$new" -gt 0 ] || die "the router started no new workers within 10 s of its reload"
       echo "cluster.sh: old router workers still finish connections after 10 s; the new ones serve new connections" >&2
       break
     fi
@@ -216,22 +219,14 @@ children() {
   done
 }
 
-# has_old_child PID OLD: whether PID still has a child whose pid is in OLD (" pid pid … ").
-has_old_child() {
-  local pid
+# reload_progress PID OLD: "NEW LEFT", how many of PID's children are not in OLD (" pid pid … ")
+# and how many still are (one scan of /proc).
+reload_progress() {
+  local pid new=0 left=0
   for pid in $(children "$1"); do
-    [[ "$2" != *" $pid "* ]] || return 0
+    if [[ "$2" == *" $pid "* ]]; then left=$((left + 1)); else new=$((new + 1)); fi
   done
-  return 1
-}
-
-# has_new_child PID OLD: whether PID has a child whose pid is not in OLD (" pid pid … ").
-has_new_child() {
-  local pid
-  for pid in $(children "$1"); do
-    [[ "$2" == *" $pid "* ]] || return 0
-  done
-  return 1
+  echo "$new $left"
 }
 
 status() {
