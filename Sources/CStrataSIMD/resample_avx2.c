@@ -5,6 +5,7 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
+#include <math.h>
 
 int strata_simd_avx2(void) {
     unsigned a, b, c, d;
@@ -38,6 +39,7 @@ void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *even, int16_t *
         _mm256_storeu_si256((__m256i *)(even + 4 * j), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, order)));
     }
     for (long k = j / 2; k < elements; k++) pair_scalar(row, pixels, 2 * k, even + 8 * k);
+    if (!odd) return;
     j = 0;
     for (; j + 5 <= pixels; j += 4) {
         __m128i v = _mm_loadu_si128((const __m128i *)(row + 4 * (j + 1)));
@@ -81,6 +83,54 @@ void strata_filter_row4_avx2(
 }
 
 __attribute__((target("avx2,fma")))
+void strata_filter_rows4x2_avx2(
+    const int16_t *evenA, const int16_t *oddA, const int16_t *evenB, const int16_t *oddB, long span,
+    const long *starts, const long *counts, const int16_t *coefficients, long pairsPerOutput, float unit,
+    long width, float *outA, float *outB) {
+    const __m256 scale = _mm256_set1_ps(unit);
+    const int16_t *c = coefficients;
+    for (long x = 0; x < width; x++, c += pairsPerOutput * 8) {
+        const long s = starts[x] - span;
+        const long m = (counts[x] + 1) >> 1;
+        const long offset = (s >> 1) * 8;
+        const int16_t *p = ((s & 1) ? oddA : evenA) + offset;
+        const int16_t *q = ((s & 1) ? oddB : evenB) + offset;
+        // Each coefficient load serves both rows.
+        __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+        __m256i b0 = _mm256_setzero_si256(), b1 = _mm256_setzero_si256();
+        long k = 0;
+        for (; k + 4 <= m; k += 4) {
+            const __m256i w0 = _mm256_loadu_si256((const __m256i *)(c + 8 * k));
+            const __m256i w1 = _mm256_loadu_si256((const __m256i *)(c + 8 * k + 16));
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(p + 8 * k)), w0));
+            b0 = _mm256_add_epi32(b0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(q + 8 * k)), w0));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(p + 8 * k + 16)), w1));
+            b1 = _mm256_add_epi32(b1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(q + 8 * k + 16)), w1));
+        }
+        if (k + 2 <= m) {
+            const __m256i w0 = _mm256_loadu_si256((const __m256i *)(c + 8 * k));
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(p + 8 * k)), w0));
+            b0 = _mm256_add_epi32(b0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(q + 8 * k)), w0));
+            k += 2;
+        }
+        a0 = _mm256_add_epi32(a0, a1);
+        b0 = _mm256_add_epi32(b0, b1);
+        // Row A's two halves in the low lane, row B's in the high lane: one add sums both.
+        __m256i sums = _mm256_add_epi32(
+            _mm256_permute2x128_si256(a0, b0, 0x20), _mm256_permute2x128_si256(a0, b0, 0x31));
+        if (k < m) {
+            const __m128i w = _mm_loadu_si128((const __m128i *)(c + 8 * k));
+            sums = _mm256_add_epi32(sums, _mm256_set_m128i(
+                _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(q + 8 * k)), w),
+                _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(p + 8 * k)), w)));
+        }
+        const __m256 values = _mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale);
+        _mm_storeu_ps(outA + 4 * x, _mm256_castps256_ps128(values));
+        _mm_storeu_ps(outB + 4 * x, _mm256_extractf128_ps(values, 1));
+    }
+}
+
+__attribute__((target("avx2,fma")))
 void strata_blend_rows_avx2(
     const float *const *rows, const float *weights, long count, long values, float *out) {
     long j = 0;
@@ -112,6 +162,64 @@ void strata_blend_rows_avx2(
     }
 }
 
+
+/// One filtered sample to a byte: clamped to 0…255, rounded to nearest (ties to even, the
+/// default MXCSR mode), as the Swift kernels' `byte` does.
+static inline uint32_t byte_of(float v) {
+    v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
+    return (uint32_t)_mm_cvtss_si32(_mm_set_ss(v));
+}
+
+__attribute__((target("avx2,fma")))
+void strata_blend_store4_avx2(
+    const float *const *rows, const float *weights, long count, long width, int opaque, uint8_t *out) {
+    const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
+    // packs/packus work within 128-bit lanes: the eight pixels come out as 0 2 4 6 1 3 5 7.
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i alphas = _mm256_setr_epi8(
+        3, 3, 3, 3, 7, 7, 7, 7, 11, 11, 11, 11, 15, 15, 15, 15,
+        3, 3, 3, 3, 7, 7, 7, 7, 11, 11, 11, 11, 15, 15, 15, 15);
+    const __m256i opaqueAlpha = _mm256_set1_epi32((int)0xFF000000u);
+    long x = 0;
+    for (; x + 8 <= width; x += 8) {
+        const long j = 4 * x;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        for (long k = 0; k < count; k++) {
+            const __m256 w = _mm256_set1_ps(weights[k]);
+            const float *r = rows[k] + j;
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r), w, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 8), w, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 16), w, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 24), w, a3);
+        }
+        const __m256i i0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(a0, zero), top));
+        const __m256i i1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(a1, zero), top));
+        const __m256i i2 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(a2, zero), top));
+        const __m256i i3 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(a3, zero), top));
+        __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        bytes = _mm256_permutevar8x32_epi32(bytes, order);
+        // Premultiplied colour is clamped to its alpha (ringing can push it over).
+        bytes = opaque ? _mm256_or_si256(bytes, opaqueAlpha)
+                       : _mm256_min_epu8(bytes, _mm256_shuffle_epi8(bytes, alphas));
+        _mm256_storeu_si256((__m256i *)(out + j), bytes);
+    }
+    for (; x < width; x++) {
+        uint32_t v[4];
+        for (int c = 0; c < 4; c++) {
+            float a = 0;
+            for (long k = 0; k < count; k++) a = fmaf(rows[k][4 * x + c], weights[k], a);
+            v[c] = byte_of(a);
+        }
+        if (opaque) {
+            v[3] = 255;
+        } else {
+            for (int c = 0; c < 3; c++) v[c] = v[c] < v[3] ? v[c] : v[3];
+        }
+        for (int c = 0; c < 4; c++) out[4 * x + c] = (uint8_t)v[c];
+    }
+}
+
 #else
 
 int strata_simd_avx2(void) { return 0; }
@@ -127,6 +235,17 @@ void strata_filter_row4_avx2(
 void strata_blend_rows_avx2(
     const float *const *rows, const float *weights, long count, long values, float *out) {
     (void)rows; (void)weights; (void)count; (void)values; (void)out;
+}
+void strata_blend_store4_avx2(
+    const float *const *rows, const float *weights, long count, long width, int opaque, uint8_t *out) {
+    (void)rows; (void)weights; (void)count; (void)width; (void)opaque; (void)out;
+}
+void strata_filter_rows4x2_avx2(
+    const int16_t *evenA, const int16_t *oddA, const int16_t *evenB, const int16_t *oddB, long span,
+    const long *starts, const long *counts, const int16_t *coefficients, long pairsPerOutput, float unit,
+    long width, float *outA, float *outB) {
+    (void)evenA; (void)oddA; (void)evenB; (void)oddB; (void)span; (void)starts; (void)counts;
+    (void)coefficients; (void)pairsPerOutput; (void)unit; (void)width; (void)outA; (void)outB;
 }
 
 #endif

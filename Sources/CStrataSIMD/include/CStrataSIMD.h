@@ -15,7 +15,8 @@ int strata_simd_avx2(void);
 /// two arrays of 8 `int16_t` per element: `even[k]` = pixels 2k and 2k+1
 /// (`b₀ b₁ g₀ g₁ r₀ r₁ a₀ a₁`), `odd[k]` = pixels 2k+1 and 2k+2; a pair's missing second
 /// pixel reads as 0. Writes `(pixels + 1) / 2 + 1` elements of each (the last one zero), so
-/// that a 32-byte read at any pair the filter uses stays inside.
+/// that a 32-byte read at any pair the filter uses stays inside. With `odd` NULL only the
+/// even pairs are written (for weights aligned to even pixels).
 void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *even, int16_t *odd);
 
 /// Horizontal pass for 4-channel pixels from `strata_pairs_avx2`'s arrays: output `x` sums
@@ -26,9 +27,25 @@ void strata_filter_row4_avx2(
     const int16_t *even, const int16_t *odd, long span, const long *starts, const long *counts,
     const int16_t *coefficients, long pairsPerOutput, float unit, long width, float *out);
 
+/// `strata_filter_row4_avx2` for two source rows at once (A and B, each from its own pair
+/// arrays, into `outA` and `outB`): the same sums, with each coefficient load and each
+/// output's bookkeeping shared by both rows.
+void strata_filter_rows4x2_avx2(
+    const int16_t *evenA, const int16_t *oddA, const int16_t *evenB, const int16_t *oddB, long span,
+    const long *starts, const long *counts, const int16_t *coefficients, long pairsPerOutput, float unit,
+    long width, float *outA, float *outB);
+
 /// Vertical pass: `out[j] = Σₖ weights[k] · rows[k][j]` for `j < values`, `k < count`, eight
 /// floats per fused multiply-add, all the taps of a 32-value block summed in registers.
 void strata_blend_rows_avx2(
     const float *const *rows, const float *weights, long count, long values, float *out);
+
+/// Vertical pass and rounding for 4-channel rows in one: output pixel `x < width` is
+/// `Σₖ weights[k] · rows[k][4x…4x+3]`, clamped to 0…255 and rounded to nearest (ties to even),
+/// then either given an opaque fourth byte (`opaque` ≠ 0) or, premultiplied, its colour clamped
+/// to its alpha; the 4 bytes go to `out + 4x`. Eight pixels per step, from registers to bytes
+/// without a float row in between.
+void strata_blend_store4_avx2(
+    const float *const *rows, const float *weights, long count, long width, int opaque, uint8_t *out);
 
 #endif

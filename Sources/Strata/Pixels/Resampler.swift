@@ -23,9 +23,10 @@ import CStrataSIMD
 /// channel, with `taps ≈ 6 × reduction` for Lanczos-3; the horizontal term runs at about eight
 /// per instruction in fixed point, the vertical at four. On a CPU with AVX2 and FMA (checked
 /// once, with `cpuid`) the fixed-point horizontal pass and the vertical blend run as the C
-/// kernels of `CStrataSIMD` instead — 16 products per `vpmaddwd`, 8 per FMA — with the same
-/// integer sums and the blend within float rounding of the Swift one (about 0.7× the time of a
-/// 2.5:1 reduction, 0.35× of a 10:1). Coefficient tables and scratch rows
+/// kernels of `CStrataSIMD` instead — 16 products per `vpmaddwd`, two source rows per pass
+/// sharing the weights, pairs built from even pixels only, and the blend rounded to bytes in
+/// registers — with the same integer sums and the blend within float rounding of the Swift one
+/// (about half the time of a 2.5:1 reduction, 0.3× of a 10:1). Coefficient tables and scratch rows
 /// are kept between calls, so a resampler reused for the same geometry allocates nothing but
 /// the output.
 ///
@@ -51,9 +52,10 @@ public final class Resampler {
     private var ringPointers = ScratchBuffer<UnsafePointer<Float>>()
     /// One output row of floats before rounding.
     private var outputRow = ScratchBuffer<Float>()
-    /// The AVX2 kernels' pixel pairs starting at even and at odd pixels (8 values an element).
+    /// The AVX2 kernels' pixel pairs starting at even pixels (8 values an element; the weights
+    /// are aligned to them), for the two rows filtered together.
     private var evenPairs = ScratchBuffer<Int16>()
-    private var oddPairs = ScratchBuffer<Int16>()
+    private var evenPairs2 = ScratchBuffer<Int16>()
 
     /// Whether this CPU runs the AVX2 kernels (`CStrataSIMD`); checked once.
     static let hasAVX2 = strata_simd_avx2() != 0
@@ -75,7 +77,7 @@ public final class Resampler {
         ringPointers.free()
         outputRow.free()
         evenPairs.free()
-        oddPairs.free()
+        evenPairs2.free()
     }
 
     /// Resamples `region` of `source` (source pixel coordinates, fractional allowed) onto all
@@ -131,7 +133,7 @@ public final class Resampler {
         let sourceRow = self.sourceRow.reserve(fixedPoint == nil ? spanValues : 0)
         let pairRow = self.pairRow.reserve(fixedPoint == nil || avx2 ? 0 : h.spanEnd - h.spanStart)
         let evenPairs = self.evenPairs.reserve(fixedPoint != nil && avx2 ? pairElements * 8 : 0)
-        let oddPairs = self.oddPairs.reserve(fixedPoint != nil && avx2 ? pairElements * 8 : 0)
+        let evenPairs2 = self.evenPairs2.reserve(fixedPoint != nil && avx2 ? pairElements * 8 : 0)
         let ring = self.ring.reserve(ringRows * ringStride)
         let ringSourceRows = self.ringSourceRows.reserve(ringRows)
         let ringPointers = self.ringPointers.reserve(v.taps)
@@ -151,59 +153,85 @@ public final class Resampler {
                         h.counts.withUnsafeBufferPointer { hc in
                             v.weights.withUnsafeBufferPointer { vw in
                                 (fixedPoint?.pairs ?? []).withUnsafeBufferPointer { hf in
-                                    for y in 0..<v.starts.count {
-                                        let first = v.starts[y], n = v.counts[y]
-                                        for k in 0..<n {
-                                            let r = first + k
-                                            let slot = r % ringRows
-                                            let ringRow = ring + slot * ringStride
-                                            if ringSourceRows[slot] != r {
-                                                let sourceLine = srcBase + r * sourceStride
-                                                if let fixedPoint, avx2 {
-                                                    strata_pairs_avx2(sourceLine, h.spanEnd - h.spanStart, evenPairs, oddPairs)
-                                                    strata_filter_row4_avx2(
-                                                        evenPairs, oddPairs, h.spanStart, hs.baseAddress!, hc.baseAddress!,
-                                                        UnsafeRawPointer(hf.baseAddress!).assumingMemoryBound(to: Int16.self),
-                                                        h.pairs, 1 / Float(fixedPoint.scale), width, ringRow)
-                                                } else if let fixedPoint {
-                                                    Self.interleavePairs(sourceLine, pixels: h.spanEnd - h.spanStart, into: pairRow)
-                                                    Self.filterRow4Fixed(
-                                                        pairRow, span: h.spanStart, starts: hs.baseAddress!,
-                                                        counts: hc.baseAddress!, coefficients: hf.baseAddress!,
-                                                        pairs: h.pairs, scale: fixedPoint.scale, width: width,
-                                                        into: ringRow)
-                                                } else if channels == 4 {
-                                                    Self.widen(sourceLine, count: spanValues, into: sourceRow)
-                                                    Self.filterRow4(
-                                                        sourceRow, span: h.spanStart, starts: hs.baseAddress!,
-                                                        counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
-                                                        width: width, into: ringRow)
-                                                } else {
-                                                    Self.widen(sourceLine, count: spanValues, into: sourceRow)
-                                                    Self.filterRow1(
-                                                        sourceRow, span: h.spanStart, starts: hs.baseAddress!,
-                                                        counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
-                                                        width: width, into: ringRow)
+                                    (fixedPoint?.alignedPairs ?? []).withUnsafeBufferPointer { af in
+                                        for y in 0..<v.starts.count {
+                                            let first = v.starts[y], n = v.counts[y]
+                                            for k in 0..<n {
+                                                let r = first + k
+                                                let slot = r % ringRows
+                                                let ringRow = ring + slot * ringStride
+                                                if ringSourceRows[slot] != r {
+                                                    let sourceLine = srcBase + r * sourceStride
+                                                    let next = r + 1, nextSlot = next % ringRows
+                                                    if let fixedPoint, avx2 {
+                                                        // Pairs from even pixels only, with the aligned weights.
+                                                        let pixels = h.spanEnd - h.spanStart
+                                                        strata_pairs_avx2(sourceLine, pixels, evenPairs, nil)
+                                                        if next < v.spanEnd {
+                                                            // Two rows at once, sharing the coefficient loads: the
+                                                            // next row is needed by this output row or the next one,
+                                                            // and its slot holds a row older than this window.
+                                                            strata_pairs_avx2(sourceLine + sourceStride, pixels, evenPairs2, nil)
+                                                            strata_filter_rows4x2_avx2(
+                                                                evenPairs, evenPairs, evenPairs2, evenPairs2, h.spanStart,
+                                                                fixedPoint.alignedStarts, fixedPoint.alignedCounts,
+                                                                UnsafeRawPointer(af.baseAddress!).assumingMemoryBound(to: Int16.self),
+                                                                fixedPoint.alignedStride, 1 / Float(fixedPoint.scale), width, ringRow,
+                                                                ring + nextSlot * ringStride)
+                                                            ringSourceRows[nextSlot] = next
+                                                        } else {
+                                                            strata_filter_row4_avx2(
+                                                                evenPairs, evenPairs, h.spanStart,
+                                                                fixedPoint.alignedStarts, fixedPoint.alignedCounts,
+                                                                UnsafeRawPointer(af.baseAddress!).assumingMemoryBound(to: Int16.self),
+                                                                fixedPoint.alignedStride, 1 / Float(fixedPoint.scale), width, ringRow)
+                                                        }
+                                                    } else if let fixedPoint {
+                                                        Self.interleavePairs(sourceLine, pixels: h.spanEnd - h.spanStart, into: pairRow)
+                                                        Self.filterRow4Fixed(
+                                                            pairRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                            counts: hc.baseAddress!, coefficients: hf.baseAddress!,
+                                                            pairs: h.pairs, scale: fixedPoint.scale, width: width,
+                                                            into: ringRow)
+                                                    } else if channels == 4 {
+                                                        Self.widen(sourceLine, count: spanValues, into: sourceRow)
+                                                        Self.filterRow4(
+                                                            sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                            counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                            width: width, into: ringRow)
+                                                    } else {
+                                                        Self.widen(sourceLine, count: spanValues, into: sourceRow)
+                                                        Self.filterRow1(
+                                                            sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                            counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                            width: width, into: ringRow)
+                                                    }
+                                                    ringSourceRows[slot] = r
                                                 }
-                                                ringSourceRows[slot] = r
+                                                ringPointers[k] = UnsafePointer(ringRow)
                                             }
-                                            ringPointers[k] = UnsafePointer(ringRow)
-                                        }
-                                        if avx2 {
-                                            strata_blend_rows_avx2(
-                                                UnsafeRawPointer(ringPointers).assumingMemoryBound(to: UnsafePointer<Float>?.self),
-                                                vw.baseAddress! + y * v.taps, n, outValues, outputRow)
-                                        } else {
-                                            Self.blendRows(
-                                                ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
-                                                values: outValues, into: outputRow)
-                                        }
-                                        let out = dstBase + y * destinationStride
-                                        switch style {
-                                        case .bgra32Premultiplied: Self.store4(outputRow, width: width, opaque: false, into: out)
-                                        case .bgrx32: Self.store4(outputRow, width: width, opaque: true, into: out)
-                                        case .gray8: Self.store1(outputRow, width: width, into: out)
-                                        case .rgb565: preconditionFailure("handled above")
+                                            let out = dstBase + y * destinationStride
+                                            let rows = UnsafeRawPointer(ringPointers).assumingMemoryBound(
+                                                to: UnsafePointer<Float>?.self)
+                                            if avx2 && channels == 4 {
+                                                // Blend and round in registers, straight to bytes.
+                                                strata_blend_store4_avx2(
+                                                    rows, vw.baseAddress! + y * v.taps, n, width, style == .bgrx32 ? 1 : 0, out)
+                                                continue
+                                            }
+                                            if avx2 {
+                                                strata_blend_rows_avx2(rows, vw.baseAddress! + y * v.taps, n, outValues, outputRow)
+                                            } else {
+                                                Self.blendRows(
+                                                    ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
+                                                    values: outValues, into: outputRow)
+                                            }
+                                            switch style {
+                                            case .bgra32Premultiplied: Self.store4(outputRow, width: width, opaque: false, into: out)
+                                            case .bgrx32: Self.store4(outputRow, width: width, opaque: true, into: out)
+                                            case .gray8: Self.store1(outputRow, width: width, into: out)
+                                            case .rgb565: preconditionFailure("handled above")
+                                            }
                                         }
                                     }
                                 }

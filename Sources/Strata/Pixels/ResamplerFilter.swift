@@ -112,10 +112,21 @@ struct ResamplerTable {
     /// is converted only while `taps × 255 / scale ≤ ½` (64 taps at 2¹⁵, 32 at 2¹⁴), which
     /// bounds how far the rounding of the weights moves a filtered value: at most half a
     /// level, before the final rounding.
+    ///
+    /// `aligned…` are the same weights for a pass that reads pairs starting at even pixels only
+    /// (counted from `spanStart`; the AVX2 kernels, which then build half as many pairs): an
+    /// output whose first tap is at an odd pixel starts one pixel earlier with a zero weight.
     struct FixedPointWeights {
         let pairs: [SIMD8<Int16>]
         /// The value of 1.
         let scale: Int32
+        /// First source index of each output sample, `spanStart` + an even number.
+        let alignedStarts: [Int]
+        /// Taps of each output sample from its aligned start (one more where it moved).
+        let alignedCounts: [Int]
+        /// Elements per output sample of `alignedPairs`: `⌈(taps + 1) / 2⌉`.
+        let alignedStride: Int
+        let alignedPairs: [SIMD8<Int16>]
     }
 
     /// Builds the table the way Pillow's and libvips' reducers do: output sample `i` is centred
@@ -185,16 +196,22 @@ struct ResamplerTable {
         }
         self.isShift = shift
         self.fixedPoint =
-            Self.fixedPoint(weights, counts: counts, taps: taps, scale: 1 << 15)
-            ?? Self.fixedPoint(weights, counts: counts, taps: taps, scale: 1 << 14)
+            Self.fixedPoint(weights, starts: starts, counts: counts, span: spanStart, taps: taps, scale: 1 << 15)
+            ?? Self.fixedPoint(weights, starts: starts, counts: counts, span: spanStart, taps: taps, scale: 1 << 14)
     }
 
-    private static func fixedPoint(_ weights: [Float], counts: [Int], taps: Int, scale: Int32) -> FixedPointWeights? {
+    private static func fixedPoint(
+        _ weights: [Float], starts: [Int], counts: [Int], span: Int, taps: Int, scale: Int32
+    ) -> FixedPointWeights? {
         guard taps * 255 * 2 <= Int(scale) else { return nil }
         let one = Double(scale)
         let pairs = (taps + 1) / 2
+        let alignedStride = (taps + 2) / 2
         var out = [SIMD8<Int16>](repeating: SIMD8(), count: counts.count * pairs)
+        var aligned = [SIMD8<Int16>](repeating: SIMD8(), count: counts.count * alignedStride)
+        var alignedStarts = starts, alignedCounts = counts
         var quantised = [Int](repeating: 0, count: pairs * 2)
+        var shifted = [Int](repeating: 0, count: alignedStride * 2)
         for i in 0..<counts.count {
             var total = 0, largest = 0
             for k in 0..<pairs * 2 {
@@ -216,7 +233,20 @@ struct ResamplerTable {
                 let a = Int16(quantised[2 * k]), b = Int16(quantised[2 * k + 1])
                 out[i * pairs + k] = SIMD8(a, b, a, b, a, b, a, b)
             }
+            let odd = (starts[i] - span) & 1
+            alignedStarts[i] -= odd
+            alignedCounts[i] += odd
+            for k in 0..<alignedStride * 2 {
+                let j = k - odd
+                shifted[k] = j >= 0 && j < pairs * 2 ? quantised[j] : 0
+            }
+            for k in 0..<alignedStride {
+                let a = Int16(shifted[2 * k]), b = Int16(shifted[2 * k + 1])
+                aligned[i * alignedStride + k] = SIMD8(a, b, a, b, a, b, a, b)
+            }
         }
-        return FixedPointWeights(pairs: out, scale: scale)
+        return FixedPointWeights(
+            pairs: out, scale: scale, alignedStarts: alignedStarts, alignedCounts: alignedCounts,
+            alignedStride: alignedStride, alignedPairs: aligned)
     }
 }
