@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Thread sanitizer over the suites that exercise threads (locks, pools, coalescing, the memory
-# tier, the engine stress test, and the HTTP service on small images), in its own build folder. The decode-heavy engine suites
-# are left out: under TSan their Swift resampling runs ~20x slower and passes their time limits.
+# Thread sanitizer over the suites that exercise threads (locks, pools, the resampler's bands,
+# coalescing, the memory tier, the engine stress test, and the HTTP service on small images), in
+# its own build folder. The decode-heavy engine suites are left out: under TSan their Swift
+# resampling runs ~20x slower and passes their time limits.
 # TSan exits non-zero (66) when it reports a race.
 #
 #   Scripts/tsan.sh [extra --filter regex]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-suites="${1:-BlockingPool|LockTests|MemoryCache|Coalescer|LaneQueue|ImageMemoryTier|OSThread|DiskTierTests|EngineStress|metricsStatsAndHealth|aFullUrgentQueueSheds|theServerRefusesMissing}"
+suites="${1:-BlockingPool|bandsOnSeveralThreads|LockTests|MemoryCache|Coalescer|LaneQueue|ImageMemoryTier|OSThread|DiskTierTests|EngineStress|metricsStatsAndHealth|aFullUrgentQueueSheds|theServerRefusesMissing}"
 ./Scripts/install-deps.sh
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan
 STRATA_STRESS_SECONDS="${STRATA_STRESS_SECONDS:-20}" timeout 1200 \

@@ -29,6 +29,9 @@ struct BenchSourceCommand: ParsableCommand {
     @Flag(help: "Print one JSON object instead of a table.")
     var json = false
 
+    @Option(help: "Threads one large resample may use (source.resampleThreads; default as the source tier's).")
+    var resampleThreads = SourceTier.Configuration.defaultResampleThreads
+
     static let defaultFiles = [
         "jpeg/path-2560x1600.jpg", "jpeg/fallenleaf-2048x1280-420.jpg",
         "jpeg/eveningglow-1024x640-progressive.jpg", "webp/path-2560x1600.webp",
@@ -48,6 +51,7 @@ struct BenchSourceCommand: ParsableCommand {
 
     func validate() throws {
         guard runs >= 15 else { throw ValidationError("--runs must be at least 15") }
+        guard resampleThreads >= 1 else { throw ValidationError("--resample-threads must be at least 1") }
     }
 
     func run() throws {
@@ -56,7 +60,7 @@ struct BenchSourceCommand: ParsableCommand {
         #endif
         let paths = files.isEmpty ? Self.defaultFiles.map { fixtures + "/" + $0 } : files
         var rows: [Row] = []
-        let renderer = ImageRenderer()
+        let renderer = ImageRenderer(resampleThreads: resampleThreads)
         let bare = ImageDecoder()
         for path in paths {
             let bytes: [UInt8]

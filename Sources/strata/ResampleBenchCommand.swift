@@ -30,6 +30,9 @@ struct ResampleBenchCommand: ParsableCommand {
     @Flag(help: ArgumentHelp("Time only the resampler (for A/B runs under perf stat).", visibility: .hidden))
     var resampleOnly = false
 
+    @Option(help: "Threads one resample may use (Resampler.threads; default as the source tier's).")
+    var threads = SourceTier.Configuration.defaultResampleThreads
+
     @Option(help: "Write the thumbnails as raw BGRA (tightly packed) into this directory, for `reference.py psnr`.")
     var dump: String?
 
@@ -37,11 +40,12 @@ struct ResampleBenchCommand: ParsableCommand {
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: jpeg)))
         let decoder = ImageDecoder()
         let header = try decoder.readHeader(bytes)
-        print("source \(jpeg): \(header.size); medians of \(iterations) runs (1/1 decodes: a third as many)")
+        print("source \(jpeg): \(header.size); medians of \(iterations) runs (1/1 decodes: a third as many); resample threads: \(threads)")
         print("anchor: ImageDecoder.decodeBare (one tjDecompress2 into a reused buffer); ratio = (bare + resample) / bare")
         print("thumbnail  DCT  decoded     bare ms  resample ms  ratio  pipeline ms  ratio  PSNR (dB)")
         let resampler = Resampler()
-        let renderer = ImageRenderer()
+        resampler.threads = threads
+        let renderer = ImageRenderer(resampleThreads: threads)
         for side in [256, 1024] {
             let box = PixelSize(width: side, height: side)
             let target = SizingPlan(source: header.size, box: box, mode: .fit).output

@@ -95,6 +95,10 @@ extension StrataConfiguration {
         .init("lanes.prefetch", "1", reloads: true, "Prefetch jobs run at once (only while no urgent job waits)."),
         .init("source.maxPixels", "100000000", "Originals with more pixels are refused from their header."),
         .init("source.decodeHeadroom", "2", "How much larger than the target a shrink-on-load decode stays (≥ 1)."),
+        .init(
+            "source.resampleThreads", "2",
+            "Threads one large resample may use (bands of rows, never more than the cores; `cores` = all). 1 keeps each render on one thread."
+        ),
         .init("source.directory", nil, "Directory of originals (keys are paths below it); exclusive with `source.http.baseURL`."),
         .init("source.http.baseURL", nil, "HTTP(S) origin of originals: the key's segments are appended, percent-encoded."),
         .init("source.http.connectTimeout", "5s", "Connecting to the origin."),

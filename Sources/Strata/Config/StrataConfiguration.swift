@@ -95,7 +95,8 @@ public struct StrataConfiguration: Sendable {
         prefetchWidth = try reader.threads("lanes.prefetch")
         sourceTier = SourceTier.Configuration(
             maxPixels: try reader.integer("source.maxPixels", min: 1), width: urgentWidth,
-            decodeHeadroom: try reader.number("source.decodeHeadroom", in: 1...64))
+            decodeHeadroom: try reader.number("source.decodeHeadroom", in: 1...64),
+            resampleThreads: try reader.threads("source.resampleThreads"))
         let directory = try reader.path("source.directory")
         let origin = try HTTPSource.Configuration.read(from: &reader)
         switch (directory, origin) {

@@ -1,4 +1,5 @@
 import CStrataSIMD
+import Dispatch
 
 /// Resizes ``PixelImage``s with a separable windowed-sinc (or cheaper) filter.
 ///
@@ -56,6 +57,32 @@ public final class Resampler {
     /// are aligned to them), for the two rows filtered together.
     private var evenPairs = ScratchBuffer<Int16>()
     private var evenPairs2 = ScratchBuffer<Int16>()
+
+    /// Resamplers that run the other bands of a split resample (their scratch only).
+    private var helpers: [Resampler] = []
+
+    /// How many threads one resample may use (default 1). With more, a resample of at least
+    /// ``parallelWork`` multiply-adds a band is split into bands of output rows that run in
+    /// parallel on Dispatch's pool (`concurrentPerform`; this thread runs one band), each band
+    /// with scratch of its own. The result is the same bytes. It lowers one image's latency on
+    /// a machine with idle cores; it cannot raise the throughput of a machine whose cores are
+    /// all busy, and costs a little (each band filters the few source rows its first output row
+    /// shares with the band before it).
+    public var threads = 1 {
+        didSet { threads = Swift.max(1, threads) }
+    }
+
+    /// The work a band must have, in multiply-adds (taps × output samples × channels, both
+    /// passes), for a resample to be split: 4 M, a few tenths of a millisecond of the AVX2
+    /// kernels, well above the cost of handing a band to another thread. A 640×400 → 256×160
+    /// reduction (9 M) splits in two, as does 2560×1600 → 1024×640 (about 150 M); a 320×200 →
+    /// 128×80 one stays on one thread.
+    var parallelWork = 4 << 20
+
+    /// No resample is split into more bands than this: the online cores (tests set it).
+    var maximumBands = SourceTier.coreCount
+    /// How many bands the last resample ran in (for tests).
+    private(set) var lastBandCount = 0
 
     /// Whether this CPU runs the AVX2 kernels (`CStrataSIMD`); checked once.
     static let hasAVX2 = strata_simd_avx2() != 0
@@ -120,8 +147,57 @@ public final class Resampler {
             copy(source, x: h.starts[0], y: v.starts[0], into: &destination)
             return
         }
+        let bands = bandCount(h, v, channels: channels)
+        lastBandCount = bands
+        let sourceStride = source.bytesPerRow, destinationStride = destination.bytesPerRow
+        let width = destination.width, outputRows = destination.height, style = source.style
+        source.withUnsafeBytes { src in
+            destination.withUnsafeMutableBytes { dst in
+                let srcBase = UnsafePointer(src.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                let dstBase = dst.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                guard bands > 1 else {
+                    run(
+                        h, v, style: style, rows: 0..<outputRows, source: srcBase, sourceStride: sourceStride,
+                        into: dstBase, destinationStride: destinationStride, width: width)
+                    return
+                }
+                // Bands of output rows on Dispatch's pool, each with its own scratch (this
+                // resampler and its helpers); the tables are shared, read-only. Every output row
+                // is computed exactly as in one band: the result is the same bytes.
+                while helpers.count < bands - 1 { helpers.append(Resampler(filter: filter)) }
+                let split = Bands(
+                    workers: [self] + helpers.prefix(bands - 1), source: srcBase, destination: dstBase)
+                for worker in split.workers { worker.usesAVX2 = usesAVX2 }
+                DispatchQueue.concurrentPerform(iterations: bands) { band in
+                    split.workers[band].run(
+                        h, v, style: style, rows: outputRows * band / bands..<outputRows * (band + 1) / bands,
+                        source: split.source, sourceStride: sourceStride, into: split.destination,
+                        destinationStride: destinationStride, width: width)
+                }
+            }
+        }
+    }
+
+    /// How many bands one resample is split into: 1 unless ``threads`` allows more and the work
+    /// (multiply-adds per channel) is at least ``parallelWork`` a band; never more bands than
+    /// output rows.
+    private func bandCount(_ h: ResamplerTable, _ v: ResamplerTable, channels: Int) -> Int {
+        let threads = Swift.min(self.threads, maximumBands)
+        guard threads > 1 else { return 1 }
+        let work = (v.spanEnd - v.spanStart) * h.starts.count * h.taps + v.starts.count * h.starts.count * v.taps
+        return max(1, min(threads, v.starts.count, work * channels / max(1, parallelWork)))
+    }
+
+    /// Output rows `rows` of the resample: the horizontal pass of the source rows they need
+    /// into this resampler's ring, the vertical blend, the rounding. Uses only this resampler's
+    /// scratch, so bands on different resamplers run in parallel.
+    private func run(
+        _ h: ResamplerTable, _ v: ResamplerTable, style: PixelStyle, rows: Range<Int>, source: UnsafePointer<UInt8>,
+        sourceStride: Int, into dstBase: UnsafeMutablePointer<UInt8>, destinationStride: Int, width: Int
+    ) {
+        let channels = style.bytesPerPixel
         let spanValues = (h.spanEnd - h.spanStart) * channels
-        let outValues = destination.width * channels
+        let outValues = width * channels
         // Ring rows padded to an odd number of 64-byte lines (16 floats), so that the rows an
         // output row blends do not all fall in one L1 set; one slot more than the most taps an
         // output row uses, so a row's window never evicts a row of the same window.
@@ -139,100 +215,90 @@ public final class Resampler {
         let ringPointers = self.ringPointers.reserve(v.taps)
         let outputRow = self.outputRow.reserve(outValues)
         ringSourceRows.initialize(repeating: -1, count: ringRows)
-        let style = source.style
-        let sourceStride = source.bytesPerRow, destinationStride = destination.bytesPerRow
-        let width = destination.width
-        source.withUnsafeBytes { src in
-            destination.withUnsafeMutableBytes { dst in
-                let srcBase =
-                    UnsafePointer(src.baseAddress!.assumingMemoryBound(to: UInt8.self))
-                    + h.spanStart * channels
-                let dstBase = dst.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                h.weights.withUnsafeBufferPointer { hw in
-                    h.starts.withUnsafeBufferPointer { hs in
-                        h.counts.withUnsafeBufferPointer { hc in
-                            v.weights.withUnsafeBufferPointer { vw in
-                                (fixedPoint?.pairs ?? []).withUnsafeBufferPointer { hf in
-                                    (fixedPoint?.alignedPairs ?? []).withUnsafeBufferPointer { af in
-                                        for y in 0..<v.starts.count {
-                                            let first = v.starts[y], n = v.counts[y]
-                                            for k in 0..<n {
-                                                let r = first + k
-                                                let slot = r % ringRows
-                                                let ringRow = ring + slot * ringStride
-                                                if ringSourceRows[slot] != r {
-                                                    let sourceLine = srcBase + r * sourceStride
-                                                    let next = r + 1, nextSlot = next % ringRows
-                                                    if let fixedPoint, avx2 {
-                                                        // Pairs from even pixels only, with the aligned weights.
-                                                        let pixels = h.spanEnd - h.spanStart
-                                                        strata_pairs_avx2(sourceLine, pixels, evenPairs, nil)
-                                                        if next < v.spanEnd {
-                                                            // Two rows at once, sharing the coefficient loads: the
-                                                            // next row is needed by this output row or the next one,
-                                                            // and its slot holds a row older than this window.
-                                                            strata_pairs_avx2(sourceLine + sourceStride, pixels, evenPairs2, nil)
-                                                            strata_filter_rows4x2_avx2(
-                                                                evenPairs, evenPairs, evenPairs2, evenPairs2, h.spanStart,
-                                                                fixedPoint.alignedStarts, fixedPoint.alignedCounts,
-                                                                UnsafeRawPointer(af.baseAddress!).assumingMemoryBound(to: Int16.self),
-                                                                fixedPoint.alignedStride, 1 / Float(fixedPoint.scale), width, ringRow,
-                                                                ring + nextSlot * ringStride)
-                                                            ringSourceRows[nextSlot] = next
-                                                        } else {
-                                                            strata_filter_row4_avx2(
-                                                                evenPairs, evenPairs, h.spanStart,
-                                                                fixedPoint.alignedStarts, fixedPoint.alignedCounts,
-                                                                UnsafeRawPointer(af.baseAddress!).assumingMemoryBound(to: Int16.self),
-                                                                fixedPoint.alignedStride, 1 / Float(fixedPoint.scale), width, ringRow)
-                                                        }
-                                                    } else if let fixedPoint {
-                                                        Self.interleavePairs(sourceLine, pixels: h.spanEnd - h.spanStart, into: pairRow)
-                                                        Self.filterRow4Fixed(
-                                                            pairRow, span: h.spanStart, starts: hs.baseAddress!,
-                                                            counts: hc.baseAddress!, coefficients: hf.baseAddress!,
-                                                            pairs: h.pairs, scale: fixedPoint.scale, width: width,
-                                                            into: ringRow)
-                                                    } else if channels == 4 {
-                                                        Self.widen(sourceLine, count: spanValues, into: sourceRow)
-                                                        Self.filterRow4(
-                                                            sourceRow, span: h.spanStart, starts: hs.baseAddress!,
-                                                            counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
-                                                            width: width, into: ringRow)
-                                                    } else {
-                                                        Self.widen(sourceLine, count: spanValues, into: sourceRow)
-                                                        Self.filterRow1(
-                                                            sourceRow, span: h.spanStart, starts: hs.baseAddress!,
-                                                            counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
-                                                            width: width, into: ringRow)
-                                                    }
-                                                    ringSourceRows[slot] = r
+        let srcBase = source + h.spanStart * channels
+        h.weights.withUnsafeBufferPointer { hw in
+            h.starts.withUnsafeBufferPointer { hs in
+                h.counts.withUnsafeBufferPointer { hc in
+                    v.weights.withUnsafeBufferPointer { vw in
+                        (fixedPoint?.pairs ?? []).withUnsafeBufferPointer { hf in
+                            (fixedPoint?.alignedPairs ?? []).withUnsafeBufferPointer { af in
+                                for y in rows {
+                                    let first = v.starts[y], n = v.counts[y]
+                                    for k in 0..<n {
+                                        let r = first + k
+                                        let slot = r % ringRows
+                                        let ringRow = ring + slot * ringStride
+                                        if ringSourceRows[slot] != r {
+                                            let sourceLine = srcBase + r * sourceStride
+                                            let next = r + 1, nextSlot = next % ringRows
+                                            if let fixedPoint, avx2 {
+                                                // Pairs from even pixels only, with the aligned weights.
+                                                let pixels = h.spanEnd - h.spanStart
+                                                strata_pairs_avx2(sourceLine, pixels, evenPairs, nil)
+                                                if next < v.spanEnd {
+                                                    // Two rows at once, sharing the coefficient loads: the
+                                                    // next row is needed by this output row or the next one,
+                                                    // and its slot holds a row older than this window.
+                                                    strata_pairs_avx2(sourceLine + sourceStride, pixels, evenPairs2, nil)
+                                                    strata_filter_rows4x2_avx2(
+                                                        evenPairs, evenPairs, evenPairs2, evenPairs2, h.spanStart,
+                                                        fixedPoint.alignedStarts, fixedPoint.alignedCounts,
+                                                        UnsafeRawPointer(af.baseAddress!).assumingMemoryBound(to: Int16.self),
+                                                        fixedPoint.alignedStride, 1 / Float(fixedPoint.scale), width, ringRow,
+                                                        ring + nextSlot * ringStride)
+                                                    ringSourceRows[nextSlot] = next
+                                                } else {
+                                                    strata_filter_row4_avx2(
+                                                        evenPairs, evenPairs, h.spanStart,
+                                                        fixedPoint.alignedStarts, fixedPoint.alignedCounts,
+                                                        UnsafeRawPointer(af.baseAddress!).assumingMemoryBound(to: Int16.self),
+                                                        fixedPoint.alignedStride, 1 / Float(fixedPoint.scale), width, ringRow)
                                                 }
-                                                ringPointers[k] = UnsafePointer(ringRow)
-                                            }
-                                            let out = dstBase + y * destinationStride
-                                            let rows = UnsafeRawPointer(ringPointers).assumingMemoryBound(
-                                                to: UnsafePointer<Float>?.self)
-                                            if avx2 && channels == 4 {
-                                                // Blend and round in registers, straight to bytes.
-                                                strata_blend_store4_avx2(
-                                                    rows, vw.baseAddress! + y * v.taps, n, width, style == .bgrx32 ? 1 : 0, out)
-                                                continue
-                                            }
-                                            if avx2 {
-                                                strata_blend_rows_avx2(rows, vw.baseAddress! + y * v.taps, n, outValues, outputRow)
+                                            } else if let fixedPoint {
+                                                Self.interleavePairs(sourceLine, pixels: h.spanEnd - h.spanStart, into: pairRow)
+                                                Self.filterRow4Fixed(
+                                                    pairRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                    counts: hc.baseAddress!, coefficients: hf.baseAddress!,
+                                                    pairs: h.pairs, scale: fixedPoint.scale, width: width,
+                                                    into: ringRow)
+                                            } else if channels == 4 {
+                                                Self.widen(sourceLine, count: spanValues, into: sourceRow)
+                                                Self.filterRow4(
+                                                    sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                    counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                    width: width, into: ringRow)
                                             } else {
-                                                Self.blendRows(
-                                                    ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
-                                                    values: outValues, into: outputRow)
+                                                Self.widen(sourceLine, count: spanValues, into: sourceRow)
+                                                Self.filterRow1(
+                                                    sourceRow, span: h.spanStart, starts: hs.baseAddress!,
+                                                    counts: hc.baseAddress!, weights: hw.baseAddress!, taps: h.taps,
+                                                    width: width, into: ringRow)
                                             }
-                                            switch style {
-                                            case .bgra32Premultiplied: Self.store4(outputRow, width: width, opaque: false, into: out)
-                                            case .bgrx32: Self.store4(outputRow, width: width, opaque: true, into: out)
-                                            case .gray8: Self.store1(outputRow, width: width, into: out)
-                                            case .rgb565: preconditionFailure("handled above")
-                                            }
+                                            ringSourceRows[slot] = r
                                         }
+                                        ringPointers[k] = UnsafePointer(ringRow)
+                                    }
+                                    let out = dstBase + y * destinationStride
+                                    let rows = UnsafeRawPointer(ringPointers).assumingMemoryBound(
+                                        to: UnsafePointer<Float>?.self)
+                                    if avx2 && channels == 4 {
+                                        // Blend and round in registers, straight to bytes.
+                                        strata_blend_store4_avx2(
+                                            rows, vw.baseAddress! + y * v.taps, n, width, style == .bgrx32 ? 1 : 0, out)
+                                        continue
+                                    }
+                                    if avx2 {
+                                        strata_blend_rows_avx2(rows, vw.baseAddress! + y * v.taps, n, outValues, outputRow)
+                                    } else {
+                                        Self.blendRows(
+                                            ringPointers, weights: vw.baseAddress! + y * v.taps, count: n,
+                                            values: outValues, into: outputRow)
+                                    }
+                                    switch style {
+                                    case .bgra32Premultiplied: Self.store4(outputRow, width: width, opaque: false, into: out)
+                                    case .bgrx32: Self.store4(outputRow, width: width, opaque: true, into: out)
+                                    case .gray8: Self.store1(outputRow, width: width, into: out)
+                                    case .rgb565: preconditionFailure("handled above")
                                     }
                                 }
                             }
@@ -498,6 +564,15 @@ public final class Resampler {
     private static func store1(_ row: UnsafeMutablePointer<Float>, width: Int, into out: UnsafeMutablePointer<UInt8>) {
         for x in 0..<width { out[x] = UInt8(truncatingIfNeeded: byte(row[x])) }
     }
+}
+
+/// What the bands of one split resample share. Unchecked: `concurrentPerform` returns only when
+/// every band has finished, band `i` uses only `workers[i]` (its own scratch) and writes only
+/// its own output rows, and the source is only read.
+private struct Bands: @unchecked Sendable {
+    let workers: [Resampler]
+    let source: UnsafePointer<UInt8>
+    let destination: UnsafeMutablePointer<UInt8>
 }
 
 /// A growable, uninitialised scratch allocation owned by one ``Resampler`` (freed by its deinit).

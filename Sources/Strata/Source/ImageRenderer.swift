@@ -27,13 +27,23 @@ public final class ImageRenderer {
     /// 2 leaves a 2× Lanczos reduce, which keeps the result within 44 dB of a full decode; 1
     /// decodes straight to the smallest DCT scale that still covers the output.
     public var decodeHeadroom: Double
+    /// Threads one large resample may use (see ``Resampler/threads``; default as
+    /// ``SourceTier/Configuration/defaultResampleThreads``).
+    public var resampleThreads: Int {
+        get { resampler.threads }
+        set { resampler.threads = newValue }
+    }
     public let decoder: ImageDecoder
     private let resampler = Resampler()
     private var scratch: PixelStorage?
 
-    public init(limits: DecodingLimits = DecodingLimits(), decodeHeadroom: Double = 2.0) {
+    public init(
+        limits: DecodingLimits = DecodingLimits(), decodeHeadroom: Double = 2.0,
+        resampleThreads: Int = SourceTier.Configuration.defaultResampleThreads
+    ) {
         self.decoder = ImageDecoder(limits: limits)
         self.decodeHeadroom = decodeHeadroom
+        resampler.threads = resampleThreads
     }
 
     /// The decode plan for `header` and `request`: the output geometry and the minimum decoded

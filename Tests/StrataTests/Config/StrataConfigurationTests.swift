@@ -136,6 +136,7 @@ struct StrataConfigurationTests {
 
         for (arguments, key) in [
             (["--tolerance", "1.5"], "tolerance"), (["--lanes-urgent", "0"], "lanes.urgent"),
+            (["--source-resample-threads", "0"], "source.resampleThreads"),
             (["--disk-checksum", "sometimes"], "disk.checksum"),
             (["--memory-pressure-cgroup-target", "0.95"], "memory.pressure.cgroupTarget"),
             (["--tables-formats", "thumb"], "tables.formats"),

@@ -210,6 +210,54 @@ struct ResamplerTests {
         }
     }
 
+    /// A resample split into bands of output rows (``Resampler/threads``) gives the same bytes
+    /// as one thread: reductions, a fractional crop, an upscale, uneven bands, the float pass
+    /// (gray) and the AVX2 kernels; a resample with fewer output rows than threads uses no more
+    /// bands than rows, and a small one stays on one thread at the default threshold.
+    @Test(arguments: [PixelStyle.bgra32Premultiplied, .bgrx32, .gray8])
+    func bandsOnSeveralThreadsGiveTheSameBytes(style: PixelStyle) {
+        var rng = SplitMix64(seed: 0xBA4D)
+        let noise = Self.image(257, 163, style) { _, _, _ in UInt8(truncatingIfNeeded: rng.next()) }
+        let valid = Self.image(257, 163, style) { x, y, c in
+            let p = noise.pixelBytes(x: x, y: y)
+            if style == .gray8 { return p[0] }
+            if style == .bgrx32 { return c == 3 ? 255 : p[c] }
+            return c == 3 ? p[3] : min(p[c], p[3])
+        }
+        let cases: [(SourceRect, PixelSize, bands: Int)] = [
+            (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 103, height: 65), 3),
+            (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 33, height: 21), 3),
+            (SourceRect(x: 3.25, y: 1.5, width: 201.5, height: 150), PixelSize(width: 67, height: 49), 3),
+            (SourceRect(x: 10, y: 20, width: 31, height: 17), PixelSize(width: 77, height: 41), 3),
+            (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 40, height: 2), 2),
+        ]
+        let single = Resampler()
+        for avx2 in Resampler.hasAVX2 ? [true, false] : [false] {
+            let split = Resampler()
+            split.threads = 3
+            split.maximumBands = 3
+            split.parallelWork = 0
+            split.usesAVX2 = avx2
+            single.usesAVX2 = avx2
+            for (region, size, bands) in cases {
+                let one = single.resample(valid, region: region, to: size)
+                let many = split.resample(valid, region: region, to: size)
+                #expect(single.lastBandCount == 1)
+                #expect(split.lastBandCount == bands, "\(region) → \(size)")
+                var differing = 0
+                for y in 0..<size.height {
+                    for x in 0..<size.width where one.pixelBytes(x: x, y: y) != many.pixelBytes(x: x, y: y) { differing += 1 }
+                }
+                #expect(differing == 0, "\(region) → \(size), AVX2 \(avx2): \(differing) pixels differ")
+            }
+        }
+        let small = Resampler()
+        small.threads = 2
+        small.maximumBands = 2
+        _ = small.resample(valid, region: SourceRect(x: 0, y: 0, width: 257, height: 163), to: PixelSize(width: 103, height: 65))
+        #expect(small.lastBandCount == 1, "below the default work threshold")
+    }
+
     @Test func matchesNaiveLanczosBeyondTheFixedPointTaps() {
         // A 12:1 reduction has more taps than the fixed-point pass takes: the float pass runs.
         let source = Self.pattern(120, 36, .bgra32Premultiplied)
