@@ -79,8 +79,10 @@ public final class Resampler {
     /// 128×80 one stays on one thread.
     var parallelWork = 4 << 20
 
+    /// The online cores, asked once (`sysconf` reads a file; resamplers are made per request).
+    private static let onlineCores = SourceTier.coreCount
     /// No resample is split into more bands than this: the online cores (tests set it).
-    var maximumBands = SourceTier.coreCount
+    var maximumBands = Resampler.onlineCores
     /// How many bands the last resample ran in (for tests).
     private(set) var lastBandCount = 0
 
@@ -179,7 +181,7 @@ public final class Resampler {
     }
 
     /// How many bands one resample is split into: 1 unless ``threads`` allows more and the work
-    /// (multiply-adds per channel) is at least ``parallelWork`` a band; never more bands than
+    /// (multiply-adds, all channels) is at least ``parallelWork`` a band; never more bands than
     /// output rows.
     private func bandCount(_ h: ResamplerTable, _ v: ResamplerTable, channels: Int) -> Int {
         let threads = Swift.min(self.threads, maximumBands)
@@ -237,8 +239,9 @@ public final class Resampler {
                                                 strata_pairs_avx2(sourceLine, pixels, evenPairs, nil)
                                                 if next < v.spanEnd {
                                                     // Two rows at once, sharing the coefficient loads: the
-                                                    // next row is needed by this output row or the next one,
-                                                    // and its slot holds a row older than this window.
+                                                    // next row is needed by this output row or a later one
+                                                    // (at a band's end, perhaps only by the next band's), and
+                                                    // its slot holds a row older than this window.
                                                     strata_pairs_avx2(sourceLine + sourceStride, pixels, evenPairs2, nil)
                                                     strata_filter_rows4x2_avx2(
                                                         evenPairs, evenPairs, evenPairs2, evenPairs2, h.spanStart,
