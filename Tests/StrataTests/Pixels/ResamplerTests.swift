@@ -23,6 +23,19 @@ struct ResamplerTests {
         return image
     }
 
+    /// Seeded noise that is valid for `style`: opaque for BGRx, colour ≤ alpha when
+    /// premultiplied, one channel for gray.
+    static func noise(_ width: Int, _ height: Int, _ style: PixelStyle, seed: UInt64) -> PixelImage {
+        var rng = SplitMix64(seed: seed)
+        let raw = image(width, height, style) { _, _, _ in UInt8(truncatingIfNeeded: rng.next()) }
+        return image(width, height, style) { x, y, c in
+            let p = raw.pixelBytes(x: x, y: y)
+            if style == .gray8 { return p[0] }
+            if style == .bgrx32 { return c == 3 ? 255 : p[c] }
+            return c == 3 ? p[3] : min(p[c], p[3])
+        }
+    }
+
     /// A smooth-plus-detail test pattern with premultiplied-valid BGRA (colour ≤ alpha).
     static func pattern(_ width: Int, _ height: Int, _ style: PixelStyle) -> PixelImage {
         image(width, height, style) { x, y, c in
@@ -141,14 +154,7 @@ struct ResamplerTests {
     @Test(arguments: [PixelStyle.bgra32Premultiplied, .bgrx32], [(200, 120, 20, 12), (250, 160, 101, 64)])
     func noiseStaysWithinOneOfTheReferenceAtFixedPointReductions(style: PixelStyle, geometry: (Int, Int, Int, Int)) {
         let (w, h, ow, oh) = geometry
-        var rng = SplitMix64(seed: UInt64(w * 1000 + ow))
-        let source = Self.image(w, h, style) { _, _, _ in UInt8(truncatingIfNeeded: rng.next()) }
-        // Premultiplied-valid: colour ≤ alpha.
-        let valid = Self.image(w, h, style) { x, y, c in
-            let p = source.pixelBytes(x: x, y: y)
-            if style == .bgrx32 { return c == 3 ? 255 : p[c] }
-            return c == 3 ? p[3] : min(p[c], p[3])
-        }
+        let valid = Self.noise(w, h, style, seed: UInt64(w * 1000 + ow))
         let region = SourceRect(x: 0, y: 0, width: Double(w), height: Double(h))
         for (length, out) in [(w, ow), (h, oh)] {
             let table = ResamplerTable(
@@ -173,14 +179,7 @@ struct ResamplerTests {
     /// other (the same integer horizontal sums; the vertical blend differs only by FMA rounding).
     @Test(arguments: [PixelStyle.bgra32Premultiplied, .bgrx32, .gray8])
     func theAVX2AndPortableKernelsAgree(style: PixelStyle) {
-        var rng = SplitMix64(seed: 0xA5A2)
-        let noise = Self.image(257, 163, style) { _, _, _ in UInt8(truncatingIfNeeded: rng.next()) }
-        let valid = Self.image(257, 163, style) { x, y, c in
-            let p = noise.pixelBytes(x: x, y: y)
-            if style == .gray8 { return p[0] }
-            if style == .bgrx32 { return c == 3 ? 255 : p[c] }
-            return c == 3 ? p[3] : min(p[c], p[3])
-        }
+        let valid = Self.noise(257, 163, style, seed: 0xA5A2)
         let cases: [(SourceRect, PixelSize)] = [
             (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 103, height: 65)),
             (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 33, height: 21)),
@@ -216,14 +215,7 @@ struct ResamplerTests {
     /// bands than rows, and a small one stays on one thread at the default threshold.
     @Test(arguments: [PixelStyle.bgra32Premultiplied, .bgrx32, .gray8])
     func bandsOnSeveralThreadsGiveTheSameBytes(style: PixelStyle) {
-        var rng = SplitMix64(seed: 0xBA4D)
-        let noise = Self.image(257, 163, style) { _, _, _ in UInt8(truncatingIfNeeded: rng.next()) }
-        let valid = Self.image(257, 163, style) { x, y, c in
-            let p = noise.pixelBytes(x: x, y: y)
-            if style == .gray8 { return p[0] }
-            if style == .bgrx32 { return c == 3 ? 255 : p[c] }
-            return c == 3 ? p[3] : min(p[c], p[3])
-        }
+        let valid = Self.noise(257, 163, style, seed: 0xBA4D)
         let cases: [(SourceRect, PixelSize, bands: Int)] = [
             (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 103, height: 65), 3),
             (SourceRect(x: 0, y: 0, width: 257, height: 163), PixelSize(width: 33, height: 21), 3),
