@@ -28,7 +28,7 @@ static inline void pair_scalar(const uint8_t *row, long pixels, long p, int16_t 
 }
 
 __attribute__((target("avx2,fma")))
-void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *even, int16_t *odd) {
+void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *pairs) {
     // Four pixels (16 bytes) → two elements: bytes reordered to b₀ b₁ g₀ g₁ … b₂ b₃ …, then
     // zero-extended to 16 bits.
     const __m128i order = _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
@@ -36,29 +36,22 @@ void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *even, int16_t *
     long j = 0;
     for (; j + 4 <= pixels; j += 4) {
         __m128i v = _mm_loadu_si128((const __m128i *)(row + 4 * j));
-        _mm256_storeu_si256((__m256i *)(even + 4 * j), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, order)));
+        _mm256_storeu_si256((__m256i *)(pairs + 4 * j), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, order)));
     }
-    for (long k = j / 2; k < elements; k++) pair_scalar(row, pixels, 2 * k, even + 8 * k);
-    if (!odd) return;
-    j = 0;
-    for (; j + 5 <= pixels; j += 4) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(row + 4 * (j + 1)));
-        _mm256_storeu_si256((__m256i *)(odd + 4 * j), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, order)));
-    }
-    for (long k = j / 2; k < elements; k++) pair_scalar(row, pixels, 2 * k + 1, odd + 8 * k);
+    for (long k = j / 2; k < elements; k++) pair_scalar(row, pixels, 2 * k, pairs + 8 * k);
 }
 
 __attribute__((target("avx2,fma")))
 void strata_filter_row4_avx2(
-    const int16_t *even, const int16_t *odd, long span, const long *starts, const long *counts,
-    const int16_t *coefficients, long pairsPerOutput, float unit, long width, float *out) {
+    const int16_t *pairs, long span, const long *starts, const long *counts, const int16_t *coefficients,
+    long pairsPerOutput, float unit, long width, float *out) {
     const __m128 scale = _mm_set1_ps(unit);
     const int16_t *c = coefficients;
     for (long x = 0; x < width; x++, c += pairsPerOutput * 8) {
         const long s = starts[x] - span;
         const long m = (counts[x] + 1) >> 1;
-        // Pairs starting at pixel s are consecutive elements of one of the two arrays.
-        const int16_t *p = (s & 1) ? odd + ((s - 1) >> 1) * 8 : even + (s >> 1) * 8;
+        // s is even: the pairs from pixel s on are consecutive elements.
+        const int16_t *p = pairs + (s >> 1) * 8;
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
         long k = 0;
         for (; k + 4 <= m; k += 4) {
@@ -84,17 +77,14 @@ void strata_filter_row4_avx2(
 
 __attribute__((target("avx2,fma")))
 void strata_filter_rows4x2_avx2(
-    const int16_t *evenA, const int16_t *oddA, const int16_t *evenB, const int16_t *oddB, long span,
-    const long *starts, const long *counts, const int16_t *coefficients, long pairsPerOutput, float unit,
-    long width, float *outA, float *outB) {
+    const int16_t *pairsA, const int16_t *pairsB, long span, const long *starts, const long *counts,
+    const int16_t *coefficients, long pairsPerOutput, float unit, long width, float *outA, float *outB) {
     const __m256 scale = _mm256_set1_ps(unit);
     const int16_t *c = coefficients;
     for (long x = 0; x < width; x++, c += pairsPerOutput * 8) {
         const long s = starts[x] - span;
         const long m = (counts[x] + 1) >> 1;
-        const long offset = (s >> 1) * 8;
-        const int16_t *p = ((s & 1) ? oddA : evenA) + offset;
-        const int16_t *q = ((s & 1) ? oddB : evenB) + offset;
+        const int16_t *p = pairsA + (s >> 1) * 8, *q = pairsB + (s >> 1) * 8;
         // Each coefficient load serves both rows.
         __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
         __m256i b0 = _mm256_setzero_si256(), b1 = _mm256_setzero_si256();
@@ -130,25 +120,33 @@ void strata_filter_rows4x2_avx2(
     }
 }
 
+/// Values `j … j + 31` of `Σₖ weights[k] · rows[k]`, all taps summed in four registers.
+__attribute__((target("avx2,fma"), always_inline))
+static inline void blend32(const float *const *rows, const float *weights, long count, long j, __m256 sum[4]) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    for (long k = 0; k < count; k++) {
+        const __m256 w = _mm256_set1_ps(weights[k]);
+        const float *r = rows[k] + j;
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r), w, a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 8), w, a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 16), w, a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 24), w, a3);
+    }
+    sum[0] = a0;
+    sum[1] = a1;
+    sum[2] = a2;
+    sum[3] = a3;
+}
+
 __attribute__((target("avx2,fma")))
 void strata_blend_rows_avx2(
     const float *const *rows, const float *weights, long count, long values, float *out) {
     long j = 0;
     for (; j + 32 <= values; j += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-        for (long k = 0; k < count; k++) {
-            const __m256 w = _mm256_set1_ps(weights[k]);
-            const float *r = rows[k] + j;
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r), w, a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 8), w, a1);
-            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 16), w, a2);
-            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 24), w, a3);
-        }
-        _mm256_storeu_ps(out + j, a0);
-        _mm256_storeu_ps(out + j + 8, a1);
-        _mm256_storeu_ps(out + j + 16, a2);
-        _mm256_storeu_ps(out + j + 24, a3);
+        __m256 sum[4];
+        blend32(rows, weights, count, j, sum);
+        for (int i = 0; i < 4; i++) _mm256_storeu_ps(out + j + 8 * i, sum[i]);
     }
     for (; j + 8 <= values; j += 8) {
         __m256 a = _mm256_setzero_ps();
@@ -183,21 +181,11 @@ void strata_blend_store4_avx2(
     long x = 0;
     for (; x + 8 <= width; x += 8) {
         const long j = 4 * x;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-        for (long k = 0; k < count; k++) {
-            const __m256 w = _mm256_set1_ps(weights[k]);
-            const float *r = rows[k] + j;
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r), w, a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 8), w, a1);
-            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 16), w, a2);
-            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 24), w, a3);
-        }
-        const __m256i i0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(a0, zero), top));
-        const __m256i i1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(a1, zero), top));
-        const __m256i i2 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(a2, zero), top));
-        const __m256i i3 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(a3, zero), top));
-        __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        __m256 sum[4];
+        blend32(rows, weights, count, j, sum);
+        __m256i i[4];
+        for (int n = 0; n < 4; n++) i[n] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(sum[n], zero), top));
+        __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
         bytes = _mm256_permutevar8x32_epi32(bytes, order);
         // Premultiplied colour is clamped to its alpha (ringing can push it over).
         bytes = opaque ? _mm256_or_si256(bytes, opaqueAlpha)
@@ -223,14 +211,20 @@ void strata_blend_store4_avx2(
 #else
 
 int strata_simd_avx2(void) { return 0; }
-void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *even, int16_t *odd) {
-    (void)row; (void)pixels; (void)even; (void)odd;
+void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *pairs) {
+    (void)row; (void)pixels; (void)pairs;
 }
 void strata_filter_row4_avx2(
-    const int16_t *even, const int16_t *odd, long span, const long *starts, const long *counts,
-    const int16_t *coefficients, long pairsPerOutput, float unit, long width, float *out) {
-    (void)even; (void)odd; (void)span; (void)starts; (void)counts; (void)coefficients;
+    const int16_t *pairs, long span, const long *starts, const long *counts, const int16_t *coefficients,
+    long pairsPerOutput, float unit, long width, float *out) {
+    (void)pairs; (void)span; (void)starts; (void)counts; (void)coefficients;
     (void)pairsPerOutput; (void)unit; (void)width; (void)out;
+}
+void strata_filter_rows4x2_avx2(
+    const int16_t *pairsA, const int16_t *pairsB, long span, const long *starts, const long *counts,
+    const int16_t *coefficients, long pairsPerOutput, float unit, long width, float *outA, float *outB) {
+    (void)pairsA; (void)pairsB; (void)span; (void)starts; (void)counts; (void)coefficients;
+    (void)pairsPerOutput; (void)unit; (void)width; (void)outA; (void)outB;
 }
 void strata_blend_rows_avx2(
     const float *const *rows, const float *weights, long count, long values, float *out) {
@@ -239,13 +233,6 @@ void strata_blend_rows_avx2(
 void strata_blend_store4_avx2(
     const float *const *rows, const float *weights, long count, long width, int opaque, uint8_t *out) {
     (void)rows; (void)weights; (void)count; (void)width; (void)opaque; (void)out;
-}
-void strata_filter_rows4x2_avx2(
-    const int16_t *evenA, const int16_t *oddA, const int16_t *evenB, const int16_t *oddB, long span,
-    const long *starts, const long *counts, const int16_t *coefficients, long pairsPerOutput, float unit,
-    long width, float *outA, float *outB) {
-    (void)evenA; (void)oddA; (void)evenB; (void)oddB; (void)span; (void)starts; (void)counts;
-    (void)coefficients; (void)pairsPerOutput; (void)unit; (void)width; (void)outA; (void)outB;
 }
 
 #endif

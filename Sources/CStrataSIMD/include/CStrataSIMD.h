@@ -11,29 +11,27 @@
 /// 1 when the CPU has AVX2 and FMA (the kernels below may be called), else 0.
 int strata_simd_avx2(void);
 
-/// Expands one row of `pixels` 4-byte pixels into channel-interleaved 16-bit pixel pairs, in
-/// two arrays of 8 `int16_t` per element: `even[k]` = pixels 2k and 2k+1
-/// (`b₀ b₁ g₀ g₁ r₀ r₁ a₀ a₁`), `odd[k]` = pixels 2k+1 and 2k+2; a pair's missing second
-/// pixel reads as 0. Writes `(pixels + 1) / 2 + 1` elements of each (the last one zero), so
-/// that a 32-byte read at any pair the filter uses stays inside. With `odd` NULL only the
-/// even pairs are written (for weights aligned to even pixels).
-void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *even, int16_t *odd);
+/// Expands one row of `pixels` 4-byte pixels into channel-interleaved 16-bit pixel pairs, 8
+/// `int16_t` per element: `pairs[k]` = pixels 2k and 2k+1 (`b₀ b₁ g₀ g₁ r₀ r₁ a₀ a₁`); a
+/// pair's missing second pixel reads as 0. Writes `(pixels + 1) / 2 + 1` elements (the last one
+/// zero), so that a 32-byte read at any pair the filter uses stays inside.
+void strata_pairs_avx2(const uint8_t *row, long pixels, int16_t *pairs);
 
-/// Horizontal pass for 4-channel pixels from `strata_pairs_avx2`'s arrays: output `x` sums
-/// `counts[x]` taps from pixel `starts[x] - span` with the 16-bit weights at
-/// `coefficients + x * pairsPerOutput * 8` (pairs of taps, each repeated for the 4 channels),
-/// two pairs of taps per `vpmaddwd`, and stores 4 floats (`sum * unit`) at `out + 4x`.
+/// Horizontal pass for 4-channel pixels from `strata_pairs_avx2`'s pairs: output `x` sums
+/// `counts[x]` taps from pixel `starts[x] - span`, which must be even (the weights are aligned
+/// to even pixels, a leading zero weight where an output starts at an odd one), with the 16-bit
+/// weights at `coefficients + x * pairsPerOutput * 8` (pairs of taps, each repeated for the 4
+/// channels), two pairs of taps per `vpmaddwd`, and stores 4 floats (`sum * unit`) at `out + 4x`.
 void strata_filter_row4_avx2(
-    const int16_t *even, const int16_t *odd, long span, const long *starts, const long *counts,
-    const int16_t *coefficients, long pairsPerOutput, float unit, long width, float *out);
+    const int16_t *pairs, long span, const long *starts, const long *counts, const int16_t *coefficients,
+    long pairsPerOutput, float unit, long width, float *out);
 
-/// `strata_filter_row4_avx2` for two source rows at once (A and B, each from its own pair
-/// arrays, into `outA` and `outB`): the same sums, with each coefficient load and each
-/// output's bookkeeping shared by both rows.
+/// `strata_filter_row4_avx2` for two source rows at once (pairs A and B, into `outA` and
+/// `outB`): the same sums, with each coefficient load and each output's bookkeeping shared by
+/// both rows.
 void strata_filter_rows4x2_avx2(
-    const int16_t *evenA, const int16_t *oddA, const int16_t *evenB, const int16_t *oddB, long span,
-    const long *starts, const long *counts, const int16_t *coefficients, long pairsPerOutput, float unit,
-    long width, float *outA, float *outB);
+    const int16_t *pairsA, const int16_t *pairsB, long span, const long *starts, const long *counts,
+    const int16_t *coefficients, long pairsPerOutput, float unit, long width, float *outA, float *outB);
 
 /// Vertical pass: `out[j] = Σₖ weights[k] · rows[k][j]` for `j < values`, `k < count`, eight
 /// floats per fused multiply-add, all the taps of a 32-value block summed in registers.

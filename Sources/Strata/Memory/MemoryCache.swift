@@ -136,7 +136,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     /// The default stripe count: `2 × cores` rounded up to a power of two (at most 64) when
     /// every stripe can hold 256 entries by both limits; otherwise one (exact W-TinyLFU).
     public static func defaultStripes(costLimit: Int, countLimit: Int) -> Int {
-        let cores = Swift.max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let cores = Processors.online
         var n = 1
         while n < 2 * cores && n < 64 { n *= 2 }
         return costLimit / n >= 256 && countLimit / n >= 256 ? n : 1

@@ -112,7 +112,7 @@ public final class SourceTier: Sendable {
     }
 
     /// The number of online cores.
-    public static var coreCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+    public static var coreCount: Int { Processors.online }
 }
 
 extension Task where Success == Never, Failure == Never {

@@ -1,0 +1,12 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The machine's processors, asked of the system in one place.
+enum Processors {
+    /// The online cores now (`sysconf(_SC_NPROCESSORS_ONLN)`, at least 1). It reads a file in
+    /// /sys: callers on a hot path keep the answer.
+    static var online: Int { Swift.max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+}
