@@ -9,6 +9,9 @@ struct EncodedImage: Sendable {
     let etag: String
     let width: String
     let height: String
+    /// For `/images/` answers, the warm path's ready-made response head up to its per-response
+    /// fields (``ImageEndpoint/warmHead(etag:width:height:format:length:)``); `nil` otherwise.
+    var head: ByteBuffer? = nil
 }
 
 /// A variant as the encoded cache knows it: the key, the variant (size, mode, style), the
@@ -43,7 +46,7 @@ final class EncodedCache: Sendable {
     func value(for key: EncodedKey) -> EncodedImage? { cache?.value(forKey: key) }
 
     func insert(_ image: EncodedImage, for key: EncodedKey) {
-        _ = cache?.insert(image, forKey: key, cost: image.body.readableBytes + 64)
+        _ = cache?.insert(image, forKey: key, cost: image.body.readableBytes + (image.head?.readableBytes ?? 0) + 64)
     }
 
     var statistics: CacheStatistics? { cache?.statistics }

@@ -84,14 +84,18 @@ struct ImageEndpoint: Sendable {
                 }
             }
         }
-        let question = target.firstIndex(of: "?")
+        // Byte offsets, not characters: the target is ASCII in practice, and `?` and the
+        // prefix are ASCII, so these indices are valid for the Substring too.
+        let bytes = target.utf8
+        let question = bytes.firstIndex(of: UInt8(ascii: "?"))
         let path = target[..<(question ?? target.endIndex)]
-        let query = question.map { target[target.index(after: $0)...] }
-        guard path.hasPrefix(ImageParameters.prefix) else {
+        let query = question.map { target[bytes.index(after: $0)...] }
+        guard path.utf8.starts(with: ImageParameters.prefix.utf8) else {
             throw ServiceError(.notFound, "not_found", "image URLs are /images/{key}?w=…&h=…")
         }
         let parameters = try ImageParameters(
-            path: path.dropFirst(ImageParameters.prefix.count), query: query, maxDimension: settings.maxDimension)
+            path: path[path.utf8.index(path.startIndex, offsetBy: ImageParameters.prefix.utf8.count)...], query: query,
+            maxDimension: settings.maxDimension)
         let request = ImageRequest(
             key: CacheKey(parameters.key), box: parameters.box, mode: parameters.mode, tolerance: parameters.tolerance,
             exactSize: parameters.exact)
@@ -126,28 +130,37 @@ struct ImageEndpoint: Sendable {
         }
     }
 
-    /// Everything after the engine's answer that needs no encode: format negotiation, the
-    /// validators, 304, raw rows, the encoded cache. Synchronous.
-    func reply(
-        to prepared: Prepared, served: CachedImage, accept: [String], ifNoneMatch: [String], started: ContinuousClock.Instant,
-        engineDone: ContinuousClock.Instant
-    ) -> Outcome {
-        let parameters = prepared.parameters
+    /// The encoding a request gets: its format and quality (from the URL, else negotiated
+    /// from `Accept`), and the encoded cache's bytes of it when they are there.
+    struct Choice {
+        var format: ResponseFormat
+        var quality: Int
+        var negotiated: Bool
+        var hit: EncodedImage?
+    }
+
+    /// The encoded cache's key of `served` in `format` (quality only for the lossy formats).
+    func encodedKey(_ parameters: ImageParameters, _ served: CachedImage, _ format: ResponseFormat, _ quality: Int) -> EncodedKey {
+        EncodedKey(
+            key: parameters.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
+            quality: format == .jpeg || format == .webp ? quality : 0)
+    }
+
+    /// Format negotiation and the encoded-cache lookup, shared by ``reply(to:served:accept:ifNoneMatch:started:engineDone:)``
+    /// and the warm path. Without `format`: WebP when `Accept` allows it; else the JPEG or
+    /// PNG already cached for this variant; else PNG for an image with transparency, JPEG
+    /// otherwise.
+    func choose(_ parameters: ImageParameters, served: CachedImage, accept: [String]) -> Choice {
         let negotiated = parameters.format == nil
         var quality = parameters.quality ?? settings.quality
         var format = parameters.format ?? .jpeg
         var cachedEncoding: EncodedImage?
-        let variant = served.variant.descriptor
-        let version = served.variant.sourceVersion.stamp
-        func encodedKey(_ format: ResponseFormat) -> EncodedKey {
-            EncodedKey(
-                key: parameters.key, variant: variant, version: version, format: format,
-                quality: format == .jpeg || format == .webp ? quality : 0)
-        }
         if negotiated {
             if FormatNegotiation.accepts("image/webp", in: accept) {
                 format = .webp
-            } else if let hit = encoded.value(for: encodedKey(.jpeg)) ?? encoded.value(for: encodedKey(.png)) {
+            } else if let hit = encoded.value(for: encodedKey(parameters, served, .jpeg, quality))
+                ?? encoded.value(for: encodedKey(parameters, served, .png, quality))
+            {
                 // A cached JPEG or PNG of this variant already says whether it has alpha.
                 cachedEncoding = hit
                 format = hit.format
@@ -156,8 +169,35 @@ struct ImageEndpoint: Sendable {
             }
         }
         if format == .png || format == .raw { quality = 0 }
+        let hit = format == .raw ? nil : (cachedEncoding ?? encoded.value(for: encodedKey(parameters, served, format, quality)))
+        return Choice(format: format, quality: quality, negotiated: negotiated, hit: hit)
+    }
 
-        let hit = format == .raw ? nil : (cachedEncoding ?? encoded.value(for: encodedKey(format)))
+    /// What the warm path sends for a request whose variant memory holds: the cached encoding
+    /// with its ready-made head, when there is one and the answer is a 200 (not a 304: an
+    /// `If-None-Match` that matches goes the ordinary way). `negotiated`: the answer varies
+    /// with `Accept`.
+    func warmEncoding(
+        for prepared: Prepared, served: CachedImage, accept: [String], ifNoneMatch: [String]
+    ) -> (image: EncodedImage, head: ByteBuffer, negotiated: Bool)? {
+        let choice = choose(prepared.parameters, served: served, accept: accept)
+        guard let hit = choice.hit, let head = hit.head, !FormatNegotiation.matches(etag: hit.etag, ifNoneMatch: ifNoneMatch) else {
+            return nil
+        }
+        return (hit, head, choice.negotiated)
+    }
+
+    /// Everything after the engine's answer that needs no encode: format negotiation, the
+    /// validators, 304, raw rows, the encoded cache. Synchronous.
+    func reply(
+        to prepared: Prepared, served: CachedImage, accept: [String], ifNoneMatch: [String], started: ContinuousClock.Instant,
+        engineDone: ContinuousClock.Instant
+    ) -> Outcome {
+        let parameters = prepared.parameters
+        let choice = choose(parameters, served: served, accept: accept)
+        let (format, quality, negotiated, hit) = (choice.format, choice.quality, choice.negotiated, choice.hit)
+        let variant = served.variant.descriptor
+        let version = served.variant.sourceVersion.stamp
         let etag = hit?.etag ?? Self.etag(version: version, variant: variant, format: format, quality: quality)
         let width = hit?.width ?? String(served.image.width)
         let height = hit?.height ?? String(served.image.height)
@@ -191,7 +231,8 @@ struct ImageEndpoint: Sendable {
         }
         return .encode(
             Encode(
-                image: served.image, format: format, quality: quality, key: encodedKey(format), headers: headers, etag: etag,
+                image: served.image, format: format, quality: quality, key: encodedKey(parameters, served, format, quality),
+                headers: headers, etag: etag,
                 width: width, height: height, tier: served.tier.rawValue))
     }
 
@@ -214,7 +255,11 @@ struct ImageEndpoint: Sendable {
         case .success(let bytes):
             body = ByteBuffer(bytes: bytes)
             encoded.insert(
-                EncodedImage(body: body, format: work.format, etag: work.etag, width: work.width, height: work.height), for: work.key)
+                EncodedImage(
+                    body: body, format: work.format, etag: work.etag, width: work.width, height: work.height,
+                    head: warmHead(etag: work.etag, width: work.width, height: work.height, format: work.format, length: body.readableBytes)
+                ),
+                for: work.key)
         case .failure(let error):
             throw ServiceError(.internalServerError, "encode_failed", "\(key.debugDescription): \(error)")
         }
@@ -234,6 +279,33 @@ struct ImageEndpoint: Sendable {
     static let style = HTTPField.Name("X-Strata-Style")!
     static let serverTiming = HTTPField.Name("Server-Timing")!
 
+    /// The head of a warm answer up to its per-response fields (`Vary`, `Server-Timing` and
+    /// `Date`, which the warm path appends): the status line and the fields the ordinary path
+    /// sends with a 200 from the encoded cache, rendered once per encoding. `nil` when a
+    /// configured value is not a legal field value (CR, LF or NUL in `http.cacheControl` or
+    /// `http.nodeName`): such answers go the ordinary way, whose HTTP types make values legal,
+    /// so no configured text can add a field of its own.
+    func warmHead(etag: String, width: String, height: String, format: ResponseFormat, length: Int) -> ByteBuffer? {
+        var fields: [(String, String)] = [(HTTPField.Name.eTag.rawName, etag)]
+        if !settings.cacheControl.isEmpty { fields.append((HTTPField.Name.cacheControl.rawName, settings.cacheControl)) }
+        fields += [
+            (Self.width.rawName, width), (Self.height.rawName, height),
+            (HTTPField.Name.contentType.rawName, format.contentType), (Self.tier.rawName, "encoded"),
+            (HTTPField.Name.contentLength.rawName, String(length)), (HTTPField.Name.server.rawName, "strata"),
+            (ServiceResponder.nodeField.rawName, settings.nodeName),
+        ]
+        guard fields.allSatisfy({ HTTPField.isValidValue($0.1) }) else { return nil }
+        var head = ByteBuffer()
+        head.writeStaticString("HTTP/1.1 200 OK\r\n")
+        for (name, value) in fields {
+            head.writeString(name)
+            head.writeStaticString(": ")
+            head.writeString(value)
+            head.writeStaticString("\r\n")
+        }
+        return head
+    }
+
     /// A strong validator: the source version, the variant and the encoding name exactly the
     /// bytes sent.
     static func etag(version: UInt64, variant: VariantDescriptor, format: ResponseFormat, quality: Int) -> String {
@@ -243,25 +315,35 @@ struct ImageEndpoint: Sendable {
     /// `Server-Timing`: the engine's part, the encode's part and the whole, in milliseconds
     /// with microsecond digits.
     static func timing(started: ContinuousClock.Instant, engine: ContinuousClock.Instant, encode: ContinuousClock.Instant?) -> String {
-        let now = ContinuousClock.now
-        var text = "engine;dur="
-        append(engine - started, to: &text)
-        if let encode {
-            text += ", encode;dur="
-            append(encode - engine, to: &text)
-        }
-        text += ", total;dur="
-        append(now - started, to: &text)
-        return text
+        var text = ByteBuffer()
+        writeTiming(started: started, engine: engine, encode: encode, into: &text)
+        return String(buffer: text)
     }
 
-    /// Appends `duration` as milliseconds with three decimals (`1.234`).
-    static func append(_ duration: Duration, to text: inout String) {
+    /// Writes the value of ``timing(started:engine:encode:)`` into `buffer` (the warm path's
+    /// way: no string in between).
+    static func writeTiming(
+        started: ContinuousClock.Instant, engine: ContinuousClock.Instant, encode: ContinuousClock.Instant?, into buffer: inout ByteBuffer
+    ) {
+        let now = ContinuousClock.now
+        buffer.writeStaticString("engine;dur=")
+        write(engine - started, into: &buffer)
+        if let encode {
+            buffer.writeStaticString(", encode;dur=")
+            write(encode - engine, into: &buffer)
+        }
+        buffer.writeStaticString(", total;dur=")
+        write(now - started, into: &buffer)
+    }
+
+    /// Writes `duration` as milliseconds with three decimals (`1.234`).
+    static func write(_ duration: Duration, into buffer: inout ByteBuffer) {
         let micros = max(0, duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
-        text += String(micros / 1000)
-        text += "."
+        buffer.writeString(String(micros / 1000))
         let fraction = micros % 1000
-        if fraction < 100 { text += fraction < 10 ? "00" : "0" }
-        text += String(fraction)
+        buffer.writeInteger(UInt8(ascii: "."))
+        buffer.writeInteger(UInt8(ascii: "0") + UInt8(fraction / 100))
+        buffer.writeInteger(UInt8(ascii: "0") + UInt8(fraction / 10 % 10))
+        buffer.writeInteger(UInt8(ascii: "0") + UInt8(fraction % 10))
     }
 }

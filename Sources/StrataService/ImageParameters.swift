@@ -45,35 +45,76 @@ public struct ImageParameters: Sendable, Hashable {
 
     /// The route's prefix.
     static let prefix = "/images/"
-    static let known: Set<Substring> = ["w", "h", "mode", "tolerance", "format", "quality", "exact", Substring(URLSigner.parameter)]
+
+    /// The query's parameter names.
+    enum Name: Int, CaseIterable {
+        case w, h, mode, tolerance, format, quality, exact, signature
+
+        var text: String {
+            switch self {
+            case .w: return "w"
+            case .h: return "h"
+            case .mode: return "mode"
+            case .tolerance: return "tolerance"
+            case .format: return "format"
+            case .quality: return "quality"
+            case .exact: return "exact"
+            case .signature: return URLSigner.parameter
+            }
+        }
+
+        /// The name spelled by `bytes`, compared byte for byte (names are ASCII). The first
+        /// byte picks the one candidate (the names' first letters differ), without building
+        /// `allCases`.
+        init?(_ bytes: Substring.UTF8View) {
+            let name: Name
+            switch bytes.first {
+            case UInt8(ascii: "w"): name = .w
+            case UInt8(ascii: "h"): name = .h
+            case UInt8(ascii: "m"): name = .mode
+            case UInt8(ascii: "t"): name = .tolerance
+            case UInt8(ascii: "f"): name = .format
+            case UInt8(ascii: "q"): name = .quality
+            case UInt8(ascii: "e"): name = .exact
+            case URLSigner.parameter.utf8.first: name = .signature
+            default: return nil
+            }
+            guard name.text.utf8.elementsEqual(bytes) else { return nil }
+            self = name
+        }
+    }
 
     /// Parses the raw path (after the route prefix) and query of a request target.
     public init(path: Substring, query: Substring?, maxDimension: Int) throws(ServiceError) {
         key = try Self.key(fromPath: path)
-        // At most eight known names: a linear scan beats a dictionary here.
-        var values: [(name: Substring, value: Substring)] = []
-        for pair in (query ?? "").split(separator: "&", omittingEmptySubsequences: true) {
-            let equals = pair.firstIndex(of: "=")
-            let name = pair[..<(equals ?? pair.endIndex)]
-            guard Self.known.contains(name) else {
+        // One slot per known name, filled in a single pass over the query's bytes.
+        var values = InlineArray<8, Substring?>(repeating: nil)
+        var rest = (query ?? "").utf8[...]
+        while !rest.isEmpty {
+            let ampersand = rest.firstIndex(of: UInt8(ascii: "&")) ?? rest.endIndex
+            let pair = rest[..<ampersand]
+            rest = ampersand == rest.endIndex ? rest[ampersand...] : rest[rest.index(after: ampersand)...]
+            if pair.isEmpty { continue }
+            let equals = pair.firstIndex(of: UInt8(ascii: "="))
+            let nameBytes = pair[..<(equals ?? pair.endIndex)]
+            guard let name = Name(nameBytes) else {
                 throw .badParameter(
-                    "unknown parameter \(String(name).debugDescription): use w, h, mode, tolerance, format, quality, exact")
+                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, mode, tolerance, format, quality, exact")
             }
-            guard !values.contains(where: { $0.name == name }) else { throw .badParameter("parameter \(name) is given twice") }
-            let raw = equals.map { pair[pair.index(after: $0)...] } ?? ""
-            values.append((name, Self.decoded(raw)))
+            guard values[name.rawValue] == nil else { throw .badParameter("parameter \(name.text) is given twice") }
+            values[name.rawValue] = Self.decoded(equals.map { Substring(pair[pair.index(after: $0)...]) } ?? "")
         }
-        func value(_ name: Substring) -> Substring? { values.first { $0.name == name }?.value }
-        func dimension(_ name: Substring) throws(ServiceError) -> Int? {
+        func value(_ name: Name) -> Substring? { values[name.rawValue] }
+        func dimension(_ name: Name) throws(ServiceError) -> Int? {
             guard let text = value(name) else { return nil }
             guard let value = Int(text), value >= 1, value <= maxDimension else {
-                throw .badParameter("\(name)=\(text): expected a whole number of pixels, 1…\(maxDimension) (http.maxDimension)")
+                throw .badParameter("\(name.text)=\(text): expected a whole number of pixels, 1…\(maxDimension) (http.maxDimension)")
             }
             return value
         }
-        let width = try dimension("w")
-        let height = try dimension("h")
-        switch value("mode") {
+        let width = try dimension(.w)
+        let height = try dimension(.h)
+        switch value(.mode) {
         case nil, "fit": mode = .fit
         case "fill": mode = .fill
         case let other?: throw .badParameter("mode=\(other): expected fit or fill")
@@ -86,25 +127,25 @@ public struct ImageParameters: Sendable, Hashable {
             // One side: the other is unbounded (up to the maximum), so it alone limits the fit.
             box = width != nil ? PixelSize(width: w, height: maxDimension) : PixelSize(width: maxDimension, height: w)
         }
-        if let text = value("tolerance") {
+        if let text = value(.tolerance) {
             guard let value = Double(text), (0...1).contains(value) else {
                 throw .badParameter("tolerance=\(text): expected a number in 0…1 (0: exactly this size)")
             }
             tolerance = value
         }
-        if let text = value("format") {
+        if let text = value(.format) {
             guard let value = ResponseFormat(rawValue: String(text)) else {
                 throw .badParameter("format=\(text): expected webp, jpeg, png or raw")
             }
             format = value
         }
-        if let text = value("quality") {
+        if let text = value(.quality) {
             guard let value = Int(text), (1...100).contains(value) else {
                 throw .badParameter("quality=\(text): expected 1…100")
             }
             quality = value
         }
-        switch value("exact") {
+        switch value(.exact) {
         case nil, "0", "false": exact = false
         case "1", "true", "": exact = true
         case let other?: throw .badParameter("exact=\(other): expected true or false")
@@ -129,31 +170,43 @@ public struct ImageParameters: Sendable, Hashable {
         }
     }
 
+    /// Whether `segment` (decoded) may be part of a key: not empty, `.` or `..`, no `/` or NUL.
+    static func isAllowed(segment: Substring.UTF8View) -> Bool {
+        !segment.isEmpty && !segment.elementsEqual(".".utf8) && !segment.elementsEqual("..".utf8)
+            && !segment.contains(UInt8(ascii: "/")) && !segment.contains(0)
+    }
+
     /// The key: path segments, percent-decoded and checked. A path without `%` (the common
-    /// case) is checked in place and copied once.
+    /// case) is checked in place, byte by byte, and copied once.
     static func key(fromPath path: Substring) throws(ServiceError) -> String {
-        let escaped = path.utf8.contains(UInt8(ascii: "%"))
-        var segments: [String] = []
-        for raw in path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
-            let text = Substring(raw)
-            let segment: Substring
-            if escaped, text.utf8.contains(UInt8(ascii: "%")) {
-                guard let decoded = String(text).removingPercentEncoding else {
-                    throw ServiceError(
-                        .badRequest, "bad_key", "the key segment \(String(text).debugDescription) is not valid percent-encoding")
-                }
-                segment = Substring(decoded)
-            } else {
-                segment = text
-            }
-            let bytes = segment.utf8
-            guard !bytes.isEmpty, segment != ".", segment != "..", !bytes.contains(UInt8(ascii: "/")), !bytes.contains(0) else {
-                throw ServiceError(
-                    .badRequest, "bad_key",
-                    "the key \(String(path).debugDescription) has an empty, `.` or `..` segment: keys name files inside the source only")
-            }
-            if escaped { segments.append(String(segment)) }
+        func refused() -> ServiceError {
+            ServiceError(
+                .badRequest, "bad_key",
+                "the key \(String(path).debugDescription) has an empty, `.` or `..` segment: keys name files inside the source only")
         }
-        return escaped ? segments.joined(separator: "/") : String(path)
+        let bytes = path.utf8
+        guard bytes.contains(UInt8(ascii: "%")) else {
+            var start = bytes.startIndex
+            while true {
+                let slash = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+                guard isAllowed(segment: bytes[start..<slash]) else { throw refused() }
+                if slash == bytes.endIndex { return String(path) }
+                start = bytes.index(after: slash)
+            }
+        }
+        var segments: [String] = []
+        for raw in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            var segment = String(Substring(raw))
+            if raw.contains(UInt8(ascii: "%")) {
+                guard let decoded = segment.removingPercentEncoding else {
+                    throw ServiceError(
+                        .badRequest, "bad_key", "the key segment \(segment.debugDescription) is not valid percent-encoding")
+                }
+                segment = decoded
+            }
+            guard isAllowed(segment: Substring(segment).utf8) else { throw refused() }
+            segments.append(segment)
+        }
+        return segments.joined(separator: "/")
     }
 }

@@ -14,7 +14,8 @@ typealias Timer = CoreMetrics.Timer
 /// HTTP names: `strata_http_requests_total{route,status}`,
 /// `strata_http_request_duration_seconds{route}` (a histogram),
 /// `strata_http_images_total{tier}` (which tier answered an image: memory, disk, table, source,
-/// encoded), `strata_http_shed_total`, and gauges `strata_encoded_cache_bytes`,
+/// encoded), `strata_http_warm_total` (image answers the warm path wrote on the event loop,
+/// ``WarmPathHandler``), `strata_http_shed_total`, and gauges `strata_encoded_cache_bytes`,
 /// `strata_encoded_cache_entries`, `strata_encoded_cache_hits`. Every series, the engine's
 /// included, carries a `node` label (`http.nodeName`; ``NodeLabelledMetricsFactory``).
 /// Cost: per request, two dictionary reads and three atomic adds; instruments are made once.
@@ -31,6 +32,7 @@ public final class ServiceMetrics: Sendable {
     private let durations: [String: Timer]
     private let tiers: [String: Counter]
     let shed: Counter
+    let warm: Counter
     let encodedBytes: Gauge
     let encodedEntries: Gauge
     let encodedHits: Gauge
@@ -66,6 +68,7 @@ public final class ServiceMetrics: Sendable {
         }
         self.tiers = tiers
         shed = Counter(label: "strata_http_shed_total", factory: factory)
+        warm = Counter(label: "strata_http_warm_total", factory: factory)
         encodedBytes = Gauge(label: "strata_encoded_cache_bytes", factory: factory)
         encodedEntries = Gauge(label: "strata_encoded_cache_entries", factory: factory)
         encodedHits = Gauge(label: "strata_encoded_cache_hits", factory: factory)

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -67,8 +68,9 @@ public final class StrataServer: Service, Sendable {
         let app = Application(
             responder: responder,
             // Warm image requests are answered on the event loop, before Hummingbird's tasks.
-            server: .http1(
-                configuration: .init(additionalChannelHandlers: [WarmPathHandler(endpoint: images, metrics: metrics, node: node)])),
+            server: HTTPServerBuilder { responder in
+                WarmHTTP1Channel(http1: HTTP1Channel(responder: responder), endpoint: images, metrics: metrics)
+            },
             configuration: .init(address: .hostname(host, port: settings.port), serverName: "strata"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0

@@ -1,52 +1,53 @@
 import Foundation
-import HTTPTypes
+import HummingbirdCore
+import Logging
 import NIOCore
-import NIOHTTPTypes
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
 import Strata
 
-/// Answers warm image requests on the connection's event loop, before Hummingbird's async
-/// request handling: a `GET /images/…` whose variant is in the engine's memory tier and whose
-/// encoding is in the encoded cache is written back at once — no task, no thread hop. Every
-/// other request (and any request while an earlier one on the connection is still being
-/// answered by Hummingbird, so that responses keep their order) is passed on unchanged, and
-/// Hummingbird answers it, errors included.
+/// Answers warm image requests on the connection's event loop, before Hummingbird sees them:
+/// a `GET /images/…` (keep-alive) whose variant is in the engine's memory tier and whose
+/// encoding is in the encoded cache is written back at once — no task, no thread hop, no
+/// conversion to HTTP types and no response encoder: the encoding's head was rendered when it
+/// was cached (``ImageEndpoint/warmHead(etag:width:height:format:length:)``), and the answer
+/// is that head, three per-response fields and the shared body, written as bytes below NIO's
+/// response encoder (through ``WarmPathOutput``). Every other request (and any request while
+/// an earlier one on the connection is still being answered by Hummingbird, so that responses
+/// keep their order) is passed on unchanged, and Hummingbird answers it, errors included.
 ///
-/// One per connection (a `ChannelDuplexHandler` between NIO's HTTP/1 codec and Hummingbird).
-/// Cost of a warm answer: the parse, the engine's memory lookup, one encoded lookup, the write.
+/// One per connection, between NIO's HTTP/1 decoder and the conversion to HTTP types
+/// (``WarmHTTP1Channel`` puts it there). Cost of a warm answer: the URL's parse, the engine's
+/// memory lookup, one encoded lookup, a copy of the head (~300 bytes) and one `writev`.
 final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
     private let endpoint: ImageEndpoint
     private let metrics: ServiceMetrics
-    private let node: String
     /// Requests passed on to Hummingbird whose response has not ended yet.
     private var passedOn = 0
     /// The rest of a request answered here (its body parts and end) is dropped.
     private var dropping = false
     private var date = HTTPDate()
+    /// Where warm answers are written as bytes; `nil` (everything passed on) until
+    /// ``WarmHTTP1Channel`` sets it, and again once the pipeline is torn down.
+    var output: ChannelHandlerContext?
 
-    init(endpoint: ImageEndpoint, metrics: ServiceMetrics, node: String) {
+    init(endpoint: ImageEndpoint, metrics: ServiceMetrics) {
         self.endpoint = endpoint
         self.metrics = metrics
-        self.node = node
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            if passedOn == 0, let reply = warmReply(head) {
+            if passedOn == 0, let output, let answer = warmAnswer(head, allocator: context.channel.allocator) {
                 dropping = true
-                var fields = reply.headers
-                fields[.contentLength] = String(reply.body?.readableBytes ?? 0)
-                fields[.date] = date.now()
-                fields[.server] = "strata"
-                fields[ServiceResponder.nodeField] = node
-                context.write(wrapOutboundOut(.head(HTTPResponse(status: reply.status, headerFields: fields))), promise: nil)
-                if let body = reply.body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                output.write(NIOAny(answer.head), promise: nil)
+                output.writeAndFlush(NIOAny(answer.body), promise: nil)
                 return
             }
             passedOn += 1
@@ -67,24 +68,73 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(data, promise: promise)
     }
 
-    /// The answer when memory and the encoded cache have it; `nil` passes the request on.
-    private func warmReply(_ head: HTTPRequest) -> ImageEndpoint.Reply? {
-        guard head.method == .get, let target = head.path, target.hasPrefix(ImageParameters.prefix),
-            endpoint.cache.options.revalidateAfter == nil,
-            !(head.headerFields[.connection]?.lowercased().contains("close") ?? false)
+    func handlerRemoved(context: ChannelHandlerContext) {
+        output = nil
+    }
+
+    /// The answer's head and body when memory and the encoded cache have it; `nil` passes the
+    /// request on.
+    private func warmAnswer(_ head: HTTPRequestHead, allocator: ByteBufferAllocator) -> (head: ByteBuffer, body: ByteBuffer)? {
+        guard head.method == .GET, head.uri.utf8.starts(with: ImageParameters.prefix.utf8), head.isKeepAlive,
+            endpoint.cache.options.revalidateAfter == nil
         else { return nil }
         let started = ContinuousClock.now
-        guard let prepared = try? endpoint.prepare(target: Substring(target)),
-            let served = endpoint.cache.cachedImage(for: prepared.request)
+        guard let prepared = try? endpoint.prepare(target: Substring(head.uri)),
+            let served = endpoint.cache.cachedImage(for: prepared.request),
+            let warm = endpoint.warmEncoding(
+                for: prepared, served: served, accept: head.headers["accept"], ifNoneMatch: head.headers["if-none-match"])
         else { return nil }
-        let outcome = endpoint.reply(
-            to: prepared, served: served, accept: head.headerFields[values: .accept],
-            ifNoneMatch: head.headerFields[values: .ifNoneMatch], started: started, engineDone: .now)
-        guard case .reply(let reply) = outcome, reply.status == .ok, reply.body != nil else { return nil }
+        let engineDone = ContinuousClock.now
+        var bytes = allocator.buffer(capacity: warm.head.readableBytes + 160)
+        bytes.writeImmutableBuffer(warm.head)
+        if warm.negotiated { bytes.writeStaticString("Vary: Accept\r\n") }
+        bytes.writeStaticString("Server-Timing: ")
+        ImageEndpoint.writeTiming(started: started, engine: engineDone, encode: nil, into: &bytes)
+        bytes.writeStaticString("\r\nDate: ")
+        bytes.writeString(date.now())
+        bytes.writeStaticString("\r\n\r\n")
         endpoint.cache.countMemoryHit()
-        metrics.served(by: reply.tier)
+        metrics.served(by: "encoded")
+        metrics.warm.increment()
         metrics.record(route: "images", status: 200, nanoseconds: ServiceResponder.nanoseconds(since: started))
-        return reply
+        return (bytes, warm.image.body)
+    }
+}
+
+/// A pass-through placed in front of NIO's HTTP/1 response encoder: its context is where
+/// ``WarmPathHandler`` writes a whole answer as bytes, so that the bytes go straight to the
+/// socket in order with everything written before them.
+final class WarmPathOutput: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = ByteBuffer
+}
+
+/// Hummingbird's HTTP/1 child channel with the warm path added: after `HTTP1Channel` sets a
+/// connection's pipeline up (encoder, decoder, conversion to HTTP types, connection state,
+/// the async channel), ``WarmPathHandler`` goes between the decoder and the conversion, and
+/// ``WarmPathOutput`` in front of the encoder.
+struct WarmHTTP1Channel: ServerChildChannel {
+    typealias Value = HTTP1Channel.Value
+
+    let http1: HTTP1Channel
+    let endpoint: ImageEndpoint
+    let metrics: ServiceMetrics
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let endpoint = self.endpoint
+        let metrics = self.metrics
+        return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            let pipeline = channel.pipeline.syncOperations
+            let output = WarmPathOutput()
+            let warm = WarmPathHandler(endpoint: endpoint, metrics: metrics)
+            try pipeline.addHandler(output, position: .before(pipeline.handler(type: HTTPResponseEncoder.self)))
+            try pipeline.addHandler(warm, position: .before(pipeline.handler(type: HTTP1ToHTTPServerCodec.self)))
+            warm.output = try pipeline.context(handler: output)
+            return value
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await http1.handle(value: value, logger: logger)
     }
 }
 

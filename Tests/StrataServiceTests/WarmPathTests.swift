@@ -92,4 +92,95 @@ struct WarmPathTests {
         #expect(metrics.contains(#"strata_http_images_total{tier="encoded",node="\#(server.nodeName)"} 4"#), "\(metrics)")
         try await server.stop()
     }
+
+    /// The fields of a response head, names lowercased (repeated names joined with ", ").
+    static func fields(_ head: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for line in head.split(separator: "\r\n").dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            fields[name] = fields[name].map { "\($0), \(value)" } ?? value
+        }
+        return fields
+    }
+
+    /// `strata_http_warm_total` of the server's node.
+    static func warmAnswers(_ server: TestServer) async throws -> Int {
+        let prefix = #"strata_http_warm_total{node="\#(server.nodeName)"} "#
+        let text = try await server.get("/metrics").text
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix(prefix) }, "\(text)")
+        return try #require(Int(line.dropFirst(prefix.count)))
+    }
+
+    /// The warm path's ready-made head carries exactly the fields the ordinary path sends for
+    /// the same encoded-cache answer (besides the per-response `Date` and `Server-Timing`, and
+    /// `Connection: close` where the client asked for it), with and without negotiation.
+    @Test func warmAnswersCarryTheOrdinaryFields() async throws {
+        let server = try await TestServer.start(["http.cacheControl": "public, max-age=60"])
+        let port = server.port
+        for target in [
+            "/images/jpeg/kite-800x500-gray.jpg?w=200&h=200&format=jpeg", "/images/jpeg/eveningglow-1024x640-progressive.jpg?w=180",
+        ] {
+            #expect(try await server.get(target).status == 200)
+            let before = try await Self.warmAnswers(server)
+            // The second request asks to close the connection: Hummingbird answers it.
+            let answers = try await offThePool {
+                try Self.exchange(
+                    port: port, "GET \(target) HTTP/1.1\r\nHost: t\r\n\r\nGET \(target) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+                    responses: 2)
+            }
+            #expect(try await Self.warmAnswers(server) == before + 1, "\(target)")
+            #expect(answers.allSatisfy { $0.head.hasPrefix("HTTP/1.1 200 OK\r\n") })
+            let warm = Self.fields(answers[0].head)
+            let ordinary = Self.fields(answers[1].head)
+            let perResponse: Set = ["date", "server-timing", "connection"]
+            #expect(warm.filter { !perResponse.contains($0.key) } == ordinary.filter { !perResponse.contains($0.key) }, "\(target)")
+            #expect(warm["x-strata-tier"] == "encoded" && warm["cache-control"] == "public, max-age=60")
+            #expect(warm["vary"] == (target.contains("format=") ? nil : "Accept"))
+            #expect(warm["server-timing"]?.hasPrefix("engine;dur=") == true && warm["date"]?.hasSuffix(" GMT") == true)
+            #expect(answers[0].body == answers[1].body && Int(warm["content-length"] ?? "") == answers[0].body.count)
+        }
+        try await server.stop()
+    }
+
+    /// What the warm path leaves to Hummingbird, answered right there: HTTP/1.0 without
+    /// keep-alive, a matching `If-None-Match` (304), an encoding not cached yet (WebP here);
+    /// the next WebP request is then warm.
+    @Test func theRestGoesTheOrdinaryWay() async throws {
+        let server = try await TestServer.start()
+        let port = server.port
+        let target = "/images/jpeg/kite-800x500-gray.jpg?w=160"
+        let first = try await server.get(target)
+        let etag = try #require(first.header("ETag"))
+        let before = try await Self.warmAnswers(server)
+        let old = try await offThePool { try Self.exchange(port: port, "GET \(target) HTTP/1.0\r\n\r\n", responses: 1) }
+        #expect(old[0].head.contains(" 200 ") && old[0].body == first.body)
+        let notModified = try await server.get(target, headers: [("If-None-Match", etag)])
+        #expect(notModified.status == 304)
+        let webp = try await server.get(target, headers: [("Accept", "image/webp,*/*")])
+        #expect(webp.header("Content-Type") == "image/webp" && webp.header("X-Strata-Tier") == "memory")
+        #expect(try await Self.warmAnswers(server) == before)
+        let again = try await server.get(target, headers: [("Accept", "image/webp,*/*")])
+        #expect(again.header("X-Strata-Tier") == "encoded" && again.body == webp.body)
+        #expect(try await Self.warmAnswers(server) == before + 1)
+        try await server.stop()
+    }
+
+    /// A configured value that is not a legal field value (a CR LF in `http.cacheControl`)
+    /// never reaches the wire as a field of its own: no ready-made head is made, and the
+    /// ordinary path's HTTP types make the value legal.
+    @Test func configuredTextCannotAddAField() async throws {
+        let server = try await TestServer.start(["http.cacheControl": "max-age=60\r\nX-Injected: 1"])
+        let port = server.port
+        let target = "/images/jpeg/kite-800x500-gray.jpg?w=150&format=jpeg"
+        #expect(try await server.get(target).status == 200)
+        let answers = try await offThePool {
+            try Self.exchange(port: port, "GET \(target) HTTP/1.1\r\nHost: t\r\n\r\n", responses: 1)
+        }
+        #expect(Self.fields(answers[0].head)["x-strata-tier"] == "encoded")
+        #expect(Self.fields(answers[0].head)["x-injected"] == nil, "\(answers[0].head)")
+        #expect(try await Self.warmAnswers(server) == 0)
+        try await server.stop()
+    }
 }

@@ -1,0 +1,88 @@
+import Strata
+import Testing
+
+@testable import StrataService
+
+/// `ImageParameters` parses the target's bytes in one pass: every parameter, percent-decoding,
+/// and the refusals, checked without a server.
+@Suite("Image parameters")
+struct ImageParametersTests {
+    static func parse(_ path: Substring, _ query: Substring?) throws(ServiceError) -> ImageParameters {
+        try ImageParameters(path: path, query: query, maxDimension: 4000)
+    }
+
+    static func refusal(_ path: Substring, _ query: Substring?) -> String? {
+        do {
+            _ = try parse(path, query)
+            return nil
+        } catch {
+            return error.message
+        }
+    }
+
+    @Test func everyParameterIsRead() throws {
+        let p = try Self.parse("jpeg/a.jpg", "w=300&h=200&mode=fill&tolerance=0.1&format=webp&quality=55&exact=1")
+        #expect(p.key == "jpeg/a.jpg")
+        #expect(p.box == PixelSize(width: 300, height: 200))
+        #expect(p.mode == .fill)
+        #expect(p.tolerance == 0.1)
+        #expect(p.format == .webp)
+        #expect(p.quality == 55)
+        #expect(p.exact)
+        // Defaults, one side only, an empty pair, `exact` without a value, the signature.
+        let q = try Self.parse("x", "&h=90&&exact&sig=abc&")
+        #expect(q.box == PixelSize(width: 4000, height: 90))
+        #expect(q.mode == .fit && q.tolerance == nil && q.format == nil && q.quality == nil && q.exact)
+        #expect(try Self.parse("x", "w=5&exact=false").exact == false)
+    }
+
+    @Test func valuesAndKeysArePercentDecoded() throws {
+        let p = try Self.parse("photos/summer%202024/a%2Bb.jpg", "w=%33%30&format=%6apeg")
+        #expect(p.key == "photos/summer 2024/a+b.jpg")
+        #expect(p.box.width == 30 && p.format == .jpeg)
+        #expect(try Self.parse("caf%C3%A9.jpg", "w=1").key == "café.jpg")
+        #expect(try Self.parse("café.jpg", "w=1").key == "café.jpg")
+    }
+
+    @Test func refusalsNameWhatIsWrong() {
+        let cases: [(Substring, Substring?, String)] = [
+            ("a.jpg", "w=10&width=3", "unknown parameter \"width\""),
+            ("a.jpg", "w=10&ww=3", "unknown parameter \"ww\""),
+            ("a.jpg", "w=10&=3", "unknown parameter \"\""),
+            ("a.jpg", "w=10&W=3", "unknown parameter \"W\""),
+            ("a.jpg", "w=10&h=3&w=20", "parameter w is given twice"),
+            ("a.jpg", "w=4001", "http.maxDimension"),
+            ("a.jpg", "w=-1", "w=-1"),
+            ("a.jpg", "h=1&mode=fill", "needs both"),
+            ("a.jpg", nil, "give w, h or both"),
+            ("a.jpg", "w=1&format=gif", "format=gif"),
+            ("a.jpg", "w=1&exact=maybe", "exact=maybe"),
+            ("a//b.jpg", "w=1", "segment"),
+            ("../a.jpg", "w=1", "segment"),
+            ("a/./b.jpg", "w=1", "segment"),
+            ("a/", "w=1", "segment"),
+            ("", "w=1", "segment"),
+            ("a/%2e%2e/b.jpg", "w=1", "segment"),
+            ("a%2Fb.jpg", "w=1", "segment"),
+            ("a%00.jpg", "w=1", "segment"),
+            ("a%zz.jpg", "w=1", "not valid percent-encoding"),
+        ]
+        for (path, query, named) in cases {
+            let message = Self.refusal(path, query)
+            #expect(message?.contains(named) == true, "\(path)?\(query ?? ""): \(message ?? "accepted")")
+        }
+    }
+}
+
+extension ImageParametersTests {
+    /// Every name is read back as itself, and nothing else is (the parse picks a candidate by
+    /// its first byte).
+    @Test func namesRoundTrip() {
+        for name in ImageParameters.Name.allCases {
+            #expect(ImageParameters.Name(Substring(name.text).utf8) == name)
+            #expect(ImageParameters.Name(Substring(name.text + "x").utf8) == nil)
+            #expect(ImageParameters.Name(Substring(String(name.text.dropLast())).utf8) == nil)
+        }
+        #expect(Set(ImageParameters.Name.allCases.map { $0.text.utf8.first }).count == ImageParameters.Name.allCases.count)
+    }
+}
