@@ -17,8 +17,9 @@ import Strata
 /// keep their order) is passed on unchanged, and Hummingbird answers it, errors included.
 ///
 /// One per connection, between NIO's HTTP/1 decoder and the conversion to HTTP types
-/// (``WarmHTTP1Channel`` puts it there). Cost of a warm answer: the URL's parse, the engine's
-/// memory lookup, one encoded lookup, a copy of the head (~300 bytes) and one `writev`.
+/// (``WarmHTTP1Channel`` puts it there). Cost of a warm answer: the URL's parse (a dictionary
+/// lookup when its event loop has seen the URL: ``PreparedTargets``), the engine's memory
+/// lookup, one encoded lookup, a copy of the head (~300 bytes) and one `writev`.
 final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -27,6 +28,8 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let endpoint: ImageEndpoint
     private let metrics: ServiceMetrics
+    /// Checked targets of this connection's event loop.
+    private let targets: NIOLoopBound<PreparedTargets>
     /// Requests passed on to Hummingbird whose response has not ended yet.
     private var passedOn = 0
     /// The rest of a request answered here (its body parts and end) is dropped.
@@ -36,9 +39,10 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// ``WarmHTTP1Channel`` sets it, and again once the pipeline is torn down.
     var output: ChannelHandlerContext?
 
-    init(endpoint: ImageEndpoint, metrics: ServiceMetrics) {
+    init(endpoint: ImageEndpoint, metrics: ServiceMetrics, targets: NIOLoopBound<PreparedTargets>) {
         self.endpoint = endpoint
         self.metrics = metrics
+        self.targets = targets
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -79,7 +83,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             endpoint.cache.options.revalidateAfter == nil
         else { return nil }
         let started = ContinuousClock.now
-        guard let prepared = try? endpoint.prepare(target: Substring(head.uri)),
+        guard let prepared = targets.value.prepared(head.uri, by: endpoint),
             let served = endpoint.cache.cachedImage(for: prepared.request),
             let warm = endpoint.warmEncoding(
                 for: prepared, served: served, accept: head.headers["accept"], ifNoneMatch: head.headers["if-none-match"])
@@ -118,14 +122,16 @@ struct WarmHTTP1Channel: ServerChildChannel {
     let http1: HTTP1Channel
     let endpoint: ImageEndpoint
     let metrics: ServiceMetrics
+    let targets = PreparedTargetsByLoop()
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let endpoint = self.endpoint
         let metrics = self.metrics
+        let targets = self.targets.memo(for: channel.eventLoop)
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let output = WarmPathOutput()
-            let warm = WarmPathHandler(endpoint: endpoint, metrics: metrics)
+            let warm = WarmPathHandler(endpoint: endpoint, metrics: metrics, targets: targets)
             try pipeline.addHandler(output, position: .before(pipeline.handler(type: HTTPResponseEncoder.self)))
             try pipeline.addHandler(warm, position: .before(pipeline.handler(type: HTTP1ToHTTPServerCodec.self)))
             warm.output = try pipeline.context(handler: output)
