@@ -183,4 +183,39 @@ struct WarmPathTests {
         #expect(try await Self.warmAnswers(server) == 0)
         try await server.stop()
     }
+
+    /// Many connections on both event loops asking for warm URLs at once (the memo of each
+    /// loop, the shared caches and the counters under concurrent use; `Scripts/tsan.sh` runs it):
+    /// every answer is the warm path's, with the bytes of its URL.
+    @Test func concurrentWarmAnswersKeepTheirBytes() async throws {
+        let server = try await TestServer.start()
+        let port = server.port
+        let targets = ["jpeg/kite-800x500-gray.jpg", "jpeg/eveningglow-1024x640-progressive.jpg", "webp/path-2560x1600.webp"].flatMap {
+            key in [120, 200].map { "/images/\(key)?w=\($0)&h=\($0)&format=jpeg" }
+        }
+        var bodies: [String: [UInt8]] = [:]
+        for target in targets { bodies[target] = try await server.get(target).body }
+        let reference = bodies
+        let before = try await Self.warmAnswers(server)
+        let rounds = 30
+        let mismatches = try await withThrowingTaskGroup(of: Int.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    var wrong = 0
+                    for round in 0..<rounds {
+                        let target = targets[(task + round) % targets.count]
+                        let answer = try await get(port: port, target)
+                        if answer.status != 200 || answer.header("X-Strata-Tier") != "encoded" || answer.body != reference[target] {
+                            wrong += 1
+                        }
+                    }
+                    return wrong
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(mismatches == 0)
+        #expect(try await Self.warmAnswers(server) == before + 8 * rounds)
+        try await server.stop()
+    }
 }
