@@ -7,7 +7,7 @@ import NIOHTTPTypesHTTP1
 import Strata
 
 /// Answers warm image requests on the connection's event loop, before Hummingbird sees them:
-/// a `GET /images/…` (keep-alive) whose variant is in the engine's memory tier and whose
+/// an HTTP/1.1 keep-alive `GET /images/…` whose variant is in the engine's memory tier and whose
 /// encoding is in the encoded cache is written back at once — no task, no thread hop, no
 /// conversion to HTTP types and no response encoder: the encoding's head was rendered when it
 /// was cached (``ImageEndpoint/warmHead(etag:width:height:format:length:)``), and the answer
@@ -79,8 +79,10 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The answer's head and body when memory and the encoded cache have it; `nil` passes the
     /// request on.
     private func warmAnswer(_ head: HTTPRequestHead, allocator: ByteBufferAllocator) -> (head: ByteBuffer, body: ByteBuffer)? {
-        guard head.method == .GET, head.uri.utf8.starts(with: ImageParameters.prefix.utf8), head.isKeepAlive,
-            endpoint.cache.options.revalidateAfter == nil
+        // HTTP/1.1 only: the ready-made head says `HTTP/1.1` and no `Connection` field, which an
+        // HTTP/1.0 keep-alive client would need to keep the connection.
+        guard head.method == .GET, head.version == .http1_1, head.isKeepAlive,
+            head.uri.utf8.starts(with: ImageParameters.prefix.utf8), endpoint.cache.options.revalidateAfter == nil
         else { return nil }
         let started = ContinuousClock.now
         guard let prepared = targets.value.prepared(head.uri, by: endpoint),

@@ -144,8 +144,8 @@ struct WarmPathTests {
         try await server.stop()
     }
 
-    /// What the warm path leaves to Hummingbird, answered right there: HTTP/1.0 without
-    /// keep-alive, a matching `If-None-Match` (304), an encoding not cached yet (WebP here);
+    /// What the warm path leaves to Hummingbird, answered right there: HTTP/1.0 (with and
+    /// without keep-alive), a matching `If-None-Match` (304), an encoding not cached yet (WebP here);
     /// the next WebP request is then warm.
     @Test func theRestGoesTheOrdinaryWay() async throws {
         let server = try await TestServer.start()
@@ -156,6 +156,10 @@ struct WarmPathTests {
         let before = try await Self.warmAnswers(server)
         let old = try await offThePool { try Self.exchange(port: port, "GET \(target) HTTP/1.0\r\n\r\n", responses: 1) }
         #expect(old[0].head.contains(" 200 ") && old[0].body == first.body)
+        let oldKeepAlive = try await offThePool {
+            try Self.exchange(port: port, "GET \(target) HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", responses: 1)
+        }
+        #expect(oldKeepAlive[0].head.contains(" 200 ") && oldKeepAlive[0].body == first.body)
         let notModified = try await server.get(target, headers: [("If-None-Match", etag)])
         #expect(notModified.status == 304)
         let webp = try await server.get(target, headers: [("Accept", "image/webp,*/*")])
