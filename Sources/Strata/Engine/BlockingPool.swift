@@ -219,16 +219,19 @@ public final class BlockingPool<Context>: @unchecked Sendable {
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, BlockingPoolError<E>>, Never>) in
                 let job: Job = { turn in
+                    let result: Result<T, BlockingPoolError<E>>
                     switch turn {
                     case .run(let context):
                         do throws(E) {
-                            continuation.resume(returning: .success(try body(context)))
+                            result = .success(try body(context))
                         } catch {
-                            continuation.resume(returning: .failure(.failed(error)))
+                            result = .failure(.failed(error))
                         }
                     case .cancelled:
-                        continuation.resume(returning: .failure(.cancelled))
+                        result = .failure(.cancelled)
                     }
+                    ThreadSanitizerHooks.release(before: ticket)
+                    continuation.resume(returning: result)
                 }
                 let (refusal, wake): (BlockingPoolError<E>?, Wake) = state.withLock { s in
                     let refusal: BlockingPoolError<E>? = s.enqueue(Entry(job: job, ticket: ticket), in: lane, pool: self)
@@ -243,6 +246,7 @@ public final class BlockingPool<Context>: @unchecked Sendable {
         } onCancel: {
             cancel(ticket)
         }
+        ThreadSanitizerHooks.acquire(after: ticket)
         return try result.get()
     }
 

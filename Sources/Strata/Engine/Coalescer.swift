@@ -147,6 +147,7 @@ public final class Coalescer<
         } onCancel: {
             leave(waiter)
         }
+        ThreadSanitizerHooks.acquire(after: waiter)
         return try outcome.get()
     }
 
@@ -160,7 +161,10 @@ public final class Coalescer<
         }
         for operation in removed { operation.task.cancel() }
         for operation in removed {
-            for waiter in operation.waiters.values { waiter.continuation!.resume(returning: .failure(.cancelled)) }
+            for waiter in operation.waiters.values {
+                ThreadSanitizerHooks.release(before: waiter)
+                waiter.continuation!.resume(returning: .failure(.cancelled))
+            }
         }
     }
 
@@ -199,9 +203,10 @@ public final class Coalescer<
     /// waiters still registered (none when the last one left or ``cancelAll(group:)`` ran).
     private func finish(_ id: UInt64, _ result: Result<Value, Failure>) {
         let waiters = state.withLock { s in
-            s.remove(id)?.waiters.values.map { ($0.continuation!, $0.joined) } ?? []
+            s.remove(id)?.waiters.values.map { ($0, $0.continuation!, $0.joined) } ?? []
         }
-        for (continuation, joined) in waiters {
+        for (waiter, continuation, joined) in waiters {
+            ThreadSanitizerHooks.release(before: waiter)
             switch result {
             case .success(let value): continuation.resume(returning: .success((value, joined)))
             case .failure(let error): continuation.resume(returning: .failure(.failed(error)))
@@ -228,7 +233,10 @@ public final class Coalescer<
             return (continuation, nil, handle.setPriority(highest) ? handle : nil)
         }
         orphan?.cancel()
-        continuation?.resume(returning: .failure(.cancelled))
+        if let continuation {
+            ThreadSanitizerHooks.release(before: waiter)
+            continuation.resume(returning: .failure(.cancelled))
+        }
         changed?.deliverChanges()
     }
 }

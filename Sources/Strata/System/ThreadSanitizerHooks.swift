@@ -4,7 +4,8 @@ import Glibc
 import Musl
 #endif
 
-/// Tells ThreadSanitizer about the happens-before edges of a `Synchronization.Mutex`.
+/// Tells ThreadSanitizer about happens-before edges it cannot see: those of the project's
+/// ``Lock`` and of a continuation resumed before its task suspended (``release(before:)``).
 ///
 /// The mutex is built on futexes and atomics inside the (uninstrumented) standard library, so
 /// under `swift test --sanitize=thread` every access to the protected state is reported as a
@@ -18,6 +19,26 @@ enum ThreadSanitizerHooks {
 
     @usableFromInline static let acquire: Hook? = lookup("__tsan_acquire")
     @usableFromInline static let release: Hook? = lookup("__tsan_release")
+
+    /// Marks the end of this thread's part before a continuation is resumed: everything done
+    /// so far happens before the waiter's ``acquire(after:)`` on the same `token`.
+    ///
+    /// Needed because Swift's runtime tells ThreadSanitizer of a resume only when the waiting
+    /// task has already suspended (the resume enqueues it). A resume that comes first — the
+    /// work finished before the awaiting task reached `swift_continuation_await` — is ordered
+    /// by an atomic inside the uninstrumented runtime (`swift_continuation_awaitImpl`'s
+    /// "already resumed" path), and TSan reported the result's fields as a race (seen once in
+    /// CI: a disk hit served without waiting, read by the coalesced waiter).
+    @inlinable
+    static func release(before token: AnyObject) {
+        release?(Unmanaged.passUnretained(token).toOpaque())
+    }
+
+    /// The waiter's side of ``release(before:)``, right after its continuation returns.
+    @inlinable
+    static func acquire(after token: AnyObject) {
+        acquire?(Unmanaged.passUnretained(token).toOpaque())
+    }
 
     static func lookup(_ name: String) -> Hook? {
         guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, name) else { return nil }
