@@ -132,10 +132,18 @@ struct WarmHTTP1Channel: ServerChildChannel {
         let targets = self.targets.memo(for: channel.eventLoop)
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
+            // Should a Hummingbird release set the pipeline up differently, the connection is
+            // served without the warm path (`strata_http_warm_total` stays 0), not refused.
+            guard let encoder = try? pipeline.handler(type: HTTPResponseEncoder.self),
+                let codec = try? pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
+            else {
+                logger.debug("no HTTP/1 encoder or HTTP-types codec in the pipeline: the warm path is off for this connection")
+                return value
+            }
             let output = WarmPathOutput()
             let warm = WarmPathHandler(endpoint: endpoint, metrics: metrics, targets: targets)
-            try pipeline.addHandler(output, position: .before(pipeline.handler(type: HTTPResponseEncoder.self)))
-            try pipeline.addHandler(warm, position: .before(pipeline.handler(type: HTTP1ToHTTPServerCodec.self)))
+            try pipeline.addHandler(output, position: .before(encoder))
+            try pipeline.addHandler(warm, position: .before(codec))
             warm.output = try pipeline.context(handler: output)
             return value
         }
