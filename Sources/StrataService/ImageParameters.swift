@@ -162,7 +162,8 @@ public struct ImageParameters: Sendable, Hashable {
     /// no NUL (an IIIF identifier, decoded once, may hold `/`).
     static func checkKey(_ key: String) throws(ServiceError) {
         for segment in key.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
-            guard !segment.isEmpty, !segment.elementsEqual(".".utf8), !segment.elementsEqual("..".utf8), !segment.contains(0) else {
+            // Split at `/`, so a segment holds none: the same rule as a path's segments.
+            guard isAllowed(segment: segment) else {
                 throw ServiceError(
                     .badRequest, "bad_key",
                     "the key \(key.debugDescription) has an empty, `.` or `..` segment or a NUL: keys name files inside the source only")
