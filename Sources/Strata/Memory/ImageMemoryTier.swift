@@ -312,7 +312,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     public func removeAll() {
         var released: [PixelImage] = []
         locked { state in
-            released = state.cache.values
+            released = state.cache.residentValues
             state.cache.removeAll()
             state.variants.removeAll()
             state.keyByDigest.removeAll()

@@ -91,8 +91,9 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   for small caches and `2 × cores` (a power of two, at most 64) once each stripe can hold
 ///   at least 256 entries. Values evicted by an operation are released under the stripe's lock
 ///   (``ImageMemoryTier`` releases its images after unlocking, as theirs may `munmap`).
-/// - Memory: about 48 bytes per entry of nodes (for word-sized keys and values), 10–20 of index and 32 of frequency sketch
-///   (the sketch is capped at 32 MiB per stripe), besides the keys and values themselves.
+/// - Memory: about 40 bytes per entry of node (for a word-sized key), 20–40 of index and values
+///   (an 8-byte word and the value at each index position, at a load of 0.4–0.8) and 32 of
+///   frequency sketch (capped at 32 MiB per stripe), besides what the keys and values point to.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: MemoryTrimmable, Sendable {
     @usableFromInline let stripes: [Lock<TinyLFUCore<Key, Value>>]
     /// `64 - log2(stripes)`: a hash's stripe is its top bits after a multiply (independent of

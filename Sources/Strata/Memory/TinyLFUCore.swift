@@ -15,8 +15,11 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 /// The single-threaded heart of ``MemoryCache``: W-TinyLFU with cost and count limits.
 ///
 /// Layout: an open-addressing hash index (one 8-byte word per entry, load ≤ 0.8) from key to a
-/// slot in a node array (no per-entry allocation), three intrusive circular lists over the
-/// slots, and a ``FrequencySketch``. The core owns these buffers (hence `~Copyable`; see
+/// slot in a node array (no per-entry allocation), the values in an array beside the index
+/// (`values[p]` belongs to index word `p`), three intrusive circular lists over the slots, and
+/// a ``FrequencySketch``. A hit's value is found from its index position, not through its node,
+/// so fetching the value (and whatever it points to) does not wait for the node's cache line:
+/// the node's key compare and policy bits are loaded at the same time. The core owns these buffers (hence `~Copyable`; see
 /// ``CacheMemory``) and reads and writes nodes in place, so the hot paths, specialised in the
 /// caller's module, copy no node and make no uniqueness checks.
 /// - *window* (1 % of the limits): every new entry lands here, so a burst of new keys cannot
@@ -45,13 +48,13 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @usableFromInline
     enum Queue: UInt8 { case window, probation, protected }
 
-    /// One resident entry, stored in place in `nodes` and read and written field by field
-    /// (never copied whole). Field order is layout order: what a hit touches (key, value and
-    /// the small fields) comes first, so a hit usually reads one cache line.
+    /// One resident entry's key and policy state, stored in place in `nodes` and read and
+    /// written field by field (never copied whole). Field order is layout order: what a hit
+    /// touches (the key and the small fields) comes first, so a hit usually reads one cache
+    /// line. Its value lives in `values`, at the position of its index word.
     @usableFromInline
     struct Node {
         @usableFromInline var key: Key
-        @usableFromInline var value: Value
         @usableFromInline var queue: Queue
         /// Set by a hit in the window or protected; gives the entry a second pass there
         /// instead of a list move on every hit (CLOCK's approximation of LRU).
@@ -73,9 +76,8 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         @usableFromInline var cost: Int
 
         @inlinable
-        init(key: Key, value: Value, hash: Int, cost: Int, estimate: UInt8, epoch: UInt8) {
+        init(key: Key, hash: Int, cost: Int, estimate: UInt8, epoch: UInt8) {
             self.key = key
-            self.value = value
             self.queue = .window
             self.referenced = false
             self.localHits = 0
@@ -103,6 +105,9 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// to 0.8 so the index stays cache-sized (1 MiB at 100 000 entries); at a load of ½ the
     /// hit took about twice as long there.
     @usableFromInline var table: UnsafeMutablePointer<UInt64>
+    /// The value of index word `p` is `values[p]`, initialised exactly while `table[p] != 0`
+    /// (moved with the word when the index shifts or grows).
+    @usableFromInline var values: UnsafeMutablePointer<Value>
     @usableFromInline var tableMask: Int
     @usableFromInline var count = 0
     /// Slots `0..<slotsUsed` of `nodes` have been handed out; a slot is initialised exactly
@@ -154,6 +159,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         self.sketch = FrequencySketch(capacity: Self.sketchCapacity(countLimit: countLimit))
         self.tableMask = 15
         self.table = CacheMemory.allocateZeroed(UInt64.self, count: 16)
+        self.values = CacheMemory.allocate(Value.self, count: 16)
         self.nodeCapacity = 16
         self.nodes = CacheMemory.allocate(Node.self, count: 16)
         computeBudgets()
@@ -161,9 +167,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
 
     @inlinable
     deinit {
-        deinitializeAllNodes()
+        deinitializeAllEntries()
         CacheMemory.deallocate(nodes, count: nodeCapacity)
         CacheMemory.deallocate(table, count: tableMask + 1)
+        CacheMemory.deallocate(values, count: tableMask + 1)
     }
 
     @usableFromInline
@@ -192,8 +199,9 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     }
 
     @usableFromInline
-    func deinitializeAllNodes() {
+    func deinitializeAllEntries() {
         forEachSlot { (nodes + Int($0)).deinitialize(count: 1) }
+        forEachPosition { (values + $0).deinitialize(count: 1) }
     }
 
     /// A free slot for a new node (the caller initialises it).
@@ -222,15 +230,19 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @inlinable
     mutating func value(forKey key: Key, hash: Int? = nil) -> Value? {
         let hash = hash ?? key.hashValue
-        guard let i = find(key, hash: hash) else {
+        guard let p = position(of: key, hash: hash) else {
             misses &+= 1
             sketch.increment(hash)
             return nil
         }
+        // The value first: its copy (a retain, for a reference) then waits for no store to
+        // the node's line.
+        let value = values[p]
+        let i = Self.slot(table[p])
         hits &+= 1
         recordHit(i)
         onAccess(i)
-        return nodes[Int(i)].value
+        return value
     }
 
     /// The entry's own hit count, halved once per sketch halving since it was stamped.
@@ -267,8 +279,8 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// The value for `key` without touching recency, frequency or statistics.
     @inlinable
     func peek(_ key: Key) -> Value? {
-        guard let i = slot(for: key) else { return nil }
-        return nodes[Int(i)].value
+        guard let p = position(of: key, hash: key.hashValue) else { return nil }
+        return values[p]
     }
 
     @inlinable
@@ -309,7 +321,8 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         insertions &+= 1
         let slot: Int32
         let hash = knownHash ?? key.hashValue
-        if let i = find(key, hash: hash) {
+        if let p = position(of: key, hash: hash) {
+            let i = Self.slot(table[p])
             slot = i
             recordHit(i)
             let queue = nodes[Int(i)].queue
@@ -317,16 +330,14 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
             withList(queue) { $0.cost += delta }
             totalCost += delta
             nodes[Int(i)].cost = cost
-            nodes[Int(i)].value = value
+            values[p] = value
             onAccess(i)
         } else {
             let estimate = UInt8(sketch.increment(hash))
             let i = takeFreeSlot()
             (nodes + Int(i)).initialize(
-                to: Node(
-                    key: key, value: value, hash: hash, cost: cost,
-                    estimate: estimate, epoch: sketch.epoch))
-            tableInsert(slot: i, hash: hash)
+                to: Node(key: key, hash: hash, cost: cost, estimate: estimate, epoch: sketch.epoch))
+            tableInsert(slot: i, hash: hash, value: value)
             slot = i
             totalCost += cost
             append(i, to: .window)
@@ -456,11 +467,11 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         unlink(i)
         let hash = nodes[Int(i)].hash
         sketch.add(hash, agedHits(i))  // its hits become history
-        tableRemove(slot: i, hash: hash)
+        let value = tableRemove(slot: i, hash: hash)
         totalCost -= nodes[Int(i)].cost
         let node = (nodes + Int(i)).move()
         freeSlots.append(i)
-        return (node.key, node.value)
+        return (node.key, value)
     }
 
     /// Removes `key`; returns its value if it was present.
@@ -493,9 +504,11 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// Drops every entry (not counted as evictions) and the frequency history.
     @usableFromInline
     mutating func removeAll() {
-        deinitializeAllNodes()
+        deinitializeAllEntries()
         CacheMemory.deallocate(table, count: tableMask + 1)
+        CacheMemory.deallocate(values, count: tableMask + 1)
         table = CacheMemory.allocateZeroed(UInt64.self, count: 16)
+        values = CacheMemory.allocate(Value.self, count: 16)
         tableMask = 15
         count = 0
         CacheMemory.deallocate(nodes, count: nodeCapacity)
@@ -521,10 +534,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
 
     /// Every resident value (in no particular order).
     @usableFromInline
-    var values: [Value] {
+    var residentValues: [Value] {
         var result: [Value] = []
         result.reserveCapacity(count)
-        forEachSlot { result.append(nodes[Int($0)].value) }
+        forEachPosition { result.append(values[$0]) }
         return result
     }
 }
