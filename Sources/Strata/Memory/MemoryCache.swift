@@ -91,9 +91,10 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   for small caches and `2 × cores` (a power of two, at most 64) once each stripe can hold
 ///   at least 256 entries. Values evicted by an operation are released under the stripe's lock
 ///   (``ImageMemoryTier`` releases its images after unlocking, as theirs may `munmap`).
-/// - Memory: about 40 bytes per entry of node (for a word-sized key), 20–40 of index and values
-///   (an 8-byte word and the value at each index position, at a load of 0.4–0.8) and 32 of
-///   frequency sketch (capped at 32 MiB per stripe), besides what the keys and values point to.
+/// - Memory: per entry, a 32-byte node and, at each index position (load 0.4–0.8), an 8-byte
+///   word, the key, the value and 4 bytes of hit state (35–70 bytes for word-sized keys and
+///   values), plus 32 of frequency sketch (capped at 32 MiB per stripe), besides what the keys
+///   and values point to. A hit touches only its index position, as a plain hash map's does.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: MemoryTrimmable, Sendable {
     @usableFromInline let stripes: [Lock<TinyLFUCore<Key, Value>>]
     /// `64 - log2(stripes)`: a hash's stripe is its top bits after a multiply (independent of

@@ -4,7 +4,8 @@ import Glibc
 import Musl
 #endif
 
-/// The open-addressing hash index of a ``TinyLFUCore``, with the values stored beside it.
+/// The open-addressing hash index of a ``TinyLFUCore``, with what a hit reads and writes (key,
+/// value, ``TinyLFUCore/Hot`` state) stored beside each index word.
 extension TinyLFUCore {
     // MARK: hash index
 
@@ -15,7 +16,7 @@ extension TinyLFUCore {
     @inlinable @inline(__always)
     static func slot(_ word: UInt64) -> Int32 { Int32(truncatingIfNeeded: word >> 32) - 1 }
 
-    /// The index position of `key` (its value is `values[position]`), or `nil`.
+    /// The index position of `key`, or `nil`.
     @inlinable
     func position(of key: Key, hash: Int) -> Int? {
         let tag = Self.tag(hash)
@@ -23,7 +24,7 @@ extension TinyLFUCore {
         while true {
             let e = table[p]
             if e == 0 { return nil }
-            if e & 0xFFFF_FFFF == tag, nodes[Int(Self.slot(e))].key == key { return p }
+            if e & 0xFFFF_FFFF == tag, indexKeys[p] == key { return p }
             p = (p + 1) & tableMask
         }
     }
@@ -38,33 +39,36 @@ extension TinyLFUCore {
     @inlinable
     func slot(for key: Key) -> Int32? { find(key, hash: key.hashValue) }
 
-    /// The index position of resident slot `i` (whose hash is `hash`).
+    /// The index position of resident slot `i`: a probe from its hash's home (no key compare).
     @inlinable
-    func position(ofSlot i: Int32, hash: Int) -> Int {
+    func position(ofSlot i: Int32) -> Int {
+        let hash = nodes[Int(i)].hash
         let word = Self.tag(hash) | (UInt64(i + 1) << 32)
         var p = hash & tableMask
         while table[p] != word { p = (p + 1) & tableMask }
         return p
     }
 
-    /// Indexes slot `i` under `hash`, with its value.
+    /// Indexes slot `i` under `hash`, with its key, value and hit state.
     @inlinable
-    mutating func tableInsert(slot: Int32, hash: Int, value: consuming Value) {
+    mutating func tableInsert(slot: Int32, hash: Int, key: Key, value: consuming Value, hot: Hot) {
         if (count + 1) * 5 > (tableMask + 1) * 4 { resizeTable(to: (tableMask + 1) * 2) }
         var p = hash & tableMask
         while table[p] != 0 { p = (p + 1) & tableMask }
         table[p] = Self.tag(hash) | (UInt64(slot + 1) << 32)
-        (values + p).initialize(to: value)
+        (indexKeys + p).initialize(to: key)
+        (indexValues + p).initialize(to: value)
+        indexHot[p] = hot
         count += 1
     }
 
-    /// Removes the word of `slot` and returns its value; closes the gap by shifting later
-    /// entries of the same probe run back, values with them (no tombstones, so lookups never
-    /// slow down).
+    /// Removes the entry at index position `i` and returns its key and value; closes the gap by
+    /// shifting later entries of the same probe run back, with what is stored beside them (no
+    /// tombstones, so lookups never slow down).
     @inlinable
-    mutating func tableRemove(slot: Int32, hash: Int) -> Value {
-        var i = position(ofSlot: slot, hash: hash)
-        let removed = (values + i).move()
+    mutating func tableRemove(at position: Int) -> (Key, Value) {
+        var i = position
+        let removed = ((indexKeys + i).move(), (indexValues + i).move())
         var j = i
         while true {
             j = (j + 1) & tableMask
@@ -75,7 +79,9 @@ extension TinyLFUCore {
             let stays = i <= j ? (i < home && home <= j) : (i < home || home <= j)
             if stays { continue }
             table[i] = e
-            (values + i).moveInitialize(from: values + j, count: 1)
+            (indexKeys + i).moveInitialize(from: indexKeys + j, count: 1)
+            (indexValues + i).moveInitialize(from: indexValues + j, count: 1)
+            indexHot[i] = indexHot[j]
             i = j
         }
         table[i] = 0
@@ -85,19 +91,35 @@ extension TinyLFUCore {
 
     @usableFromInline
     mutating func resizeTable(to size: Int) {
-        let old = table, oldValues = values, oldSize = tableMask + 1
+        let old = table, oldKeys = indexKeys, oldValues = indexValues, oldHot = indexHot
+        let oldSize = tableMask + 1
         table = CacheMemory.allocateZeroed(UInt64.self, count: size)
-        values = CacheMemory.allocate(Value.self, count: size)
+        indexKeys = CacheMemory.allocate(Key.self, count: size)
+        indexValues = CacheMemory.allocate(Value.self, count: size)
+        indexHot = CacheMemory.allocate(Hot.self, count: size)
         tableMask = size - 1
         for k in 0..<oldSize where old[k] != 0 {
             let e = old[k]
             var p = Int(e & 0xFFFF_FFFF) & tableMask
             while table[p] != 0 { p = (p + 1) & tableMask }
             table[p] = e
-            (values + p).moveInitialize(from: oldValues + k, count: 1)
+            (indexKeys + p).moveInitialize(from: oldKeys + k, count: 1)
+            (indexValues + p).moveInitialize(from: oldValues + k, count: 1)
+            indexHot[p] = oldHot[k]
         }
-        CacheMemory.deallocate(old, count: oldSize)
-        CacheMemory.deallocate(oldValues, count: oldSize)
+        Self.deallocateIndex(old, oldKeys, oldValues, oldHot, count: oldSize)
+    }
+
+    /// Frees index arrays (whose entries have been moved out or deinitialised).
+    @usableFromInline
+    static func deallocateIndex(
+        _ table: UnsafeMutablePointer<UInt64>, _ keys: UnsafeMutablePointer<Key>,
+        _ values: UnsafeMutablePointer<Value>, _ hot: UnsafeMutablePointer<Hot>, count: Int
+    ) {
+        CacheMemory.deallocate(table, count: count)
+        CacheMemory.deallocate(keys, count: count)
+        CacheMemory.deallocate(values, count: count)
+        CacheMemory.deallocate(hot, count: count)
     }
 
     /// Calls `body` with every occupied index position.

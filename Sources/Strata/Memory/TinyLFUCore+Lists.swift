@@ -44,7 +44,6 @@ extension TinyLFUCore {
 
     @inlinable
     mutating func append(_ i: Int32, to queue: Queue) {
-        nodes[Int(i)].referenced = false
         let cost = nodes[Int(i)].cost
         let (oldHead, oldTail) = withList(queue) { list -> (Int32, Int32) in
             let ends = (list.head, list.tail)
@@ -69,6 +68,7 @@ extension TinyLFUCore {
     @inlinable
     mutating func move(_ i: Int32, to queue: Queue) {
         if nodes[Int(i)].queue == queue, withList(queue, { $0.tail }) == i { return }
+        clearReferenced(i)
         unlink(i)
         append(i, to: queue)
     }
@@ -77,7 +77,7 @@ extension TinyLFUCore {
     @inlinable
     mutating func rotate(_ queue: Queue) {
         let h = withList(queue) { $0.head }
-        nodes[Int(h)].referenced = false
+        clearReferenced(h)
         let n = nodes[Int(h)].next
         withList(queue) { list in
             list.head = n

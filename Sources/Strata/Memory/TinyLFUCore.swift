@@ -15,11 +15,12 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 /// The single-threaded heart of ``MemoryCache``: W-TinyLFU with cost and count limits.
 ///
 /// Layout: an open-addressing hash index (one 8-byte word per entry, load ≤ 0.8) from key to a
-/// slot in a node array (no per-entry allocation), the values in an array beside the index
-/// (`values[p]` belongs to index word `p`), three intrusive circular lists over the slots, and
-/// a ``FrequencySketch``. A hit's value is found from its index position, not through its node,
-/// so fetching the value (and whatever it points to) does not wait for the node's cache line:
-/// the node's key compare and policy bits are loaded at the same time. The core owns these buffers (hence `~Copyable`; see
+/// slot in a node array (no per-entry allocation), with each entry's key, value and ``Hot``
+/// state stored beside its index word (arrays in step with the index); three intrusive
+/// circular lists over the slots, and a ``FrequencySketch``. A hit reads and writes only at its
+/// index position, as a plain hash map's hit would, and never touches its node, which holds
+/// what only insertion and eviction need (list links, queue, hash, cost). Eviction reaches an
+/// entry's index position from its node by a probe from the hash's home (a few words). The core owns these buffers (hence `~Copyable`; see
 /// ``CacheMemory``) and reads and writes nodes in place, so the hot paths, specialised in the
 /// caller's module, copy no node and make no uniqueness checks.
 /// - *window* (1 % of the limits): every new entry lands here, so a burst of new keys cannot
@@ -36,7 +37,7 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 /// bit in the entry; an entry with the bit set that reaches the head gets a second pass (the
 /// head pointer advances, O(1), no node written). A hit's frequency is counted in the entry
 /// (halved in step with the sketch) and folded into the sketch when the entry leaves, so a hit
-/// touches one index word and one node, and never the sketch's table. On the benchmark traces
+/// touches its index position only, and never the sketch's table. On the benchmark traces
 /// the miss ratios are within ±0.5 point of exact LRU lists and eager counting (measured both
 /// ways).
 ///
@@ -48,14 +49,9 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @usableFromInline
     enum Queue: UInt8 { case window, probation, protected }
 
-    /// One resident entry's key and policy state, stored in place in `nodes` and read and
-    /// written field by field (never copied whole). Field order is layout order: what a hit
-    /// touches (the key and the small fields) comes first, so a hit usually reads one cache
-    /// line. Its value lives in `values`, at the position of its index word.
+    /// What a hit reads and writes, stored beside the entry's index word (`indexHot`).
     @usableFromInline
-    struct Node {
-        @usableFromInline var key: Key
-        @usableFromInline var queue: Queue
+    struct Hot {
         /// Set by a hit in the window or protected; gives the entry a second pass there
         /// instead of a list move on every hit (CLOCK's approximation of LRU).
         @usableFromInline var referenced: Bool
@@ -70,19 +66,29 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         /// (other keys' updates colliding on its counters are not seen; measured: the trace
         /// miss ratios did not move).
         @usableFromInline var estimate: UInt8
+
+        @inlinable
+        init(estimate: UInt8, epoch: UInt8) {
+            self.referenced = false
+            self.localHits = 0
+            self.epoch = epoch
+            self.estimate = estimate
+        }
+    }
+
+    /// One resident entry's list links and the policy state eviction needs, stored in place in
+    /// `nodes` and read and written field by field. A hit does not touch it.
+    @usableFromInline
+    struct Node {
+        @usableFromInline var queue: Queue
         @usableFromInline var prev: Int32
         @usableFromInline var next: Int32
         @usableFromInline var hash: Int
         @usableFromInline var cost: Int
 
         @inlinable
-        init(key: Key, hash: Int, cost: Int, estimate: UInt8, epoch: UInt8) {
-            self.key = key
+        init(hash: Int, cost: Int) {
             self.queue = .window
-            self.referenced = false
-            self.localHits = 0
-            self.epoch = epoch
-            self.estimate = estimate
             self.prev = -1
             self.next = -1
             self.hash = hash
@@ -101,13 +107,14 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
 
     /// Open-addressing hash index (linear probing): each word is the low 32 bits of the key's
     /// hash (which also give its home bucket) and, above them, slot + 1; 0 is empty. One probe
-    /// run usually stays in one cache line, then the node confirms the key. The load goes up
-    /// to 0.8 so the index stays cache-sized (1 MiB at 100 000 entries); at a load of ½ the
-    /// hit took about twice as long there.
+    /// run usually stays in one cache line, then `indexKeys` confirms the key. The load goes
+    /// up to 0.8 so the index stays cache-sized (1 MiB of words at 100 000 entries).
     @usableFromInline var table: UnsafeMutablePointer<UInt64>
-    /// The value of index word `p` is `values[p]`, initialised exactly while `table[p] != 0`
-    /// (moved with the word when the index shifts or grows).
-    @usableFromInline var values: UnsafeMutablePointer<Value>
+    /// The key, value and hit state of index word `p`, initialised exactly while
+    /// `table[p] != 0` (moved with the word when the index shifts or grows).
+    @usableFromInline var indexKeys: UnsafeMutablePointer<Key>
+    @usableFromInline var indexValues: UnsafeMutablePointer<Value>
+    @usableFromInline var indexHot: UnsafeMutablePointer<Hot>
     @usableFromInline var tableMask: Int
     @usableFromInline var count = 0
     /// Slots `0..<slotsUsed` of `nodes` have been handed out; a slot is initialised exactly
@@ -159,7 +166,9 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         self.sketch = FrequencySketch(capacity: Self.sketchCapacity(countLimit: countLimit))
         self.tableMask = 15
         self.table = CacheMemory.allocateZeroed(UInt64.self, count: 16)
-        self.values = CacheMemory.allocate(Value.self, count: 16)
+        self.indexKeys = CacheMemory.allocate(Key.self, count: 16)
+        self.indexValues = CacheMemory.allocate(Value.self, count: 16)
+        self.indexHot = CacheMemory.allocate(Hot.self, count: 16)
         self.nodeCapacity = 16
         self.nodes = CacheMemory.allocate(Node.self, count: 16)
         computeBudgets()
@@ -169,8 +178,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     deinit {
         deinitializeAllEntries()
         CacheMemory.deallocate(nodes, count: nodeCapacity)
-        CacheMemory.deallocate(table, count: tableMask + 1)
-        CacheMemory.deallocate(values, count: tableMask + 1)
+        Self.deallocateIndex(table, indexKeys, indexValues, indexHot, count: tableMask + 1)
     }
 
     @usableFromInline
@@ -201,7 +209,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @usableFromInline
     func deinitializeAllEntries() {
         forEachSlot { (nodes + Int($0)).deinitialize(count: 1) }
-        forEachPosition { (values + $0).deinitialize(count: 1) }
+        forEachPosition {
+            (indexKeys + $0).deinitialize(count: 1)
+            (indexValues + $0).deinitialize(count: 1)
+        }
     }
 
     /// A free slot for a new node (the caller initialises it).
@@ -235,59 +246,64 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
             sketch.increment(hash)
             return nil
         }
-        // The value first: its copy (a retain, for a reference) then waits for no store to
-        // the node's line.
-        let value = values[p]
-        let i = Self.slot(table[p])
         hits &+= 1
-        recordHit(i)
-        onAccess(i)
-        return value
+        recordHit(at: p)
+        onAccess(at: p)
+        return indexValues[p]
     }
 
     /// The entry's own hit count, halved once per sketch halving since it was stamped.
     @inlinable
-    func agedHits(_ i: Int32) -> Int {
-        let age = sketch.epoch &- nodes[Int(i)].epoch
-        return age >= 8 ? 0 : Int(nodes[Int(i)].localHits >> age)
+    func agedHits(at p: Int) -> Int {
+        let age = sketch.epoch &- indexHot[p].epoch
+        return age >= 8 ? 0 : Int(indexHot[p].localHits >> age)
     }
 
     /// The entry's admission-time sketch estimate, halved once per sketch halving since.
     @inlinable
-    func agedEstimate(_ i: Int32) -> Int {
-        let age = sketch.epoch &- nodes[Int(i)].epoch
-        return age >= 8 ? 0 : Int(nodes[Int(i)].estimate >> age)
+    func agedEstimate(at p: Int) -> Int {
+        let age = sketch.epoch &- indexHot[p].epoch
+        return age >= 8 ? 0 : Int(indexHot[p].estimate >> age)
     }
 
-    /// Counts a hit on resident slot `i` in the entry (not in the sketch's table).
+    /// Counts a hit on the entry at index position `p` in the entry (not in the sketch's table).
     @inlinable
-    mutating func recordHit(_ i: Int32) {
+    mutating func recordHit(at p: Int) {
         sketch.tick()
-        let hits = Swift.min(15, agedHits(i) + 1)
-        nodes[Int(i)].estimate = UInt8(agedEstimate(i))
-        nodes[Int(i)].localHits = UInt8(hits)
-        nodes[Int(i)].epoch = sketch.epoch
+        let hits = Swift.min(15, agedHits(at: p) + 1)
+        indexHot[p].estimate = UInt8(agedEstimate(at: p))
+        indexHot[p].localHits = UInt8(hits)
+        indexHot[p].epoch = sketch.epoch
     }
 
     /// TinyLFU's frequency estimate of resident slot `i`: the sketch (accesses while absent,
     /// and hits of earlier stays) plus its own recent hits.
     @inlinable
     func frequency(_ i: Int32) -> Int {
-        Swift.min(15, agedEstimate(i) + agedHits(i))
+        let p = position(ofSlot: i)
+        return Swift.min(15, agedEstimate(at: p) + agedHits(at: p))
     }
+
+    /// Whether resident slot `i` was hit since its bit was last cleared.
+    @inlinable
+    func isReferenced(_ i: Int32) -> Bool { indexHot[position(ofSlot: i)].referenced }
+
+    /// Clears resident slot `i`'s referenced bit.
+    @inlinable
+    mutating func clearReferenced(_ i: Int32) { indexHot[position(ofSlot: i)].referenced = false }
 
     /// The value for `key` without touching recency, frequency or statistics.
     @inlinable
     func peek(_ key: Key) -> Value? {
         guard let p = position(of: key, hash: key.hashValue) else { return nil }
-        return values[p]
+        return indexValues[p]
     }
 
     @inlinable
-    mutating func onAccess(_ i: Int32) {
+    mutating func onAccess(at p: Int) {
         // Promotion out of probation is lazy: it happens when the entry reaches probation's
         // head during an eviction (see evictIfNeeded), so a hit never relinks a list.
-        nodes[Int(i)].referenced = true
+        indexHot[p].referenced = true
     }
 
     /// Demotes protected overflow to probation, giving referenced entries a second pass.
@@ -297,7 +313,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
             protected.cost > protectedCostLimit || protected.count > protectedCountLimit
         {
             let h = protected.head
-            if nodes[Int(h)].referenced {
+            if isReferenced(h) {
                 rotate(.protected)
             } else {
                 move(h, to: .probation)
@@ -324,26 +340,25 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         if let p = position(of: key, hash: hash) {
             let i = Self.slot(table[p])
             slot = i
-            recordHit(i)
+            recordHit(at: p)
             let queue = nodes[Int(i)].queue
             let delta = cost - nodes[Int(i)].cost
             withList(queue) { $0.cost += delta }
             totalCost += delta
             nodes[Int(i)].cost = cost
-            values[p] = value
-            onAccess(i)
+            indexValues[p] = value
+            onAccess(at: p)
         } else {
             let estimate = UInt8(sketch.increment(hash))
             let i = takeFreeSlot()
-            (nodes + Int(i)).initialize(
-                to: Node(key: key, hash: hash, cost: cost, estimate: estimate, epoch: sketch.epoch))
-            tableInsert(slot: i, hash: hash, value: value)
+            (nodes + Int(i)).initialize(to: Node(hash: hash, cost: cost))
+            tableInsert(slot: i, hash: hash, key: key, value: value, hot: Hot(estimate: estimate, epoch: sketch.epoch))
             slot = i
             totalCost += cost
             append(i, to: .window)
             if count > sketch.capacity, sketch.capacity < countLimit {
                 sketch.grow(to: Swift.min(countLimit, count.multipliedReportingOverflow(by: 2).partialValue))
-                forEachSlot { nodes[Int($0)].estimate = 0 }  // the new sketch starts empty
+                forEachPosition { indexHot[$0].estimate = 0 }  // the new sketch starts empty
             }
         }
         evictIfNeeded(sparing: slot, evicted)
@@ -382,7 +397,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         var candidate: Int32 = -1, lastCandidate: Int32 = -1
         while window.count > 1, window.cost > windowCostLimit || window.count > windowCountLimit {
             let w = window.head
-            if nodes[Int(w)].referenced {
+            if isReferenced(w) {
                 rotate(.window)
                 continue
             }
@@ -396,7 +411,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
             // A probation entry hit since it arrived is promoted instead of becoming the victim.
             while true {
                 let h = probation.head
-                guard h >= 0, h != keep, h != candidate, nodes[Int(h)].referenced else { break }
+                guard h >= 0, h != keep, h != candidate, isReferenced(h) else { break }
                 move(h, to: .protected)
                 rebalanceProtected()
             }
@@ -465,13 +480,13 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @inlinable
     mutating func release(_ i: Int32) -> (Key, Value) {
         unlink(i)
-        let hash = nodes[Int(i)].hash
-        sketch.add(hash, agedHits(i))  // its hits become history
-        let value = tableRemove(slot: i, hash: hash)
+        let p = position(ofSlot: i)
+        sketch.add(nodes[Int(i)].hash, agedHits(at: p))  // its hits become history
+        let removed = tableRemove(at: p)
         totalCost -= nodes[Int(i)].cost
-        let node = (nodes + Int(i)).move()
+        (nodes + Int(i)).deinitialize(count: 1)
         freeSlots.append(i)
-        return (node.key, value)
+        return removed
     }
 
     /// Removes `key`; returns its value if it was present.
@@ -505,10 +520,11 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @usableFromInline
     mutating func removeAll() {
         deinitializeAllEntries()
-        CacheMemory.deallocate(table, count: tableMask + 1)
-        CacheMemory.deallocate(values, count: tableMask + 1)
+        Self.deallocateIndex(table, indexKeys, indexValues, indexHot, count: tableMask + 1)
         table = CacheMemory.allocateZeroed(UInt64.self, count: 16)
-        values = CacheMemory.allocate(Value.self, count: 16)
+        indexKeys = CacheMemory.allocate(Key.self, count: 16)
+        indexValues = CacheMemory.allocate(Value.self, count: 16)
+        indexHot = CacheMemory.allocate(Hot.self, count: 16)
         tableMask = 15
         count = 0
         CacheMemory.deallocate(nodes, count: nodeCapacity)
@@ -528,7 +544,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     var keys: [Key] {
         var result: [Key] = []
         result.reserveCapacity(count)
-        forEachSlot { result.append(nodes[Int($0)].key) }
+        forEachPosition { result.append(indexKeys[$0]) }
         return result
     }
 
@@ -537,7 +553,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     var residentValues: [Value] {
         var result: [Value] = []
         result.reserveCapacity(count)
-        forEachPosition { result.append(values[$0]) }
+        forEachPosition { result.append(indexValues[$0]) }
         return result
     }
 }
