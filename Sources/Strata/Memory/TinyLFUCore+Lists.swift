@@ -65,19 +65,18 @@ extension TinyLFUCore {
         nodes[Int(i)].queue = queue
     }
 
+    /// Moves slot `i` to the tail of `queue` (the caller has taken its referenced bit).
     @inlinable
     mutating func move(_ i: Int32, to queue: Queue) {
         if nodes[Int(i)].queue == queue, withList(queue, { $0.tail }) == i { return }
-        clearReferenced(i)
         unlink(i)
         append(i, to: queue)
     }
 
-    /// Clears the head's referenced bit and makes it the tail (a second chance).
+    /// Makes the head the tail (a second chance; the caller has taken its referenced bit).
     @inlinable
     mutating func rotate(_ queue: Queue) {
         let h = withList(queue) { $0.head }
-        clearReferenced(h)
         let n = nodes[Int(h)].next
         withList(queue) { list in
             list.head = n

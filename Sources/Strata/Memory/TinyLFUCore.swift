@@ -284,13 +284,15 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         return Swift.min(15, agedEstimate(at: p) + agedHits(at: p))
     }
 
-    /// Whether resident slot `i` was hit since its bit was last cleared.
+    /// Whether resident slot `i` was hit since its bit was last cleared; clears it (one probe
+    /// for both). Every list move and second pass starts with this, so an entry arrives in its
+    /// new place unreferenced.
     @inlinable
-    func isReferenced(_ i: Int32) -> Bool { indexHot[position(ofSlot: i)].referenced }
-
-    /// Clears resident slot `i`'s referenced bit.
-    @inlinable
-    mutating func clearReferenced(_ i: Int32) { indexHot[position(ofSlot: i)].referenced = false }
+    mutating func takeReferenced(_ i: Int32) -> Bool {
+        let p = position(ofSlot: i)
+        defer { indexHot[p].referenced = false }
+        return indexHot[p].referenced
+    }
 
     /// The value for `key` without touching recency, frequency or statistics.
     @inlinable
@@ -313,7 +315,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
             protected.cost > protectedCostLimit || protected.count > protectedCountLimit
         {
             let h = protected.head
-            if isReferenced(h) {
+            if takeReferenced(h) {
                 rotate(.protected)
             } else {
                 move(h, to: .probation)
@@ -397,7 +399,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         var candidate: Int32 = -1, lastCandidate: Int32 = -1
         while window.count > 1, window.cost > windowCostLimit || window.count > windowCountLimit {
             let w = window.head
-            if isReferenced(w) {
+            if takeReferenced(w) {
                 rotate(.window)
                 continue
             }
@@ -411,7 +413,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
             // A probation entry hit since it arrived is promoted instead of becoming the victim.
             while true {
                 let h = probation.head
-                guard h >= 0, h != keep, h != candidate, isReferenced(h) else { break }
+                guard h >= 0, h != keep, h != candidate, takeReferenced(h) else { break }
                 move(h, to: .protected)
                 rebalanceProtected()
             }
