@@ -20,9 +20,10 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 /// circular lists over the slots, and a ``FrequencySketch``. A hit reads and writes only at its
 /// index position, as a plain hash map's hit would, and never touches its node, which holds
 /// what only insertion and eviction need (list links, queue, hash, cost). Eviction reaches an
-/// entry's index position from its node by a probe from the hash's home (a few words). The core owns these buffers (hence `~Copyable`; see
-/// ``CacheMemory``) and reads and writes nodes in place, so the hot paths, specialised in the
-/// caller's module, copy no node and make no uniqueness checks.
+/// entry's index position from its node by a probe from the hash's home (a few words). The
+/// core owns these buffers (hence `~Copyable`; see ``CacheMemory``) and reads and writes them
+/// in place, so the hot paths, specialised in the caller's module, copy no node and make no
+/// uniqueness checks.
 /// - *window* (1 % of the limits): every new entry lands here, so a burst of new keys cannot
 ///   push out the established ones, and the newest entry is always resident after its insert;
 /// - *probation* and *protected* (the main space, protected up to 90 % of it — 80 % and 90 %
