@@ -18,7 +18,7 @@ struct BenchMemoryCommand: ParsableCommand {
             threads of thread time / operations), which filters out descheduling on a shared \
             machine. With equal costs NSCache inserts at the head of its cost-sorted list and \
             evicts the entry it just inserted, so its insert is O(1) here; with distinct costs \
-            it walks the list. The `floor` line (text output) is a bare Lock + Dictionary \
+            it walks the list. The `floor` (`floors` in JSON) is a bare Lock + Dictionary \
             lookup of the same keys: the memory latency any hash-map hit pays on this machine.
             Traces: Zipf 1.0 and 0.8 over `keys` keys, `requests` requests, and Zipf 1.0 with a \
             one-pass scan of 10 000 new keys every 100 000 requests; cache of 1 % and 10 % of \
@@ -54,6 +54,7 @@ struct BenchMemoryCommand: ParsableCommand {
 
     func run() throws {
         var opRows: [OpRow] = []
+        var floorRows: [String] = []
         if !skipOps {
             for n in entries {
                 for threads in threads {
@@ -63,11 +64,15 @@ struct BenchMemoryCommand: ParsableCommand {
                         if !json { log(row.text) }
                     }
                 }
-                if !json, only == nil || only == "floor" {
-                    log(
-                        String(
-                            format: "floor    %8d entries 1 thr: hit %8.1f ns  (Lock + Dictionary<Int, object>, no policy)",
-                            n, measureFloor(entries: n, ops: ops)))
+                if only == nil || only == "floor" {
+                    let floor = measureFloor(entries: n, ops: ops)
+                    floorRows.append(String(format: "{\"entries\":%d,\"hit_ns\":%.1f}", n, floor))
+                    if !json {
+                        log(
+                            String(
+                                format: "floor    %8d entries 1 thr: hit %8.1f ns  (Lock + Dictionary<Int, object>, no policy)",
+                                n, floor))
+                    }
                 }
             }
         }
@@ -100,7 +105,7 @@ struct BenchMemoryCommand: ParsableCommand {
         if json {
             let ops = opRows.map(\.json).joined(separator: ",")
             let traces = traceRows.map(\.json).joined(separator: ",")
-            print("{\"ops\":[\(ops)],\"traces\":[\(traces)]}")
+            print("{\"ops\":[\(ops)],\"floors\":[\(floorRows.joined(separator: ","))],\"traces\":[\(traces)]}")
         }
     }
 
