@@ -39,13 +39,11 @@ extension TinyLFUCore {
     @inlinable
     func slot(for key: Key) -> Int32? { find(key, hash: key.hashValue) }
 
-    /// The index position of resident slot `i`: a probe from its hash's home (no key compare).
+    /// The index position of resident slot `i` (its node keeps it current).
     @inlinable
     func position(ofSlot i: Int32) -> Int {
-        let hash = nodes[Int(i)].hash
-        let word = Self.tag(hash) | (UInt64(i + 1) << 32)
-        var p = hash & tableMask
-        while table[p] != word { p = (p + 1) & tableMask }
+        let p = Int(nodes[Int(i)].position)
+        assert(Self.slot(table[p]) == i, "a node's index position is stale")
         return p
     }
 
@@ -56,6 +54,7 @@ extension TinyLFUCore {
         var p = hash & tableMask
         while table[p] != 0 { p = (p + 1) & tableMask }
         table[p] = Self.tag(hash) | (UInt64(slot + 1) << 32)
+        nodes[Int(slot)].position = UInt32(truncatingIfNeeded: p)
         (indexKeys + p).initialize(to: key)
         (indexValues + p).initialize(to: value)
         indexHot[p] = hot
@@ -79,6 +78,7 @@ extension TinyLFUCore {
             let stays = i <= j ? (i < home && home <= j) : (i < home || home <= j)
             if stays { continue }
             table[i] = e
+            nodes[Int(Self.slot(e))].position = UInt32(truncatingIfNeeded: i)
             (indexKeys + i).moveInitialize(from: indexKeys + j, count: 1)
             (indexValues + i).moveInitialize(from: indexValues + j, count: 1)
             indexHot[i] = indexHot[j]
@@ -103,6 +103,7 @@ extension TinyLFUCore {
             var p = Int(e & 0xFFFF_FFFF) & tableMask
             while table[p] != 0 { p = (p + 1) & tableMask }
             table[p] = e
+            nodes[Int(Self.slot(e))].position = UInt32(truncatingIfNeeded: p)
             (indexKeys + p).moveInitialize(from: oldKeys + k, count: 1)
             (indexValues + p).moveInitialize(from: oldValues + k, count: 1)
             indexHot[p] = oldHot[k]

@@ -19,8 +19,8 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 /// state stored beside its index word (arrays in step with the index); three intrusive
 /// circular lists over the slots, and a ``FrequencySketch``. A hit reads and writes only at its
 /// index position, as a plain hash map's hit would, and never touches its node, which holds
-/// what only insertion and eviction need (list links, queue, hash, cost). Eviction reaches an
-/// entry's index position from its node by a probe from the hash's home (a few words). The
+/// what only insertion and eviction need (list links, queue, hash, cost, and the entry's index
+/// position, kept current when the index shifts or grows, so eviction never probes). The
 /// core owns these buffers (hence `~Copyable`; see ``CacheMemory``) and reads and writes them
 /// in place, so the hot paths, specialised in the caller's module, copy no node and make no
 /// uniqueness checks.
@@ -84,6 +84,9 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         @usableFromInline var queue: Queue
         @usableFromInline var prev: Int32
         @usableFromInline var next: Int32
+        /// The entry's index position (kept current when the index shifts or grows), so
+        /// eviction reaches its hit state without probing. Fills what was padding.
+        @usableFromInline var position: UInt32
         @usableFromInline var hash: Int
         @usableFromInline var cost: Int
 
@@ -92,6 +95,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
             self.queue = .window
             self.prev = -1
             self.next = -1
+            self.position = 0
             self.hash = hash
             self.cost = cost
         }
