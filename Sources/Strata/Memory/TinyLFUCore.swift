@@ -289,9 +289,8 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         return Swift.min(15, agedEstimate(at: p) + agedHits(at: p))
     }
 
-    /// Whether resident slot `i` was hit since its bit was last cleared; clears it (one probe
-    /// for both). Every list move and second pass starts with this, so an entry arrives in its
-    /// new place unreferenced.
+    /// Whether resident slot `i` was hit since its bit was last cleared; clears it. Every list
+    /// move and second pass starts with this, so an entry arrives in its new place unreferenced.
     @inlinable
     mutating func takeReferenced(_ i: Int32) -> Bool {
         let p = position(ofSlot: i)
