@@ -48,7 +48,7 @@ func cacheShare(of value: Int, _ fraction: Double) -> Int {
 @usableFromInline
 struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     @usableFromInline
-    enum Queue: UInt8 { case window, probation, protected }
+    enum Queue: UInt8, BitwiseCopyable { case window, probation, protected }
 
     /// What a hit reads and writes, stored beside the entry's index word (`indexHot`).
     @usableFromInline
@@ -78,9 +78,10 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     }
 
     /// One resident entry's list links and the policy state eviction needs, stored in place in
-    /// `nodes` and read and written field by field. A hit does not touch it.
+    /// `nodes` and read and written field by field. A hit does not touch it. Plain bits (no key
+    /// or value), so the node array is grown by one copy and freed without a walk.
     @usableFromInline
-    struct Node {
+    struct Node: BitwiseCopyable {
         @usableFromInline var queue: Queue
         @usableFromInline var prev: Int32
         @usableFromInline var next: Int32
@@ -198,22 +199,9 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         protectedCountLimit = Swift.max(1, cacheShare(of: countLimit - windowCountLimit, Self.protectedShare))
     }
 
-    /// Calls `body` with every resident slot (each list from head to tail).
-    @inlinable
-    func forEachSlot(_ body: (Int32) -> Void) {
-        for list in [window, probation, protected] where list.head >= 0 {
-            var i = list.head
-            while true {
-                body(i)
-                if i == list.tail { break }
-                i = nodes[Int(i)].next
-            }
-        }
-    }
-
+    /// Deinitialises every resident key and value (nodes are plain bits: nothing to do).
     @usableFromInline
     func deinitializeAllEntries() {
-        forEachSlot { (nodes + Int($0)).deinitialize(count: 1) }
         forEachPosition {
             (indexKeys + $0).deinitialize(count: 1)
             (indexValues + $0).deinitialize(count: 1)
@@ -234,7 +222,8 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
         let newCapacity = nodeCapacity * 2
         let new = CacheMemory.allocate(Node.self, count: newCapacity)
         let old = nodes
-        forEachSlot { (new + Int($0)).moveInitialize(from: old + Int($0), count: 1) }
+        // Free slots below `slotsUsed` are copied too: nodes are plain bits.
+        UnsafeMutableRawPointer(new).copyMemory(from: old, byteCount: slotsUsed * MemoryLayout<Node>.stride)
         CacheMemory.deallocate(old, count: nodeCapacity)
         nodes = new
         nodeCapacity = newCapacity

@@ -7,9 +7,10 @@ import Musl
 /// Tells ThreadSanitizer about happens-before edges it cannot see: those of the project's
 /// ``Lock`` and of a continuation resumed before its task suspended (``release(before:)``).
 ///
-/// The mutex is built on futexes and atomics inside the (uninstrumented) standard library, so
-/// under `swift test --sanitize=thread` every access to the protected state is reported as a
-/// race even though it is serialised (checked with a four-thread counter: the total is exact
+/// A futex lock (``Lock``, like `Synchronization.Mutex`) orders its critical sections through
+/// atomics and kernel waits that ThreadSanitizer does not take for a lock, so under
+/// `swift test --sanitize=thread` every access to the protected state is reported as a race
+/// even though it is serialised (checked with a four-thread counter: the total is exact
 /// and TSan still reports). The caches call ``acquire`` first and ``release`` last inside each
 /// critical section, which is exactly the ordering the lock provides. The hooks are found once
 /// with `dlsym`; in a normal build they are absent and each call is one predictable branch.
