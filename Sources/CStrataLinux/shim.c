@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/syscall.h>
@@ -33,6 +34,11 @@ int strata_current_thread_attributes(pthread_attr_t *attributes) {
 
 int strata_gettid(void) { return (int)syscall(SYS_gettid); }
 
+int strata_current_cpu_slow(void) {
+    int cpu = sched_getcpu();
+    return cpu < 0 ? 0 : cpu;
+}
+
 int strata_futex_wait(uint32_t *word, uint32_t expected) {
     return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
@@ -48,6 +54,8 @@ static inline void strata_cpu_relax(void) {
     __asm__ __volatile__("yield");
 #endif
 }
+
+void strata_spin_pause(void) { strata_cpu_relax(); }
 
 const int strata_lock_spin_limit = 100;
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include <pthread.h>
+#include <sys/rseq.h>
 
 // MARK: - Constants that glibc declares only under _GNU_SOURCE
 
@@ -40,6 +41,23 @@ int strata_current_thread_attributes(pthread_attr_t *attributes);
 
 /// The calling thread's kernel id (`gettid`).
 int strata_gettid(void);
+
+/// `sched_getcpu()`, or 0 where the kernel cannot say.
+int strata_current_cpu_slow(void);
+
+/// The processor the calling thread is running on now, read from the thread's rseq area (which
+/// glibc registers and the kernel keeps current): one load, no call. Where rseq is not
+/// registered, `sched_getcpu`. A hint: the thread may move right after.
+static inline int strata_current_cpu(void) {
+    if (__builtin_expect(__rseq_size != 0, 1)) {
+        const struct rseq *area = (const struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+        return (int)__atomic_load_n(&area->cpu_id_start, __ATOMIC_RELAXED);
+    }
+    return strata_current_cpu_slow();
+}
+
+/// One spin-wait hint to the processor (`pause` on x86-64, `yield` on arm64).
+void strata_spin_pause(void);
 
 // MARK: - Futex
 

@@ -136,6 +136,13 @@ struct FrequencySketch: ~Copyable {
         if additions >= sampleSize { age() }
     }
 
+    /// Counts `count` accesses at once (hits taken without the lock, handed over later).
+    @inlinable
+    mutating func tick(count: Int) {
+        additions &+= count
+        while additions >= sampleSize { age() }
+    }
+
     /// Adds `amount` occurrences of `hash` (conservatively: the counters below the new
     /// estimate are raised to it), without counting them towards the next halving.
     @inlinable

@@ -97,6 +97,8 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   and values point to. A hit touches only its index position, as a plain hash map's does.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: MemoryTrimmable, Sendable {
     @usableFromInline let stripes: [Lock<TinyLFUCore<Key, Value>>]
+    /// Lets hits skip the stripes' locks while no writer holds them.
+    @usableFromInline let readers: ReaderBias
     /// `64 - log2(stripes)`: a hash's stripe is its top bits after a multiply (independent of
     /// the low bits each stripe's index uses); 64 with one stripe.
     @usableFromInline let shift: Int
@@ -121,6 +123,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         costLimitValue = Atomic(costLimit)
         countLimitValue = Atomic(countLimit)
         shift = 64 - n.trailingZeroBitCount
+        readers = ReaderBias(structures: n)
         let entryCap = cacheShare(of: costLimit, maxEntryShare)
         self.stripes = (0..<n).map { _ in
             var core = TinyLFUCore<Key, Value>(
@@ -159,9 +162,51 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         // The stripes live as long as the cache (a `let` array): borrowed without a retain, which
         // would cost a retain and a release of the stripe's lock object on every lookup, two
         // atomic read-modify-writes on a line that every thread using the stripe shares.
-        return Unmanaged.passUnretained(stripes[stripe(hash)])._withUnsafeGuaranteedRef {
-            $0.withLock { $0.value(forKey: key, hash: hash) }
+        let s = stripe(hash)
+        return Unmanaged.passUnretained(stripes[s])._withUnsafeGuaranteedRef { lock in
+            // Without the lock while no writer holds the stripe (see the type's discussion).
+            if let cell = readers.enter(s) {
+                let value = lock.state.pointee.sharedHit(key, hash: hash)
+                readers.leave(cell, hit: value != nil)
+                if let value { return value }
+            }
+            return lockedValue(lock, s, key, hash)
         }
+    }
+
+    /// A miss (counted, and its access recorded in the sketch) or a lookup that met a writer:
+    /// under the lock, beside the lock-free readers unless the sketch is due to halve. Out of
+    /// line, so the hit path stays small enough to inline into callers.
+    @inlinable @inline(never)
+    func lockedValue(_ lock: Lock<TinyLFUCore<Key, Value>>, _ s: Int, _ key: Key, _ hash: Int) -> Value? {
+        lock.withLock { core in
+            let (answered, value) = core.valueBesideSharedReaders(forKey: key, hash: hash)
+            if answered { return value }
+            return revoked(s, &core) { $0.value(forKey: key, hash: hash) }
+        }
+    }
+
+    /// Runs `body` on stripe `s` (whose lock is `lock`) with its lock held and its lock-free
+    /// readers turned away, after counting the hits they took since the last time.
+    @inlinable
+    func exclusive<R>(_ lock: Lock<TinyLFUCore<Key, Value>>, _ s: Int, _ body: (inout TinyLFUCore<Key, Value>) -> R) -> R {
+        lock.withLock { revoked(s, &$0, body) }
+    }
+
+    /// With stripe `s`'s lock held (its state is `core`): turns its lock-free readers away,
+    /// counts the hits they took, runs `body`, and lets them in again.
+    @inlinable
+    func revoked<R>(_ s: Int, _ core: inout TinyLFUCore<Key, Value>, _ body: (inout TinyLFUCore<Key, Value>) -> R) -> R {
+        let shared = readers.revoke(s)
+        if shared != 0 { core.absorbSharedHits(shared) }
+        defer { readers.restore(s) }
+        return body(&core)
+    }
+
+    /// ``exclusive(_:_:_:)`` on stripe `s`.
+    @inlinable
+    func exclusive<R>(_ s: Int, _ body: (inout TinyLFUCore<Key, Value>) -> R) -> R {
+        exclusive(stripes[s], s, body)
     }
 
     /// Whether `key` is resident, without counting a lookup or touching recency.
@@ -183,9 +228,9 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         let hash = key.hashValue
         let s = stripe(hash)
         guard isStriped else {
-            return stripes[0].withLock { $0.insert(value, forKey: key, hash: hash, cost: cost, evicted: { _, _ in }) }
+            return exclusive(0) { $0.insert(value, forKey: key, hash: hash, cost: cost, evicted: { _, _ in }) }
         }
-        let (admitted, costDelta, countDelta) = stripes[s].withLock { core in
+        let (admitted, costDelta, countDelta) = exclusive(s) { core in
             let before = (core.totalCost, core.count)
             // Evict inside the same critical section, so the admission duel sees the entries
             // this insert moves out of the window: as much as the whole cache will be over.
@@ -216,7 +261,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
             let excessCost = totalCostCounter.load(ordering: .relaxed) - (costTarget ?? costLimitValue.load(ordering: .relaxed))
             let excessCount = costTarget != nil ? 0 : countCounter.load(ordering: .relaxed) - countLimitValue.load(ordering: .relaxed)
             guard excessCost > 0 || excessCount > 0 else { return }
-            let freed = stripes[s].withLock {
+            let freed = exclusive(s) {
                 $0.evictExternally(cost: excessCost, count: excessCount, sparing: s == first ? keep : nil, { _, _ in })
             }
             totalCostCounter.subtract(freed.cost, ordering: .relaxed)
@@ -235,7 +280,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     @discardableResult
     public func removeValue(forKey key: Key) -> Value? {
         let hash = key.hashValue
-        let removed: (Value, Int)? = stripes[stripe(hash)].withLock { core in
+        let removed: (Value, Int)? = exclusive(stripe(hash)) { core in
             guard let i = core.find(key, hash: hash) else { return nil }
             let cost = core.nodes[Int(i)].cost
             return (core.release(i).1, cost)
@@ -250,8 +295,8 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
 
     /// Removes every value and forgets the access history; statistics counters are kept.
     public func removeAll() {
-        for stripe in stripes {
-            let (cost, count) = stripe.withLock { core in
+        for s in stripes.indices {
+            let (cost, count) = exclusive(s) { core in
                 let before = (core.totalCost, core.count)
                 core.removeAll()
                 return before
@@ -267,14 +312,14 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     /// stripe, by less than one entry more): each stripe first frees at most its share of the
     /// excess (in proportion to its cost), then single evictions take the rest.
     public func trim(toCost cost: Int) {
-        guard isStriped else { return stripes[0].withLock { $0.trim(toCost: cost, { _, _ in }) } }
+        guard isStriped else { return exclusive(0) { $0.trim(toCost: cost, { _, _ in }) } }
         let target = Swift.max(0, cost)
         let costs = stripes.map { $0.withLock { $0.totalCost } }
         let total = costs.reduce(0, +)
         guard total > target else { return }
-        for (stripe, c) in zip(stripes, costs) {
+        for (s, c) in costs.enumerated() {
             let quota = Int((Double(total - target) * Double(c) / Double(total)).rounded(.down))
-            let freed = stripe.withLock { core in
+            let freed = exclusive(s) { core in
                 let count = core.count
                 return (core.trim(freeingAtMost: quota, { _, _ in }), count - core.count)
             }
@@ -290,8 +335,8 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         costLimitValue.store(costLimit, ordering: .relaxed)
         countLimitValue.store(countLimit, ordering: .relaxed)
         let n = stripes.count
-        for stripe in stripes {
-            stripe.withLock { core in
+        for s in stripes.indices {
+            exclusive(s) { core in
                 if n > 1 { core.maxEntryCostOverride = cacheShare(of: costLimit, maxEntryShare) }
                 core.setLimits(costLimit: costLimit / n, countLimit: countLimit == .max ? .max : countLimit / n, { _, _ in })
             }
@@ -302,8 +347,8 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     /// Counters and occupancy (each stripe's snapshot is consistent; with several stripes the
     /// sum is taken stripe by stripe).
     public var statistics: CacheStatistics {
-        var sum = stripes.reduce(into: CacheStatistics()) { sum, stripe in
-            let x = stripe.withLock { $0.statistics }
+        var sum = stripes.indices.reduce(into: CacheStatistics()) { sum, s in
+            let x = exclusive(s) { $0.statistics }
             sum.hits += x.hits
             sum.misses += x.misses
             sum.insertions += x.insertions
