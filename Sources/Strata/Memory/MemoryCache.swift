@@ -169,14 +169,30 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
                 let value = lock.state.pointee.sharedHit(key, hash: hash)
                 readers.leave(cell, hit: value != nil)
                 if let value { return value }
+                // A miss, seen while no writer held the stripe: only counting it needs the lock.
+                lockedMiss(lock, s, hash)
+                return nil
             }
             return lockedValue(lock, s, key, hash)
         }
     }
 
-    /// A miss (counted, and its access recorded in the sketch) or a lookup that met a writer:
-    /// under the lock, beside the lock-free readers unless the sketch is due to halve. Out of
-    /// line, so the hit path stays small enough to inline into callers.
+    /// Counts a miss the lock-free path saw, under the lock, beside the lock-free readers unless
+    /// the sketch is due to halve. Out of line, like ``lockedValue(_:_:_:_:)``.
+    @inlinable @inline(never)
+    func lockedMiss(_ lock: Lock<TinyLFUCore<Key, Value>>, _ s: Int, _ hash: Int) {
+        lock.withLock { core in
+            if core.sketchHalvesOnNextAccess {
+                revoked(s, &core) { $0.recordMiss(hash: hash) }
+            } else {
+                core.recordMiss(hash: hash)
+            }
+        }
+    }
+
+    /// A lookup that met a writer: under the lock, beside the lock-free readers unless the
+    /// sketch is due to halve. Out of line, so the hit path stays small enough to inline into
+    /// callers.
     @inlinable @inline(never)
     func lockedValue(_ lock: Lock<TinyLFUCore<Key, Value>>, _ s: Int, _ key: Key, _ hash: Int) -> Value? {
         lock.withLock { core in

@@ -238,8 +238,7 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     mutating func value(forKey key: Key, hash: Int? = nil) -> Value? {
         let hash = hash ?? key.hashValue
         guard let p = position(of: key, hash: hash) else {
-            misses &+= 1
-            sketch.increment(hash)
+            recordMiss(hash: hash)
             return nil
         }
         hits &+= 1
@@ -303,16 +302,28 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
     /// counters, which they never read.
     @inlinable
     mutating func valueBesideSharedReaders(forKey key: Key, hash: Int) -> (answered: Bool, value: Value?) {
-        guard sketch.additions &+ 1 < sketch.sampleSize else { return (false, nil) }
+        guard !sketchHalvesOnNextAccess else { return (false, nil) }
         if let value = sharedHit(key, hash: hash) {
             hits &+= 1
             sketch.additions &+= 1  // `tick()` without its halving, which is not due
             return (true, value)
         }
-        misses &+= 1
-        sketch.increment(hash)
+        recordMiss(hash: hash)
         return (true, nil)
     }
+
+    /// Counts a miss and records the access in the sketch (which may halve it: with lock-free
+    /// readers about, only once they are turned away — see ``sketchHalvesOnNextAccess``).
+    @inlinable
+    mutating func recordMiss(hash: Int) {
+        misses &+= 1
+        sketch.increment(hash)
+    }
+
+    /// Whether the next access recorded in the sketch halves it (changing the epoch that
+    /// lock-free readers read).
+    @inlinable
+    var sketchHalvesOnNextAccess: Bool { sketch.additions &+ 1 >= sketch.sampleSize }
 
     /// Counts `count` hits taken through ``sharedHit(_:hash:)`` (statistics and the sketch's
     /// halving clock). Under the lock, with the lock-free readers turned away.
