@@ -42,7 +42,9 @@ struct BenchMemoryCommand: ParsableCommand {
     @Option(help: "Distinct keys of the Zipf traces.")
     var keys = 100_000
 
-    @Option(help: "Only time this: strata (default stripes), exact (one stripe), nscache or floor.")
+    @Option(
+        help: "Only time this: strata (default stripes), exact (one stripe), nscache, tier (ImageMemoryTier's lookups) or floor."
+    )
     var only: String?
 
     @Option(parsing: .upToNextOption, help: "Thread counts for the operation timings.")
@@ -60,7 +62,8 @@ struct BenchMemoryCommand: ParsableCommand {
         if !skipOps {
             for n in entries {
                 for threads in threads {
-                    for impl in [Impl.strata, .exact, .nscache] where only == impl.rawValue || (only == nil && impl != .exact) {
+                    for impl in [Impl.strata, .exact, .nscache, .tier]
+                    where only == impl.rawValue || (only == nil && impl != .exact && impl != .tier) {
                         let row = measureOps(impl: impl, entries: n, threads: threads, ops: ops)
                         opRows.append(row)
                         if !json { log(row.text) }
@@ -118,7 +121,7 @@ struct BenchMemoryCommand: ParsableCommand {
 }
 
 /// `strata` is ``MemoryCache`` with its default stripes; `exact` (`--only exact`) with one.
-enum Impl: String { case strata, exact, nscache }
+enum Impl: String { case strata, exact, nscache, tier }
 
 struct OpRow {
     var impl: Impl
@@ -203,10 +206,12 @@ struct SendableNSCache: @unchecked Sendable {
 struct KeyArrays: @unchecked Sendable {
     let ints: [[ArraySlice<Int>]]
     let numbers: [[ArraySlice<NSNumber>]]
+    let strings: [[ArraySlice<String>]]
 
-    init(ints: [[Int]] = [], numbers: [[NSNumber]] = []) {
+    init(ints: [[Int]] = [], numbers: [[NSNumber]] = [], strings: [[String]] = []) {
         self.ints = ints.map(Self.rounds)
         self.numbers = numbers.map(Self.rounds)
+        self.strings = strings.map(Self.rounds)
     }
 
     static func rounds<T>(_ keys: [T]) -> [ArraySlice<T>] {
@@ -231,6 +236,7 @@ func timeRounds(_ threads: Int, _ ops: Int, _ body: @escaping @Sendable (Int, In
 }
 
 func measureOps(impl: Impl, entries n: Int, threads: Int, ops: Int) -> OpRow {
+    if impl == .tier { return measureTierOps(entries: n, threads: threads, ops: ops) }
     // Per thread: random resident keys (hits), absent keys (misses), new keys (inserts).
     func keySets(_ seed: UInt64) -> (hit: [Int], miss: [Int], insert: [Int]) {
         var rng = SplitMix64(seed: seed)
@@ -269,6 +275,8 @@ func measureOps(impl: Impl, entries n: Int, threads: Int, ops: Int) -> OpRow {
         return OpRow(
             impl: impl, entries: n, threads: threads, hitNs: hitT,
             missNs: missT, insertNs: insT)
+    case .tier:
+        preconditionFailure("measured by measureTierOps")
     case .nscache:
         let cache = NSCache<NSNumber, Payload>()
         cache.countLimit = n

@@ -4,10 +4,12 @@ import Synchronization
 /// in-memory index of the variants held per key so a tolerance lookup is a scan of a handful
 /// of descriptors through ``VariantMatcher/bestMatch(in:for:descriptor:)`` (the one shared rule).
 ///
-/// Eviction is ``MemoryCache``'s W-TinyLFU; the per-key index lives under the same mutex as the
+/// Eviction is ``MemoryCache``'s W-TinyLFU; the per-key index lives under the same lock as the
 /// policy, so an evicted variant leaves the index in the same critical section. Images pushed
 /// out are released after the lock is dropped (releasing a mapped image is a `munmap` or a
-/// table-slot unpin).
+/// table-slot unpin). Lookups take no lock while no writer holds it (``ReaderBias``): hits on
+/// many threads proceed side by side; inserts, removals and trims wait for the lookups inside
+/// to leave, and a miss takes the lock briefly to count itself.
 ///
 /// **Cost of an image** (``cost(of:fileMappingShare:)``) is the memory the tier *pins* by
 /// holding it:
@@ -127,6 +129,9 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     }
 
     private let state: Lock<State>
+    /// Lets lookups read the state without the lock while no writer holds it (as
+    /// ``MemoryCache``'s stripes do): hits on many threads do not take turns on one lock.
+    private let readers = ReaderBias(structures: 1)
     /// The configuration in force.
     public var configuration: Configuration { locked { $0.configuration } }
 
@@ -142,9 +147,24 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
                 configuration: configuration))
     }
 
-    /// Runs `body` on the state under the lock.
+    /// Runs `body` on the state under the lock, beside the lock-free lookups: for reads, and
+    /// for changes to what those lookups never read (the miss counter).
     private func locked<R: Sendable>(_ body: (inout State) -> R) -> R {
         state.withLock(body)
+    }
+
+    /// Runs `body` on the state under the lock with the lock-free lookups turned away, after
+    /// counting the hits they took: for every change to the index or the cache.
+    private func exclusive<R: Sendable>(_ body: (inout State) -> R) -> R {
+        state.withLock { state in
+            let shared = readers.revoke(0)
+            if shared != 0 {
+                state.hits &+= shared
+                state.cache.absorbSharedHits(shared)
+            }
+            defer { readers.restore(0) }
+            return body(&state)
+        }
     }
 
     /// Bytes `image` pins while held (see the type's discussion).
@@ -161,7 +181,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     /// The best held variant of `key` for `query` under the tolerance rule (``VariantMatcher``), or `nil`.
     /// Counts a hit or a miss; a hit also counts as an access for the eviction policy.
-    /// Cost: a hash lookup and a scan of the key's variants, under the lock.
+    /// Cost: a hash lookup and a scan of the key's variants, without the lock on a hit.
     public func image(forKey key: String, matching query: SizeQuery) -> (PixelImage, VariantDescriptor)? {
         entry(forKey: key, matching: query).map { ($0.image, $0.variant.descriptor) }
     }
@@ -169,11 +189,18 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// The best held variant of `key` for `query` with its record (source version, whether it
     /// is the whole original — which then serves any `fit` box containing it unless
     /// `allowUpscale` — and when it was fetched), or `nil`. Counts a hit or a miss. Allocates
-    /// nothing on a miss.
+    /// nothing on a miss. A hit takes no lock unless a writer holds the tier at that moment
+    /// (see ``ReaderBias``); a miss takes it briefly to count itself.
     public func entry(
         forKey key: String, matching query: SizeQuery, allowUpscale: Bool = false
     ) -> (image: PixelImage, variant: ImageVariant)? {
-        locked { state -> (image: PixelImage, variant: ImageVariant)? in
+        if let cell = readers.enter(0) {
+            let found = Self.lookup(state.state.pointee, key, query, allowUpscale)
+            readers.leave(cell, hit: found != nil)
+            if found == nil { locked { $0.misses &+= 1 } }
+            return found
+        }
+        return exclusive { state -> (image: PixelImage, variant: ImageVariant)? in
             guard let held = state.variants[key],
                 let best = ImageVariant.bestMatch(in: held, for: query, allowUpscale: allowUpscale),
                 let image = state.cache.value(forKey: VariantKey(key: key, variant: best.descriptor))
@@ -184,6 +211,18 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
             state.hits &+= 1
             return (image, best)
         }
+    }
+
+    /// The lock-free lookup: reads the index and the cache (recording the hit only in the
+    /// entry's atomic hit state, ``TinyLFUCore/sharedHit(_:hash:)``) while writers are kept out.
+    private static func lookup(
+        _ state: borrowing State, _ key: String, _ query: SizeQuery, _ allowUpscale: Bool
+    ) -> (image: PixelImage, variant: ImageVariant)? {
+        guard let held = state.variants[key],
+            let best = ImageVariant.bestMatch(in: held, for: query, allowUpscale: allowUpscale)
+        else { return nil }
+        let vkey = VariantKey(key: key, variant: best.descriptor)
+        return state.cache.sharedHit(vkey, hash: vkey.hashValue).map { ($0, best) }
     }
 
     /// The variants of `key` held now (a snapshot, in no particular order).
@@ -225,7 +264,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
             "a variant record must describe its image")
         let vkey = VariantKey(key: key, variant: variant.descriptor)
         var released: [PixelImage] = []
-        let admitted = locked { state -> Bool in
+        let admitted = exclusive { state -> Bool in
             let cost = Self.cost(of: image, fileMappingShare: state.configuration.fileMappingShare)
             // The index learns the variant first, so that every later removal (an eviction of
             // this very entry included) finds it there.
@@ -267,7 +306,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// found the original unchanged); returns how many were updated.
     @discardableResult
     public func refresh(key: String, version: SourceVersion, fetchedAt time: ContinuousClock.Instant) -> Int {
-        locked { state in
+        exclusive { state in
             guard var held = state.variants[key] else { return 0 }
             var updated = 0
             for i in held.indices where held[i].sourceVersion == version {
@@ -284,7 +323,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     @discardableResult
     public func remove(key: String, where predicate: (ImageVariant) -> Bool) -> Int {
         var released: [PixelImage] = []
-        locked { state in
+        exclusive { state in
             guard let held = state.variants[key] else { return }
             for variant in held where predicate(variant) {
                 if let image = state.cache.remove(VariantKey(key: key, variant: variant.descriptor)) { released.append(image) }
@@ -298,7 +337,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Drops every variant of `key`.
     public func remove(key: String) {
         var released: [PixelImage] = []
-        locked { state in
+        exclusive { state in
             guard let held = state.variants.removeValue(forKey: key) else { return }
             state.forgetDigest(of: key)
             for variant in held {
@@ -311,7 +350,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Drops every image.
     public func removeAll() {
         var released: [PixelImage] = []
-        locked { state in
+        exclusive { state in
             released = state.cache.residentValues
             state.cache.removeAll()
             state.variants.removeAll()
@@ -324,7 +363,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Evicts, least valuable first, until the held images cost at most `cost` bytes.
     public func trim(toCost cost: Int) {
         var released: [PixelImage] = []
-        locked { state in
+        exclusive { state in
             var gone: [VariantKey] = []
             state.cache.trim(toCost: cost) { key, image in
                 gone.append(key)
@@ -339,7 +378,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     public func reconfigure(_ configuration: Configuration) throws(MemoryTierConfigurationError) {
         try configuration.validate()
         var released: [PixelImage] = []
-        locked { state in
+        exclusive { state in
             state.configuration = configuration
             var gone: [VariantKey] = []
             state.cache.setLimits(
@@ -359,7 +398,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     /// Counters and occupancy, consistent with each other.
     public var statistics: Statistics {
-        locked { state in
+        exclusive { state in
             Statistics(
                 hits: state.hits, misses: state.misses, insertions: state.cache.insertions,
                 evictions: state.cache.evictions, rejections: state.cache.rejections,
