@@ -8,8 +8,8 @@ import Synchronization
 /// policy, so an evicted variant leaves the index in the same critical section. Images pushed
 /// out are released after the lock is dropped (releasing a mapped image is a `munmap` or a
 /// table-slot unpin). Lookups take no lock while no writer holds it (``ReaderBias``): hits on
-/// many threads proceed side by side; inserts, removals and trims wait for the lookups inside
-/// to leave, and a miss takes the lock briefly to count itself.
+/// many threads proceed side by side, and so do misses; inserts, removals and trims wait for
+/// the lookups inside to leave.
 ///
 /// **Cost of an image** (``cost(of:fileMappingShare:)``) is the memory the tier *pins* by
 /// holding it:
@@ -147,8 +147,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
                 configuration: configuration))
     }
 
-    /// Runs `body` on the state under the lock, beside the lock-free lookups: for reads, and
-    /// for changes to what those lookups never read (the miss counter).
+    /// Runs `body` on the state under the lock, beside the lock-free lookups: for reads.
     private func locked<R: Sendable>(_ body: (inout State) -> R) -> R {
         state.withLock(body)
     }
@@ -158,9 +157,10 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     private func exclusive<R: Sendable>(_ body: (inout State) -> R) -> R {
         state.withLock { state in
             let shared = readers.revoke(0)
-            if shared != 0 {
-                state.hits &+= shared
-                state.cache.absorbSharedHits(shared)
+            state.misses &+= shared.misses
+            if shared.hits != 0 {
+                state.hits &+= shared.hits
+                state.cache.absorbSharedHits(shared.hits)
             }
             defer { readers.restore(0) }
             return body(&state)
@@ -189,15 +189,14 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// The best held variant of `key` for `query` with its record (source version, whether it
     /// is the whole original — which then serves any `fit` box containing it unless
     /// `allowUpscale` — and when it was fetched), or `nil`. Counts a hit or a miss. Allocates
-    /// nothing on a miss. A hit takes no lock unless a writer holds the tier at that moment
-    /// (see ``ReaderBias``); a miss takes it briefly to count itself.
+    /// nothing on a miss. Takes no lock unless a writer holds the tier at that moment (see
+    /// ``ReaderBias``).
     public func entry(
         forKey key: String, matching query: SizeQuery, allowUpscale: Bool = false
     ) -> (image: PixelImage, variant: ImageVariant)? {
         if let cell = readers.enter(0) {
             let found = Self.lookup(state.state.pointee, key, query, allowUpscale)
-            readers.leave(cell, hit: found != nil)
-            if found == nil { locked { $0.misses &+= 1 } }
+            if found != nil { readers.leave(cell, hit: true) } else { readers.leaveMissing(cell) }
             return found
         }
         return exclusive { state -> (image: PixelImage, variant: ImageVariant)? in

@@ -219,7 +219,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
     /// counts the hits they took, runs `body`, and lets them in again.
     @inlinable
     func revoked<R>(_ s: Int, _ core: inout TinyLFUCore<Key, Value>, _ body: (inout TinyLFUCore<Key, Value>) -> R) -> R {
-        let shared = readers.revoke(s)
+        let shared = readers.revoke(s).hits  // this cache's lock-free path counts no misses
         if shared != 0 { core.absorbSharedHits(shared) }
         defer { readers.restore(s) }
         return body(&core)

@@ -17,25 +17,28 @@ import Synchronization
 /// processor's cell shows no reader inside, then ``restore(_:)`` before it unlocks. A reader
 /// that finds the bias off takes the lock like a writer.
 ///
-/// - Cost: a read is two atomic adds on a cache line only its processor writes, and one load of
+/// - Cost: a read is two atomic adds on a cache line only its processor's threads write, and one load of
 ///   a line that changes only when the structure is written: no line moves between cores while
 ///   nothing is written. A write adds one store and one load per processor row (a write on a
 ///   16-core machine reads 16 lines that the readers there wrote). A reader descheduled inside
 ///   its read holds a writer up until it runs again (the writer spins, then yields).
-/// - Hits: a reader may count a hit in its cell as it leaves (the top 32 bits);
-///   ``revoke(_:)`` hands the writer the hits counted since its last call, so statistics stay
-///   exact while no cell counts 2³² hits between two writes of its structure.
+/// - Hits and misses: a reader may count a hit (the top 32 bits of its cell) or a miss (a
+///   second word beside the cell, on the same line) as it leaves; ``revoke(_:)`` hands the
+///   writer what was counted since its last call, so statistics stay exact while no cell counts
+///   2³² hits between two writes of its structure.
 /// - Readers write nothing the writer reads without the lock except through atomics: anything
 ///   a lock-free reader changes in the structure must be an atomic access.
 @usableFromInline
 struct ReaderBias: ~Copyable, @unchecked Sendable {
-    /// `cells[row * rowCells + structure]`: readers inside (low 32 bits) and hits counted by
-    /// them (high 32 bits). Row = processor id modulo `rows`; each row starts on its own line.
+    /// `cells[row * rowCells + 2 * structure]`: readers inside (low 32 bits) and hits counted
+    /// by them (high 32 bits); the next word, the misses they counted. Row = processor id
+    /// modulo `rows`; each row starts on its own line.
     @usableFromInline let cells: UnsafeMutablePointer<Atomic<UInt64>>
     @usableFromInline let rowCells: Int
     @usableFromInline let rowMask: Int
-    /// Per structure, a 64-byte-aligned block: the bias word (1 on, 0 off) and then, written
-    /// only under the structure's lock, the high half of each row's cell at the last revoke.
+    /// Per structure, a 64-byte-aligned block: the bias word (1 on, 0 off), then, written only
+    /// under the structure's lock, each row's miss count and the high half of each row's cell
+    /// at the last revoke (``missesSeen(_:)``, ``hitsSeen(_:)``).
     @usableFromInline let blocks: UnsafeMutableRawPointer
     @usableFromInline let blockSize: Int
     @usableFromInline let structures: Int
@@ -50,18 +53,19 @@ struct ReaderBias: ~Copyable, @unchecked Sendable {
         while rows < Processors.configured && rows < 256 { rows *= 2 }
         let line = Self.line
         self.structures = structures
-        rowCells = (structures * 8 + line - 1) / line * line / 8
+        rowCells = (structures * 16 + line - 1) / line * line / 8
         rowMask = rows - 1
         let cellBytes = rows * rowCells * 8
         cells = UnsafeMutableRawPointer.allocate(byteCount: cellBytes, alignment: line)
             .bindMemory(to: Atomic<UInt64>.self, capacity: rows * rowCells)
         for i in 0..<rows * rowCells { (cells + i).initialize(to: Atomic(0)) }
-        blockSize = (4 + 4 * rows + line - 1) / line * line
+        blockSize = (8 + 12 * rows + line - 1) / line * line
         blocks = UnsafeMutableRawPointer.allocate(byteCount: blockSize * structures, alignment: line)
         for s in 0..<structures {
             let block = blocks + s * blockSize
             block.bindMemory(to: Atomic<UInt32>.self, capacity: 1).initialize(to: Atomic(1))
-            (block + 4).bindMemory(to: UInt32.self, capacity: rows).initialize(repeating: 0, count: rows)
+            (block + 8).bindMemory(to: UInt64.self, capacity: rows).initialize(repeating: 0, count: rows)
+            (block + 8 + 8 * rows).bindMemory(to: UInt32.self, capacity: rows).initialize(repeating: 0, count: rows)
         }
     }
 
@@ -78,15 +82,20 @@ struct ReaderBias: ~Copyable, @unchecked Sendable {
     }
 
     @inlinable
-    func seen(_ structure: Int) -> UnsafeMutablePointer<UInt32> {
-        (blocks + structure * blockSize + 4).assumingMemoryBound(to: UInt32.self)
+    func missesSeen(_ structure: Int) -> UnsafeMutablePointer<UInt64> {
+        (blocks + structure * blockSize + 8).assumingMemoryBound(to: UInt64.self)
+    }
+
+    @inlinable
+    func hitsSeen(_ structure: Int) -> UnsafeMutablePointer<UInt32> {
+        (blocks + structure * blockSize + 8 + 8 * rows).assumingMemoryBound(to: UInt32.self)
     }
 
     /// Starts a lock-free read of `structure`: the reader's cell, to pass to ``leave(_:hit:)``,
     /// or `nil` when a writer holds the structure (take its lock instead).
     @inlinable
     func enter(_ structure: Int) -> Int? {
-        let cell = (Int(strata_current_cpu()) & rowMask) * rowCells + structure
+        let cell = (Int(strata_current_cpu()) & rowMask) * rowCells + 2 * structure
         // Counted first, then the bias checked (both sequentially consistent): a writer that
         // turned the bias off before this check sees the count and waits for `leave`.
         cells[cell].wrappingAdd(1, ordering: .sequentiallyConsistent)
@@ -102,16 +111,23 @@ struct ReaderBias: ~Copyable, @unchecked Sendable {
         cells[cell].wrappingAdd(hit ? 0xFFFF_FFFF : UInt64.max, ordering: .releasing)
     }
 
+    /// Ends the read begun by ``enter(_:)``, counting one miss.
+    @inlinable
+    func leaveMissing(_ cell: Int) {
+        cells[cell + 1].wrappingAdd(1, ordering: .relaxed)  // published by the release below
+        cells[cell].wrappingSubtract(1, ordering: .releasing)
+    }
+
     /// With `structure`'s lock held: turns its readers away and waits for those inside to
-    /// leave; returns the hits they counted since the last call. Follow with ``restore(_:)``
-    /// before unlocking.
+    /// leave; returns the hits and misses they counted since the last call. Follow with
+    /// ``restore(_:)`` before unlocking.
     @usableFromInline
-    func revoke(_ structure: Int) -> UInt64 {
+    func revoke(_ structure: Int) -> (hits: UInt64, misses: UInt64) {
         bias(structure).pointee.store(0, ordering: .sequentiallyConsistent)
-        let seen = seen(structure)
-        var hits: UInt64 = 0
+        let seen = hitsSeen(structure), missesSeen = missesSeen(structure)
+        var hits: UInt64 = 0, misses: UInt64 = 0
         for row in 0..<rows {
-            let cell = cells + row * rowCells + structure
+            let cell = cells + row * rowCells + 2 * structure
             var value = cell.pointee.load(ordering: .sequentiallyConsistent)
             var spins = 0
             while value & 0xFFFF_FFFF != 0 {
@@ -122,8 +138,11 @@ struct ReaderBias: ~Copyable, @unchecked Sendable {
             let high = UInt32(truncatingIfNeeded: value >> 32)
             hits &+= UInt64(high &- seen[row])
             seen[row] = high
+            let missed = (cell + 1).pointee.load(ordering: .relaxed)  // ordered by the load above
+            misses &+= missed &- missesSeen[row]
+            missesSeen[row] = missed
         }
-        return hits
+        return (hits, misses)
     }
 
     /// Lets readers of `structure` in again without its lock (the writes made under it are

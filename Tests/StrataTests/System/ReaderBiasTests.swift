@@ -6,7 +6,7 @@ import Glibc
 @testable import Strata
 
 @Suite struct ReaderBiasTests {
-    @Test("readers get in while biased and are turned away while revoked; hits are handed over once")
+    @Test("readers get in while biased and are turned away while revoked; hits and misses are handed over once")
     func enterRevokeRestore() {
         let bias = ReaderBias(structures: 3)
         for hit in [true, true, false, true] {
@@ -16,16 +16,21 @@ import Glibc
             }
             bias.leave(cell, hit: hit)
         }
-        #expect(bias.revoke(1) == 3)
+        for _ in 0..<2 {
+            if let cell = bias.enter(1) { bias.leaveMissing(cell) } else { Issue.record("a reader was turned away") }
+        }
+        let first = bias.revoke(1)
+        #expect(first.hits == 3 && first.misses == 2)
         if let cell = bias.enter(1) {
             Issue.record("a reader got in while a writer holds the structure")
             bias.leave(cell, hit: false)
         }
         if let cell = bias.enter(2) { bias.leave(cell, hit: true) } else { Issue.record("another structure was turned away") }
         bias.restore(1)
-        #expect(bias.revoke(1) == 0, "the same hits were handed over twice")
+        let second = bias.revoke(1)
+        #expect(second.hits == 0 && second.misses == 0, "the same counts were handed over twice")
         bias.restore(1)
-        #expect(bias.revoke(2) == 1)
+        #expect(bias.revoke(2).hits == 1)
         bias.restore(2)
         #expect(bias.enter(1) != nil)
     }
