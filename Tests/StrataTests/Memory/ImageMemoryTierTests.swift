@@ -192,37 +192,21 @@ struct ImageMemoryTierTests {
     @Test func lockFreeLookupsBesideAWriter() throws {
         let tier = ImageMemoryTier(configuration: .init(costLimit: 400_000, countLimit: 48))
         let images = (0..<64).map { PixelImage(width: 16 + $0, height: 16) }
-        let done = Atomic<Bool>(false)
-        let lookups = Atomic<Int>(0)
-        let wrong = Atomic<Int>(0)
-        let readers = try (0..<3).map { t in
-            try OSThread(name: "tier-reader-\(t)") {
-                var rng = MemoryCacheTests.Rng(state: UInt64(t) + 70)
-                var n = 0
-                while !done.load(ordering: .relaxed) || n < 20_000 {
-                    let i = Int.random(in: 0..<images.count, using: &rng)
-                    if let (found, variant) = tier.image(forKey: "k\(i)", matching: SizeQuery(box: images[i].size)),
-                        found.width != 16 + i || variant.size != found.size
-                    {
-                        wrong.add(1, ordering: .relaxed)
-                    }
-                    n += 1
-                }
-                lookups.add(n, ordering: .relaxed)
-            }
-        }
-        var rng = MemoryCacheTests.Rng(state: 5)
-        for step in 0..<30_000 {
+        let (lookupCount, wrongImages) = try ConcurrentReaders.run(seed: 70) { rng in
             let i = Int.random(in: 0..<images.count, using: &rng)
-            switch step % 12 {
-            case 0..<8: tier.insert(images[i], forKey: "k\(i)", mode: .fit)
-            case 8..<11: tier.remove(key: "k\(i)")
-            default: tier.trim(toCost: 100_000)
+            guard let (found, variant) = tier.image(forKey: "k\(i)", matching: SizeQuery(box: images[i].size)) else { return true }
+            return found.width == 16 + i && variant.size == found.size
+        } writer: {
+            var rng = MemoryCacheTests.Rng(state: 5)
+            for step in 0..<30_000 {
+                let i = Int.random(in: 0..<images.count, using: &rng)
+                switch step % 12 {
+                case 0..<8: tier.insert(images[i], forKey: "k\(i)", mode: .fit)
+                case 8..<11: tier.remove(key: "k\(i)")
+                default: tier.trim(toCost: 100_000)
+                }
             }
         }
-        done.store(true, ordering: .relaxed)
-        for reader in readers { reader.join() }
-        let wrongImages = wrong.load(ordering: .relaxed), lookupCount = lookups.load(ordering: .relaxed)
         #expect(wrongImages == 0)
         let s = tier.statistics
         #expect(s.hits + s.misses == UInt64(lookupCount))

@@ -81,37 +81,52 @@ struct MemoryCacheSharedHitTests {
         let cache = MemoryCache<String, Box>(costLimit: 600, countLimit: 600, maxEntryShare: 0.01, stripes: stripes)
         let keys = (0..<1_000).map { "key-\($0)-" + String(repeating: "x", count: 24) }
         for key in keys.prefix(500) { cache.insert(Box(key), forKey: key, cost: 1) }
-        let done = Atomic<Bool>(false)
-        let lookups = Atomic<Int>(0)
-        let wrong = Atomic<Int>(0)
-        let readers = try (0..<3).map { t in
-            try OSThread(name: "reader-\(t)") {
-                var rng = MemoryCacheTests.Rng(state: UInt64(t) + 900)
-                var n = 0
-                while !done.load(ordering: .relaxed) || n < 20_000 {
-                    let key = keys[Int.random(in: 0..<keys.count, using: &rng)]
-                    if let box = cache.value(forKey: key), box.key != key { wrong.add(1, ordering: .relaxed) }
-                    n += 1
-                }
-                lookups.add(n, ordering: .relaxed)
-            }
-        }
-        var rng = MemoryCacheTests.Rng(state: 77)
-        for i in 0..<30_000 {
+        let (lookupCount, wrongValues) = try ConcurrentReaders.run(seed: 900) { rng in
             let key = keys[Int.random(in: 0..<keys.count, using: &rng)]
-            switch i % 16 {
-            case 0..<11: cache.insert(Box(key), forKey: key, cost: 1)
-            case 11..<15: cache.removeValue(forKey: key)
-            default: cache.trim(toCost: 300)
+            return cache.value(forKey: key).map { $0.key == key } ?? true
+        } writer: {
+            var rng = MemoryCacheTests.Rng(state: 77)
+            for i in 0..<30_000 {
+                let key = keys[Int.random(in: 0..<keys.count, using: &rng)]
+                switch i % 16 {
+                case 0..<11: cache.insert(Box(key), forKey: key, cost: 1)
+                case 11..<15: cache.removeValue(forKey: key)
+                default: cache.trim(toCost: 300)
+                }
             }
         }
-        done.store(true, ordering: .relaxed)
-        for reader in readers { reader.join() }
-        let wrongValues = wrong.load(ordering: .relaxed), lookupCount = lookups.load(ordering: .relaxed)
         #expect(wrongValues == 0)
         let s = cache.statistics
         #expect(s.hits + s.misses == UInt64(lookupCount))
         #expect(s.hits > 0 && s.misses > 0)
         #expect(s.count <= 600 && s.count == cache.keys.count)
+    }
+}
+
+/// Three reader threads looping over `lookup` (which says whether what it was served is right)
+/// while `writer` runs on the calling thread, each reader at least `minimumLookups` times.
+enum ConcurrentReaders {
+    static func run(
+        seed: UInt64, minimumLookups: Int = 20_000, _ lookup: @escaping @Sendable (inout MemoryCacheTests.Rng) -> Bool,
+        writer: () -> Void
+    ) throws -> (lookups: Int, wrong: Int) {
+        let done = Atomic<Bool>(false)
+        let lookups = Atomic<Int>(0)
+        let wrong = Atomic<Int>(0)
+        let readers = try (0..<3).map { t in
+            try OSThread(name: "reader-\(t)") {
+                var rng = MemoryCacheTests.Rng(state: seed + UInt64(t))
+                var n = 0
+                while !done.load(ordering: .relaxed) || n < minimumLookups {
+                    if !lookup(&rng) { wrong.add(1, ordering: .relaxed) }
+                    n += 1
+                }
+                lookups.add(n, ordering: .relaxed)
+            }
+        }
+        writer()
+        done.store(true, ordering: .relaxed)
+        for reader in readers { reader.join() }
+        return (lookups.load(ordering: .relaxed), wrong.load(ordering: .relaxed))
     }
 }
