@@ -98,7 +98,7 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 /// - Memory: per entry, a 32-byte node and, at each index position (load 0.4–0.8), an 8-byte
 ///   word, the key, the value and 4 bytes of hit state (35–70 bytes for word-sized keys and
 ///   values), plus 32 of frequency sketch (capped at 32 MiB per stripe), besides what the keys
-///   and values point to; and 8 bytes per stripe per processor of reader counts. A hit touches
+///   and values point to; and 16 bytes of reader counts per stripe per processor. A hit touches
 ///   only its index position and its processor's count line, as a plain hash map's touches its
 ///   position.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: MemoryTrimmable, Sendable {
