@@ -181,7 +181,8 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     /// The best held variant of `key` for `query` under the tolerance rule (``VariantMatcher``), or `nil`.
     /// Counts a hit or a miss; a hit also counts as an access for the eviction policy.
-    /// Cost: a hash lookup and a scan of the key's variants, without the lock on a hit.
+    /// Cost: a hash lookup and a scan of the key's variants, without the lock unless a writer
+    /// holds the tier at that moment.
     public func image(forKey key: String, matching query: SizeQuery) -> (PixelImage, VariantDescriptor)? {
         entry(forKey: key, matching: query).map { ($0.image, $0.variant.descriptor) }
     }
