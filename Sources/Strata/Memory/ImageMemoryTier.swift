@@ -200,21 +200,22 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
             if found != nil { readers.leave(cell, hit: true) } else { readers.leaveMissing(cell) }
             return found
         }
+        // A writer held the tier: the same lookup under the lock, counted there.
         return exclusive { state -> (image: PixelImage, variant: ImageVariant)? in
-            guard let held = state.variants[key],
-                let best = ImageVariant.bestMatch(in: held, for: query, allowUpscale: allowUpscale),
-                let image = state.cache.value(forKey: VariantKey(key: key, variant: best.descriptor))
-            else {
+            let found = Self.lookup(state, key, query, allowUpscale)
+            if found != nil {
+                state.hits &+= 1
+                state.cache.absorbSharedHits(1)
+            } else {
                 state.misses &+= 1
-                return nil
             }
-            state.hits &+= 1
-            return (image, best)
+            return found
         }
     }
 
-    /// The lock-free lookup: reads the index and the cache (recording the hit only in the
-    /// entry's atomic hit state, ``TinyLFUCore/sharedHit(_:hash:)``) while writers are kept out.
+    /// The lookup: reads the index and the cache, recording a hit only in the entry's atomic
+    /// hit state (``TinyLFUCore/sharedHit(_:hash:)``); the caller counts it. Safe without the
+    /// lock while writers are kept out.
     private static func lookup(
         _ state: borrowing State, _ key: String, _ query: SizeQuery, _ allowUpscale: Bool
     ) -> (image: PixelImage, variant: ImageVariant)? {

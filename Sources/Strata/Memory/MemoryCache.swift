@@ -208,13 +208,6 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         }
     }
 
-    /// Runs `body` on stripe `s` (whose lock is `lock`) with its lock held and its lock-free
-    /// readers turned away, after counting the hits they took since the last time.
-    @inlinable
-    func exclusive<R>(_ lock: Lock<TinyLFUCore<Key, Value>>, _ s: Int, _ body: (inout TinyLFUCore<Key, Value>) -> R) -> R {
-        lock.withLock { revoked(s, &$0, body) }
-    }
-
     /// With stripe `s`'s lock held (its state is `core`): turns its lock-free readers away,
     /// counts the hits they took, runs `body`, and lets them in again.
     @inlinable
@@ -225,10 +218,11 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         return body(&core)
     }
 
-    /// ``exclusive(_:_:_:)`` on stripe `s`.
+    /// Runs `body` on stripe `s` with its lock held and its lock-free readers turned away,
+    /// after counting the hits they took since the last time.
     @inlinable
     func exclusive<R>(_ s: Int, _ body: (inout TinyLFUCore<Key, Value>) -> R) -> R {
-        exclusive(stripes[s], s, body)
+        stripes[s].withLock { revoked(s, &$0, body) }
     }
 
     /// Whether `key` is resident, without counting a lookup or touching recency.

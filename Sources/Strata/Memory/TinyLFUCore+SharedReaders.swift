@@ -7,21 +7,17 @@ import Synchronization
 extension TinyLFUCore {
     /// A hit for a reader that holds no lock (the read-biased paths of ``MemoryCache`` and
     /// ``ImageMemoryTier``, whose ``ReaderBias`` keeps writers out): the value for `key`, or
-    /// `nil`, recording the hit in the entry's ``Hot`` state only, with one relaxed atomic load and, when the state changes, one
-    /// store (two readers hitting one entry at once may lose one of the updates, as Caffeine's
-    /// read buffers may; a hot entry's state soon stops changing, so its line stays shared).
-    /// The hit count and the sketch's tick reach the core later, through ``absorbSharedHits(_:)``.
+    /// `nil`, recording the hit in the entry's ``Hot`` state only, as ``value(forKey:hash:)``
+    /// does, with one relaxed atomic load and, when the state changes, one store (two readers
+    /// hitting one entry at once may lose one of the updates, as Caffeine's read buffers may; a
+    /// hot entry's state soon stops changing, so its line stays shared). The hit count and the
+    /// sketch's tick reach the core later, through ``absorbSharedHits(_:)``.
     @inlinable @inline(__always)
     func sharedHit(_ key: Key, hash: Int) -> Value? {
         guard let p = position(of: key, hash: hash) else { return nil }
         let word = UnsafeMutableRawPointer(indexHot + p).assumingMemoryBound(to: Atomic<UInt32>.self)
         let seen = word.pointee.load(ordering: .relaxed)
-        let old = unsafeBitCast(seen, to: Hot.self)
-        let age = sketch.epoch &- old.epoch
-        var hot = old
-        hot.localHits = UInt8(Swift.min(15, (age >= 8 ? 0 : Int(old.localHits >> age)) + 1))
-        hot.estimate = age >= 8 ? 0 : old.estimate >> age
-        hot.epoch = sketch.epoch
+        var hot = unsafeBitCast(seen, to: Hot.self).counting(hitAt: sketch.epoch)
         hot.referenced = true
         let updated = unsafeBitCast(hot, to: UInt32.self)
         if updated != seen { word.pointee.store(updated, ordering: .relaxed) }

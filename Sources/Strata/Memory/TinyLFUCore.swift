@@ -75,6 +75,31 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
             self.epoch = epoch
             self.estimate = estimate
         }
+
+        /// The own hit count at sketch epoch `now`: halved once per halving since `epoch`.
+        @inlinable
+        func agedHits(at now: UInt8) -> Int {
+            let age = now &- epoch
+            return age >= 8 ? 0 : Int(localHits >> age)
+        }
+
+        /// The admission-time estimate at sketch epoch `now`, halved like ``agedHits(at:)``.
+        @inlinable
+        func agedEstimate(at now: UInt8) -> Int {
+            let age = now &- epoch
+            return age >= 8 ? 0 : Int(estimate >> age)
+        }
+
+        /// This state after one more hit at sketch epoch `now`, aged to it (the referenced bit
+        /// as it was).
+        @inlinable
+        func counting(hitAt now: UInt8) -> Hot {
+            var hot = self
+            hot.localHits = UInt8(Swift.min(15, agedHits(at: now) + 1))
+            hot.estimate = UInt8(agedEstimate(at: now))
+            hot.epoch = now
+            return hot
+        }
     }
 
     /// One resident entry's list links and the policy state eviction needs, stored in place in
@@ -248,26 +273,17 @@ struct TinyLFUCore<Key: Hashable, Value>: ~Copyable {
 
     /// The entry's own hit count, halved once per sketch halving since it was stamped.
     @inlinable
-    func agedHits(at p: Int) -> Int {
-        let age = sketch.epoch &- indexHot[p].epoch
-        return age >= 8 ? 0 : Int(indexHot[p].localHits >> age)
-    }
+    func agedHits(at p: Int) -> Int { indexHot[p].agedHits(at: sketch.epoch) }
 
     /// The entry's admission-time sketch estimate, halved once per sketch halving since.
     @inlinable
-    func agedEstimate(at p: Int) -> Int {
-        let age = sketch.epoch &- indexHot[p].epoch
-        return age >= 8 ? 0 : Int(indexHot[p].estimate >> age)
-    }
+    func agedEstimate(at p: Int) -> Int { indexHot[p].agedEstimate(at: sketch.epoch) }
 
     /// Counts a hit on the entry at index position `p` in the entry (not in the sketch's table).
     @inlinable
     mutating func recordHit(at p: Int) {
         sketch.tick()
-        let hits = Swift.min(15, agedHits(at: p) + 1)
-        indexHot[p].estimate = UInt8(agedEstimate(at: p))
-        indexHot[p].localHits = UInt8(hits)
-        indexHot[p].epoch = sketch.epoch
+        indexHot[p] = indexHot[p].counting(hitAt: sketch.epoch)
     }
 
     /// TinyLFU's frequency estimate of resident slot `i`: the sketch (accesses while absent,

@@ -41,7 +41,6 @@ struct ReaderBias: ~Copyable, @unchecked Sendable {
     /// at the last revoke (``missesSeen(_:)``, ``hitsSeen(_:)``).
     @usableFromInline let blocks: UnsafeMutableRawPointer
     @usableFromInline let blockSize: Int
-    @usableFromInline let structures: Int
 
     @usableFromInline static var line: Int { 64 }
 
@@ -52,7 +51,6 @@ struct ReaderBias: ~Copyable, @unchecked Sendable {
         var rows = 1
         while rows < Processors.configured && rows < 256 { rows *= 2 }
         let line = Self.line
-        self.structures = structures
         rowCells = (structures * 16 + line - 1) / line * line / 8
         rowMask = rows - 1
         let cellBytes = rows * rowCells * 8
