@@ -38,6 +38,12 @@ let package = Package(
         .systemLibrary(
             name: "CTurboJPEG", pkgConfig: "libturbojpeg",
             providers: [.apt(["libturbojpeg0-dev"])]),
+        // libjpeg's scanline API (the same libjpeg-turbo), for decodes that hand over rows as
+        // they go; wrapped by CStrataJPEG, whose C sets libjpeg's longjmp landing points.
+        .systemLibrary(
+            name: "CJPEG", pkgConfig: "libjpeg",
+            providers: [.apt(["libjpeg62-turbo-dev"])]),
+        .target(name: "CStrataJPEG", dependencies: ["CJPEG"]),
         .systemLibrary(
             name: "CWebP", pkgConfig: "libwebp libwebpdemux",
             providers: [.apt(["libwebp-dev"])]),
@@ -54,7 +60,7 @@ let package = Package(
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CWebP", "CPNG", "CXXHash", "CStrataLinux", "CStrataSIMD",
+                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CXXHash", "CStrataLinux", "CStrataSIMD",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

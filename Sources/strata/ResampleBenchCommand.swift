@@ -13,7 +13,9 @@ struct ResampleBenchCommand: ParsableCommand {
             still covers the thumbnail, times the bare libjpeg-turbo decode at that scale (the \
             anchor) and Lanczos-3 resampling of its output to the thumbnail, and reports the ratio \
             (decode + resample) / decode. At the scale the source tier picks (≥ 2× the thumbnail, \
-            marked *) it also times Strata's whole pipeline (ImageRenderer.render). \
+            marked *) it also times Strata's whole pipeline (ImageRenderer.render, the decode and \
+            the resample overlapped where they can be) and, interleaved with it, the same with \
+            the decode before the resample (serial ms). \
             With Fixtures/reference present, reports PSNR against Pillow's Lanczos of the full \
             decode (Scripts/quality/reference.py).
             """)
@@ -42,10 +44,13 @@ struct ResampleBenchCommand: ParsableCommand {
         let header = try decoder.readHeader(bytes)
         print("source \(jpeg): \(header.size); medians of \(iterations) runs (1/1 decodes: a third as many); resample threads: \(threads)")
         print("anchor: ImageDecoder.decodeBare (one tjDecompress2 into a reused buffer); ratio = (bare + resample) / bare")
-        print("thumbnail  DCT  decoded     bare ms  resample ms  ratio  pipeline ms  ratio  PSNR (dB)")
+        print("thumbnail  DCT  decoded     bare ms  resample ms  ratio  pipeline ms  ratio  serial ms  PSNR (dB)")
         let resampler = Resampler()
         resampler.threads = threads
         let renderer = ImageRenderer(resampleThreads: threads)
+        // The same pipeline with the decode and the resample one after the other.
+        let serialRenderer = ImageRenderer(resampleThreads: threads)
+        serialRenderer.overlapsDecode = false
         for side in [256, 1024] {
             let box = PixelSize(width: side, height: side)
             let target = SizingPlan(source: header.size, box: box, mode: .fit).output
@@ -68,12 +73,18 @@ struct ResampleBenchCommand: ParsableCommand {
                 let region = SourceRect(x: 0, y: 0, width: Double(scaled.width), height: Double(scaled.height))
                 var thumb = PixelImage(uninitializedWidth: target.width, height: target.height)
                 let resample = Self.median(runs) { resampler.resample(decoded, region: region, into: &thumb) }
-                var pipelineText = "          -       -"
+                var pipelineText = "          -       -          -"
                 if factor == chosen && !resampleOnly {
                     // What the source tier does: ImageRenderer.render (header check, decode at the
-                    // chosen scale into its reused buffer, Lanczos to the output).
-                    let pipeline = Self.median(runs) { _ = try! renderer.render(bytes, request: request) }
-                    pipelineText = String(format: "%11.2f  %5.2f", pipeline, pipeline / bare)
+                    // chosen scale into its reused buffer, Lanczos to the output, the two at once
+                    // where they overlap); and the same with the decode before the resample.
+                    // Interleaved, run by run, so that machine noise hits both alike.
+                    let (pipeline, serial) = Self.medians(runs) {
+                        _ = try! renderer.render(bytes, request: request)
+                    } _: {
+                        _ = try! serialRenderer.render(bytes, request: request)
+                    }
+                    pipelineText = String(format: "%11.2f  %5.2f  %9.2f", pipeline, pipeline / bare, serial)
                 }
                 let psnr = try quality(thumb).map { String(format: "%.2f", $0) } ?? "-"
                 print(
@@ -153,6 +164,22 @@ struct ResampleBenchCommand: ParsableCommand {
     }
 
     /// Median wall time of `count` runs of `body`, in milliseconds (one untimed warm-up run).
+    /// Medians of `count` runs of `a` and of `b`, alternating.
+    private static func medians(_ count: Int, _ a: () -> Void, _ b: () -> Void) -> (Double, Double) {
+        a()
+        b()
+        var times: ([Double], [Double]) = ([], [])
+        let clock = ContinuousClock()
+        func ms(_ d: Duration) -> Double { Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) * 1e-15 }
+        for _ in 0..<max(1, count) {
+            times.0.append(ms(clock.measure(a)))
+            times.1.append(ms(clock.measure(b)))
+        }
+        times.0.sort()
+        times.1.sort()
+        return (times.0[times.0.count / 2], times.1[times.1.count / 2])
+    }
+
     private static func median(_ count: Int, _ body: () -> Void) -> Double {
         body()
         var times = [Double]()

@@ -1,10 +1,21 @@
-import Strata
+@_spi(Fuzzing) import Strata
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Format detection, header parsing and a full render (decode, EXIF orientation, resample) of
 /// arbitrary bytes, with a pixel limit of 1 megapixel: every input either renders within the
 /// request's box or throws ``ImageDecodingError``; nothing crashes, leaks or reads out of
 /// bounds, and nothing allocates near the size a lying header claims (`-malloc_limit_mb`).
+/// A second renderer overlaps every JPEG decode with its resample (rows handed over as they
+/// are decoded): it must give the same bytes, or throw as well.
 nonisolated(unsafe) let renderer = ImageRenderer(limits: DecodingLimits(maxPixels: 1_000_000))
+nonisolated(unsafe) let overlapping: ImageRenderer = {
+    let renderer = ImageRenderer(limits: DecodingLimits(maxPixels: 1_000_000))
+    renderer.overlapEveryDecode()
+    return renderer
+}()
 
 /// `precondition` whose message survives a release build.
 func require(_ condition: Bool, _ message: @autoclosure () -> String = "") {
@@ -33,9 +44,26 @@ public func fuzzDecode(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
             require(image.width <= header.size.width && image.height <= header.size.height, "upscaled")
         }
         _ = image.withUnsafeBytes { $0.reduce(UInt8(0)) { $0 &+ $1 } }  // every byte readable
+        let other = try? overlapping.render(bytes, request: request)
+        require(other.map { sameBytes($0, image) } == true, "the overlapped render differs or failed")
     } catch {
-        // A typed error for bad input: fine.
+        // A typed error for bad input: fine; the overlapped render must fail too.
+        require((try? overlapping.render(bytes, request: request)) == nil, "the overlapped render of a failing input succeeded")
     }
     renderer.decoder.releaseScratch()
+    overlapping.decoder.releaseScratch()
     return 0
+}
+
+/// Whether two images of one size and style hold the same pixel bytes (padding aside).
+func sameBytes(_ a: PixelImage, _ b: PixelImage) -> Bool {
+    guard a.size == b.size, a.style == b.style else { return false }
+    let rowBytes = a.width * a.style.bytesPerPixel
+    return a.withUnsafeBytes { x in
+        b.withUnsafeBytes { y in
+            (0..<a.height).allSatisfy { row in
+                memcmp(x.baseAddress! + row * a.bytesPerRow, y.baseAddress! + row * b.bytesPerRow, rowBytes) == 0
+            }
+        }
+    }
 }

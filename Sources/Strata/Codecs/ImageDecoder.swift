@@ -59,6 +59,8 @@ public final class ImageDecoder {
     }
 
     private let jpeg = TurboJPEGDecompressor()
+    /// Made on the first decode in rows (``decodeJPEGInRows(_:header:minimumSize:into:stride:rowsPerStep:progress:)``).
+    private var jpegRows: JPEGRowDecompressor?
     private var scratch: UnsafeMutableRawPointer?
     private var scratchCapacity = 0
 
@@ -293,6 +295,33 @@ public final class ImageDecoder {
         PixelOps.orient(
             from: buffer, codedSize: coded, sourceStride: scratchStride, gray: isGray,
             to: out, destinationStride: stride, orientation: header.orientation)
+    }
+
+    /// Decodes a JPEG as ``decode(_:header:minimumSize:into:)`` does, into `destination` (a
+    /// ``PixelStyle/bgra32Premultiplied`` buffer of ``decodedSize(for:minimumSize:)`` pixels,
+    /// rows `stride` bytes apart), handing over its rows as they go: after each step of about
+    /// `rowsPerStep` rows, `progress(rows)` says how many rows from the top are final. Only for
+    /// JPEGs whose pixels go straight to the destination (EXIF orientation 1, not CMYK or YCCK):
+    /// returns false, having written nothing, for the others. Same bytes as `decode`.
+    /// Whether ``decodeJPEGInRows(_:header:minimumSize:into:stride:rowsPerStep:progress:)``
+    /// decodes these bytes (a JPEG with EXIF orientation 1, not CMYK or YCCK). Reads the
+    /// header's markers again (microseconds).
+    func decodesJPEGInRows(_ bytes: UnsafeRawBufferPointer, header: ImageHeader) -> Bool {
+        guard header.format == .jpeg, header.orientation == 1, let h = try? jpeg.readHeader(bytes) else { return false }
+        return h.colorspace != TJCS_CMYK.rawValue && h.colorspace != TJCS_YCCK.rawValue
+    }
+
+    func decodeJPEGInRows(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimumSize: PixelSize?,
+        into destination: UnsafeMutableRawPointer, stride: Int, rowsPerStep: Int, progress: (Int) -> Void
+    ) throws(ImageDecodingError) -> Bool {
+        guard header.format == .jpeg, header.orientation == 1 else { return false }
+        let factor = jpegScalingFactor(for: header, minimumSize: minimumSize) ?? .one
+        precondition(stride >= factor.scaled(header.codedSize).width * 4, "decodeJPEGInRows: stride too small")
+        if jpegRows == nil { jpegRows = JPEGRowDecompressor() }
+        return try jpegRows!.decode(
+            bytes, factor: factor, expected: factor.scaled(header.codedSize), into: destination, stride: stride,
+            rowsPerStep: rowsPerStep, progress: progress)
     }
 
     private func decodeWebP(

@@ -89,6 +89,11 @@ final class TurboJPEGDecompressor {
             tjDestroy(handle)
             handle = fresh
         }
+        return Self.error(message: message)
+    }
+
+    /// The typed error for a libjpeg-turbo message (TurboJPEG's, or libjpeg's own).
+    static func error(message: String) -> ImageDecodingError {
         let lower = message.lowercased()
         // "missing SOS": the data ended (libjpeg-turbo's source inserts an EOI) before any scan.
         if lower.contains("premature end") || lower.contains("ran out of data") || lower.contains("truncated")

@@ -37,8 +37,8 @@ public final class Resampler {
     /// The kernel this resampler convolves with.
     public let filter: ResamplingFilter
 
-    private var horizontal: ResamplerTable?
-    private var vertical: ResamplerTable?
+    var horizontal: ResamplerTable?
+    var vertical: ResamplerTable?
     /// One source row widened to floats (`span × channels`; the float path).
     private var sourceRow = ScratchBuffer<Float>()
     /// One 4-channel source row as overlapping, channel-interleaved 16-bit pixel pairs
@@ -59,7 +59,7 @@ public final class Resampler {
     private var evenPairs2 = ScratchBuffer<Int16>()
 
     /// Resamplers that run the other bands of a split resample (their scratch only).
-    private var helpers: [Resampler] = []
+    var helpers: [Resampler] = []
 
     /// How many threads one resample may use (default 1). With more, a resample of at least
     /// ``parallelWork`` multiply-adds a band is split into bands of output rows that run in
@@ -79,12 +79,19 @@ public final class Resampler {
     /// 128×80 one stays on one thread.
     var parallelWork = 4 << 20
 
+    /// The multiply-adds a resample must have for a fill of its source to overlap it (see
+    /// ``resample(filling:sourceSize:sourceStride:style:region:into:fill:)``): 32 M, a few
+    /// milliseconds of a large photo's reduce (2560×1600 → 1024×640 is about 150 M). A smaller
+    /// one saves less than the hand-over costs: a 640×400 → 256×160 reduce (9 M, 0.2 ms)
+    /// measured 3 % slower overlapped (`strata bench resample`). Tests lower it.
+    var overlapWork = 32 << 20
+
     /// The online cores, asked once (`sysconf` reads a file; resamplers are made per request).
     private static let onlineCores = Processors.online
     /// No resample is split into more bands than this: the online cores (tests set it).
     var maximumBands = Resampler.onlineCores
     /// How many bands the last resample ran in (for tests).
-    private(set) var lastBandCount = 0
+    var lastBandCount = 0
 
     /// Whether this CPU runs the AVX2 kernels (`CStrataSIMD`); checked once.
     static let hasAVX2 = strata_simd_avx2() != 0
@@ -183,19 +190,26 @@ public final class Resampler {
     /// How many bands one resample is split into: 1 unless ``threads`` allows more and the work
     /// (multiply-adds, all channels) is at least ``parallelWork`` a band; never more bands than
     /// output rows.
-    private func bandCount(_ h: ResamplerTable, _ v: ResamplerTable, channels: Int) -> Int {
+    func bandCount(_ h: ResamplerTable, _ v: ResamplerTable, channels: Int) -> Int {
         let threads = Swift.min(self.threads, maximumBands)
         guard threads > 1 else { return 1 }
-        let work = (v.spanEnd - v.spanStart) * h.starts.count * h.taps + v.starts.count * h.starts.count * v.taps
-        return max(1, min(threads, v.starts.count, work * channels / max(1, parallelWork)))
+        return max(1, min(threads, v.starts.count, work(h, v, channels: channels) / max(1, parallelWork)))
+    }
+
+    /// A resample's multiply-adds: taps × output samples × channels, both passes.
+    func work(_ h: ResamplerTable, _ v: ResamplerTable, channels: Int) -> Int {
+        ((v.spanEnd - v.spanStart) * h.starts.count * h.taps + v.starts.count * h.starts.count * v.taps) * channels
     }
 
     /// Output rows `rows` of the resample: the horizontal pass of the source rows they need
     /// into this resampler's ring, the vertical blend, the rounding. Uses only this resampler's
-    /// scratch, so bands on different resamplers run in parallel.
-    private func run(
+    /// scratch, so bands on different resamplers run in parallel. With `keepingRing`, the ring
+    /// rows a previous call of the same resample filtered are reused (the source rows and the
+    /// tables must be the same).
+    func run(
         _ h: ResamplerTable, _ v: ResamplerTable, style: PixelStyle, rows: Range<Int>, source: UnsafePointer<UInt8>,
-        sourceStride: Int, into dstBase: UnsafeMutablePointer<UInt8>, destinationStride: Int, width: Int
+        sourceStride: Int, into dstBase: UnsafeMutablePointer<UInt8>, destinationStride: Int, width: Int,
+        keepingRing: Bool = false
     ) {
         let channels = style.bytesPerPixel
         let spanValues = (h.spanEnd - h.spanStart) * channels
@@ -217,7 +231,7 @@ public final class Resampler {
         let ringPointers = self.ringPointers.reserve(v.taps)
         // The AVX2 4-channel path blends straight to bytes, without a float output row.
         let outputRow = self.outputRow.reserve(avx2 && channels == 4 ? 0 : outValues)
-        ringSourceRows.initialize(repeating: -1, count: ringRows)
+        if !keepingRing { ringSourceRows.initialize(repeating: -1, count: ringRows) }
         let srcBase = source + h.spanStart * channels
         h.weights.withUnsafeBufferPointer { hw in
             h.starts.withUnsafeBufferPointer { hs in
@@ -348,7 +362,7 @@ public final class Resampler {
         }
     }
 
-    private func table(_ cache: inout ResamplerTable?, _ key: ResamplerTable.Key) -> ResamplerTable {
+    func table(_ cache: inout ResamplerTable?, _ key: ResamplerTable.Key) -> ResamplerTable {
         if let cached = cache, cached.key == key { return cached }
         let fresh = ResamplerTable(key)
         cache = fresh

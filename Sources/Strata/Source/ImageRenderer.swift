@@ -33,8 +33,15 @@ public final class ImageRenderer {
         get { resampler.threads }
         set { resampler.threads = newValue }
     }
+    /// Whether a JPEG decode and its resample run at once when ``resampleThreads`` allows the
+    /// resample to split (default true): the resample's helper thread reduces the rows decoded
+    /// so far while the decoder goes on, so a large photo's thumbnail takes about its decode's
+    /// time. The bytes are the same either way.
+    public var overlapsDecode = true
+    /// Whether the last render overlapped its decode and resample (for tests).
+    private(set) var lastRenderOverlapped = false
     public let decoder: ImageDecoder
-    private let resampler = Resampler()
+    let resampler = Resampler()
     private var scratch: PixelStorage?
 
     public init(
@@ -80,6 +87,7 @@ public final class ImageRenderer {
     ) throws(ImageDecodingError) -> PixelImage {
         let (sizing, minimum) = plan(for: header, request: request)
         let decodedSize = decoder.decodedSize(for: header, minimumSize: minimum)
+        lastRenderOverlapped = false
 
         // Shrink-on-load already produced the exact output (a small source, or a scale that
         // lands on it): decode straight into the output, no scratch and no resample.
@@ -91,12 +99,6 @@ public final class ImageRenderer {
             return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
         }
 
-        // The scratch storage is moved into `decoded` (so the image is its sole owner and the
-        // decoder writes in place) and moved back afterwards, even when decoding throws.
-        var decoded = takeScratchImage(decodedSize)
-        defer { scratch = decoded.storage }
-        try decoder.decode(bytes, header: header, minimumSize: minimum, into: &decoded)
-
         // The plan's source rectangle, in decoded pixels.
         let fx = Double(decodedSize.width) / Double(header.size.width)
         let fy = Double(decodedSize.height) / Double(header.size.height)
@@ -104,8 +106,51 @@ public final class ImageRenderer {
             x: sizing.sourceRect.x * fx, y: sizing.sourceRect.y * fy,
             width: sizing.sourceRect.width * fx, height: sizing.sourceRect.height * fy)
         var output = PixelImage(uninitializedWidth: sizing.output.width, height: sizing.output.height, style: .bgra32Premultiplied)
-        resampler.resample(decoded, region: region, into: &output)
+
+        // The scratch storage is moved into `decoded` (so the image is its sole owner and the
+        // decoder writes in place) and moved back afterwards, even when decoding throws.
+        var decoded = takeScratchImage(decodedSize)
+        defer { scratch = decoded.storage }
+        if overlapsDecode
+            && resampler.overlapsFill(
+                sourceSize: decodedSize, region: region, destinationSize: sizing.output, style: .bgra32Premultiplied)
+            && decoder.decodesJPEGInRows(bytes, header: header)
+        {
+            lastRenderOverlapped = true
+            try decodeAndResample(bytes, header: header, minimum: minimum, region: region, decoded: &decoded, into: &output)
+        } else {
+            try decoder.decode(bytes, header: header, minimumSize: minimum, into: &decoded)
+            resampler.resample(decoded, region: region, into: &output)
+        }
         return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
+    }
+
+    /// The JPEG decode and the resample at once: the resampler's helper reduces the rows the
+    /// decoder has finished while it decodes the next ones (see
+    /// ``Resampler/resample(filling:sourceSize:sourceStride:style:region:into:fill:)``).
+    private func decodeAndResample(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimum: PixelSize, region: SourceRect,
+        decoded: inout PixelImage, into output: inout PixelImage
+    ) throws(ImageDecodingError) {
+        let size = decoded.size, stride = decoded.bytesPerRow
+        // Steps of about 1/64 of the image: the helper trails the decoder by little, and a step
+        // costs one atomic store and one semaphore signal.
+        let rowsPerStep = max(16, size.height / 64)
+        try decoded.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(ImageDecodingError) in
+            let base = raw.baseAddress!
+            try resampler.resample(
+                filling: UnsafePointer(base.assumingMemoryBound(to: UInt8.self)), sourceSize: size, sourceStride: stride,
+                style: .bgra32Premultiplied, region: region, into: &output
+            ) { (publish: (Int) -> Void) throws(ImageDecodingError) in
+                let decodedInRows = try decoder.decodeJPEGInRows(
+                    bytes, header: header, minimumSize: minimum, into: base, stride: stride, rowsPerStep: rowsPerStep,
+                    progress: publish)
+                // decodesJPEGInRows said yes to these very bytes: a refusal here means they differ.
+                guard decodedInRows else {
+                    throw ImageDecodingError(.corrupt("the JPEG's colour space changed between two reads"), format: .jpeg)
+                }
+            }
+        }
     }
 
     /// Convenience for arrays.
@@ -132,5 +177,15 @@ public final class ImageRenderer {
         return PixelImage(
             width: size.width, height: size.height, bytesPerRow: stride,
             style: .bgra32Premultiplied, storage: storage.take()!, offset: 0)
+    }
+}
+
+extension ImageRenderer {
+    /// For the decode fuzzer: overlap every JPEG decode its geometry allows with the resample,
+    /// however small, so that arbitrary bytes reach the overlapped path.
+    @_spi(Fuzzing) public func overlapEveryDecode() {
+        resampler.overlapWork = 0
+        resampler.parallelWork = 0
+        resampleThreads = max(2, resampleThreads)
     }
 }
