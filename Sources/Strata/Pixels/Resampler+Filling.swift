@@ -149,8 +149,9 @@ private final class FillProgress: Sendable {
 }
 
 /// What the filling thread and the helper share. Unchecked: the helper is waited for (or barred
-/// from starting) before the buffers go away, each chunk of output rows is written by whoever took it alone, and source
-/// rows are read only once published (the fill writes no published row again).
+/// from starting) before the buffers go away, each chunk of output rows is written by whoever
+/// took it alone, and source rows are read only once published (the fill writes no published
+/// row again).
 private struct FillWork: @unchecked Sendable {
     let h: ResamplerTable
     let v: ResamplerTable
