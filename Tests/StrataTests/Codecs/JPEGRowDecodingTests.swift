@@ -109,34 +109,51 @@ struct JPEGRowDecodingTests {
             ("jpeg/path-2560x1600.jpg", RenderRequest(box: PixelSize(width: 1000, height: 600), mode: .fill, style: .bgrx32)),
             ("jpeg/eveningglow-1024x640-progressive.jpg", RenderRequest(box: PixelSize(width: 700, height: 700))),
         ])
-    func renderer(path: String, request: RenderRequest) throws {
-        let bytes = Fixtures.bytes(path)
-        let overlapped = ImageRenderer(resampleThreads: 2)
-        overlapped.resampler.overlapWork = 0
-        let serial = ImageRenderer(resampleThreads: 2)
-        serial.overlapsDecode = false
-        for _ in 0..<2 {  // the second time with the renderers' reused buffers
-            let a = try overlapped.render(bytes, request: request)
-            #expect(overlapped.lastRenderOverlapped)
-            let b = try serial.render(bytes, request: request)
-            #expect(!serial.lastRenderOverlapped)
-            #expect(ResamplerFillingTests.sameBytes(a, b), "\(path) \(request)")
+    func renderer(path: String, request: RenderRequest) async throws {
+        // Large resamples (minutes under TSan): off Swift's cooperative pool.
+        let failures = try await offThePool("overlapped-render") { () throws -> [String] in
+            let bytes = Fixtures.bytes(path)
+            let overlapped = ImageRenderer(resampleThreads: 2)
+            overlapped.resampler.overlapWork = 0
+            let serial = ImageRenderer(resampleThreads: 2)
+            serial.overlapsDecode = false
+            var failures: [String] = []
+            for round in 0..<2 {  // the second time with the renderers' reused buffers
+                let a = try overlapped.render(bytes, request: request)
+                if !overlapped.lastRenderOverlapped { failures.append("round \(round): not overlapped") }
+                let b = try serial.render(bytes, request: request)
+                if serial.lastRenderOverlapped { failures.append("round \(round): the serial render overlapped") }
+                if !ResamplerFillingTests.sameBytes(a, b) { failures.append("round \(round): the bytes differ") }
+            }
+            return failures
         }
+        #expect(failures.isEmpty, "\(path) \(request): \(failures)")
     }
 
     @Test("an overlapped render of a truncated photo throws truncated, and the renderer goes on")
-    func rendererTruncated() throws {
-        let full = Fixtures.bytes("jpeg/path-2560x1600.jpg")
-        let request = RenderRequest(box: PixelSize(width: 1024, height: 1024))
-        let renderer = ImageRenderer(resampleThreads: 2)
-        for cut in [full.count / 3, full.count * 9 / 10] {
-            let error = decodingError { _ = try renderer.render(Array(full.prefix(cut)), request: request) }
-            #expect(renderer.lastRenderOverlapped)
-            #expect(error?.reason == .truncated)
+    func rendererTruncated() async throws {
+        let failures = try await offThePool("overlapped-truncated") { () throws -> [String] in
+            let full = Fixtures.bytes("jpeg/path-2560x1600.jpg")
+            let request = RenderRequest(box: PixelSize(width: 1024, height: 1024))
+            let renderer = ImageRenderer(resampleThreads: 2)
+            var failures: [String] = []
+            for cut in [full.count / 3, full.count * 9 / 10] {
+                do throws(ImageDecodingError) {
+                    _ = try renderer.render(Array(full.prefix(cut)), request: request)
+                    failures.append("cut at \(cut): rendered")
+                } catch {
+                    if error.reason != .truncated { failures.append("cut at \(cut): \(error.reason)") }
+                }
+                if !renderer.lastRenderOverlapped { failures.append("cut at \(cut): not overlapped") }
+            }
+            let image = try renderer.render(full, request: request)
+            let serial = ImageRenderer(resampleThreads: 1)
+            if !ResamplerFillingTests.sameBytes(image, try serial.render(full, request: request)) {
+                failures.append("the next render differs from a serial one")
+            }
+            if serial.lastRenderOverlapped { failures.append("one resample thread overlapped") }
+            return failures
         }
-        let image = try renderer.render(full, request: request)
-        let serial = ImageRenderer(resampleThreads: 1)
-        #expect(ResamplerFillingTests.sameBytes(image, try serial.render(full, request: request)))
-        #expect(!serial.lastRenderOverlapped)
+        #expect(failures.isEmpty, "\(failures)")
     }
 }

@@ -66,7 +66,19 @@ struct ResamplerFillingTests {
             (PixelSize(width: 500, height: 700), SourceRect(x: 3.5, y: 10.25, width: 480, height: 600), PixelSize(width: 97, height: 121)),
             (PixelSize(width: 200, height: 120), SourceRect(x: 0, y: 0, width: 200, height: 120), PixelSize(width: 333, height: 200)),
         ])
-    func sameBytes(source size: PixelSize, region: SourceRect, output: PixelSize) throws {
+    func sameBytes(source size: PixelSize, region: SourceRect, output: PixelSize) async throws {
+        // Seconds of work (minutes under TSan): on a thread of its own, not one of the two of
+        // Swift's cooperative pool, which other suites' tasks need meanwhile.
+        let failures = try await offThePool("filling-same-bytes") {
+            try Self.sameBytesFailures(source: size, region: region, output: output)
+        }
+        #expect(failures.isEmpty, "\(failures)")
+    }
+
+    /// The cases of ``sameBytes(source:region:output:)`` whose bytes differ or that did not
+    /// overlap.
+    static func sameBytesFailures(source size: PixelSize, region: SourceRect, output: PixelSize) throws -> [String] {
+        var failures: [String] = []
         for style in [PixelStyle.bgra32Premultiplied, .bgrx32] {
             for avx2 in Resampler.hasAVX2 ? [true, false] : [false] {
                 let image = ResamplerTests.noise(size.width, size.height, style, seed: UInt64(size.width * 7 + output.width))
@@ -76,7 +88,9 @@ struct ResamplerFillingTests {
                 plain.usesAVX2 = avx2
                 let expected = plain.resample(image, region: region, to: output)
                 let resampler = Self.overlapping(avx2: avx2)
-                #expect(resampler.overlapsFill(sourceSize: size, region: region, destinationSize: output, style: style))
+                if !resampler.overlapsFill(sourceSize: size, region: region, destinationSize: output, style: style) {
+                    failures.append("\(style), AVX2 \(avx2): overlapsFill is false")
+                }
                 // BGRx shares the kernels of premultiplied BGRA but its last store: one schedule.
                 let schedules: [(Int, UInt32)] = style == .bgrx32 ? [(7, 0)] : [(1, 0), (1, 100), (7, 0), (64, 0)]
                 for (step, pause) in schedules {
@@ -95,23 +109,35 @@ struct ResamplerFillingTests {
                             try Self.fill(raw, from: image, step: step, pause: pause, publish: publish)
                         }
                     }
-                    #expect(resampler.lastBandCount == 2)
                     let differing = Self.differingRows(output, expected)
-                    #expect(differing == 0, "\(size) \(region) → \(output.size), \(style), AVX2 \(avx2), step \(step), pause \(pause)")
+                    if resampler.lastBandCount != 2 || differing != 0 {
+                        failures.append(
+                            "\(size) \(region) → \(output.size), \(style), AVX2 \(avx2), step \(step), pause \(pause): "
+                                + "\(differing) rows differ, \(resampler.lastBandCount) bands")
+                    }
                 }
             }
         }
+        return failures
     }
 
     @Test("a fill that fails is rethrown; no output row that needs an unwritten source row is written")
-    func failingFill() throws {
+    func failingFill() async throws {
+        let failures = try await offThePool("filling-fails") { Self.failingFillFailures() }
+        #expect(failures.isEmpty, "\(failures)")
+    }
+
+    /// What ``failingFill()`` finds wrong.
+    static func failingFillFailures() -> [String] {
         let size = PixelSize(width: 640, height: 400), output = PixelSize(width: 256, height: 160)
         let region = SourceRect(x: 0, y: 0, width: 640, height: 400)
         let image = ResamplerTests.noise(size.width, size.height, .bgra32Premultiplied, seed: 0xF11)
         let expected = Resampler().resample(image, region: region, to: output)
         let resampler = Self.overlapping()
         let failAt = 200
-        for _ in 0..<3 {
+        let sentinel: [UInt8] = [0xA5, 0xA5, 0xA5, 0xA5]
+        var failures: [String] = []
+        for attempt in 0..<3 {
             var target = PixelImage(width: size.width, height: size.height)
             var result = PixelImage(width: output.width, height: output.height)
             result.withUnsafeMutableBytes { raw in _ = raw.initializeMemory(as: UInt8.self, repeating: 0xA5) }
@@ -127,7 +153,7 @@ struct ResamplerFillingTests {
                     }
                 }
             } catch { thrown = error }
-            #expect(thrown == Failure())
+            if thrown != Failure() { failures.append("attempt \(attempt): the fill's error was not rethrown") }
             // Rows the helper may have done match; rows it may not (their window reaches past the
             // last published row) still hold the sentinel.
             let v = ResamplerTable(
@@ -138,14 +164,17 @@ struct ResamplerFillingTests {
                 let needs = min(v.spanEnd, v.starts[y] + v.counts[y] + 1)
                 let row = (0..<output.width).map { result.pixelBytes(x: $0, y: y) }
                 if needs > failAt {
-                    #expect(row.allSatisfy { $0 == [0xA5, 0xA5, 0xA5, 0xA5] }, "row \(y) was written")
-                } else if row.first != [0xA5, 0xA5, 0xA5, 0xA5] {
-                    #expect(row == (0..<output.width).map { expected.pixelBytes(x: $0, y: y) }, "row \(y)")
+                    if !row.allSatisfy({ $0 == sentinel }) { failures.append("attempt \(attempt): row \(y) was written") }
+                } else if row.first != sentinel && row != (0..<output.width).map({ expected.pixelBytes(x: $0, y: y) }) {
+                    failures.append("attempt \(attempt): row \(y) differs")
                 }
             }
         }
         // The resampler (and its helper) still work afterwards.
-        #expect(Self.sameBytes(resampler.resample(image, region: region, to: output), expected))
+        if !Self.sameBytes(resampler.resample(image, region: region, to: output), expected) {
+            failures.append("the resampler's next resample differs")
+        }
+        return failures
     }
 
     @Test("small resamples and one thread do not overlap")
