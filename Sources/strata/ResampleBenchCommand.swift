@@ -163,32 +163,33 @@ struct ResampleBenchCommand: ParsableCommand {
         try Data(packed).write(to: URL(fileURLWithPath: path))
     }
 
-    /// Median wall time of `count` runs of `body`, in milliseconds (one untimed warm-up run).
-    /// Medians of `count` runs of `a` and of `b`, alternating.
+    /// Medians of `count` runs of `a` and of `b`, alternating, in milliseconds (one untimed
+    /// warm-up run of each).
     private static func medians(_ count: Int, _ a: () -> Void, _ b: () -> Void) -> (Double, Double) {
         a()
         b()
         var times: ([Double], [Double]) = ([], [])
         let clock = ContinuousClock()
-        func ms(_ d: Duration) -> Double { Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) * 1e-15 }
         for _ in 0..<max(1, count) {
-            times.0.append(ms(clock.measure(a)))
-            times.1.append(ms(clock.measure(b)))
+            times.0.append(milliseconds(clock.measure(a)))
+            times.1.append(milliseconds(clock.measure(b)))
         }
         times.0.sort()
         times.1.sort()
         return (times.0[times.0.count / 2], times.1[times.1.count / 2])
     }
 
+    /// Median wall time of `count` runs of `body`, in milliseconds (one untimed warm-up run).
     private static func median(_ count: Int, _ body: () -> Void) -> Double {
         body()
         var times = [Double]()
         let clock = ContinuousClock()
-        for _ in 0..<max(1, count) {
-            let d = clock.measure(body)
-            times.append(Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) * 1e-15)
-        }
+        for _ in 0..<max(1, count) { times.append(milliseconds(clock.measure(body))) }
         times.sort()
         return times[times.count / 2]
+    }
+
+    private static func milliseconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) * 1e-15
     }
 }

@@ -140,16 +140,7 @@ public final class Resampler {
             PixelConversion.convert(out, into: &destination)
             return
         }
-        let h = table(
-            &horizontal,
-            ResamplerTable.Key(
-                sourceLength: source.width, regionStart: region.x, regionLength: region.width,
-                destinationLength: destination.width, filter: filter))
-        let v = table(
-            &vertical,
-            ResamplerTable.Key(
-                sourceLength: source.height, regionStart: region.y, regionLength: region.height,
-                destinationLength: destination.height, filter: filter))
+        let (h, v) = tables(sourceSize: source.size, region: region, destinationSize: destination.size)
         let channels = source.style.bytesPerPixel
         if h.isShift && v.isShift {
             // Integer-aligned 1:1 (e.g. a source no larger than the box): a plain row copy.
