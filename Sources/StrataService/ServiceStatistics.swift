@@ -3,14 +3,14 @@ import Strata
 
 /// `GET /stats`: the engine's and each tier's counters as one JSON object, for operators and
 /// dashboards that do not scrape Prometheus. Keys: `node` (`http.nodeName`), `engine` (requests, served per tier,
-/// coalesced, source fetches and decodes, resamples, revalidations, negative hits, errors by
+/// coalesced, source fetches and decodes, resamples, revalidations, negative hits, render-aheads, errors by
 /// kind), `tiers` (hits, misses, entries, bytes, evictions per tier present), `memory`
 /// (limits), `disk` (limit and file-level counters, when there is a disk tier), `encoded`
 /// (the encoded cache), `queues` (jobs waiting per lane), `uptimeSeconds`.
 /// Cost: one statistics read per tier (each a lock or a few atomics).
 struct ServiceStatistics: Encodable {
     struct Engine: Encodable {
-        var requests, coalesced, sourceFetches, sourceDecodes, resamples, revalidations, negativeHits: Int
+        var requests, coalesced, sourceFetches, sourceDecodes, resamples, revalidations, negativeHits, renderAheads: Int
         var served: [String: Int]
         var errors: [String: Int]
     }
@@ -47,6 +47,7 @@ struct ServiceStatistics: Encodable {
         engine = Engine(
             requests: e.requests, coalesced: e.coalesced, sourceFetches: e.sourceFetches, sourceDecodes: e.sourceDecodes,
             resamples: e.resamples, revalidations: e.revalidations, negativeHits: e.negativeHits,
+            renderAheads: e.renderAheads,
             served: Dictionary(uniqueKeysWithValues: e.served.map { ($0.key.rawValue, $0.value) }), errors: e.errors)
         tiers = Dictionary(
             uniqueKeysWithValues: stats.tiers.map {

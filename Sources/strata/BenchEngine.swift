@@ -19,10 +19,16 @@ struct BenchEngineCommand: AsyncParsableCommand {
             visit opens at the window's box (fit) and takes --steps zoom steps, each changing the \
             box by 2–5 % in the current direction, turning with probability 0.15 and at the zoom \
             limits (0.25× to 2× the window; a box larger than the photo is served by the whole \
-            original). The same trace runs on two fresh engines, each with the tiers memory \
-            (ImageMemoryTier, --memory-mb) + source (DirectorySource over the photos) — no disk \
-            tier, no image tables — at tolerance 0 and 0.2, one request at a time; latency is \
-            that of ImageCache.image(for:) as the caller sees it. Burst: 100 identical concurrent \
+            original). The trace runs on fresh engines with the tiers memory (ImageMemoryTier, \
+            --memory-mb) + source (DirectorySource over the photos) — no disk tier, no image tables — \
+            at tolerance 0 and 0.2, twice. As a viewer replays it (the `zoom` rows): one request \
+            every --frame-ms (sent on schedule, answered or not), on each flip the next --prefetch \
+            album photos prefetched at the window's box, and the engine's renderAhead set to \
+            --render-ahead. Closed loop (the `zoom_closed_loop` rows; --no-closed-loop skips it): \
+            one request at a time, no prefetch, no render-ahead. Hits per tier count the trace's \
+            requests; renders count every source render (prefetches and render-aheads too); \
+            latency is that of ImageCache.image(for:) as the caller sees it, from the moment the \
+            request is made. Burst: 100 identical concurrent \
             image(for:) calls on a fresh engine (memory + source); decodes = \
             statistics.engine.sourceDecodes. Overhead (best of --rounds interleaved rounds, the \
             order alternating): a memory hit through image(for:) and cachedImage(for:) against \
@@ -49,6 +55,18 @@ struct BenchEngineCommand: AsyncParsableCommand {
     @Option(help: "Zoom steps (requests) per visit.")
     var steps = 10
 
+    @Option(help: "The viewer's frame: time between two of its requests, in ms.")
+    var frameMs = 16.7
+
+    @Option(help: "Album neighbours the viewer prefetches at the window's box on each flip (0: none).")
+    var prefetch = 8
+
+    @Option(help: "The viewer's engine's renderAhead: a share of the tolerance, or `off`.")
+    var renderAhead = "0.5"
+
+    @Flag(help: "Skip the closed-loop replay of the zoom trace.")
+    var noClosedLoop = false
+
     @Option(help: "The memory tier's cost limit in MiB (the zoom trace's engines).")
     var memoryMb = 256
 
@@ -71,6 +89,17 @@ struct BenchEngineCommand: AsyncParsableCommand {
         guard photos >= 1, visits >= 1, steps >= 1 else { throw ValidationError("--photos, --visits and --steps must be ≥ 1") }
         guard memoryMb >= 1 else { throw ValidationError("--memory-mb must be ≥ 1") }
         guard rounds >= 1 else { throw ValidationError("--rounds must be ≥ 1") }
+        guard frameMs > 0, frameMs.isFinite else { throw ValidationError("--frame-ms must be > 0") }
+        guard prefetch >= 0 else { throw ValidationError("--prefetch must be ≥ 0") }
+        _ = try renderAheadShare()
+    }
+
+    func renderAheadShare() throws -> Double? {
+        if renderAhead.lowercased() == "off" { return nil }
+        guard let share = Double(renderAhead), (0...1).contains(share) else {
+            throw ValidationError("--render-ahead must be a share within 0...1 or `off`, got \(renderAhead)")
+        }
+        return share
     }
 
     func run() async throws {
@@ -89,17 +118,30 @@ struct BenchEngineCommand: AsyncParsableCommand {
         let keys = (0..<photos).map { EngineBench.photoName($0) }
         let trace = EngineBench.zoomTrace(keys: keys, visits: visits, steps: steps, seed: 0x200D_2025)
 
+        let viewer = EngineBench.Viewer(
+            frameNanoseconds: UInt64(frameMs * 1e6), prefetch: prefetch, renderAhead: try renderAheadShare())
         var zoom: [ZoomResult] = []
+        var closedLoop: [ZoomResult] = []
         for tolerance in [0.0, 0.2] {
             let result = try await EngineBench.runZoom(
-                trace, tolerance: tolerance, root: photoDirectory, memoryBytes: memoryMb << 20)
+                trace, keys: keys, tolerance: tolerance, root: photoDirectory, memoryBytes: memoryMb << 20, viewer: viewer)
             zoom.append(result)
-            if !json { print(result.progressLine) }
+            if !json { print("viewer " + result.progressLine) }
+        }
+        if !noClosedLoop {
+            for tolerance in [0.0, 0.2] {
+                let result = try await EngineBench.runZoom(
+                    trace, keys: keys, tolerance: tolerance, root: photoDirectory, memoryBytes: memoryMb << 20, viewer: nil)
+                closedLoop.append(result)
+                if !json { print("closed-loop " + result.progressLine) }
+            }
         }
         let burst = try await EngineBench.runBurst(root: photoDirectory, key: keys[0])
         let overhead = try await EngineBench.runOverhead(
             root: photoDirectory, scratch: workdir + "/disk-\(getpid())", rounds: rounds)
-        let report = EngineReport(zoom: zoom, burst: burst, overhead: overhead, photos: photos, visits: visits, steps: steps)
+        let report = EngineReport(
+            zoom: zoom, closedLoop: closedLoop, viewer: viewer, burst: burst, overhead: overhead, photos: photos, visits: visits,
+            steps: steps)
         print(json ? report.json : report.text)
     }
 }
@@ -110,6 +152,7 @@ struct ZoomResult {
     var tolerance: Double
     var requests: Int
     var sourceDecodes: Int
+    var renderAheads: Int
     var memory: Int
     var disk: Int
     var table: Int
@@ -145,7 +188,10 @@ struct OverheadResult {
 }
 
 struct EngineReport {
+    /// As the viewer replays the trace, then closed-loop (empty when skipped).
     var zoom: [ZoomResult]
+    var closedLoop: [ZoomResult]
+    var viewer: EngineBench.Viewer
     var burst: BurstResult
     var overhead: OverheadResult
     var photos: Int
@@ -158,14 +204,22 @@ struct EngineReport {
         return rounded == rounded.rounded() ? String(Int(rounded)) : String(rounded)
     }
 
+    static func jsonRows(_ rows: [ZoomResult]) -> String {
+        "["
+            + rows.map { z in
+                "{\"tolerance\":\(number(z.tolerance, 2)),\"requests\":\(z.requests),\"source_decodes\":\(z.sourceDecodes),"
+                    + "\"render_aheads\":\(z.renderAheads),\"blocking_renders\":\(z.source),"
+                    + "\"hits\":{\"memory\":\(z.memory),\"disk\":\(z.disk),\"table\":\(z.table)},"
+                    + "\"p50_ms\":\(number(z.p50Ms, 4)),\"p99_ms\":\(number(z.p99Ms, 3))}"
+            }.joined(separator: ",") + "]"
+    }
+
     var json: String {
-        let rows = zoom.map { z in
-            "{\"tolerance\":\(Self.number(z.tolerance, 2)),\"requests\":\(z.requests),\"source_decodes\":\(z.sourceDecodes),"
-                + "\"hits\":{\"memory\":\(z.memory),\"disk\":\(z.disk),\"table\":\(z.table)},"
-                + "\"p50_ms\":\(Self.number(z.p50Ms, 4)),\"p99_ms\":\(Self.number(z.p99Ms, 3))}"
-        }
         let o = overhead
-        return "{\"zoom\":[\(rows.joined(separator: ","))],"
+        let ahead = viewer.renderAhead.map { Self.number($0, 3) } ?? "null"
+        return "{\"zoom\":\(Self.jsonRows(zoom)),\"zoom_closed_loop\":\(Self.jsonRows(closedLoop)),"
+            + "\"viewer\":{\"frame_ms\":\(Self.number(Double(viewer.frameNanoseconds) / 1e6, 3)),\"prefetch\":\(viewer.prefetch),"
+            + "\"render_ahead\":\(ahead)},"
             + "\"burst\":{\"requests\":\(burst.requests),\"decodes\":\(burst.decodes)},"
             + "\"overhead\":{\"memory_hit_ns\":\(Self.number(o.memoryHitNs, 1)),\"cached_image_ns\":\(Self.number(o.cachedImageNs, 1)),"
             + "\"bare_memory_hit_ns\":\(Self.number(o.bareMemoryHitNs, 1)),\"disk_hit_us\":\(Self.number(o.diskHitUs, 1)),"
@@ -174,34 +228,48 @@ struct EngineReport {
 
     static func verdict(_ met: Bool) -> String { met ? "met" : "MISSED" }
 
-    var text: String {
-        var lines: [String] = []
-        lines.append(
-            "zoom trace: \(photos) photos × \(visits) visits × \(steps) steps; engine = memory tier + DirectorySource, one request at a time"
-        )
-        lines.append("tolerance  requests  renders  memory  disk  table  source    p50_ms    p99_ms    max_ms")
+    /// One replay's rows and, for a pair (tolerance 0, then 0.2), the two targets.
+    static func zoomTable(_ zoom: [ZoomResult]) -> [String] {
+        var lines = ["tolerance  requests  renders  ahead  memory  disk  table  source    p50_ms    p99_ms    max_ms"]
         for z in zoom {
             lines.append(
                 String(
-                    format: "%9.1f  %8d  %7d  %6d  %4d  %5d  %6d  %8.3f  %8.3f  %8.3f", z.tolerance, z.requests, z.sourceDecodes,
-                    z.memory, z.disk, z.table, z.source, z.p50Ms, z.p99Ms, z.maxMs))
+                    format: "%9.1f  %8d  %7d  %5d  %6d  %4d  %5d  %6d  %8.3f  %8.3f  %8.3f", z.tolerance, z.requests, z.sourceDecodes,
+                    z.renderAheads, z.memory, z.disk, z.table, z.source, z.p50Ms, z.p99Ms, z.maxMs))
         }
-        if zoom.count == 2 {
-            let (exact, loose) = (zoom[0], zoom[1])
-            let fewer = exact.sourceDecodes > 0 ? 1 - Double(loose.sourceDecodes) / Double(exact.sourceDecodes) : 0
-            let p99Ratio = loose.p99Ms > 0 ? exact.p99Ms / loose.p99Ms : .infinity
-            lines.append(
-                String(
-                    format: "  target: ≥ 80 %% fewer renders at 0.2 than at 0:   %.1f %% fewer             %@", fewer * 100,
-                    Self.verdict(fewer >= 0.8)))
-            lines.append(
-                String(
-                    format: "  target: p99 at 0.2 ≤ 1/5 of p99 at 0:           1/%.1f                    %@", p99Ratio,
-                    Self.verdict(p99Ratio >= 5)))
-            lines.append(
-                String(
-                    format: "  (at 0.2, %.2f %% of the requests render: p99 is a render's latency whenever more than 1 %% do)",
-                    Double(loose.sourceDecodes) / Double(max(1, loose.requests)) * 100))
+        guard zoom.count == 2 else { return lines }
+        let (exact, loose) = (zoom[0], zoom[1])
+        let fewer = exact.sourceDecodes > 0 ? 1 - Double(loose.sourceDecodes) / Double(exact.sourceDecodes) : 0
+        let p99Ratio = loose.p99Ms > 0 ? exact.p99Ms / loose.p99Ms : .infinity
+        lines.append(
+            String(
+                format: "  target: ≥ 80 %% fewer renders at 0.2 than at 0:   %.1f %% fewer             %@", fewer * 100,
+                verdict(fewer >= 0.8)))
+        lines.append(
+            String(
+                format: "  target: p99 at 0.2 ≤ 1/5 of p99 at 0:           1/%.1f                    %@", p99Ratio,
+                verdict(p99Ratio >= 5)))
+        lines.append(
+            String(
+                format:
+                    "  (at 0.2, %.2f %% of the trace's requests waited for a render: p99 is a render's latency whenever more than 1 %% do)",
+                Double(loose.source) / Double(max(1, loose.requests)) * 100))
+        return lines
+    }
+
+    var text: String {
+        var lines: [String] = []
+        let ahead = viewer.renderAhead.map { "renderAhead \($0)" } ?? "no render-ahead"
+        lines.append("zoom trace: \(photos) photos × \(visits) visits × \(steps) steps; engine = memory tier + DirectorySource")
+        lines.append(
+            String(
+                format: "as a viewer replays it: one request every %.1f ms, %d album neighbours prefetched on each flip, %@",
+                Double(viewer.frameNanoseconds) / 1e6, viewer.prefetch, ahead))
+        lines += Self.zoomTable(zoom)
+        if !closedLoop.isEmpty {
+            lines.append("")
+            lines.append("closed loop: one request at a time, no prefetch, no render-ahead")
+            lines += Self.zoomTable(closedLoop)
         }
         lines.append("")
         lines.append(
@@ -301,74 +369,12 @@ enum EngineBench {
         return missing.count
     }
 
-    // MARK: Zoom trace
-
-    /// The viewer's requests: (key, box), in order. Each photo is visited `visits` times; the
-    /// visits are ordered by the photo's place in the album plus a seeded jitter of up to
-    /// `flipWindow` places, so the viewer flips back and forth over a few neighbouring photos
-    /// while moving through the album. Each visit opens at the window's box and zooms.
-    static func zoomTrace(keys: [String], visits: Int, steps: Int, seed: UInt64) -> [(key: String, box: PixelSize)] {
-        var rng = SplitMix64(seed: seed)
-        var order: [(time: Double, photo: Int)] = []
-        for photo in keys.indices {
-            for _ in 0..<visits { order.append((Double(photo) + flipWindow * unit(&rng), photo)) }
-        }
-        order.sort { $0.time < $1.time }
-        var trace: [(key: String, box: PixelSize)] = []
-        trace.reserveCapacity(order.count * steps)
-        for (_, photo) in order {
-            var zoom = 1.0
-            var direction: Double = rng.next() & 1 == 0 ? 1 : -1
-            for _ in 0..<steps {
-                let box = PixelSize(
-                    width: max(1, Int((Double(window.width) * zoom).rounded())),
-                    height: max(1, Int((Double(window.height) * zoom).rounded())))
-                trace.append((keys[photo], box))
-                if unit(&rng) < 0.15 { direction = -direction }
-                var next = zoom * exp(direction * (0.02 + 0.03 * unit(&rng)))
-                if !zoomRange.contains(next) {
-                    direction = -direction
-                    next = zoom * exp(direction * (0.02 + 0.03 * unit(&rng)))
-                }
-                zoom = next
-            }
-        }
-        return trace
-    }
-
     static func makeEngine(
         root: String, memory: ImageMemoryTier?, disk: DiskTier? = nil, tolerance: Double = SizeQuery.defaultTolerance
     ) throws -> ImageCache {
         var options = ImageCache.Options()
         options.defaultTolerance = tolerance
         return try ImageCache(memory: memory, disk: disk, source: try DirectorySource(root: root), options: options)
-    }
-
-    static func runZoom(
-        _ trace: [(key: String, box: PixelSize)], tolerance: Double, root: String, memoryBytes: Int
-    ) async throws -> ZoomResult {
-        let memory = ImageMemoryTier(configuration: ImageMemoryTier.Configuration(costLimit: memoryBytes))
-        let engine = try makeEngine(root: root, memory: memory, tolerance: tolerance)
-        let requests = trace.map { ImageRequest(key: CacheKey($0.key), box: $0.box, tolerance: tolerance) }
-        var latencies: [UInt64] = []
-        latencies.reserveCapacity(requests.count)
-        let started = now()
-        for request in requests {
-            let start = now()
-            let served = try await engine.image(for: request)
-            latencies.append(now() - start)
-            precondition(served.image.width > 0)
-        }
-        let seconds = Double(now() - started) / 1e9
-        latencies.sort()
-        func percentile(_ p: Double) -> Double {
-            Double(latencies[min(latencies.count - 1, max(0, Int((Double(latencies.count) * p).rounded(.up)) - 1))]) / 1e6
-        }
-        let stats = engine.statistics.engine
-        return ZoomResult(
-            tolerance: tolerance, requests: requests.count, sourceDecodes: stats.sourceDecodes, memory: stats.served[.memory] ?? 0,
-            disk: stats.served[.disk] ?? 0, table: stats.served[.table] ?? 0, source: stats.served[.source] ?? 0,
-            p50Ms: percentile(0.5), p99Ms: percentile(0.99), maxMs: Double(latencies.last ?? 0) / 1e6, seconds: seconds)
     }
 
     // MARK: Burst

@@ -117,6 +117,10 @@ extension StrataConfiguration {
             "Headers sent with every origin request, each `Name: value` (e.g. an authorization token); redacted in output."),
         .init("revalidateAfter", "off", "Hits older than this are served and revalidated in the background; `off`: never."),
         .init("negativeTTL", "10s", "How long a key the source does not have is answered `not found` without asking again."),
+        .init(
+            "renderAhead", "off",
+            "Zooming viewers: a hit further from its box than this share of the tolerance is served and the box rendered in the background; `off`: never."
+        ),
         .init("http.host", "127.0.0.1", "`strata serve`: address to listen on (`0.0.0.0`: every interface)."),
         .init("http.port", "8080", "`strata serve`: TCP port (0: any free port)."),
         .init(

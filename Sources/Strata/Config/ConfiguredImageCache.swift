@@ -67,6 +67,7 @@ public final class ConfiguredImageCache: Sendable {
         options.prefetchWidth = configuration.prefetchWidth
         options.revalidateAfter = configuration.revalidateAfter
         options.negativeTTL = configuration.negativeTTL
+        options.renderAhead = configuration.renderAhead
         options.logger = logger
         options.metricsFactory = metricsFactory
         cache = try ImageCache(

@@ -39,6 +39,8 @@ public struct StrataConfiguration: Sendable {
     public var source: SourceSetting
     public var revalidateAfter: Duration?
     public var negativeTTL: Duration
+    /// ``ImageCache/Options/renderAhead``; `nil` when `off`.
+    public var renderAhead: Double?
     /// `strata serve`'s settings (`http.*`).
     public var http: HTTPServiceSettings
     /// `strata serve`'s IIIF Image API settings (`iiif.*`).
@@ -108,6 +110,7 @@ public struct StrataConfiguration: Sendable {
         }
         revalidateAfter = try reader.optionalDuration("revalidateAfter")
         negativeTTL = try reader.duration("negativeTTL")
+        renderAhead = try reader.optionalNumber("renderAhead", in: 0...1)
         http = try HTTPServiceSettings.read(from: &reader)
         iiif = try IIIFSettings.read(from: &reader)
         let order = Dictionary(uniqueKeysWithValues: Self.keys.enumerated().map { ($1.name, $0) })

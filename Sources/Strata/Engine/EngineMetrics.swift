@@ -7,7 +7,7 @@ import Metrics
 ///
 /// Names (with the configured prefix, default `strata`): counters `_requests_total{tier}`,
 /// `_misses_total{tier}`, `_coalesced_total`, `_source_fetches_total`, `_decode_errors_total`,
-/// `_source_errors_total`, `_errors_total{kind}`, `_revalidations_total`; timers
+/// `_source_errors_total`, `_errors_total{kind}`, `_revalidations_total`, `_render_aheads_total`; timers
 /// `_lookup_seconds{tier}`, `_render_seconds`, `_source_fetch_seconds`; gauges
 /// `_tier_bytes{tier}`, `_tier_entries{tier}`, `_tier_evictions{tier}`, `_queue_depth{lane}`.
 struct EngineMetrics: Sendable {
@@ -19,6 +19,7 @@ struct EngineMetrics: Sendable {
     let decodeErrors: Counter
     let sourceErrors: Counter
     let revalidations: Counter
+    let renderAheads: Counter
     let render: Timer
     let sourceFetch: Timer
     let bytes: [ServingTier: Gauge]
@@ -46,6 +47,7 @@ struct EngineMetrics: Sendable {
         decodeErrors = Counter(label: "\(prefix)_decode_errors_total", factory: factory)
         sourceErrors = Counter(label: "\(prefix)_source_errors_total", factory: factory)
         revalidations = Counter(label: "\(prefix)_revalidations_total", factory: factory)
+        renderAheads = Counter(label: "\(prefix)_render_aheads_total", factory: factory)
         render = Timer(label: "\(prefix)_render_seconds", preferredDisplayUnit: .seconds, factory: factory)
         sourceFetch = Timer(label: "\(prefix)_source_fetch_seconds", preferredDisplayUnit: .seconds, factory: factory)
         bytes = byTier { Gauge(label: "\(prefix)_tier_bytes", dimensions: [("tier", $0.rawValue)], factory: factory) }

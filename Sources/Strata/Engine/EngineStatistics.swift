@@ -18,6 +18,9 @@ public struct EngineStatistics: Sendable, Hashable {
     public var changedOriginals = 0
     /// Requests answered from the negative cache.
     public var negativeHits = 0
+    /// Background renders started because a hit was far from its box
+    /// (``ImageCache/Options/renderAhead``); their renders count in ``sourceDecodes`` too.
+    public var renderAheads = 0
     /// Variants dropped because another process deleted their disk files.
     public var crossProcessInvalidations = 0
     /// Failed requests by ``ImageCacheError/kind``.
@@ -52,6 +55,7 @@ final class EngineCounters: Sendable {
     let revalidations = Atomic<Int>(0)
     let changedOriginals = Atomic<Int>(0)
     let negativeHits = Atomic<Int>(0)
+    let renderAheads = Atomic<Int>(0)
     let crossProcessInvalidations = Atomic<Int>(0)
     let errors = Lock<[String: Int]>([:])
 
@@ -82,6 +86,7 @@ final class EngineCounters: Sendable {
         s.revalidations = revalidations.load(ordering: .relaxed)
         s.changedOriginals = changedOriginals.load(ordering: .relaxed)
         s.negativeHits = negativeHits.load(ordering: .relaxed)
+        s.renderAheads = renderAheads.load(ordering: .relaxed)
         s.crossProcessInvalidations = crossProcessInvalidations.load(ordering: .relaxed)
         s.errors = errors.withLock { $0 }
         return s

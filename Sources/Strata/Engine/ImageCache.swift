@@ -40,6 +40,14 @@ public final class ImageCache: Sendable {
         /// How requests whose box is within tolerance of a table format are served: from the
         /// tables (a source miss fills the whole family from one decode). Default true.
         public var useTablesForMatchingRequests = true
+        /// Render-ahead for moving sizes (a zooming viewer), as a share of the request's
+        /// tolerance (0...1): when a hit's variant is further from the box than `renderAhead` ×
+        /// tolerance, the hit is served at once and the box itself is rendered in the background
+        /// (prefetch lane, one render per key at a time, sharing any flight for that box), so a
+        /// zoom that goes on in the same direction finds a close variant before it leaves the
+        /// tolerance. `nil` (default): off. Costs renders: about one each time a zoom moves by
+        /// this share of the tolerance; 0.5 suits a viewer at 60 frames per second.
+        public var renderAhead: Double? = nil
         /// Labels for log lines; swift-metrics names start with `metricsPrefix`.
         public var logger = Logger(label: "strata.engine")
         public var metricsPrefix = "strata"
@@ -58,6 +66,9 @@ public final class ImageCache: Sendable {
             if prefetchWidth < 1 { throw .init(key: "prefetchWidth", reason: "must be ≥ 1, got \(prefetchWidth)") }
             if let r = revalidateAfter, r < .zero { throw .init(key: "revalidateAfter", reason: "must be ≥ 0, got \(r)") }
             if negativeTTL < .zero { throw .init(key: "negativeTTL", reason: "must be ≥ 0, got \(negativeTTL)") }
+            if let share = renderAhead, !(0...1).contains(share) {
+                throw .init(key: "renderAhead", reason: "must be within 0...1 (a share of the tolerance), got \(share)")
+            }
         }
     }
 
@@ -71,6 +82,10 @@ public final class ImageCache: Sendable {
     let flights = Coalescer<FlightGroup, FlightDescriptor, Lane, CachedImage, ImageCacheError>()
     let revalidations = Coalescer<CacheKey, Void, Lane, Void, ImageCacheError>()
     let negative = Lock<[CacheKey: ContinuousClock.Instant]>([:])
+    /// Keys with a render-ahead running (``renderAheadIfFar(_:wholeOriginal:for:)``).
+    let renderAheads = Lock<Set<CacheKey>>([])
+    /// ``Options/renderAhead``, read on every hit.
+    let renderAheadShare: Double?
     let counters = EngineCounters()
     let metrics: EngineMetrics
     /// ``defaultTolerance``'s bits (it changes at run time through ``reconfigure(_:)``).
@@ -90,6 +105,7 @@ public final class ImageCache: Sendable {
         try options.validate()
         self.options = options
         self.toleranceBits = Atomic(options.defaultTolerance.bitPattern)
+        self.renderAheadShare = options.renderAhead
         self.memory = memory
         self.disk = disk
         self.tables = tables
@@ -160,6 +176,7 @@ public final class ImageCache: Sendable {
         guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query, allowUpscale: request.allowUpscale) else {
             return nil
         }
+        renderAheadIfFar(variant.descriptor, wholeOriginal: variant.isWholeOriginal, for: request)
         return CachedImage(image: image, variant: variant, tier: .memory)
     }
 

@@ -194,14 +194,19 @@ struct DiskTierTests {
         #expect(waitUntil { tier.contains(key: "inplace", matching: box) } != nil)
         #expect(!tier.contains(key: "bad", matching: box))
         #expect(try tier.image(forKey: "inplace", matching: box)?.hasSamePixels(as: image) == true)
-        // A symlink planted at a published name is not followed.
+        // A symlink planted at a published name is not followed. The watched tier is closed
+        // first: its watcher, still handling the unlink and the symlink's creation, could
+        // otherwise drop the name from the index after the rescan (a race seen once in `make
+        // test`); a tier without a watcher indexes the name when it opens and keeps it.
+        tier.close()
         let target = scratch.parent + "/target"
         try Data(good).write(to: URL(fileURLWithPath: target))
         _ = unlink(scratch.path + "/" + name)
         #expect(symlink(target, scratch.path + "/" + name) == 0)
-        try tier.rescanNow()
-        #expect(tier.contains(key: "bad", matching: box))
-        #expect(try tier.image(forKey: "bad", matching: box) == nil)
+        let reopened = try DiskTier(directory: scratch.path, configuration: unwatchedConfiguration { $0.checksumPolicy = .everyHit })
+        defer { reopened.close() }
+        #expect(reopened.contains(key: "bad", matching: box))
+        #expect(try reopened.image(forKey: "bad", matching: box) == nil)
         #expect(FileManager.default.fileExists(atPath: target))
     }
 
