@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Thread sanitizer over the suites that exercise threads (locks, pools, the resampler's bands,
-# coalescing, the memory tier, the engine stress test, and the HTTP service on small images), in
+# coalescing, the memory tier, the engine stress test and render-ahead, and the HTTP service on small images), in
 # its own build folder. The decode-heavy engine suites are left out: under TSan their Swift
 # resampling runs ~20x slower and passes their time limits. Of the overlapped decode and resample,
 # the failing fill and the renderer's tests run here; the many-geometries test (minutes under TSan,
@@ -10,7 +10,7 @@
 #   Scripts/tsan.sh [extra --filter regex]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-suites="${1:-BlockingPool|bandsOnSeveralThreads|LockTests|ReaderBias|MemoryCache|Coalescer|LaneQueue|ImageMemoryTier|OSThread|DiskTierTests|EngineStress|metricsStatsAndHealth|aFullUrgentQueueSheds|theServerRefusesMissing|concurrentWarmAnswersKeepTheirBytes|PreparedTargets|ResamplerFillingTests/failingFill|JPEGRowDecodingTests/renderer}"
+suites="${1:-BlockingPool|bandsOnSeveralThreads|LockTests|ReaderBias|MemoryCache|Coalescer|LaneQueue|ImageMemoryTier|OSThread|DiskTierTests|EngineStress|metricsStatsAndHealth|aFullUrgentQueueSheds|theServerRefusesMissing|concurrentWarmAnswersKeepTheirBytes|PreparedTargets|ResamplerFillingTests/failingFill|JPEGRowDecodingTests/renderer|RenderAheadTests}"
 ./Scripts/install-deps.sh
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan
 STRATA_STRESS_SECONDS="${STRATA_STRESS_SECONDS:-20}" timeout 1200 \

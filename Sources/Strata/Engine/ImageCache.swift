@@ -169,7 +169,8 @@ public final class ImageCache: Sendable {
     /// The memory tier's best variant for `request`, or `nil`. Synchronous and non-blocking:
     /// a hash lookup and a scan of the key's variants under the memory tier's lock; allocates
     /// nothing on a miss. Never resamples (`exactSize` is honoured by returning only an exact
-    /// match).
+    /// match). A hit far from the box starts a render-ahead when ``Options/renderAhead`` is set
+    /// (one more lock and a detached task, once per key while it runs).
     public func cachedImage(for request: ImageRequest) -> CachedImage? {
         guard let memory else { return nil }
         let query = request.query(defaultTolerance: defaultTolerance)

@@ -70,3 +70,17 @@ final class Gate: Sendable {
         for waiter in waiters { waiter.resume(returning: true) }
     }
 }
+
+/// A scratch directory holding one copy of `fixture` as `photo.jpg`, and an engine with
+/// `options` over it (`DirectorySource`): for tests that change or remove the original.
+func engineOverCopiedOriginal(
+    _ fixture: String, options: ImageCache.Options
+) throws -> (
+    cache: ImageCache, scratch: ScratchDirectory, file: String
+) {
+    let scratch = ScratchDirectory()
+    try FileManager.default.createDirectory(atPath: scratch.path, withIntermediateDirectories: true)
+    let file = scratch.path + "/photo.jpg"
+    try Data(Fixtures.bytes(fixture)).write(to: URL(fileURLWithPath: file))
+    return (try ImageCache(source: try DirectorySource(root: scratch.path), options: options), scratch, file)
+}

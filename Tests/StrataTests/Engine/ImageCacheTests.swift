@@ -168,13 +168,10 @@ struct ImageCacheTests {
     }
 
     @Test func revalidationServesTheOldImageOnceThenTheNew() async throws {
-        let scratch = ScratchDirectory()
-        try FileManager.default.createDirectory(atPath: scratch.path, withIntermediateDirectories: true)
-        let file = scratch.path + "/photo.jpg"
-        try Data(Fixtures.bytes(Self.photo)).write(to: URL(fileURLWithPath: file))
         var options = ImageCache.Options()
         options.revalidateAfter = .zero
-        let cache = try ImageCache(source: try DirectorySource(root: scratch.path), options: options)
+        let (cache, scratch, file) = try engineOverCopiedOriginal(Self.photo, options: options)
+        defer { withExtendedLifetime(scratch) {} }
         let old = try await cache.image(for: request("photo.jpg", 256, 256))
         #expect(old.tier == .source && old.image.size == PixelSize(width: 256, height: 160))
         // Replace the original with another photo of another aspect.

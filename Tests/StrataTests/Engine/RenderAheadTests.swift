@@ -99,13 +99,10 @@ struct RenderAheadTests {
     }
 
     @Test func aFailedRenderAheadIsDroppedAndTheHitStillServed() async throws {
-        let scratch = ScratchDirectory()
-        try FileManager.default.createDirectory(atPath: scratch.path, withIntermediateDirectories: true)
-        let file = scratch.path + "/photo.jpg"
-        try Data(Fixtures.bytes(Self.photo)).write(to: URL(fileURLWithPath: file))
         var options = ImageCache.Options()
         options.renderAhead = 0.5
-        let cache = try ImageCache(source: try DirectorySource(root: scratch.path), options: options)
+        let (cache, scratch, file) = try engineOverCopiedOriginal(Self.photo, options: options)
+        defer { withExtendedLifetime(scratch) {} }
         _ = try await cache.image(for: request("photo.jpg", 1000))
         try FileManager.default.removeItem(atPath: file)
         #expect(try await cache.image(for: request("photo.jpg", 1150)).tier == .memory)
