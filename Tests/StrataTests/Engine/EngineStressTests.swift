@@ -60,7 +60,7 @@ final class KeyColourSource: ImageSource, Sendable {
 
 /// Many tasks against one engine (memory, disk, tables, source) for a bounded time: mixed
 /// requests (fit, fill, exact sizes, table formats), cancellations, prefetches moved between
-/// lanes, removals, memory reconfigurations and missing keys. Every image returned must be its
+/// lanes, removals, memory reconfigurations, missing keys and render-aheads. Every image returned must be its
 /// key's colour; every error must be the expected one.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct EngineStressTests {
@@ -82,7 +82,9 @@ struct EngineStressTests {
         let disk = try DiskTier(directory: scratch.path + "/disk", configuration: quietConfiguration { $0.byteLimit = 4 << 20 })
         let format = ImageTableFormat(name: "square", family: "stress", size: PixelSize(width: 48, height: 48), maximumCount: 16)
         let tables = try ImageTableCache(directory: scratch.path + "/tables", formats: [format])
-        let cache = try ImageCache(memory: memory, disk: disk, tables: tables, source: source)
+        var options = ImageCache.Options()
+        options.renderAhead = 0.5  // far hits render ahead in the background, beside everything else
+        let cache = try ImageCache(memory: memory, disk: disk, tables: tables, source: source, options: options)
         let tally = Lock(Tally())
         let deadline = ContinuousClock.now + .milliseconds(Int(Self.seconds * 1000))
 
@@ -183,7 +185,8 @@ struct EngineStressTests {
         print(
             "engine stress: \(Self.seconds) s, \(t.served) served, \(t.wrong) wrong, \(t.cancelled) cancelled, \(t.missing) missing, "
                 + "\(t.prefetches) prefetches, \(t.removals) removals, \(t.reconfigurations) reconfigurations, "
-                + "\(t.memoryHits) memory hits, \(source.fetches.load(ordering: .relaxed)) source fetches")
+                + "\(t.memoryHits) memory hits, \(cache.statistics.engine.renderAheads) render-aheads, "
+                + "\(source.fetches.load(ordering: .relaxed)) source fetches")
         #expect(t.wrong == 0, "images that are not their key's")
         #expect(t.unexpected.isEmpty, "unexpected errors: \(t.unexpected.prefix(5))")
         #expect(
