@@ -116,7 +116,7 @@ struct BenchEngineCommand: AsyncParsableCommand {
         let generated = try EngineBench.ensurePhotos(count: photos, in: photoDirectory, fixtures: fixtures)
         if !json && generated > 0 { print("derived \(generated) photos into \(photoDirectory)") }
         let keys = (0..<photos).map { EngineBench.photoName($0) }
-        let trace = EngineBench.zoomTrace(keys: keys, visits: visits, steps: steps, seed: 0x200D_2025)
+        let trace = EngineBench.zoomTrace(photos: photos, visits: visits, steps: steps, seed: 0x200D_2025)
 
         let viewer = EngineBench.Viewer(
             frameNanoseconds: UInt64(frameMs * 1e6), prefetch: prefetch, renderAhead: try renderAheadShare())
@@ -370,10 +370,12 @@ enum EngineBench {
     }
 
     static func makeEngine(
-        root: String, memory: ImageMemoryTier?, disk: DiskTier? = nil, tolerance: Double = SizeQuery.defaultTolerance
+        root: String, memory: ImageMemoryTier?, disk: DiskTier? = nil, tolerance: Double = SizeQuery.defaultTolerance,
+        renderAhead: Double? = nil
     ) throws -> ImageCache {
         var options = ImageCache.Options()
         options.defaultTolerance = tolerance
+        options.renderAhead = renderAhead
         return try ImageCache(memory: memory, disk: disk, source: try DirectorySource(root: root), options: options)
     }
 

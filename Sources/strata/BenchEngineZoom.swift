@@ -6,9 +6,8 @@ import Strata
 /// frame, album neighbours prefetched, render-ahead on) or closed-loop (one request at a time,
 /// nothing else).
 extension EngineBench {
-    /// One request of the trace.
+    /// One request of the trace: photo `photo` (an index into the album's keys) at `box`.
     struct ZoomStep {
-        var key: String
         var photo: Int
         var box: PixelSize
         /// The first request of a visit (the viewer has just flipped to `photo`).
@@ -32,10 +31,10 @@ extension EngineBench {
     /// ordered by the photo's place in the album plus a seeded jitter of up to `flipWindow`
     /// places, so the viewer flips back and forth over a few neighbouring photos while moving
     /// through the album. Each visit opens at the window's box and zooms.
-    static func zoomTrace(keys: [String], visits: Int, steps: Int, seed: UInt64) -> [ZoomStep] {
+    static func zoomTrace(photos: Int, visits: Int, steps: Int, seed: UInt64) -> [ZoomStep] {
         var rng = SplitMix64(seed: seed)
         var order: [(time: Double, photo: Int)] = []
-        for photo in keys.indices {
+        for photo in 0..<photos {
             for _ in 0..<visits { order.append((Double(photo) + flipWindow * unit(&rng), photo)) }
         }
         order.sort { $0.time < $1.time }
@@ -48,7 +47,7 @@ extension EngineBench {
                 let box = PixelSize(
                     width: max(1, Int((Double(window.width) * zoom).rounded())),
                     height: max(1, Int((Double(window.height) * zoom).rounded())))
-                trace.append(ZoomStep(key: keys[photo], photo: photo, box: box, opensVisit: step == 0))
+                trace.append(ZoomStep(photo: photo, box: box, opensVisit: step == 0))
                 if unit(&rng) < 0.15 { direction = -direction }
                 var next = zoom * exp(direction * (0.02 + 0.03 * unit(&rng)))
                 if !zoomRange.contains(next) {
@@ -69,11 +68,8 @@ extension EngineBench {
         _ trace: [ZoomStep], keys: [String], tolerance: Double, root: String, memoryBytes: Int, viewer: Viewer?
     ) async throws -> ZoomResult {
         let memory = ImageMemoryTier(configuration: ImageMemoryTier.Configuration(costLimit: memoryBytes))
-        var options = ImageCache.Options()
-        options.defaultTolerance = tolerance
-        options.renderAhead = viewer?.renderAhead
-        let engine = try ImageCache(memory: memory, source: try DirectorySource(root: root), options: options)
-        let requests = trace.map { ImageRequest(key: CacheKey($0.key), box: $0.box, tolerance: tolerance) }
+        let engine = try makeEngine(root: root, memory: memory, tolerance: tolerance, renderAhead: viewer?.renderAhead)
+        let requests = trace.map { ImageRequest(key: CacheKey(keys[$0.photo]), box: $0.box, tolerance: tolerance) }
         var latencies = [UInt64](repeating: 0, count: requests.count)
         var tiers = [ServingTier](repeating: .source, count: requests.count)
         let started = now()

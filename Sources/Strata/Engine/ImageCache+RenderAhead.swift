@@ -10,7 +10,7 @@ extension ImageCache {
     /// request's tolerance. Off: one optional load.
     @inline(__always)
     func renderAheadIfFar(_ descriptor: VariantDescriptor, wholeOriginal: Bool, for request: ImageRequest) {
-        guard let share = renderAheadShare, !request.exactSize else { return }
+        guard let share = options.renderAhead, !request.exactSize else { return }
         renderAheadIfFar(descriptor, wholeOriginal: wholeOriginal, for: request, share: share)
     }
 

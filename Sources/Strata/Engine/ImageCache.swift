@@ -85,8 +85,6 @@ public final class ImageCache: Sendable {
     let negative = Lock<[CacheKey: ContinuousClock.Instant]>([:])
     /// Keys with a render-ahead running (``renderAheadIfFar(_:wholeOriginal:for:)``).
     let renderAheads = Lock<Set<CacheKey>>([])
-    /// ``Options/renderAhead``, read on every hit.
-    let renderAheadShare: Double?
     let counters = EngineCounters()
     let metrics: EngineMetrics
     /// ``defaultTolerance``'s bits (it changes at run time through ``reconfigure(_:)``).
@@ -106,7 +104,6 @@ public final class ImageCache: Sendable {
         try options.validate()
         self.options = options
         self.toleranceBits = Atomic(options.defaultTolerance.bitPattern)
-        self.renderAheadShare = options.renderAhead
         self.memory = memory
         self.disk = disk
         self.tables = tables
