@@ -64,8 +64,10 @@ void strata_jpeg_rows_destroy(strata_jpeg_rows *reader) {
     free(reader);
 }
 
-int strata_jpeg_rows_start(
-    strata_jpeg_rows *reader, const uint8_t *data, size_t size, int scale_num, int scale_denom,
+/// Starts a decode; `output` is STRATA_JPEG_OUT_BGRA, _LUMA or _YCC (the last two only for
+/// YCbCr files, -3 otherwise, and without block smoothing: see the header).
+static int start(
+    strata_jpeg_rows *reader, const uint8_t *data, size_t size, int scale_num, int scale_denom, int output,
     uint32_t *width, uint32_t *height, int *color_space) {
     reader->message[0] = 0;
     if (reader->started) jpeg_abort_decompress(&reader->info);
@@ -83,13 +85,43 @@ int strata_jpeg_rows_start(
         reader->started = 0;
         return -2;
     }
+    if (output != STRATA_JPEG_OUT_BGRA && reader->info.jpeg_color_space != JCS_YCbCr) {
+        jpeg_abort_decompress(&reader->info);
+        reader->started = 0;
+        return -3;
+    }
     reader->info.scale_num = (unsigned int)scale_num;
     reader->info.scale_denom = (unsigned int)scale_denom;
-    reader->info.out_color_space = JCS_EXT_BGRA;
+    switch (output) {
+    case STRATA_JPEG_OUT_LUMA:
+        reader->info.out_color_space = JCS_GRAYSCALE;  // Y only: the other components are skipped
+        reader->info.do_block_smoothing = FALSE;
+        break;
+    case STRATA_JPEG_OUT_YCC:
+        reader->info.out_color_space = JCS_YCbCr;
+        reader->info.do_block_smoothing = FALSE;
+        break;
+    default:
+        reader->info.out_color_space = JCS_EXT_BGRA;
+        reader->info.do_block_smoothing = TRUE;
+    }
     jpeg_start_decompress(&reader->info);
     *width = reader->info.output_width;
     *height = reader->info.output_height;
     return 0;
+}
+
+int strata_jpeg_rows_start(
+    strata_jpeg_rows *reader, const uint8_t *data, size_t size, int scale_num, int scale_denom,
+    uint32_t *width, uint32_t *height, int *color_space) {
+    return start(reader, data, size, scale_num, scale_denom, STRATA_JPEG_OUT_BGRA, width, height, color_space);
+}
+
+int strata_jpeg_rows_start_split(
+    strata_jpeg_rows *reader, const uint8_t *data, size_t size, int scale_num, int scale_denom, int output,
+    uint32_t *width, uint32_t *height) {
+    int color_space = 0;
+    return start(reader, data, size, scale_num, scale_denom, output, width, height, &color_space);
 }
 
 int strata_jpeg_rows_read(strata_jpeg_rows *reader, uint8_t *first_row, size_t stride, uint32_t count) {

@@ -32,6 +32,46 @@ int strata_jpeg_rows_start(
     strata_jpeg_rows *reader, const uint8_t *data, size_t size, int scale_num, int scale_denom,
     uint32_t *width, uint32_t *height, int *color_space);
 
+/// What a decode of one half of a split progressive file writes (`strata_jpeg_split`).
+enum {
+    /// Premultiplied BGRA, 4 bytes a pixel (`strata_jpeg_rows_start`).
+    STRATA_JPEG_OUT_BGRA = 0,
+    /// The Y component alone, 1 byte a pixel: libjpeg skips the inverse DCT and upsampling of
+    /// the other components.
+    STRATA_JPEG_OUT_LUMA = 1,
+    /// Y, Cb, Cr, 3 bytes a pixel, the chroma upsampled as the BGRA decode upsamples it.
+    STRATA_JPEG_OUT_YCC = 2,
+};
+
+/// `strata_jpeg_rows_start` for one half of a split progressive file (`strata_jpeg_split`):
+/// `output` is STRATA_JPEG_OUT_LUMA or STRATA_JPEG_OUT_YCC. Block smoothing is off: libjpeg
+/// applies it only to components whose scans are incomplete, which a whole file has none of,
+/// and each half lacks the other half's scans on purpose. Returns 0, -1 on an error, -2 for a
+/// CMYK or YCCK file and -3 for another colour space that is not YCbCr (nothing started).
+int strata_jpeg_rows_start_split(
+    strata_jpeg_rows *reader, const uint8_t *data, size_t size, int scale_num, int scale_denom, int output,
+    uint32_t *width, uint32_t *height);
+
+/// Splits a progressive JPEG (SOF2, three components with distinct ids, the first with the
+/// largest sampling factors, at most 500 scans up to EOI, whose scans complete coefficients 0–9
+/// of every component, so that libjpeg would not smooth blocks) into two JPEGs: `luma` gets every DC scan and
+/// the first component's AC scans, `chroma` every DC scan and the other components' AC scans;
+/// both get every other segment in order. Progressive AC scans each hold one component, so
+/// each half decodes its own components exactly as the whole file does. Either buffer may be
+/// NULL (a check only); otherwise each needs `size` bytes. Returns 1 with both sizes set, or 0
+/// (nothing to split, or anything unusual: a baseline file, a missing EOI, a stray byte) with
+/// nothing promised about the buffers. Reads only; cost: one pass of `memchr` over the data.
+int strata_jpeg_split(
+    const uint8_t *data, size_t size, uint8_t *luma, size_t *luma_size, uint8_t *chroma, size_t *chroma_size);
+
+/// libjpeg's YCbCr → RGB conversion (its integer tables, the same bytes as its own BGRA
+/// output) of `rows` rows of `width` pixels: Y from `luma` (1 byte a pixel), Cb and Cr from
+/// `ycc` (Y, Cb, Cr, 3 bytes a pixel; its Y is ignored), into premultiplied BGRA (alpha 255) at
+/// `out`. AVX2 where the CPU has it, 8 pixels a step.
+void strata_jpeg_merge_bgra(
+    const uint8_t *luma, size_t luma_stride, const uint8_t *ycc, size_t ycc_stride, uint8_t *out, size_t out_stride,
+    uint32_t width, uint32_t rows);
+
 /// Decodes up to `count` rows into `first_row`, `first_row + stride`, …; returns how many were
 /// decoded (0 once all are), or -1 on an error.
 int strata_jpeg_rows_read(strata_jpeg_rows *reader, uint8_t *first_row, size_t stride, uint32_t count);

@@ -119,15 +119,17 @@ final class TurboJPEGCompressor {
 
     deinit { tjDestroy(handle) }
 
+    /// `progressive` writes libjpeg's default progressive scan script (tests use it).
     func compress(
-        _ pixels: UnsafeRawPointer, size: PixelSize, pitch: Int, pixelFormat: TJPF, subsampling: TJSAMP, quality: Int
+        _ pixels: UnsafeRawPointer, size: PixelSize, pitch: Int, pixelFormat: TJPF, subsampling: TJSAMP, quality: Int,
+        progressive: Bool = false
     ) throws(ImageEncodingError) -> [UInt8] {
         var out: UnsafeMutablePointer<UInt8>?
         var outSize: UInt = 0
         let rc = tjCompress2(
             handle, pixels.assumingMemoryBound(to: UInt8.self), Int32(size.width), Int32(pitch),
             Int32(size.height), pixelFormat.rawValue, &out, &outSize,
-            Int32(subsampling.rawValue), Int32(quality), 0)
+            Int32(subsampling.rawValue), Int32(quality), progressive ? TJFLAG_PROGRESSIVE : 0)
         defer { if let out { tjFree(out) } }
         guard rc == 0, let out else {
             let message = tjGetErrorStr2(handle).map { String(cString: $0) } ?? "unknown libjpeg-turbo error"

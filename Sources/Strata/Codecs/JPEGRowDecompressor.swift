@@ -52,6 +52,51 @@ final class JPEGRowDecompressor {
         return true
     }
 
+    /// What ``decodePlane(_:factor:output:expected:into:stride:)`` writes.
+    enum Plane {
+        /// The Y component, 1 byte a pixel.
+        case luma
+        /// Y, Cb and Cr, 3 bytes a pixel, the chroma upsampled as a BGRA decode upsamples it.
+        case ycc
+
+        var code: Int32 { self == .luma ? Int32(STRATA_JPEG_OUT_LUMA) : Int32(STRATA_JPEG_OUT_YCC) }
+        var bytesPerPixel: Int { self == .luma ? 1 : 3 }
+    }
+
+    /// Decodes one half of a split progressive file (``ProgressiveJPEGSplit``) at `factor` into
+    /// `destination`, rows `stride` bytes apart, without block smoothing. Returns false, having
+    /// written nothing, when the file is not YCbCr; throws as ``decode(_:factor:expected:into:stride:rowsPerStep:progress:)``
+    /// does, and refuses a file that decodes to another size than `expected`.
+    func decodePlane(
+        _ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor, output: Plane, expected: PixelSize,
+        into destination: UnsafeMutableRawPointer, stride: Int
+    ) throws(ImageDecodingError) -> Bool {
+        var width: UInt32 = 0, height: UInt32 = 0
+        let started = strata_jpeg_rows_start_split(
+            reader, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count, Int32(factor.numerator),
+            Int32(factor.denominator), output.code, &width, &height)
+        if started == -2 || started == -3 { return false }
+        if started != 0 { throw error() }
+        guard Int(width) == expected.width, Int(height) == expected.height else {
+            strata_jpeg_rows_abort(reader)
+            throw ImageDecodingError(
+                .corrupt("the image decodes to \(width)x\(height), not the \(expected) its header gave"), format: .jpeg)
+        }
+        let rows = destination.assumingMemoryBound(to: UInt8.self)
+        var done = 0
+        while done < expected.height {
+            let read = strata_jpeg_rows_read(reader, rows + done * stride, stride, UInt32(expected.height - done))
+            if read < 0 { throw error() }
+            if read == 0 {
+                strata_jpeg_rows_abort(reader)
+                throw ImageDecodingError(.truncated, format: .jpeg)
+            }
+            done += Int(read)
+        }
+        if strata_jpeg_rows_finish(reader) != 0 { throw error() }
+        return true
+    }
+
     private func error() -> ImageDecodingError {
         TurboJPEGDecompressor.error(message: String(cString: strata_jpeg_rows_message(reader)))
     }

@@ -28,10 +28,14 @@ public final class ImageRenderer {
     /// decodes straight to the smallest DCT scale that still covers the output.
     public var decodeHeadroom: Double
     /// Threads one large resample may use (see ``Resampler/threads``; default as
-    /// ``SourceTier/Configuration/defaultResampleThreads``).
+    /// ``SourceTier/Configuration/defaultResampleThreads``). Above 1, a progressive JPEG is also
+    /// decoded on two threads (``ImageDecoder/splitsProgressiveJPEG``).
     public var resampleThreads: Int {
         get { resampler.threads }
-        set { resampler.threads = newValue }
+        set {
+            resampler.threads = newValue
+            decoder.splitsProgressiveJPEG = resampler.threads > 1
+        }
     }
     /// Whether a JPEG decode and its resample run at once when ``resampleThreads`` allows the
     /// resample to split (default true): the resample's helper thread reduces the rows decoded
@@ -51,6 +55,7 @@ public final class ImageRenderer {
         self.decoder = ImageDecoder(limits: limits)
         self.decodeHeadroom = decodeHeadroom
         resampler.threads = resampleThreads
+        decoder.splitsProgressiveJPEG = resampler.threads > 1
     }
 
     /// The decode plan for `header` and `request`: the output geometry and the minimum decoded

@@ -115,6 +115,8 @@ struct JPEGRowDecodingTests {
             let bytes = Fixtures.bytes(path)
             let overlapped = ImageRenderer(resampleThreads: 2)
             overlapped.resampler.overlapWork = 0
+            // A progressive file would be split over two threads instead (ProgressiveSplitTests).
+            overlapped.decoder.splitsProgressiveJPEG = false
             let serial = ImageRenderer(resampleThreads: 2)
             serial.overlapsDecode = false
             var failures: [String] = []

@@ -76,6 +76,18 @@ struct WebPDecodingTests {
         #expect(image.size == size)
     }
 
+    @Test("a scale above half decodes in full: libwebp's rescaler is slower there than the full decode")
+    func aScaleAboveHalfDecodesInFull() throws {
+        let decoder = ImageDecoder()
+        let header = try decoder.readHeader(Fixtures.bytes("webp/path-2560x1600.webp"))
+        #expect(decoder.decodedSize(for: header, minimumSize: PixelSize(width: 2048, height: 1280)) == header.size)
+        #expect(decoder.decodedSize(for: header, minimumSize: PixelSize(width: 1281, height: 10)) == header.size)
+        #expect(decoder.decodedSize(for: header, minimumSize: PixelSize(width: 10, height: 801)) == header.size)
+        #expect(
+            decoder.decodedSize(for: header, minimumSize: PixelSize(width: 1280, height: 800))
+                == PixelSize(width: 1280, height: 800))
+    }
+
     @Test("scaled decode resembles the full decode reduced")
     func scaledContent() throws {
         let decoder = ImageDecoder()
