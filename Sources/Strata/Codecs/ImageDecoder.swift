@@ -46,10 +46,10 @@ public final class ImageDecoder {
     /// How JPEG DCT scaling factors are chosen (see ``JPEGScaling``).
     public var jpegScaling: JPEGScaling = .powersOfTwo
     /// Whether a progressive YCbCr JPEG with EXIF orientation 1 is decoded on two threads, its
-    /// luma's scans on one and its chroma's on the other (default false; an ``ImageRenderer``
-    /// turns it on with more than one resample thread). The same bytes as one thread's decode;
-    /// about 0.6–0.9× its time on an idle machine and 1.2× its CPU time (see
-    /// ``ProgressiveJPEGSplit``). Baseline files are not affected.
+    /// luma's scans on one and its chroma's on the other, when the process has an idle core
+    /// (default false; an ``ImageRenderer`` turns it on with more than one resample thread).
+    /// The same bytes as one thread's decode, in about 0.7–0.95× its time and 1.1–1.4× its CPU
+    /// time (see ``ProgressiveJPEGSplit``). Baseline files are not affected.
     public var splitsProgressiveJPEG = false
 
     /// Which libjpeg-turbo scaling factors ``ImageDecoder/decodedSize(for:minimumSize:)`` may use.
@@ -69,6 +69,9 @@ public final class ImageDecoder {
     private var progressiveSplit: ProgressiveJPEGSplit?
     /// Whether the last JPEG decode was split over two threads (for tests).
     private(set) var lastDecodeWasSplit = false
+    /// Whether a split waits for an idle core (``ProgressiveJPEGSplit/hasIdleCores(pending:)``);
+    /// tests that run beside others turn it off to split every time.
+    var splitsOnlyWithIdleCores = true
     /// Made on the first decode in rows (``decodeJPEGInRows(_:header:minimumSize:into:stride:rowsPerStep:progress:)``).
     private var jpegRows: JPEGRowDecompressor?
     private var scratch: UnsafeMutableRawPointer?
@@ -231,7 +234,11 @@ public final class ImageDecoder {
             destination.size == size,
             "ImageDecoder.decode: destination is \(destination.size), decodedSize is \(size)")
         let stride = destination.bytesPerRow
-        defer { trimScratch() }
+        ProgressiveJPEGSplit.decodesInFlight.add(1, ordering: .relaxed)
+        defer {
+            ProgressiveJPEGSplit.decodesInFlight.subtract(1, ordering: .relaxed)
+            trimScratch()
+        }
         try destination.withUnsafeMutableBytes { (dst: UnsafeMutableRawBufferPointer) throws(ImageDecodingError) in
             let out = dst.baseAddress!
             switch header.format {
@@ -327,7 +334,9 @@ public final class ImageDecoder {
         _ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor, size: PixelSize, into out: UnsafeMutableRawPointer,
         stride: Int
     ) -> Bool {
-        guard ProgressiveJPEGSplit.splits(bytes) else { return false }
+        guard !splitsOnlyWithIdleCores || ProgressiveJPEGSplit.hasIdleCores(), ProgressiveJPEGSplit.splits(bytes) else {
+            return false
+        }
         if progressiveSplit == nil { progressiveSplit = ProgressiveJPEGSplit() }
         let scratch = scratchBuffer(ProgressiveJPEGSplit.scratchBytes(fileBytes: bytes.count, size: size))
         return progressiveSplit!.decode(bytes, factor: factor, size: size, into: out, stride: stride, scratch: scratch)
@@ -335,8 +344,8 @@ public final class ImageDecoder {
 
     /// Whether ``decodeJPEGInRows(_:header:minimumSize:into:stride:rowsPerStep:progress:)``
     /// decodes these bytes (a JPEG with EXIF orientation 1, not CMYK or YCCK, and not a
-    /// progressive file that ``splitsProgressiveJPEG`` decodes on two threads, whose entropy
-    /// decoding is most of its time). Reads the header's markers again (microseconds).
+    /// progressive file that ``splitsProgressiveJPEG`` would decode on two threads now, whose
+    /// entropy decoding is most of its time). Reads the header's markers again (microseconds).
     ///
     /// WebP is not decoded in rows: libwebp's incremental decoder can hand rows over, but on two
     /// cores the overlapped WebP render measured about 10 % slower than the serial one
@@ -344,7 +353,10 @@ public final class ImageDecoder {
     /// second thread (`use_threads`) already keeps the other core busy.
     func decodesJPEGInRows(_ bytes: UnsafeRawBufferPointer, header: ImageHeader) -> Bool {
         guard header.format == .jpeg, header.orientation == 1, let h = try? jpeg.readHeader(bytes) else { return false }
-        if splitsProgressiveJPEG && h.colorspace == TJCS_YCbCr.rawValue && ProgressiveJPEGSplit.splits(bytes) {
+        if splitsProgressiveJPEG && h.colorspace == TJCS_YCbCr.rawValue
+            && (!splitsOnlyWithIdleCores || ProgressiveJPEGSplit.hasIdleCores(pending: 1))
+            && ProgressiveJPEGSplit.splits(bytes)
+        {
             return false
         }
         return h.colorspace != TJCS_CMYK.rawValue && h.colorspace != TJCS_YCCK.rawValue
@@ -364,6 +376,8 @@ public final class ImageDecoder {
         let factor = jpegScalingFactor(for: header, minimumSize: minimumSize) ?? .one
         precondition(stride >= factor.scaled(header.codedSize).width * 4, "decodeJPEGInRows: stride too small")
         if jpegRows == nil { jpegRows = JPEGRowDecompressor() }
+        ProgressiveJPEGSplit.decodesInFlight.add(1, ordering: .relaxed)
+        defer { ProgressiveJPEGSplit.decodesInFlight.subtract(1, ordering: .relaxed) }
         return try jpegRows!.decode(
             bytes, factor: factor, expected: factor.scaled(header.codedSize), into: destination, stride: stride,
             rowsPerStep: rowsPerStep, progress: progress)

@@ -7,10 +7,12 @@ import Testing
 /// whole-file decode at every scale and chroma subsampling, and the whole-file decode's result
 /// or error wherever the split does not apply or a half fails.
 @Suite struct ProgressiveSplitTests {
-    /// A decoder that splits progressive files, and one that never does.
+    /// A decoder that splits progressive files (whatever the other tests running beside it
+    /// decode), and one that never does.
     static func decoders() -> (split: ImageDecoder, whole: ImageDecoder) {
         let split = ImageDecoder()
         split.splitsProgressiveJPEG = true
+        split.splitsOnlyWithIdleCores = false
         return (split, ImageDecoder())
     }
 
@@ -46,7 +48,7 @@ import Testing
     func sameBytes(subsampling: TJSAMP) throws {
         for size in [PixelSize(width: 333, height: 211), PixelSize(width: 64, height: 40), PixelSize(width: 17, height: 9)] {
             let bytes = try Self.progressive(subsampling, size: size)
-            #expect(ProgressiveJPEGSplit.splits(bytes.withUnsafeBytes { $0 }))
+            #expect(bytes.withUnsafeBytes { ProgressiveJPEGSplit.splits($0) })
             for factor in JPEGScalingFactor.powersOfTwo {
                 try Self.expectSameDecode(bytes, factor: factor, splits: true, "\(subsampling) \(size)")
             }
@@ -69,7 +71,7 @@ import Testing
                 raw.baseAddress!, size: photo.size, pitch: PixelLayout.bytesPerRow(width: photo.width, style: .gray8),
                 pixelFormat: TJPF_GRAY, subsampling: TJSAMP_GRAY, quality: 85, progressive: true)
         }
-        #expect(!ProgressiveJPEGSplit.splits(gray.withUnsafeBytes { $0 }))
+        #expect(!gray.withUnsafeBytes { ProgressiveJPEGSplit.splits($0) })
         try Self.expectSameDecode(gray, factor: .one, splits: false, "gray progressive")
         // EXIF orientation 6: decoded through the scratch buffer and turned, not split.
         let (split, whole) = Self.decoders()
@@ -81,7 +83,7 @@ import Testing
     @Test func aTruncatedFileGivesTheWholeDecodesError() throws {
         let bytes = Fixtures.bytes("jpeg/eveningglow-1024x640-progressive.jpg")
         let cut = Array(bytes.prefix(bytes.count * 6 / 10))
-        #expect(!ProgressiveJPEGSplit.splits(cut.withUnsafeBytes { $0 }))
+        #expect(!cut.withUnsafeBytes { ProgressiveJPEGSplit.splits($0) })
         let (split, whole) = Self.decoders()
         let expected = decodingError { _ = try whole.decode(cut) }
         #expect(expected != nil)
@@ -125,7 +127,7 @@ import Testing
             at = scan.range.upperBound
         }
         dropped += bytes[at...]
-        #expect(!ProgressiveJPEGSplit.splits(dropped.withUnsafeBytes { $0 }))
+        #expect(!dropped.withUnsafeBytes { ProgressiveJPEGSplit.splits($0) })
         try Self.expectSameDecode(dropped, factor: .one, splits: false, "incomplete chroma")
     }
 
@@ -134,6 +136,7 @@ import Testing
         let one = ImageRenderer(resampleThreads: 1)
         let two = ImageRenderer(resampleThreads: 2)
         #expect(!one.decoder.splitsProgressiveJPEG && two.decoder.splitsProgressiveJPEG)
+        two.decoder.splitsOnlyWithIdleCores = false
         for box in [PixelSize(width: 256, height: 256), PixelSize(width: 700, height: 700), PixelSize(width: 1024, height: 1024)] {
             let request = RenderRequest(box: box)
             let a = try one.render(bytes, request: request)
@@ -142,6 +145,24 @@ import Testing
             #expect(!two.lastRenderOverlapped, "a split file is not decoded in rows")
             #expect(PixelDiff.compare(a, b).max == 0, "\(box)")
         }
+    }
+
+    /// With every core decoding, a split would cost throughput: the file is decoded whole.
+    @Test func noSplitWithoutAnIdleCore() throws {
+        let bytes = Fixtures.bytes("jpeg/eveningglow-1024x640-progressive.jpg")
+        let decoder = ImageDecoder()
+        decoder.splitsProgressiveJPEG = true
+        #expect(decoder.splitsOnlyWithIdleCores)
+        let busy = ProgressiveJPEGSplit.processors
+        #expect(!ProgressiveJPEGSplit.hasIdleCores(pending: busy))
+        // As if `busy` more decodes were running (tests beside this one only split less).
+        ProgressiveJPEGSplit.decodesInFlight.add(busy, ordering: .relaxed)
+        defer { ProgressiveJPEGSplit.decodesInFlight.subtract(busy, ordering: .relaxed) }
+        let image = try decoder.decode(bytes)
+        #expect(!decoder.lastDecodeWasSplit)
+        let header = try decoder.readHeader(bytes)
+        #expect(bytes.withUnsafeBytes { decoder.decodesJPEGInRows($0, header: header) }, "decoded in rows instead")
+        #expect(PixelDiff.compare(image, try ImageDecoder().decode(bytes)).max == 0)
     }
 
     /// The AC scans of a progressive file: each one's byte range (SOS marker to the next
