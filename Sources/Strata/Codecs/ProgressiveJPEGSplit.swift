@@ -13,12 +13,13 @@ import Synchronization
 /// (this thread takes one); then libjpeg's own YCbCr → BGRA arithmetic
 /// (`strata_jpeg_merge_bgra`) joins the first's Y with the second's Cb and Cr, in two bands.
 ///
-/// Cost (2 cores, `strata bench source`): a 2560×1600 progressive 4:4:4 photo decodes in about
-/// 0.6× the time of the whole-file decode; a 1024×640 4:2:0 one, whose luma holds 86 % of the
-/// data, in about 0.9×. Each half decodes the DC scans, and the chroma half an unused Y, so the
-/// CPU time is about 1.2× the whole decode's; when Dispatch's pool is busy both halves run on
-/// this thread, one after the other. The scratch is the two halves' bytes (twice the file), the
-/// Y plane and the Y, Cb, Cr plane (4 bytes a pixel).
+/// Cost (2 cores, `strata bench source`, six rounds): a 2560×1600 progressive 4:4:4 photo →
+/// 256 px in 0.67× the whole-file decode's time; 1024×640 4:2:0 ones, whose luma holds most of
+/// the data, in 0.85–0.97×. Each half decodes the DC scans, and the chroma half an unused Y, so
+/// the CPU time is 1.1–1.4× the whole decode's: ``ImageDecoder`` splits only when
+/// ``hasIdleCores(pending:)``. When Dispatch's pool is busy both halves run on this thread, one
+/// after the other. The scratch is the two halves' bytes (twice the file), the Y plane and the
+/// Y, Cb, Cr plane (4 bytes a pixel).
 ///
 /// Not thread-safe: one per ``ImageDecoder``; its two libjpeg readers are reused.
 final class ProgressiveJPEGSplit {

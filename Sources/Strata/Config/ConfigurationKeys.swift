@@ -97,7 +97,7 @@ extension StrataConfiguration {
         .init("source.decodeHeadroom", "2", "How much larger than the target a shrink-on-load decode stays (≥ 1)."),
         .init(
             "source.resampleThreads", "2",
-            "Threads one large resample may use (bands of rows, never more than the cores; `cores` = all). 1 keeps each render on one thread."
+            "Threads one large resample may use (bands of rows, never more than the cores; `cores` = all); above 1 a progressive JPEG also decodes on two threads while a core is idle. 1 keeps each render on one thread."
         ),
         .init("source.directory", nil, "Directory of originals (keys are paths below it); exclusive with `source.http.baseURL`."),
         .init("source.http.baseURL", nil, "HTTP(S) origin of originals: the key's segments are appended, percent-encoded."),

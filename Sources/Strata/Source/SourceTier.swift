@@ -14,7 +14,9 @@ public final class SourceTier: Sendable {
         /// See ``ImageRenderer/decodeHeadroom`` (default 2).
         public var decodeHeadroom: Double
         /// Threads one large resample may use (``Resampler/threads``; default 2, and never more
-        /// bands than cores). 1 keeps every render on its own thread.
+        /// bands than cores); above 1, a progressive JPEG also decodes on two threads while a
+        /// core is idle (``ImageDecoder/splitsProgressiveJPEG``). 1 keeps every render on its own
+        /// thread.
         public var resampleThreads: Int
 
         /// 2: a large reduction (a 2560×1600 photo to 1024 px) in two bands, about half the time
