@@ -64,14 +64,6 @@ int strata_jpeg_rows_start_split(
 int strata_jpeg_split(
     const uint8_t *data, size_t size, uint8_t *luma, size_t *luma_size, uint8_t *chroma, size_t *chroma_size);
 
-/// libjpeg's YCbCr → RGB conversion (its integer tables, the same bytes as its own BGRA
-/// output) of `rows` rows of `width` pixels: Y from `luma` (1 byte a pixel), Cb and Cr from
-/// `ycc` (Y, Cb, Cr, 3 bytes a pixel; its Y is ignored), into premultiplied BGRA (alpha 255) at
-/// `out`. AVX2 where the CPU has it, 8 pixels a step.
-void strata_jpeg_merge_bgra(
-    const uint8_t *luma, size_t luma_stride, const uint8_t *ycc, size_t ycc_stride, uint8_t *out, size_t out_stride,
-    uint32_t width, uint32_t rows);
-
 /// Decodes up to `count` rows into `first_row`, `first_row + stride`, …; returns how many were
 /// decoded (0 once all are), or -1 on an error.
 int strata_jpeg_rows_read(strata_jpeg_rows *reader, uint8_t *first_row, size_t stride, uint32_t count);

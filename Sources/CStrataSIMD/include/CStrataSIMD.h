@@ -1,11 +1,14 @@
-// The resampler's AVX2 kernels, in one place: Swift has no per-function target attributes,
-// so code for instructions beyond the x86-64 baseline (SSE2) lives here, compiled with
-// `__attribute__((target("avx2,fma")))` and chosen at run time (`strata_simd_avx2`). Without
-// AVX2 (or off x86-64) the Swift kernels in Sources/Strata/Pixels run instead. The pointers
-// come from the Resampler that owns the memory; nothing here allocates or keeps them.
+// The AVX2 kernels, in one place: the resampler's, and the colour merge of a progressive JPEG
+// decoded on two threads. Swift has no per-function target attributes, so code for
+// instructions beyond the x86-64 baseline (SSE2) lives here, compiled with
+// `__attribute__((target(...)))` and chosen at run time (`strata_simd_avx2`). Without AVX2 (or
+// off x86-64) the resampler's Swift kernels in Sources/Strata/Pixels, and the merge's scalar
+// loop, run instead. The pointers come from the Swift type that owns the memory (Resampler,
+// ProgressiveJPEGSplit); nothing here allocates or keeps them.
 #ifndef C_STRATA_SIMD_H
 #define C_STRATA_SIMD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /// 1 when the CPU has AVX2 and FMA (the kernels below may be called), else 0.
@@ -45,5 +48,13 @@ void strata_blend_rows_avx2(
 /// without a float row in between.
 void strata_blend_store4_avx2(
     const float *const *rows, const float *weights, long count, long width, int opaque, uint8_t *out);
+
+/// libjpeg's YCbCr → RGB conversion (its integer tables, the same bytes as its own BGRA
+/// output) of `rows` rows of `width` pixels: Y from `luma` (1 byte a pixel), Cb and Cr from
+/// `ycc` (Y, Cb, Cr, 3 bytes a pixel; its Y is ignored), into premultiplied BGRA (alpha 255) at
+/// `out`. AVX2 where `strata_simd_avx2` says so, 8 pixels a step; scalar elsewhere and off x86-64.
+void strata_jpeg_merge_bgra(
+    const uint8_t *luma, size_t luma_stride, const uint8_t *ycc, size_t ycc_stride, uint8_t *out, size_t out_stride,
+    uint32_t width, uint32_t rows);
 
 #endif

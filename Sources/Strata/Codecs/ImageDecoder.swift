@@ -36,7 +36,7 @@ import CTurboJPEG
 ///   that it measured slower than the full decode (2560×1600 → 2048×1280: 37.9 against
 ///   24.0 ms), so the full decode is reduced by the Lanczos pass instead.
 /// - **Progressive JPEG** decodes on two threads when ``splitsProgressiveJPEG`` is on and a core
-///   is idle (``ProgressiveJPEGSplit``): 0.7–0.95× the time, the same bytes.
+///   is idle (``ProgressiveJPEGSplit``): 0.67–0.97× the time, the same bytes.
 /// - **Grayscale JPEG** decodes as TJPF_GRAY and is expanded here (0.78× the time of
 ///   libjpeg-turbo's own gray → BGRA conversion at 2048×1280).
 /// - **Animated WebP** decodes its *first frame* (composited on the canvas, via
@@ -53,7 +53,7 @@ public final class ImageDecoder {
     /// Whether a progressive YCbCr JPEG with EXIF orientation 1 is decoded on two threads, its
     /// luma's scans on one and its chroma's on the other, when the process has an idle core
     /// (default false; an ``ImageRenderer`` turns it on with more than one resample thread).
-    /// The same bytes as one thread's decode, in about 0.7–0.95× its time and 1.1–1.4× its CPU
+    /// The same bytes as one thread's decode, in about 0.67–0.97× its time and 1.1–1.4× its CPU
     /// time (see ``ProgressiveJPEGSplit``). Baseline files are not affected.
     public var splitsProgressiveJPEG = false
 
@@ -307,7 +307,7 @@ public final class ImageDecoder {
         let isCMYK = h.colorspace == TJCS_CMYK.rawValue || h.colorspace == TJCS_YCCK.rawValue
         let isGray = h.colorspace == TJCS_GRAY.rawValue
         if !isCMYK && !isGray && header.orientation == 1 {
-            if splitsProgressiveJPEG && h.colorspace == TJCS_YCbCr.rawValue
+            if splitsNow(bytes, colorspace: h.colorspace, pending: 0)
                 && decodeSplit(bytes, factor: factor, size: coded, into: out, stride: stride)
             {
                 lastDecodeWasSplit = true
@@ -333,15 +333,21 @@ public final class ImageDecoder {
             to: out, destinationStride: stride, orientation: header.orientation)
     }
 
-    /// A progressive file on two threads (``ProgressiveJPEGSplit``); false when it does not
-    /// split or a half fails, and the caller decodes it whole.
+    /// Whether a decode of these bytes (TurboJPEG colour space `colorspace`) would be split over
+    /// two threads now: ``splitsProgressiveJPEG`` is on, the file is a YCbCr progressive one that
+    /// splits, and a core is idle beside the decodes in flight and `pending` more.
+    private func splitsNow(_ bytes: UnsafeRawBufferPointer, colorspace: Int32, pending: Int) -> Bool {
+        splitsProgressiveJPEG && colorspace == TJCS_YCbCr.rawValue
+            && (!splitsOnlyWithIdleCores || ProgressiveJPEGSplit.hasIdleCores(pending: pending))
+            && ProgressiveJPEGSplit.splits(bytes)
+    }
+
+    /// A progressive file on two threads (``ProgressiveJPEGSplit``), once ``splitsNow`` said
+    /// yes; false when a half fails, and the caller decodes it whole.
     private func decodeSplit(
         _ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor, size: PixelSize, into out: UnsafeMutableRawPointer,
         stride: Int
     ) -> Bool {
-        guard !splitsOnlyWithIdleCores || ProgressiveJPEGSplit.hasIdleCores(), ProgressiveJPEGSplit.splits(bytes) else {
-            return false
-        }
         if progressiveSplit == nil { progressiveSplit = ProgressiveJPEGSplit() }
         let scratch = scratchBuffer(ProgressiveJPEGSplit.scratchBytes(fileBytes: bytes.count, size: size))
         return progressiveSplit!.decode(bytes, factor: factor, size: size, into: out, stride: stride, scratch: scratch)
@@ -358,12 +364,7 @@ public final class ImageDecoder {
     /// second thread (`use_threads`) already keeps the other core busy.
     func decodesJPEGInRows(_ bytes: UnsafeRawBufferPointer, header: ImageHeader) -> Bool {
         guard header.format == .jpeg, header.orientation == 1, let h = try? jpeg.readHeader(bytes) else { return false }
-        if splitsProgressiveJPEG && h.colorspace == TJCS_YCbCr.rawValue
-            && (!splitsOnlyWithIdleCores || ProgressiveJPEGSplit.hasIdleCores(pending: 1))
-            && ProgressiveJPEGSplit.splits(bytes)
-        {
-            return false
-        }
+        if splitsNow(bytes, colorspace: h.colorspace, pending: 1) { return false }
         return h.colorspace != TJCS_CMYK.rawValue && h.colorspace != TJCS_YCCK.rawValue
     }
 

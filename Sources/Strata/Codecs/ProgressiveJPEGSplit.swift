@@ -1,4 +1,5 @@
 import CStrataJPEG
+import CStrataSIMD
 import Dispatch
 import Synchronization
 

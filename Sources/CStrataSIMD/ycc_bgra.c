@@ -1,4 +1,5 @@
-#include "CStrataJPEG.h"
+// The colour merge of a progressive JPEG split over two threads (see CStrataSIMD.h).
+#include "CStrataSIMD.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -59,27 +60,20 @@ __attribute__((target("avx2"))) static uint32_t merge_avx2(
     return x;
 }
 
-static int has_avx2(void) {
-    static int cached = -1;
-    int value = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (value < 0) {
-        __builtin_cpu_init();
-        value = __builtin_cpu_supports("avx2") ? 1 : 0;
-        __atomic_store_n(&cached, value, __ATOMIC_RELAXED);
-    }
-    return value;
-}
 #endif
 
 void strata_jpeg_merge_bgra(
     const uint8_t *luma, size_t luma_stride, const uint8_t *ycc, size_t ycc_stride, uint8_t *out, size_t out_stride,
     uint32_t width, uint32_t rows) {
+    int avx2 = strata_simd_avx2();
     for (uint32_t row = 0; row < rows; row++) {
         const uint8_t *y = luma + (size_t)row * luma_stride, *c = ycc + (size_t)row * ycc_stride;
         uint8_t *o = out + (size_t)row * out_stride;
         uint32_t done = 0;
 #if defined(__x86_64__)
-        if (has_avx2()) done = merge_avx2(y, c, o, width);
+        if (avx2) done = merge_avx2(y, c, o, width);
+#else
+        (void)avx2;
 #endif
         merge_scalar(y, c, o, done, width);
     }
