@@ -286,16 +286,7 @@ struct BenchDiskCommand: ParsableCommand {
         guard let image = try tier.image(forKey: key, matching: query) else {
             throw ValidationError("expected a hit for \(key)")
         }
-        image.withUnsafeBytes { raw in
-            var sum = 0
-            var i = 0
-            while i < raw.count {
-                sum &+= Int(raw[i])
-                i += 4096
-            }
-            sum &+= Int(raw[raw.count - 1])
-            sink &+= sum
-        }
+        sink &+= EngineBench.touch(image)
     }
 
     static func timePread(_ path: String, runs: Int) throws -> Double {

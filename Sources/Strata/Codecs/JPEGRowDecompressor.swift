@@ -30,6 +30,19 @@ final class JPEGRowDecompressor {
             Int32(factor.denominator), &width, &height, &colorSpace)
         if started == -2 { return false }
         if started != 0 { throw error() }
+        try readRows(
+            width: width, height: height, expected: expected, into: destination, stride: stride, rowsPerStep: rowsPerStep,
+            progress: progress)
+        return true
+    }
+
+    /// The rows of a started decode of `width` × `height`, `rowsPerStep` at a time, then the
+    /// end of the data: refuses another size than `expected` (as corrupt) and data that ends
+    /// early (as truncated), calling `progress(rows)` after each step.
+    private func readRows(
+        width: UInt32, height: UInt32, expected: PixelSize, into destination: UnsafeMutableRawPointer, stride: Int,
+        rowsPerStep: Int, progress: (Int) -> Void
+    ) throws(ImageDecodingError) {
         guard Int(width) == expected.width, Int(height) == expected.height else {
             strata_jpeg_rows_abort(reader)
             throw ImageDecodingError(
@@ -49,7 +62,6 @@ final class JPEGRowDecompressor {
             progress(done)
         }
         if strata_jpeg_rows_finish(reader) != 0 { throw error() }
-        return true
     }
 
     /// What ``decodePlane(_:factor:output:expected:into:stride:)`` writes.
@@ -60,7 +72,6 @@ final class JPEGRowDecompressor {
         case ycc
 
         var code: Int32 { self == .luma ? Int32(STRATA_JPEG_OUT_LUMA) : Int32(STRATA_JPEG_OUT_YCC) }
-        var bytesPerPixel: Int { self == .luma ? 1 : 3 }
     }
 
     /// Decodes one half of a split progressive file (``ProgressiveJPEGSplit``) at `factor` into
@@ -77,23 +88,9 @@ final class JPEGRowDecompressor {
             Int32(factor.denominator), output.code, &width, &height)
         if started == -2 || started == -3 { return false }
         if started != 0 { throw error() }
-        guard Int(width) == expected.width, Int(height) == expected.height else {
-            strata_jpeg_rows_abort(reader)
-            throw ImageDecodingError(
-                .corrupt("the image decodes to \(width)x\(height), not the \(expected) its header gave"), format: .jpeg)
-        }
-        let rows = destination.assumingMemoryBound(to: UInt8.self)
-        var done = 0
-        while done < expected.height {
-            let read = strata_jpeg_rows_read(reader, rows + done * stride, stride, UInt32(expected.height - done))
-            if read < 0 { throw error() }
-            if read == 0 {
-                strata_jpeg_rows_abort(reader)
-                throw ImageDecodingError(.truncated, format: .jpeg)
-            }
-            done += Int(read)
-        }
-        if strata_jpeg_rows_finish(reader) != 0 { throw error() }
+        try readRows(
+            width: width, height: height, expected: expected, into: destination, stride: stride,
+            rowsPerStep: expected.height, progress: { _ in })
         return true
     }
 

@@ -1,8 +1,8 @@
 import Testing
 @testable import Strata
 
-/// The coalescer the tests drive, its replies, a one-shot event for holding work, and helpers
-/// that start calls and wait for their outcomes with a bound.
+/// The coalescer the tests drive, its replies, and helpers that start calls and wait for their
+/// outcomes with a bound; work is held with the engine tests' ``Gate``.
 extension CoalescerTests {
     enum TestError: Error, Equatable { case boom(Int) }
 
@@ -15,53 +15,6 @@ extension CoalescerTests {
         var joined: Bool
     }
     typealias Outcome = Result<Reply, CoalescerError<TestError>>
-
-    /// A one-shot event: fires once; waiters before and after then go on.
-    final class Event: Sendable {
-        private struct State {
-            var fired = false
-            var waiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
-            var nextWaiter: UInt64 = 0
-        }
-        private let state = Lock(State())
-
-        var hasFired: Bool { state.withLock { $0.fired } }
-
-        func fire() {
-            let waiters = state.withLock { s in
-                s.fired = true
-                defer { s.waiters = [:] }
-                return Array(s.waiters.values)
-            }
-            for waiter in waiters { waiter.resume(returning: true) }
-        }
-
-        /// Waits until the event fires (true) or the calling task is cancelled (false).
-        func wait() async -> Bool {
-            let id = state.withLock { s in
-                s.nextWaiter += 1
-                return s.nextWaiter
-            }
-            return await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                    let now = state.withLock { s -> Bool? in
-                        if s.fired { return true }
-                        if Task.isCancelled { return false }
-                        s.waiters[id] = continuation
-                        return nil
-                    }
-                    if let now { continuation.resume(returning: now) }
-                }
-            } onCancel: {
-                state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: false)
-            }
-        }
-
-        /// Waits until the event fires, for at most 60 s; returns whether it fired.
-        func waitBounded() async -> Bool {
-            await bounded { await self.wait() } ?? false
-        }
-    }
 
     /// The first value offered to it.
     final class Slot<T: Sendable>: Sendable {
@@ -114,11 +67,11 @@ extension CoalescerTests {
     /// The shared work of a test: counts its runs and hands out its operations; each run waits
     /// at `gate` (or until its task is cancelled, which it reports), then returns or throws.
     final class Probe: Sendable {
-        let gate = Event()
+        let gate = Gate()
         /// Fires when the task of a run is cancelled (seen by `withTaskCancellationHandler`).
-        let sawCancellation = Event()
+        let sawCancellation = Gate()
         /// Fires when a run has started.
-        let started = Event()
+        let started = Gate()
         private let state = Lock<(runs: Int, cancelled: Int, operations: [CoalescedOperation<Int>])>((0, 0, []))
 
         var runs: Int { state.withLock { $0.runs } }
@@ -135,12 +88,12 @@ extension CoalescerTests {
                     $0.runs += 1
                     $0.operations.append(operation)
                 }
-                started.fire()
+                started.open()
                 await withTaskCancellationHandler {
                     _ = await gate.wait()
                 } onCancel: {
                     state.withLock { $0.cancelled += 1 }
-                    sawCancellation.fire()
+                    sawCancellation.open()
                 }
                 if let failure { throw failure }
                 return value
@@ -178,5 +131,12 @@ extension CoalescerTests {
     /// The outcome of a call, or `nil` if it does not come within 60 s.
     static func outcome(_ task: Task<Outcome, Never>) async -> Outcome? {
         await bounded { await task.value }
+    }
+}
+
+extension Gate {
+    /// Waits until the gate opens, for at most 60 s; returns whether it opened.
+    func waitBounded() async -> Bool {
+        await CoalescerTests.bounded { await self.wait() } ?? false
     }
 }

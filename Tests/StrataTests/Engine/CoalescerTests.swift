@@ -10,7 +10,7 @@ import Testing
         let callers = (0..<8).map { _ in Self.call(coalescer, work: probe.work(returning: 42)) }
         #expect(await eventually { coalescer.waiterCount(group: "g") == 8 })
         #expect(coalescer.operationCount == 1)
-        probe.gate.fire()
+        probe.gate.open()
         var joined = 0
         for caller in callers {
             let outcome = await Self.outcome(caller)
@@ -48,9 +48,9 @@ import Testing
         #expect(coalescer.operationCount == 3)
         #expect(coalescer.waiterCount(group: "g") == 4)
 
-        one.gate.fire()
-        two.gate.fire()
-        other.gate.fire()
+        one.gate.open()
+        two.gate.open()
+        other.gate.open()
         #expect(await Self.outcome(a) == .success(Reply(value: 1, joined: false)))
         #expect(await Self.outcome(b) == .success(Reply(value: 2, joined: false)))
         #expect(await Self.outcome(c) == .success(Reply(value: 1, joined: true)))
@@ -73,7 +73,7 @@ import Testing
         #expect(await Self.outcome(b) == .failure(.cancelled))
         #expect(coalescer.waiterCount(group: "g") == 2)
         #expect(coalescer.operationCount == 1)
-        probe.gate.fire()
+        probe.gate.open()
         #expect(await Self.outcome(a) == .success(Reply(value: 5, joined: false)))
         #expect(await Self.outcome(c) == .success(Reply(value: 5, joined: true)))
         #expect(probe.runs == 1)
@@ -89,7 +89,7 @@ import Testing
         #expect(await probe.started.waitBounded())
         a.cancel()
         #expect(await Self.outcome(a) == .failure(.cancelled))
-        #expect(!probe.sawCancellation.hasFired, "one waiter is left")
+        #expect(!probe.sawCancellation.isOpen, "one waiter is left")
         #expect(coalescer.operationCount == 1)
         b.cancel()
         #expect(await Self.outcome(b) == .failure(.cancelled))
@@ -98,7 +98,7 @@ import Testing
         #expect(await probe.sawCancellation.waitBounded(), "the work's task was cancelled")
         #expect(probe.cancelledRuns == 1)
 
-        probe.gate.fire()
+        probe.gate.open()
         let later = Self.call(coalescer, work: probe.work(returning: 2))
         #expect(await Self.outcome(later) == .success(Reply(value: 2, joined: false)))
         #expect(probe.runs == 2)
@@ -135,7 +135,7 @@ import Testing
         }
         #expect(await Self.outcome(late) == .failure(.cancelled))
         #expect(coalescer.waiterCount(group: "g") == 1)
-        probe.gate.fire()
+        probe.gate.open()
         #expect(await Self.outcome(a) == .success(Reply(value: 3, joined: false)))
         #expect(probe.operations.map(\.priority) == [0], "the cancelled caller's priority was never counted")
         #expect(probe.runs == 1)
@@ -158,11 +158,11 @@ import Testing
         #expect(await two.sawCancellation.waitBounded())
         coalescer.cancelAll(group: "nothing in flight")
 
-        other.gate.fire()
+        other.gate.open()
         #expect(await Self.outcome(h) == .success(Reply(value: 7, joined: false)))
         #expect(other.cancelledRuns == 0)
         // A later call of the group starts afresh.
-        one.gate.fire()
+        one.gate.open()
         #expect(await Self.outcome(Self.call(coalescer, work: one.work(returning: 8))) == .success(Reply(value: 8, joined: false)))
         #expect(one.runs == 2)
         #expect(coalescer.operationCount == 0)
@@ -178,7 +178,7 @@ import Testing
             await Self.join(coalescer, waiters: 2, work: probe.work(returning: 0, throwing: .boom(2))),
             await Self.join(coalescer, waiters: 3, work: probe.work(returning: 0, throwing: .boom(3))),
         ]
-        probe.gate.fire()
+        probe.gate.open()
         for caller in callers { #expect(await Self.outcome(caller) == .failure(.failed(.boom(1)))) }
         #expect(coalescer.operationCount == 0)
         let next = Self.call(coalescer, work: probe.work(returning: 4))
@@ -189,7 +189,7 @@ import Testing
     @Test func aFinishedOperationIsForgotten() async {
         let coalescer = TestCoalescer()
         let probe = Probe()
-        probe.gate.fire()
+        probe.gate.open()
         for value in 1...3 {
             #expect(
                 await Self.outcome(Self.call(coalescer, work: probe.work(returning: value))) == .success(Reply(value: value, joined: false))
@@ -203,14 +203,14 @@ import Testing
 
     @Test func thePriorityIsTheHighestOfTheRemainingWaiters() async {
         let coalescer = TestCoalescer()
-        let gate = Event(), ready = Event()
+        let gate = Gate(), ready = Gate()
         let changes = Lock<[Int]>([])
         let operation = Lock<CoalescedOperation<Int>?>(nil)
         let work = { @Sendable (op: CoalescedOperation<Int>) async throws(TestError) -> Int in
             op.onPriorityChange { priority in Issue.record("a replaced handler heard \(priority)") }
             op.onPriorityChange { priority in changes.withLock { $0.append(priority) } }
             operation.withLock { $0 = op }
-            ready.fire()
+            ready.open()
             _ = await gate.wait()
             return op.priority
         }
@@ -237,7 +237,7 @@ import Testing
         #expect(await Self.outcome(c) == .failure(.cancelled))
         #expect(current == 1)
         #expect(await heard([3, 2, 1]))
-        gate.fire()
+        gate.open()
         #expect(await Self.outcome(a) == .success(Reply(value: 1, joined: false)))
         #expect(changes.withLock { $0 } == [3, 2, 1], "one call per change, in order")
     }

@@ -30,8 +30,8 @@ final class CountingSource: ImageSource, Sendable {
     }
 }
 
-/// Suspends callers until opened; a caller whose task is cancelled while waiting is released
-/// with `false`.
+/// Suspends callers until opened (once; callers after that go on at once); a caller whose task
+/// is cancelled while waiting is released with `false`.
 final class Gate: Sendable {
     private struct State {
         var open = false
@@ -40,6 +40,10 @@ final class Gate: Sendable {
     }
     private let state = Lock(State())
 
+    var isOpen: Bool { state.withLock { $0.open } }
+
+    /// Waits until the gate opens (true), at once if it is open, or until the calling task is
+    /// cancelled (false).
     func wait() async -> Bool {
         let id = state.withLock { s -> UInt64 in
             s.next += 1
