@@ -80,6 +80,12 @@ struct EngineStressTests {
         small.costLimit = 256 << 10
         try memory.reconfigure(small)
         let disk = try DiskTier(directory: scratch.path + "/disk", configuration: quietConfiguration { $0.byteLimit = 4 << 20 })
+        // Render-aheads may still hold the engine when the test returns: close the tier (its
+        // threads joined) while its directory still exists, not whenever the engine goes.
+        defer {
+            disk.close()
+            withExtendedLifetime(scratch) {}
+        }
         let format = ImageTableFormat(name: "square", family: "stress", size: PixelSize(width: 48, height: 48), maximumCount: 16)
         let tables = try ImageTableCache(directory: scratch.path + "/tables", formats: [format])
         var options = ImageCache.Options()
