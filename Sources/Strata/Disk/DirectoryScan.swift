@@ -53,7 +53,7 @@ package enum DirectoryScan {
         let prefix = Array(DiskFileName.temporaryPrefix.utf8)
         try forEachName(in: directory) { bytes, inode in
             if let name = DiskFileName(bytes: bytes) {
-                index.insert(DiskIndexEntry(digest: name.digest, variant: name.variant, inode: inode))
+                index.insert(DiskIndexEntry(name, inode: inode))
             } else if bytes.starts(with: prefix) {
                 staleTemporaries.append(String(decoding: bytes, as: UTF8.self))
             }

@@ -84,7 +84,7 @@ public struct DiskDirectoryInventory: Sendable, Hashable {
                         }
                     }
                     result.files += 1
-                    result.chargedBytes += DiskIndexEntry(digest: name.digest, variant: name.variant).chargedBytes
+                    result.chargedBytes += DiskIndexEntry(name).chargedBytes
                     result.variants[name.variant, default: 0] += 1
                     digests.insert(name.digest)
                 } else if bytes.starts(with: temporaryPrefix) {

@@ -1,11 +1,15 @@
-/// The name of a published disk-tier file: `<32 hex digest>-<w>x<h>-<mode><style>.px`.
+/// The name of a published disk-tier file: `<32 hex digest>-<w>x<h>-<mode><style>.px`, where
+/// mode is `f` (fit), `c` (fill) or `o` (fit, and the whole original: the source at full size,
+/// which ``VariantMatcher`` lets serve every `fit` box that contains it).
 ///
-/// Everything the index needs is in the name, so the index is built from directory entries
-/// alone. The name is canonical (lower-case hex, no leading zeros), so one variant has exactly
+/// Everything the index needs — the match rule's inputs included — is in the name, so the
+/// index is built from directory entries alone. The name is canonical (lower-case hex, no leading zeros), so one variant has exactly
 /// one name; anything else in the directory (temporary files start with `.`) is ignored.
 package struct DiskFileName: Hashable, Sendable {
     package var digest: KeyDigest
     package var variant: VariantDescriptor
+    /// The file holds the whole original (`fit` only).
+    package var isWholeOriginal: Bool
 
     /// Extension of published files.
     package static let fileExtension = "px"
@@ -21,14 +25,19 @@ package struct DiskFileName: Hashable, Sendable {
     /// so the count cannot overflow before the index runs out of memory.
     package static let maximumPixelCount = 1 << 28
 
-    package init(digest: KeyDigest, variant: VariantDescriptor) {
+    package init(digest: KeyDigest, variant: VariantDescriptor, isWholeOriginal: Bool = false) {
+        precondition(!isWholeOriginal || variant.mode == .fit, "only a fit variant can be the whole original")
         self.digest = digest
         self.variant = variant
+        self.isWholeOriginal = isWholeOriginal
     }
+
+    /// The mode letter: `f`, `c`, or `o` for a whole original.
+    private var modeCode: Character { isWholeOriginal ? "o" : variant.mode.code }
 
     /// The file name.
     package var string: String {
-        "\(digest)-\(variant.size.width)x\(variant.size.height)-\(variant.mode.code)\(variant.style.code).\(Self.fileExtension)"
+        "\(digest)-\(variant.size.width)x\(variant.size.height)-\(modeCode)\(variant.style.code).\(Self.fileExtension)"
     }
 
     /// Calls `body` with the name as a NUL-terminated C string built on the stack (the hit
@@ -62,7 +71,7 @@ package struct DiskFileName: Hashable, Sendable {
             put(120)
             putNumber(variant.size.height)
             put(45)
-            put(variant.mode.code.asciiValue!)
+            put(modeCode.asciiValue!)
             put(variant.style.code.asciiValue!)
             put(46)
             put(112)
@@ -112,9 +121,13 @@ package struct DiskFileName: Hashable, Sendable {
             w <= Self.maximumSide, h <= Self.maximumSide, w * h <= Self.maximumPixelCount
         else { return nil }
         let mode: ContentMode
+        var whole = false
         switch p[i] {
         case 102: mode = .fit  // "f"
         case 99: mode = .fill  // "c"
+        case 111:  // "o"
+            mode = .fit
+            whole = true
         default: return nil
         }
         let style: PixelStyle
@@ -127,6 +140,7 @@ package struct DiskFileName: Hashable, Sendable {
         }
         self.digest = KeyDigest(high: high, low: low)
         self.variant = VariantDescriptor(size: PixelSize(width: w, height: h), mode: mode, style: style)
+        self.isWholeOriginal = whole
     }
 
     /// Parses a name given as a `String`.
@@ -149,7 +163,8 @@ package struct DiskFileName: Hashable, Sendable {
 /// | 24 | 4 | bytesPerRow |
 /// | 28 | 1 | style (`PixelStyle.rawValue`) |
 /// | 29 | 1 | mode (`ContentMode.rawValue`) |
-/// | 30 | 2 | reserved (0) |
+/// | 30 | 1 | flags: bit 0, the whole original (its name's mode is `o`); other bits 0 |
+/// | 31 | 1 | reserved (0) |
 /// | 32 | 8 | source version |
 /// | 40 | 4 | key length in bytes (UTF-8) |
 /// | 44 | 4 | reserved (0) |
@@ -157,7 +172,9 @@ package struct DiskFileName: Hashable, Sendable {
 /// | 56 | 8 | header checksum: XXH3-64 of bytes 0..<56, seeded with the XXH3-64 of the key area |
 /// | 64 | n | the full key, then zero padding to the pixel offset |
 ///
-/// The file is exactly `pixelOffset + bytesPerRow × height` bytes long.
+/// The file is exactly `pixelOffset + bytesPerRow × height` bytes long. The flags byte was
+/// reserved (0) before whole originals were kept: older files read as not whole, and older
+/// readers never index an `o` name, so the version stays 2 and both read each other's files.
 package struct DiskFileHeader: Hashable, Sendable {
     package static let magic: [UInt8] = [0x89, 0x53, 0x54, 0x52, 0x44, 0x0D, 0x0A, 0x1A]
     package static let version: UInt32 = 2
@@ -168,6 +185,8 @@ package struct DiskFileHeader: Hashable, Sendable {
     package var bytesPerRow: Int
     package var style: PixelStyle
     package var mode: ContentMode
+    /// The whole original (flags bit 0).
+    package var isWholeOriginal: Bool
     package var sourceVersion: UInt64
     package var keyLength: Int
     package var pixelChecksum: UInt64
@@ -201,6 +220,7 @@ package struct DiskFileHeader: Hashable, Sendable {
         put32(bytesPerRow, 24)
         buffer[28] = style.rawValue
         buffer[29] = mode.rawValue
+        buffer[30] = isWholeOriginal ? 1 : 0
         buffer.storeBytes(of: sourceVersion.littleEndian, toByteOffset: 32, as: UInt64.self)
         put32(keyLength, 40)
         buffer.storeBytes(of: pixelChecksum.littleEndian, toByteOffset: 48, as: UInt64.self)
@@ -257,6 +277,7 @@ package struct DiskFileHeader: Hashable, Sendable {
         guard Self.headerChecksum(bytes, pixelOffset: offset) == stored else { throw .badHeaderChecksum }
         guard let style = PixelStyle(rawValue: bytes[28]) else { throw .badField("style") }
         guard let mode = ContentMode(rawValue: bytes[29]) else { throw .badField("mode") }
+        guard bytes[30] & ~1 == 0, bytes[30] == 0 || mode == .fit else { throw .badField("flags") }
         let width = get32(16), height = get32(20), stride = get32(24)
         guard width > 0, height > 0, width <= DiskFileName.maximumSide, height <= DiskFileName.maximumSide,
             width * height <= DiskFileName.maximumPixelCount
@@ -269,13 +290,14 @@ package struct DiskFileHeader: Hashable, Sendable {
         self.bytesPerRow = stride
         self.style = style
         self.mode = mode
+        self.isWholeOriginal = bytes[30] == 1
         self.sourceVersion = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
         self.keyLength = keyLength
         self.pixelChecksum = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 48, as: UInt64.self))
     }
 
     package init(
-        width: Int, height: Int, bytesPerRow: Int, style: PixelStyle, mode: ContentMode,
+        width: Int, height: Int, bytesPerRow: Int, style: PixelStyle, mode: ContentMode, isWholeOriginal: Bool = false,
         sourceVersion: UInt64, keyLength: Int, pixelChecksum: UInt64
     ) {
         self.width = width
@@ -283,6 +305,7 @@ package struct DiskFileHeader: Hashable, Sendable {
         self.bytesPerRow = bytesPerRow
         self.style = style
         self.mode = mode
+        self.isWholeOriginal = isWholeOriginal
         self.sourceVersion = sourceVersion
         self.keyLength = keyLength
         self.pixelChecksum = pixelChecksum
@@ -303,13 +326,15 @@ package struct DiskFileHeader: Hashable, Sendable {
 /// play "another process").
 package enum DiskFileEncoder {
     /// The complete bytes of the file for `image` stored under `key`.
-    package static func encode(_ image: PixelImage, key: String, mode: ContentMode, sourceVersion: UInt64) -> [UInt8] {
+    package static func encode(
+        _ image: PixelImage, key: String, mode: ContentMode, isWholeOriginal: Bool = false, sourceVersion: UInt64
+    ) -> [UInt8] {
         var key = key
         return key.withUTF8 { keyBytes in
             let stride = PixelLayout.bytesPerRow(width: image.width, style: image.style)
             let header = DiskFileHeader(
                 width: image.width, height: image.height, bytesPerRow: stride, style: image.style, mode: mode,
-                sourceVersion: sourceVersion, keyLength: keyBytes.count, pixelChecksum: 0)
+                isWholeOriginal: isWholeOriginal, sourceVersion: sourceVersion, keyLength: keyBytes.count, pixelChecksum: 0)
             var file = [UInt8](repeating: 0, count: header.fileLength)
             file.withUnsafeMutableBytes { raw in
                 let pixels = UnsafeMutableRawBufferPointer(rebasing: raw[header.pixelOffset...])

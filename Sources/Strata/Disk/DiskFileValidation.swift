@@ -18,7 +18,8 @@ enum DiskFileValidation {
 
     /// Checks `bytes`, the whole file named for `variant` of the stored key `key`.
     static func validate(
-        _ bytes: UnsafeRawBufferPointer, variant: VariantDescriptor, key: UnsafeRawBufferPointer, verifyPixels: Bool
+        _ bytes: UnsafeRawBufferPointer, variant: VariantDescriptor, isWholeOriginal: Bool = false,
+        key: UnsafeRawBufferPointer, verifyPixels: Bool
     ) -> Outcome {
         let header: DiskFileHeader
         do {
@@ -26,7 +27,9 @@ enum DiskFileValidation {
         } catch {
             return .invalid(error)
         }
-        guard header.variant == variant else { return .invalid(.badField("size, mode or style differ from the name")) }
+        guard header.variant == variant, header.isWholeOriginal == isWholeOriginal else {
+            return .invalid(.badField("size, mode, style or whole-original flag differ from the name"))
+        }
         guard header.keyLength == key.count,
             key.isEmpty || memcmp(DiskFileHeader.keyBytes(in: bytes, keyLength: key.count).baseAddress!, key.baseAddress!, key.count) == 0
         else { return .otherKey }

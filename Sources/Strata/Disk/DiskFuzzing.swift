@@ -22,7 +22,7 @@ extension Fuzzing {
             Fuzzing.require(name.string.utf8.elementsEqual(typed), "a parsed name prints back to the same bytes")
             Fuzzing.require(DiskFileName(name.string) == name)
             name.withCString { Fuzzing.require(String(cString: $0) == name.string, "the C-string form matches") }
-            let charge = DiskIndexEntry(digest: name.digest, variant: name.variant).chargedBytes
+            let charge = DiskIndexEntry(name).chargedBytes
             Fuzzing.require(charge > 0 && charge <= DiskFileName.maximumPixelCount * 4 + DiskIndex.headerAllowance)
         }
         let text = String(decoding: bytes, as: UTF8.self)
@@ -39,21 +39,26 @@ extension Fuzzing {
 
     private static func rawDiskFile(_ input: inout FuzzInput) {
         let variant = variant(&input, maximumSide: 48)
+        let whole = variant.mode == .fit && input.below(2) == 1
         let key = Array(input.take(input.below(40)))
         // A hit reads exactly the length that the name and the key imply.
         let length = DiskFileHeader.fileLength(of: variant, keyLength: key.count)
         var file = Array(input.take(length))
         file += [UInt8](repeating: 0, count: length - file.count)
         let outcome = file.withUnsafeBytes { bytes in
-            key.withUnsafeBytes { DiskFileValidation.validate(bytes, variant: variant, key: $0, verifyPixels: true) }
+            key.withUnsafeBytes {
+                DiskFileValidation.validate(bytes, variant: variant, isWholeOriginal: whole, key: $0, verifyPixels: true)
+            }
         }
         if case .valid(let header) = outcome {
             Fuzzing.require(header.variant == variant && header.keyLength == key.count && header.fileLength == file.count)
+            Fuzzing.require(header.isWholeOriginal == whole, "a valid file agrees with its name's whole-original flag")
         }
     }
 
     private static func encodedDiskFile(_ input: inout FuzzInput) {
         let variant = variant(&input, maximumSide: 24)
+        let whole = variant.mode == .fit && input.below(2) == 1
         let key = String(decoding: input.take(input.below(80)), as: UTF8.self)
         let sourceVersion = input.uint64()
         var image = PixelImage(width: variant.size.width, height: variant.size.height, style: variant.style)
@@ -61,15 +66,17 @@ extension Fuzzing {
         image.withUnsafeMutableBytes { raw in
             for i in raw.indices { raw[i] = UInt8(truncatingIfNeeded: i &* 31 &+ Int(seed)) }
         }
-        var file = DiskFileEncoder.encode(image, key: key, mode: variant.mode, sourceVersion: sourceVersion)
+        var file = DiskFileEncoder.encode(image, key: key, mode: variant.mode, isWholeOriginal: whole, sourceVersion: sourceVersion)
         let keyBytes = Array(key.utf8)
         func validate(_ file: [UInt8]) -> DiskFileValidation.Outcome {
             file.withUnsafeBytes { bytes in
-                keyBytes.withUnsafeBytes { DiskFileValidation.validate(bytes, variant: variant, key: $0, verifyPixels: true) }
+                keyBytes.withUnsafeBytes {
+                    DiskFileValidation.validate(bytes, variant: variant, isWholeOriginal: whole, key: $0, verifyPixels: true)
+                }
             }
         }
         guard case .valid(let header) = validate(file) else { Fuzzing.fail("a freshly encoded file does not validate") }
-        Fuzzing.require(header.sourceVersion == sourceVersion && header.variant == variant)
+        Fuzzing.require(header.sourceVersion == sourceVersion && header.variant == variant && header.isWholeOriginal == whole)
         let pixelsMatch = file.withUnsafeBytes { bytes in
             image.withUnsafeBytes { rows in
                 (0..<image.height).allSatisfy { y in

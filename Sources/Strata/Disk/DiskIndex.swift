@@ -14,10 +14,16 @@ package struct DiskIndexEntry: Sendable, Equatable {
 
     private static let fillFlag: UInt64 = 1 << 40
     private static let styleShift: UInt64 = 41  // two bits
-    private static let verifiedFlag: UInt64 = 1 << 43
+    private static let wholeFlag: UInt64 = 1 << 43
+    private static let verifiedFlag: UInt64 = 1 << 44
     private static let generationShift: UInt64 = 48
 
-    package init(digest: KeyDigest, variant: VariantDescriptor, inode: UInt64 = 0) {
+    /// The entry for the file `name` names.
+    package init(_ name: DiskFileName, inode: UInt64 = 0) {
+        self.init(digest: name.digest, variant: name.variant, isWholeOriginal: name.isWholeOriginal, inode: inode)
+    }
+
+    package init(digest: KeyDigest, variant: VariantDescriptor, isWholeOriginal: Bool = false, inode: UInt64 = 0) {
         let size = variant.size
         precondition((1...DiskFileName.maximumSide).contains(size.width) && (1...DiskFileName.maximumSide).contains(size.height))
         self.digest = digest
@@ -25,7 +31,11 @@ package struct DiskIndexEntry: Sendable, Equatable {
         self.packed =
             UInt64(size.width - 1) | UInt64(size.height - 1) << 20
             | (variant.mode == .fill ? Self.fillFlag : 0) | UInt64(variant.style.rawValue & 3) << Self.styleShift
+            | (isWholeOriginal ? Self.wholeFlag : 0)
     }
+
+    /// The file holds the whole original (its name's mode is `o`).
+    package var isWholeOriginal: Bool { packed & Self.wholeFlag != 0 }
 
     package var isVerified: Bool {
         get { packed & Self.verifiedFlag != 0 }
@@ -48,7 +58,7 @@ package struct DiskIndexEntry: Sendable, Equatable {
             style: PixelStyle(rawValue: UInt8(truncatingIfNeeded: packed >> Self.styleShift) & 3)!)
     }
 
-    package var name: DiskFileName { DiskFileName(digest: digest, variant: variant) }
+    package var name: DiskFileName { DiskFileName(digest: digest, variant: variant, isWholeOriginal: isWholeOriginal) }
 
     /// Whether two entries name the same file (digest and variant; flags, generation and inode
     /// ignored).
@@ -57,7 +67,7 @@ package struct DiskIndexEntry: Sendable, Equatable {
         digest == other.digest && (packed ^ other.packed) & Self.nameBits == 0
     }
 
-    private static let nameBits: UInt64 = (1 << 43) - 1
+    private static let nameBits: UInt64 = (1 << 44) - 1
 
     /// Bytes the byte limit charges for this file: the pixel rows plus one 4 KiB block for the
     /// header and key. (The exact header length depends on the key's length, which the name does
@@ -275,10 +285,13 @@ package struct DiskIndex: Sendable {
     }
 
     /// The id of the best variant of `digest` for `query`, by ``VariantMatcher`` (the one
-    /// tolerance rule). No allocation, no syscall.
+    /// tolerance rule, whole originals included). No allocation, no syscall.
     package func bestMatch(for digest: KeyDigest, query: SizeQuery) -> Int? {
         withCandidates(of: digest) { candidates in
-            VariantMatcher.bestMatch(in: candidates, for: query, descriptor: { candidates.records[$0].entry.variant })
+            VariantMatcher.bestMatch(in: candidates, for: query) { id in
+                let entry = candidates.records[id].entry
+                return (entry.variant, entry.isWholeOriginal)
+            }
         }
     }
 

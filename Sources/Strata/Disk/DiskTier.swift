@@ -51,7 +51,7 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
 ///   index and left on disk.
 /// - **Stores** are atomic (temporary file with `O_EXCL|O_NOFOLLOW`, `fsync`, `rename`, directory
 ///   `fsync`) and enforce the byte limit before publishing, evicting least-recently-used files.
-///   ``store(_:forKey:mode:sourceVersion:)`` is write-behind through a bounded queue drained by
+///   ``store(_:forKey:mode:isWholeOriginal:sourceVersion:)`` is write-behind through a bounded queue drained by
 ///   a dedicated thread; a full queue drops the store, it never blocks.
 /// - Eviction, ``remove(key:)`` and ``removeAll()`` delete a name only while it still holds the
 ///   file (device and inode) they meant to delete, so a store of the same variant published in
@@ -62,7 +62,7 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
 ///
 /// Recency lives in memory only: after a restart every existing file is equally old (they are
 /// evicted in directory order until used again). Thread-safe; all blocking work runs on the
-/// caller's thread (hits, ``storeSynchronously(_:forKey:mode:sourceVersion:)``) or on the tier's
+/// caller's thread (hits, ``storeSynchronously(_:forKey:mode:isWholeOriginal:sourceVersion:)``) or on the tier's
 /// own two threads (writer, watcher), never on Swift's cooperative pool unless the caller is.
 public final class DiskTier: Sendable {
     /// When a hit verifies the pixel checksum (XXH3-64 over all pixel bytes, ≈ 1 ms for a
@@ -174,6 +174,8 @@ public final class DiskTier: Sendable {
     public struct Hit: Sendable {
         public var image: PixelImage
         public var variant: VariantDescriptor
+        /// The file holds the whole original (see ``ImageVariant/isWholeOriginal``).
+        public var isWholeOriginal: Bool
         public var sourceVersion: UInt64
     }
 
@@ -248,9 +250,16 @@ public final class DiskTier: Sendable {
 
     /// Queues `image` for publishing on the writer thread; returns at once. Returns false when
     /// the queue is full (the store is dropped and counted) or the tier is closed.
+    /// `isWholeOriginal` (a `fit` image that is the original at full size) is kept in the file's
+    /// name, so that the index serves it to every `fit` box that contains it.
     @discardableResult
-    public func store(_ image: PixelImage, forKey key: String, mode: ContentMode = .fit, sourceVersion: UInt64 = 0) -> Bool {
-        core.enqueue(.init(image: image, key: key, mode: mode, sourceVersion: sourceVersion))
+    public func store(
+        _ image: PixelImage, forKey key: String, mode: ContentMode = .fit, isWholeOriginal: Bool = false,
+        sourceVersion: UInt64 = 0
+    ) -> Bool {
+        guard !isWholeOriginal || mode == .fit else { return false }
+        return core.enqueue(
+            .init(image: image, key: key, mode: mode, isWholeOriginal: isWholeOriginal, sourceVersion: sourceVersion))
     }
 
     /// Publishes `image` now (evicting to stay under the limit); on return the file is durable
@@ -258,11 +267,19 @@ public final class DiskTier: Sendable {
     /// variant queued before the call are dropped (they are older), and one being written is
     /// waited for, so that none lands over this one afterwards.
     public func storeSynchronously(
-        _ image: PixelImage, forKey key: String, mode: ContentMode = .fit, sourceVersion: UInt64 = 0
+        _ image: PixelImage, forKey key: String, mode: ContentMode = .fit, isWholeOriginal: Bool = false,
+        sourceVersion: UInt64 = 0
     ) throws(DiskTierError) {
+        guard !isWholeOriginal || mode == .fit else {
+            throw .invalidImage(key: key, reason: "only a fit variant can be the whole original")
+        }
         let digest = KeyDigest(key: key)
-        core.supersedeQueued(DiskFileName(digest: digest, variant: VariantDescriptor(size: image.size, mode: mode, style: image.style)))
-        try core.publish(image: image, key: key, digest: digest, mode: mode, sourceVersion: sourceVersion)
+        core.supersedeQueued(
+            DiskFileName(
+                digest: digest, variant: VariantDescriptor(size: image.size, mode: mode, style: image.style),
+                isWholeOriginal: isWholeOriginal))
+        try core.publish(
+            image: image, key: key, digest: digest, mode: mode, isWholeOriginal: isWholeOriginal, sourceVersion: sourceVersion)
     }
 
     /// Deletes every variant of `key` that the index holds (a file published under the key by

@@ -153,7 +153,7 @@ extension DiskTier.Core {
         do {
             try DirectoryScan.forEachName(in: directory.resource) { bytes, inode in
                 if let name = DiskFileName(bytes: bytes) {
-                    listed.append(DiskIndexEntry(digest: name.digest, variant: name.variant, inode: inode))
+                    listed.append(DiskIndexEntry(name, inode: inode))
                 }
             }
         } catch {

@@ -209,7 +209,9 @@ extension DiskTier.Core {
         }
         if verify && !waiting { return .wouldWait }
         let header: DiskFileHeader
-        switch DiskFileValidation.validate(bytes, variant: variant, key: key, verifyPixels: verify) {
+        switch DiskFileValidation.validate(
+            bytes, variant: variant, isWholeOriginal: entry.isWholeOriginal, key: key, verifyPixels: verify)
+        {
         case .valid(let valid): header = valid
         case .invalid(let problem): return .invalid(problem, identity: identity(of: file))
         case .otherKey: return .otherKey
@@ -220,7 +222,9 @@ extension DiskTier.Core {
         let image = PixelImage(
             width: header.width, height: header.height, bytesPerRow: header.bytesPerRow, style: header.style,
             storage: storage, offset: header.pixelOffset)
-        return .hit(DiskTier.Hit(image: image, variant: variant, sourceVersion: header.sourceVersion))
+        return .hit(
+            DiskTier.Hit(
+                image: image, variant: variant, isWholeOriginal: entry.isWholeOriginal, sourceVersion: header.sourceVersion))
     }
 
     /// `error` with its path set to the file `name` in `directory` (a hit's descriptor

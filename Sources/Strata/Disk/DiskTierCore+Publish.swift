@@ -11,16 +11,20 @@ extension DiskTier.Core {
         var image: PixelImage
         var key: String
         var mode: ContentMode
+        var isWholeOriginal: Bool
         var sourceVersion: UInt64
         /// The file the job publishes (its key's digest is computed once, by the caller).
         var name: DiskFileName
 
-        init(image: PixelImage, key: String, mode: ContentMode, sourceVersion: UInt64) {
+        init(image: PixelImage, key: String, mode: ContentMode, isWholeOriginal: Bool, sourceVersion: UInt64) {
             self.image = image
             self.key = key
             self.mode = mode
+            self.isWholeOriginal = isWholeOriginal
             self.sourceVersion = sourceVersion
-            name = DiskFileName(digest: KeyDigest(key: key), variant: VariantDescriptor(size: image.size, mode: mode, style: image.style))
+            name = DiskFileName(
+                digest: KeyDigest(key: key), variant: VariantDescriptor(size: image.size, mode: mode, style: image.style),
+                isWholeOriginal: isWholeOriginal)
         }
     }
 
@@ -113,7 +117,7 @@ extension DiskTier.Core {
                 do {
                     try publish(
                         image: job.image, key: job.key, digest: job.name.digest, mode: job.mode,
-                        sourceVersion: job.sourceVersion)
+                        isWholeOriginal: job.isWholeOriginal, sourceVersion: job.sourceVersion)
                 } catch {
                     failedStores.add(1, ordering: .relaxed)
                     logger.warning("write-behind store failed", metadata: ["error": "\(error)"])
@@ -164,7 +168,8 @@ extension DiskTier.Core {
     /// Evicts first, so that the byte limit holds before the file becomes visible. On failure
     /// the temporary file is deleted and the index is unchanged (except for the evictions).
     func publish(
-        image: PixelImage, key: String, digest: KeyDigest? = nil, mode: ContentMode, sourceVersion: UInt64
+        image: PixelImage, key: String, digest: KeyDigest? = nil, mode: ContentMode, isWholeOriginal: Bool = false,
+        sourceVersion: UInt64
     ) throws(DiskTierError) {
         let digest = digest ?? KeyDigest(key: key)
         let variant = VariantDescriptor(size: image.size, mode: mode, style: image.style)
@@ -174,7 +179,11 @@ extension DiskTier.Core {
         guard image.width * image.height <= DiskFileName.maximumPixelCount else {
             throw .invalidImage(key: key, reason: "images above \(DiskFileName.maximumPixelCount) pixels cannot be stored on disk")
         }
-        let newEntry = DiskIndexEntry(digest: digest, variant: variant)
+        guard !isWholeOriginal || mode == .fit else {
+            throw .invalidImage(key: key, reason: "only a fit variant can be the whole original")
+        }
+        let name = DiskFileName(digest: digest, variant: variant, isWholeOriginal: isWholeOriginal)
+        let newEntry = DiskIndexEntry(name)
         let charge = newEntry.chargedBytes
         let limit = byteLimit.load(ordering: .relaxed)
         guard charge <= limit else { throw .imageLargerThanLimit(key: key, bytes: charge, limit: limit) }
@@ -192,8 +201,9 @@ extension DiskTier.Core {
 
         // The byte limit charges each file its pixels plus a fixed allowance for header and
         // key (the index knows names only): long keys are stored by digest to fit it.
-        let bytes = DiskFileEncoder.encode(image, key: StoredKey.string(for: key), mode: mode, sourceVersion: sourceVersion)
-        let finalName = DiskFileName(digest: digest, variant: variant).string
+        let bytes = DiskFileEncoder.encode(
+            image, key: StoredKey.string(for: key), mode: mode, isWholeOriginal: isWholeOriginal, sourceVersion: sourceVersion)
+        let finalName = name.string
         let temporary = DiskTemporaryName.next(for: digest, counter: temporaryCounter.add(1, ordering: .relaxed).newValue).string
         do throws(SystemCallError) {
             do throws(SystemCallError) {

@@ -164,7 +164,7 @@ extension DiskTier.Core {
                         if let inode = validateClosedFile(name) { indexAppearedFile(name, inode: inode, rewritten: true) }
                     } else if event.has(IN_DELETE | IN_MOVED_FROM) {
                         // Still indexed: not one of our own deletions (they leave the index first).
-                        let foreign = state.withLock { $0.index.remove(DiskIndexEntry(digest: name.digest, variant: name.variant)) }
+                        let foreign = state.withLock { $0.index.remove(DiskIndexEntry(name)) }
                         if foreign, let observer = externalRemovalObserver.withLock({ $0 }) { observer(name.digest, name.variant) }
                     }
                 }
@@ -193,7 +193,7 @@ extension DiskTier.Core {
                 logger.warning("cannot stat a file another writer published", metadata: ["error": "\(error)"])
             }
         }
-        let entry = DiskIndexEntry(digest: name.digest, variant: name.variant, inode: inode)
+        let entry = DiskIndexEntry(name, inode: inode)
         state.withLock { s in
             guard Self.mayIndex(entry, in: s) else { return }  // the late event of a file being deleted
             if !rewritten, inode != 0, let id = s.index.slot(of: entry), s.index[id].inode == inode { return }
@@ -222,7 +222,7 @@ extension DiskTier.Core {
             valid = area.withUnsafeMutableBytes { raw -> Bool in
                 guard (try? file.read(into: raw, at: 0)) == headerLength,
                     let header = try? DiskFileHeader(validating: UnsafeRawBufferPointer(raw)),
-                    header.variant == name.variant,
+                    header.variant == name.variant, header.isWholeOriginal == name.isWholeOriginal,
                     (try? file.size()) == header.fileLength
                 else { return false }
                 let key = DiskFileHeader.keyBytes(in: UnsafeRawBufferPointer(raw), keyLength: header.keyLength)

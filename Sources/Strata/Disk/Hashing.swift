@@ -85,8 +85,8 @@ package enum XXHash {
         XXH3_64bits_withSeed(bytes.baseAddress, bytes.count, seed)
     }
 
-    /// XXH64 of `bytes` with `seed`: kept only where a stored value must stay what earlier
-    /// releases computed (``ImageEntityID/init(hashing:)``).
+    /// XXH64 of `bytes` with `seed`: what earlier formats stored (tests write such files to
+    /// check they are refused or read as before).
     @inline(__always)
     package static func xxh64(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
         XXH64(bytes.baseAddress, bytes.count, seed)

@@ -17,8 +17,8 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Expressible
 
     public init(stringLiteral value: String) { self.init(value) }
 
-    /// The image tables' identity of this key.
-    public var entityID: ImageEntityID { ImageEntityID(high: digest.high, low: digest.low) }
+    /// The image tables' identity of this key (``ImageEntityID/init(_:)``).
+    public var entityID: ImageEntityID { ImageEntityID(self) }
 
     public static func == (a: CacheKey, b: CacheKey) -> Bool { a.digest == b.digest && a.string == b.string }
     public func hash(into hasher: inout Hasher) { hasher.combine(digest.low) }

@@ -58,27 +58,34 @@ extension DiskTier: CacheTier {
 
     func load(_ key: CacheKey, _ query: SizeQuery) -> (image: PixelImage, variant: ImageVariant)? {
         guard let found = try? core.lookup(key: key.string, digest: key.digest, query: query) else { return nil }
-        return (found.image, ImageVariant(descriptor: found.variant, sourceVersion: SourceVersion(stamp: found.sourceVersion)))
+        return (found.image, found.imageVariant)
     }
 
     func loadWithoutWaiting(_ key: CacheKey, _ query: SizeQuery) -> TierLoad {
         switch core.lookupWithoutWaiting(key: key.string, digest: key.digest, query: query) {
         case .hit(let found):
-            .loaded(
-                image: found.image,
-                variant: ImageVariant(descriptor: found.variant, sourceVersion: SourceVersion(stamp: found.sourceVersion)))
+            .loaded(image: found.image, variant: found.imageVariant)
         case .miss: .miss
         case .wouldWait: .wouldWait
         }
     }
 
     func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
-        store(image, forKey: key.string, mode: variant.descriptor.mode, sourceVersion: variant.sourceVersion.stamp)
+        store(
+            image, forKey: key.string, mode: variant.descriptor.mode, isWholeOriginal: variant.isWholeOriginal,
+            sourceVersion: variant.sourceVersion.stamp)
     }
 
     var tierStatistics: TierStatistics {
         let s = statistics
         return TierStatistics(hits: s.hits, misses: s.misses, entries: s.entries, bytes: s.bytes, evictions: s.evictions)
+    }
+}
+
+extension DiskTier.Hit {
+    /// The hit as the engine's variant record (fetched now: the file does not keep the time).
+    var imageVariant: ImageVariant {
+        ImageVariant(descriptor: variant, sourceVersion: SourceVersion(stamp: sourceVersion), isWholeOriginal: isWholeOriginal)
     }
 }
 

@@ -18,6 +18,10 @@ public struct EngineStatistics: Sendable, Hashable {
     public var changedOriginals = 0
     /// Requests answered from the negative cache.
     public var negativeHits = 0
+    /// Missing keys remembered now (at most ``ImageCache/Options/negativeCapacity``), and live
+    /// ones forgotten early because it was full.
+    public var negativeKeys = 0
+    public var negativeDisplaced = 0
     /// Background renders started because a hit was far from its box
     /// (``ImageCache/Options/renderAhead``); their renders count in ``sourceDecodes`` too.
     public var renderAheads = 0

@@ -36,12 +36,12 @@ extension ImageCache {
         guard let memory else { return nil }
         let key = request.key.string
         let query = request.query(defaultTolerance: defaultTolerance)
-        if let (image, variant) = memory.entry(forKey: key, matching: query, allowUpscale: request.allowUpscale) {
+        if let (image, variant) = memory.entry(forKey: key, matching: query) {
             return CachedImage(image: image, variant: variant, tier: .memory)
         }
         guard request.exactSize else { return nil }
         let search = request.searchQuery(defaultTolerance: defaultTolerance)
-        guard let (image, variant) = memory.entry(forKey: key, matching: search, allowUpscale: request.allowUpscale),
+        guard let (image, variant) = memory.entry(forKey: key, matching: search),
             Self.canResample(variant, to: request)
         else { return nil }
         return CachedImage(image: image, variant: variant, tier: .memory)
@@ -87,7 +87,10 @@ extension ImageCache {
 
     /// Whether `variant` can be resampled down to `request`'s exact size (it is not smaller).
     static func canResample(_ variant: ImageVariant, to request: ImageRequest) -> Bool {
-        guard let q = variant.fillRatio(for: SizeQuery(box: request.box, mode: request.mode, style: request.style)) else {
+        guard
+            let q = variant.fillRatio(
+                for: SizeQuery(box: request.box, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale))
+        else {
             return false
         }
         return q >= 1
@@ -142,7 +145,7 @@ extension ImageCache {
         -> CachedImage
     {
         let query = request.query(defaultTolerance: defaultTolerance)
-        guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query, allowUpscale: request.allowUpscale)
+        guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query)
         else { throw MemoryMiss() }
         renderAheadIfFar(variant.descriptor, wholeOriginal: variant.isWholeOriginal, for: request)
         record(.memory, since: started)
@@ -154,13 +157,7 @@ extension ImageCache {
     func checkNegative(_ key: CacheKey) throws(ImageCacheError) {
         guard options.negativeTTL > .zero else { return }
         let now = ContinuousClock.now
-        let known = negative.withLock { map -> Bool in
-            guard let until = map[key] else { return false }
-            if until > now { return true }
-            map[key] = nil
-            return false
-        }
-        if known {
+        if negative.withLock({ $0.contains(key, now: now) }) {
             counters.negativeHits.add(1, ordering: .relaxed)
             throw .notFound(key: key.string)
         }
@@ -168,15 +165,9 @@ extension ImageCache {
 
     func rememberMissing(_ key: CacheKey) {
         guard options.negativeTTL > .zero else { return }
-        let until = ContinuousClock.now + options.negativeTTL
-        negative.withLock { map in
-            // Bounded: expired entries go when the map grows large.
-            if map.count >= 100_000 {
-                let now = ContinuousClock.now
-                map = map.filter { $0.value > now }
-            }
-            map[key] = until
-        }
+        let now = ContinuousClock.now
+        let until = now + options.negativeTTL
+        negative.withLock { $0.insert(key, until: until, now: now) }
     }
 
     // MARK: The chain below memory, shared by identical requests

@@ -41,7 +41,7 @@ extension ImageCache {
         }
         options.logger.info("original changed; dropping its variants", metadata: ["key": "\(key)", "version": "\(current)"])
         memory?.remove(key: key.string) { $0.sourceVersion != current }
-        disk?.remove(key: key.string)
+        await removeFromDisk(key)
         if let tables { try? await tables.deleteImage(for: key.entityID) }
         counters.changedOriginals.add(1, ordering: .relaxed)  // counted once the tiers agree
     }

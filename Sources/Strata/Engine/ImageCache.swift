@@ -37,6 +37,9 @@ public final class ImageCache: Sendable {
         /// How long a key the source does not have is answered `notFound` without asking it
         /// again. Default 10 s; zero turns negative caching off.
         public var negativeTTL: Duration = .seconds(10)
+        /// The most missing keys remembered at once (default 16 384): past it the oldest is
+        /// forgotten first, so a flood of distinct missing keys costs bounded memory.
+        public var negativeCapacity = 16_384
         /// How requests whose box is within tolerance of a table format are served: from the
         /// tables (a source miss fills the whole family from one decode). Default true.
         public var useTablesForMatchingRequests = true
@@ -67,6 +70,7 @@ public final class ImageCache: Sendable {
             if prefetchWidth < 1 { throw .init(key: "prefetchWidth", reason: "must be ≥ 1, got \(prefetchWidth)") }
             if let r = revalidateAfter, r < .zero { throw .init(key: "revalidateAfter", reason: "must be ≥ 0, got \(r)") }
             if negativeTTL < .zero { throw .init(key: "negativeTTL", reason: "must be ≥ 0, got \(negativeTTL)") }
+            if negativeCapacity < 1 { throw .init(key: "negativeCapacity", reason: "must be ≥ 1 key, got \(negativeCapacity)") }
             if let share = renderAhead, !(0...1).contains(share) {
                 throw .init(key: "renderAhead", reason: "must be within 0...1 (a share of the tolerance), got \(share)")
             }
@@ -82,7 +86,7 @@ public final class ImageCache: Sendable {
     let pool: BlockingPool<ImageRenderer>
     let flights = Coalescer<FlightGroup, FlightDescriptor, Lane, CachedImage, ImageCacheError>()
     let revalidations = Coalescer<CacheKey, Void, Lane, Void, ImageCacheError>()
-    let negative = Lock<[CacheKey: ContinuousClock.Instant]>([:])
+    let negative: Lock<NegativeCache>
     /// Keys with a render-ahead running (``renderAheadIfFar(_:wholeOriginal:for:)``).
     let renderAheads = Lock<Set<CacheKey>>([])
     let counters = EngineCounters()
@@ -104,6 +108,7 @@ public final class ImageCache: Sendable {
         try options.validate()
         self.options = options
         self.toleranceBits = Atomic(options.defaultTolerance.bitPattern)
+        self.negative = Lock(NegativeCache(capacity: options.negativeCapacity))
         self.memory = memory
         self.disk = disk
         self.tables = tables
@@ -172,7 +177,7 @@ public final class ImageCache: Sendable {
     public func cachedImage(for request: ImageRequest) -> CachedImage? {
         guard let memory else { return nil }
         let query = request.query(defaultTolerance: defaultTolerance)
-        guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query, allowUpscale: request.allowUpscale) else {
+        guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query) else {
             return nil
         }
         renderAheadIfFar(variant.descriptor, wholeOriginal: variant.isWholeOriginal, for: request)
@@ -201,22 +206,41 @@ public final class ImageCache: Sendable {
     // MARK: - Removal and statistics
 
     /// Drops every variant of `key` from every tier: memory, the disk files, the table entries
-    /// (and a remembered "not found").
+    /// (and a remembered "not found"). The file deletions run on the engine's threads (the
+    /// tables' on their pool), never on the caller's.
     public func remove(key: CacheKey) async {
         memory?.remove(key: key.string)
-        disk?.remove(key: key.string)
+        negative.withLock { $0.remove(key) }
+        await removeFromDisk(key)
         if let tables { try? await tables.deleteImage(for: key.entityID) }
-        _ = negative.withLock { $0.removeValue(forKey: key) }
     }
 
-    /// Drops everything from every tier.
+    /// Deletes `key`'s disk files on the engine's threads, urgent lane. Should the pool refuse
+    /// the job (the engine shut down, the task cancelled while it waited), on this thread: a
+    /// removal is never skipped.
+    func removeFromDisk(_ key: CacheKey) async {
+        guard let disk else { return }
+        do {
+            try await onPool(key, lane: FlightLane(.urgent)) { _ in disk.remove(key: key.string) }
+        } catch {
+            disk.remove(key: key.string)
+        }
+    }
+
+    /// Drops everything from every tier. The disk directory is emptied on the engine's threads.
     public func removeAll() async throws(ImageCacheError) {
         memory?.removeAll()
         negative.withLock { $0.removeAll() }
-        do {
-            try disk?.removeAll()
-        } catch {
-            throw .source(SourceError(key: "", reason: .failed("cannot empty the disk tier: \(error)")))
+        if let disk {
+            let emptied: Result<Void, DiskTierError>
+            do {
+                emptied = try await runOnEngineThreads { () throws(DiskTierError) in try disk.removeAll() }
+            } catch {
+                emptied = Result { () throws(DiskTierError) in try disk.removeAll() }
+            }
+            if case .failure(let error) = emptied {
+                throw .source(SourceError(key: "", reason: .failed("cannot empty the disk tier: \(error)")))
+            }
         }
         if let tables {
             for format in tables.formats { try? await tables.reset(formatName: format.name) }
@@ -276,8 +300,10 @@ public final class ImageCache: Sendable {
         tiers[.memory] = memory?.tierStatistics
         tiers[.disk] = disk?.tierStatistics
         tiers[.table] = tables?.tierStatistics
+        var engine = counters.snapshot()
+        (engine.negativeKeys, engine.negativeDisplaced) = negative.withLock { ($0.count, $0.displaced) }
         return ImageCacheStatistics(
-            engine: counters.snapshot(), tiers: tiers, memory: memory?.statistics, disk: disk?.statistics,
+            engine: engine, tiers: tiers, memory: memory?.statistics, disk: disk?.statistics,
             queues: pool.queueDepths)
     }
 }

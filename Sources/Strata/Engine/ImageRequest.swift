@@ -34,13 +34,15 @@ public struct ImageRequest: Hashable, Sendable {
 
     /// The request as a tier lookup, with `defaultTolerance` where the request names none.
     public func query(defaultTolerance: Double) -> SizeQuery {
-        SizeQuery(box: box, mode: mode, style: style, tolerance: exactSize ? 0 : (tolerance ?? defaultTolerance))
+        SizeQuery(
+            box: box, mode: mode, style: style, tolerance: exactSize ? 0 : (tolerance ?? defaultTolerance),
+            allowUpscale: allowUpscale)
     }
 
     /// The request as a lookup that may find a larger variant to resample (`exactSize`): an
     /// upper tolerance only.
     func searchQuery(defaultTolerance: Double) -> SizeQuery {
-        SizeQuery(box: box, mode: mode, style: style, tolerance: tolerance ?? defaultTolerance)
+        SizeQuery(box: box, mode: mode, style: style, tolerance: tolerance ?? defaultTolerance, allowUpscale: allowUpscale)
     }
 
     /// The request for the source tier.

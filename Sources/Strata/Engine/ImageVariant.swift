@@ -29,36 +29,22 @@ public struct ImageVariant: Hashable, Sendable, CustomStringConvertible {
         "\(descriptor)\(isWholeOriginal ? " (whole original)" : "") v\(sourceVersion)"
     }
 
-    /// The fill ratio this variant offers `query` (``VariantMatcher``'s rule), where a whole
-    /// original that fits inside a `fit` box counts as exact (1): the source has nothing larger.
+    /// The fill ratio this variant offers `query` (``VariantMatcher``'s rule, whole original
+    /// included).
     @inlinable
-    public func fillRatio(for query: SizeQuery, allowUpscale: Bool = false) -> Double? {
-        guard let q = VariantMatcher.fillRatio(of: descriptor, for: query) else { return nil }
-        if isWholeOriginal, !allowUpscale, query.mode == .fit, q <= 1 { return 1 }
-        return q
+    public func fillRatio(for query: SizeQuery) -> Double? {
+        VariantMatcher.fillRatio(of: descriptor, wholeOriginal: isWholeOriginal, for: query)
     }
 
     /// Whether this variant serves `query`.
     @inlinable
-    public func matches(_ query: SizeQuery, allowUpscale: Bool = false) -> Bool {
-        guard let q = fillRatio(for: query, allowUpscale: allowUpscale) else { return false }
-        return VariantMatcher.withinTolerance(q, query.tolerance)
+    public func matches(_ query: SizeQuery) -> Bool {
+        VariantMatcher.matches(descriptor, wholeOriginal: isWholeOriginal, query)
     }
 
-    /// The best of `variants` for `query` (closest to q = 1, larger on a tie), or `nil`.
+    /// The best of `variants` for `query` (``VariantMatcher``'s rule), or `nil`.
     @inlinable
-    public static func bestMatch(in variants: [ImageVariant], for query: SizeQuery, allowUpscale: Bool = false) -> ImageVariant? {
-        var best: ImageVariant?
-        var bestQ = 0.0
-        for variant in variants {
-            guard let q = variant.fillRatio(for: query, allowUpscale: allowUpscale),
-                VariantMatcher.withinTolerance(q, query.tolerance)
-            else { continue }
-            if best == nil || VariantMatcher.isBetter(q, than: bestQ) {
-                best = variant
-                bestQ = q
-            }
-        }
-        return best
+    public static func bestMatch(in variants: [ImageVariant], for query: SizeQuery) -> ImageVariant? {
+        VariantMatcher.bestMatch(in: variants, for: query, variant: { ($0.descriptor, $0.isWholeOriginal) })
     }
 }

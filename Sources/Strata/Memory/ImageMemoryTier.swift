@@ -188,21 +188,21 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     }
 
     /// The best held variant of `key` for `query` with its record (source version, whether it
-    /// is the whole original — which then serves any `fit` box containing it unless
-    /// `allowUpscale` — and when it was fetched), or `nil`. Counts a hit or a miss. Allocates
+    /// is the whole original — which then serves any `fit` box containing it unless the query
+    /// allows upscaling — and when it was fetched), or `nil`. Counts a hit or a miss. Allocates
     /// nothing on a miss. Takes no lock unless a writer holds the tier at that moment (see
     /// ``ReaderBias``).
     public func entry(
-        forKey key: String, matching query: SizeQuery, allowUpscale: Bool = false
+        forKey key: String, matching query: SizeQuery
     ) -> (image: PixelImage, variant: ImageVariant)? {
         if let cell = readers.enter(0) {
-            let found = Self.lookup(state.state.pointee, key, query, allowUpscale)
+            let found = Self.lookup(state.state.pointee, key, query)
             if found != nil { readers.leave(cell, hit: true) } else { readers.leaveMissing(cell) }
             return found
         }
         // A writer held the tier: the same lookup under the lock, counted there.
         return exclusive { state -> (image: PixelImage, variant: ImageVariant)? in
-            let found = Self.lookup(state, key, query, allowUpscale)
+            let found = Self.lookup(state, key, query)
             if found != nil {
                 state.hits &+= 1
                 state.cache.absorbSharedHits(1)
@@ -217,10 +217,10 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// hit state (``TinyLFUCore/sharedHit(_:hash:)``); the caller counts it. Safe without the
     /// lock while writers are kept out.
     private static func lookup(
-        _ state: borrowing State, _ key: String, _ query: SizeQuery, _ allowUpscale: Bool
+        _ state: borrowing State, _ key: String, _ query: SizeQuery
     ) -> (image: PixelImage, variant: ImageVariant)? {
         guard let held = state.variants[key],
-            let best = ImageVariant.bestMatch(in: held, for: query, allowUpscale: allowUpscale)
+            let best = ImageVariant.bestMatch(in: held, for: query)
         else { return nil }
         let vkey = VariantKey(key: key, variant: best.descriptor)
         return state.cache.sharedHit(vkey, hash: vkey.hashValue).map { ($0, best) }

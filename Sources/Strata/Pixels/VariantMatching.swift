@@ -14,8 +14,9 @@ public struct VariantDescriptor: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(size)-\(mode.code)\(style.code)" }
 }
 
-/// A request for "an image about this big": a bounding box, a content mode, a style and a
-/// tolerance (the rule of ``VariantMatcher``).
+/// A request for "an image about this big": a bounding box, a content mode, a style, a
+/// tolerance and whether the answer may be enlarged — everything the rule of
+/// ``VariantMatcher`` reads of a request.
 public struct SizeQuery: Hashable, Sendable {
     /// The bounding box W×H.
     public var box: PixelSize
@@ -23,6 +24,10 @@ public struct SizeQuery: Hashable, Sendable {
     public var style: PixelStyle
     /// Accepted relative deviation of the fill ratio from 1; 0 means exact. Default 0.20.
     public var tolerance: Double
+    /// Whether the request accepts an original enlarged past its size; without it (default) a
+    /// *whole original* smaller than a `fit` box is an exact answer (the source has nothing
+    /// larger).
+    public var allowUpscale: Bool
 
     public static let defaultTolerance = 0.20
 
@@ -37,29 +42,40 @@ public struct SizeQuery: Hashable, Sendable {
     @inlinable
     public init(
         box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default,
-        tolerance: Double = SizeQuery.defaultTolerance
+        tolerance: Double = SizeQuery.defaultTolerance, allowUpscale: Bool = false
     ) {
         precondition(tolerance >= 0 && tolerance.isFinite, "tolerance must be finite and ≥ 0")
         self.box = box
         self.mode = mode
         self.style = style
         self.tolerance = tolerance
+        self.allowUpscale = allowUpscale
     }
 }
 
-/// The one implementation of the tolerance rule; every tier calls it on its own
-/// in-memory index.
+/// The one implementation of the tolerance rule; the memory tier, the disk tier's index and the
+/// image tables' format choice all call it (`VariantRuleTests` runs one table of cases against
+/// the three).
 ///
 /// For a variant w×h (same key, mode and style) and a box W×H, the *fill ratio* is
 /// `q = max(w/W, h/H)` for `fit` and `q = w/W` for `fill` (whose variants must have the box's
-/// aspect, within one pixel of rounding). A variant matches when `1 − t ≤ q ≤ 1 + t`; the match
-/// closest to `q = 1` wins, and the larger wins a tie. Cost: O(n) over the candidates, no
-/// allocation.
+/// aspect, within one pixel of rounding). A *whole original* (the original at full size, kept
+/// because a `fit` box was larger) has `q = 1` for every `fit` box that contains it, unless the
+/// query allows upscaling. A variant matches when `1 − t ≤ q ≤ 1 + t`; the match closest to
+/// `q = 1` wins, and the larger wins a tie. Cost: O(n) over the candidates, no allocation.
 public enum VariantMatcher {
     /// The fill ratio of `variant` for `query`, or `nil` when it cannot serve the query at any
-    /// tolerance (another mode or style, or a `fill` variant of another aspect).
+    /// tolerance (another mode or style, or a `fill` variant of another aspect). A whole
+    /// original inside a `fit` box counts as exact (1) unless `query.allowUpscale`.
     @inlinable
-    public static func fillRatio(of variant: VariantDescriptor, for query: SizeQuery) -> Double? {
+    public static func fillRatio(of variant: VariantDescriptor, wholeOriginal: Bool = false, for query: SizeQuery) -> Double? {
+        guard let q = plainFillRatio(of: variant, for: query) else { return nil }
+        if wholeOriginal, !query.allowUpscale, query.mode == .fit, q <= 1 { return 1 }
+        return q
+    }
+
+    @inlinable
+    static func plainFillRatio(of variant: VariantDescriptor, for query: SizeQuery) -> Double? {
         guard variant.mode == query.mode, variant.style == query.style else { return nil }
         let w = Double(variant.size.width), h = Double(variant.size.height)
         let bw = Double(query.box.width), bh = Double(query.box.height)
@@ -75,8 +91,8 @@ public enum VariantMatcher {
 
     /// Whether `variant` is within the query's tolerance.
     @inlinable
-    public static func matches(_ variant: VariantDescriptor, _ query: SizeQuery) -> Bool {
-        guard let q = fillRatio(of: variant, for: query) else { return false }
+    public static func matches(_ variant: VariantDescriptor, wholeOriginal: Bool = false, _ query: SizeQuery) -> Bool {
+        guard let q = fillRatio(of: variant, wholeOriginal: wholeOriginal, for: query) else { return false }
         return withinTolerance(q, query.tolerance)
     }
 
@@ -106,16 +122,17 @@ public enum VariantMatcher {
     @inlinable
     static func distanceBucket(_ q: Double) -> Double { (abs(q - 1) * 1e9).rounded() }
 
-    /// The best match among `candidates`, or `nil`. `descriptor` extracts each candidate's
-    /// variant, so callers can scan their own index entries without building arrays.
+    /// The best match among `candidates`, or `nil`. `variant` reads each candidate's descriptor
+    /// and whole-original flag, so callers scan their own index entries without building arrays.
     @inlinable
     public static func bestMatch<C: Sequence>(
-        in candidates: C, for query: SizeQuery, descriptor: (C.Element) -> VariantDescriptor
+        in candidates: C, for query: SizeQuery, variant: (C.Element) -> (descriptor: VariantDescriptor, isWholeOriginal: Bool)
     ) -> C.Element? {
         var best: C.Element?
         var bestQ = 0.0
         for candidate in candidates {
-            guard let q = fillRatio(of: descriptor(candidate), for: query),
+            let (descriptor, whole) = variant(candidate)
+            guard let q = fillRatio(of: descriptor, wholeOriginal: whole, for: query),
                 withinTolerance(q, query.tolerance)
             else { continue }
             if best == nil || isBetter(q, than: bestQ) {
@@ -124,6 +141,14 @@ public enum VariantMatcher {
             }
         }
         return best
+    }
+
+    /// The best match among candidates none of which is a whole original (table formats).
+    @inlinable
+    public static func bestMatch<C: Sequence>(
+        in candidates: C, for query: SizeQuery, descriptor: (C.Element) -> VariantDescriptor
+    ) -> C.Element? {
+        bestMatch(in: candidates, for: query, variant: { (descriptor($0), false) })
     }
 
     /// The best match among plain descriptors.

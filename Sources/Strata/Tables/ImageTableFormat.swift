@@ -72,15 +72,18 @@ public struct ImageEntityID: Hashable, Sendable, CustomStringConvertible {
         self.low = low
     }
 
-    /// A stable identifier derived from a string key (two independent 64-bit hashes of its UTF-8
-    /// bytes; the same key gives the same id in every process and release). The hash is XXH64,
-    /// not the tables' XXH3 checksum, so that ids stay what earlier releases computed.
+    /// The identifier of the string key `key`: its ``CacheKey`` digest (the first 128 bits of the
+    /// key's SHA-256), the one identity the engine, the disk tier's file names and the tables
+    /// share — so a table filled here is served by an ``ImageCache`` asked for `key`. The same
+    /// key gives the same id in every process. (Releases before the one identity hashed with
+    /// XXH64: their entries are misses and leave by LRU.)
     public init(hashing key: String) {
-        let bytes = Array(key.utf8)
-        let (h, l) = bytes.withUnsafeBytes { raw in
-            (XXHash.xxh64(raw, seed: 0x5354_5241_5441_4944), XXHash.xxh64(raw, seed: 0x7461_626C_6573_2121))
-        }
-        self.init(high: h, low: l)
+        self.init(CacheKey(key))
+    }
+
+    /// The identifier of `key` (its digest, computed when the key was made: no hashing here).
+    public init(_ key: CacheKey) {
+        self.init(high: key.digest.high, low: key.digest.low)
     }
 
     public var description: String {

@@ -72,6 +72,45 @@ struct DiskFormatTests {
         for name in rejected { #expect(DiskFileName(name) == nil, "\(name)") }
     }
 
+    @Test("A whole original's name says so (mode o), its header agrees, and a disagreement is refused")
+    func wholeOriginals() throws {
+        let digest = KeyDigest(key: "photo/1")
+        let size = PixelSize(width: 320, height: 200)
+        let whole = DiskFileName(digest: digest, variant: VariantDescriptor(size: size), isWholeOriginal: true)
+        #expect(whole.string.hasSuffix("-320x200-oa.px"))
+        #expect(DiskFileName(whole.string) == whole && DiskFileName(whole.string)?.isWholeOriginal == true)
+        #expect(whole.withCString { String(cString: $0) } == whole.string)
+        let plain = DiskFileName(digest: digest, variant: VariantDescriptor(size: size))
+        #expect(plain != whole && DiskFileName(plain.string)?.isWholeOriginal == false)
+        #expect(DiskIndexEntry(whole).name == whole && DiskIndexEntry(plain).name == plain)
+        #expect(!DiskIndexEntry(whole).sameFile(DiskIndexEntry(plain)), "two names, two files")
+
+        let image = PixelImage(width: 320, height: 200)
+        let file = DiskFileEncoder.encode(image, key: "photo/1", mode: .fit, isWholeOriginal: true, sourceVersion: 7)
+        let header = try file.withUnsafeBytes { try DiskFileHeader(validating: $0) }
+        #expect(header.isWholeOriginal && header.mode == .fit)
+        let key = Array("photo/1".utf8)
+        func outcome(_ bytes: [UInt8], whole: Bool) -> String {
+            bytes.withUnsafeBytes { raw in
+                key.withUnsafeBytes { k in
+                    switch DiskFileValidation.validate(
+                        raw, variant: VariantDescriptor(size: size), isWholeOriginal: whole, key: k, verifyPixels: true)
+                    {
+                    case .valid: "valid"
+                    case .invalid: "invalid"
+                    case .otherKey: "otherKey"
+                    }
+                }
+            }
+        }
+        #expect(outcome(file, whole: true) == "valid")
+        #expect(outcome(file, whole: false) == "invalid", "a whole original's bytes under a plain name")
+        let plainFile = DiskFileEncoder.encode(image, key: "photo/1", mode: .fit, sourceVersion: 7)
+        #expect(outcome(plainFile, whole: true) == "invalid")
+        // Files written before the flag existed (byte 30 was reserved, 0) read as plain.
+        #expect(outcome(plainFile, whole: false) == "valid")
+    }
+
     @Test("Headers round-trip; any flipped header or key byte is refused")
     func headers() throws {
         var image = PixelImage(width: 5, height: 3, style: .bgra32Premultiplied)

@@ -68,14 +68,14 @@ import Glibc
         }
     }
 
-    @Test func entityIDsStayWhatEarlierReleasesComputed() {
-        // Ids are stored in every trailer and handed to callers: they stay XXH64 with these two
-        // seeds (what the hand-written XXH64 computed) although the checksums moved to XXH3.
-        let bytes = Array("photo/1".utf8)
+    @Test func anEntityIDIsTheKeysOneDigest() {
+        // One derivation of a key's identities: the table id is the key's digest (the first 128
+        // bits of its SHA-256), the same in every process — and the disk tier's file name.
         let id = ImageEntityID(hashing: "photo/1")
-        bytes.withUnsafeBytes { raw in
-            #expect(id.high == XXHash.xxh64(raw, seed: 0x5354_5241_5441_4944))
-            #expect(id.low == XXHash.xxh64(raw, seed: 0x7461_626C_6573_2121))
-        }
+        #expect(id == CacheKey("photo/1").entityID && id == ImageEntityID(CacheKey("photo/1")))
+        #expect(id.high == 0xd86f_7b2f_4f01_c898 && id.low == 0x8c44_a71f_97ef_72a4)
+        #expect(
+            DiskFileName(digest: CacheKey("photo/1").digest, variant: VariantDescriptor(size: PixelSize(width: 1, height: 1))).string
+                .hasPrefix("d86f7b2f4f01c8988c44a71f97ef72a4-"))
     }
 }
