@@ -159,16 +159,10 @@ public final class DiskTier: Sendable {
     }
 
     /// The answer of a lookup that may not wait for the disk
-    /// (``hitWithoutWaiting(forKey:matching:)``).
-    public enum CachedLookup: Sendable {
-        /// Served from the dentry and page caches.
-        case hit(Hit)
-        /// No variant matches (or its file vanished).
-        case miss
-        /// Serving it would wait for the disk (a cold file, a first hit to verify, a file to
-        /// discard, an error to report): ask ``hit(forKey:matching:)`` on a thread that may block.
-        case wouldWait
-    }
+    /// (``hitWithoutWaiting(forKey:matching:)``): ``TierLookup/wouldWait`` means serving it
+    /// would wait for the disk (a cold file, a first hit to verify, a file to discard, an error
+    /// to report): ask ``hit(forKey:matching:)`` on a thread that may block.
+    public typealias CachedLookup = TierLookup<Hit>
 
     /// A hit with its metadata.
     public struct Hit: Sendable {

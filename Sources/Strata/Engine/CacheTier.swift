@@ -1,29 +1,40 @@
-/// A tier below memory as the engine drives it: an index-only probe that never does I/O, a
-/// load (blocking: the engine calls it on its own threads), a store, and the statistics every
-/// tier reports in one shape. The disk tier and the image tables conform; the memory tier (a
-/// synchronous lookup on the caller's thread) and the source (fetch and render) are the ends of
-/// the chain and are driven directly.
-protocol CacheTier: Sendable {
-    /// Which tier this is, for ``CachedImage/tier`` and metrics.
-    var servingTier: ServingTier { get }
-    /// Whether the tier's in-memory index has a variant of `key` for `query`: no syscall.
-    func probe(_ key: CacheKey, _ query: SizeQuery) -> Bool
-    /// The best variant of `key` for `query`, read or mapped (blocking I/O allowed).
-    func load(_ key: CacheKey, _ query: SizeQuery) -> (image: PixelImage, variant: ImageVariant)?
-    /// ``load(_:_:)`` when it needs no disk I/O (the caller's thread may be Swift's cooperative
-    /// pool); ``TierLoad/wouldWait`` when it would, for the caller to `load` on a blocking thread.
-    func loadWithoutWaiting(_ key: CacheKey, _ query: SizeQuery) -> TierLoad
-    /// Keeps `image` as `variant` of `key` (write-behind where the tier has it).
-    func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant)
-    /// The tier's counters in the shape every tier shares.
-    var tierStatistics: TierStatistics { get }
-}
-
-/// The answer of ``CacheTier/loadWithoutWaiting(_:_:)``.
-enum TierLoad {
-    case loaded(image: PixelImage, variant: ImageVariant)
+/// The one answer of a lookup that must not wait for I/O, for every tier: a hit, a miss, or
+/// "would wait" (the answer needs disk I/O or an O(n) scan: ask again with a blocking call, on
+/// a thread that may block). `Hit` is what the asker gets: a ``CachedImage`` from
+/// ``CacheTier/lookup(_:_:)``, a ``DiskTier/Hit`` from the disk tier's own API.
+public enum TierLookup<Hit: Sendable>: Sendable {
+    case hit(Hit)
     case miss
     case wouldWait
+}
+
+/// One tier of the cache as the engine drives it — memory, disk and the image tables implement
+/// it, keyed by ``CacheKey`` and answering with ``ImageVariant`` records that carry everything
+/// the one match rule (``VariantMatcher``) needs:
+///
+/// - ``lookup(_:_:)`` decides from the tier's in-memory index and serves what needs no I/O;
+///   ``TierLookup/wouldWait`` sends the caller to ``load(_:_:)`` on a blocking thread;
+/// - ``store(_:key:variant:)`` keeps a variant (write-behind where the tier has it) and never
+///   blocks; ``remove(_:)`` may block (file deletions);
+/// - ``tierStatistics`` in the shape every tier shares.
+///
+/// `ImageCache` walks its tiers in order with these calls and writes promotion and write-back
+/// once. (The memory tier's own fast path calls the same lookup on its concrete type.)
+public protocol CacheTier: Sendable {
+    /// Which tier this is, for ``CachedImage/tier`` and metrics.
+    var servingTier: ServingTier { get }
+    /// The best variant of `key` for `query` when serving it needs no I/O; a miss decided from
+    /// the index; or ``TierLookup/wouldWait``. Safe on Swift's cooperative pool.
+    func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage>
+    /// The best variant of `key` for `query`, read or mapped (blocking I/O allowed).
+    func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage?
+    /// Keeps `image` as `variant` of `key`, without blocking (write-behind where the tier has
+    /// it; a tier that cannot hold that variant ignores it).
+    func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant)
+    /// Drops every variant of `key` (may block: call it on a blocking thread).
+    func remove(_ key: CacheKey)
+    /// The tier's counters in the shape every tier shares.
+    var tierStatistics: TierStatistics { get }
 }
 
 /// What every tier reports, in one shape (``ImageCacheStatistics/tiers``); each tier's own
@@ -50,46 +61,65 @@ public struct TierStatistics: Sendable, Hashable {
 }
 
 extension DiskTier: CacheTier {
-    var servingTier: ServingTier { .disk }
+    public var servingTier: ServingTier { .disk }
 
-    func probe(_ key: CacheKey, _ query: SizeQuery) -> Bool {
-        core.contains(digest: key.digest, query: query)
-    }
-
-    func load(_ key: CacheKey, _ query: SizeQuery) -> (image: PixelImage, variant: ImageVariant)? {
-        guard let found = try? core.lookup(key: key.string, digest: key.digest, query: query) else { return nil }
-        return (found.image, found.imageVariant)
-    }
-
-    func loadWithoutWaiting(_ key: CacheKey, _ query: SizeQuery) -> TierLoad {
+    public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
         switch core.lookupWithoutWaiting(key: key.string, digest: key.digest, query: query) {
-        case .hit(let found):
-            .loaded(image: found.image, variant: found.imageVariant)
+        case .hit(let found): .hit(found.cachedImage)
         case .miss: .miss
         case .wouldWait: .wouldWait
         }
     }
 
-    func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
+    public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
+        (try? core.lookup(key: key.string, digest: key.digest, query: query))?.cachedImage
+    }
+
+    public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
+        guard variant.descriptor.style == image.style, variant.descriptor.size == image.size else { return }
         store(
             image, forKey: key.string, mode: variant.descriptor.mode, isWholeOriginal: variant.isWholeOriginal,
             sourceVersion: variant.sourceVersion.stamp)
     }
 
-    var tierStatistics: TierStatistics {
+    public func remove(_ key: CacheKey) { core.remove(digest: key.digest) }
+
+    public var tierStatistics: TierStatistics {
         let s = statistics
         return TierStatistics(hits: s.hits, misses: s.misses, entries: s.entries, bytes: s.bytes, evictions: s.evictions)
     }
 }
 
 extension DiskTier.Hit {
-    /// The hit as the engine's variant record (fetched now: the file does not keep the time).
-    var imageVariant: ImageVariant {
-        ImageVariant(descriptor: variant, sourceVersion: SourceVersion(stamp: sourceVersion), isWholeOriginal: isWholeOriginal)
+    /// The hit as the engine's record (fetched now: the file does not keep the time).
+    var cachedImage: CachedImage {
+        CachedImage(
+            image: image,
+            variant: ImageVariant(
+                descriptor: variant, sourceVersion: SourceVersion(stamp: sourceVersion), isWholeOriginal: isWholeOriginal),
+            tier: .disk)
     }
 }
 
-extension ImageMemoryTier {
+extension ImageMemoryTier: CacheTier {
+    public var servingTier: ServingTier { .memory }
+
+    public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
+        load(key, query).map { .hit($0) } ?? .miss
+    }
+
+    public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
+        entry(forKey: key.string, matching: query).map { CachedImage(image: $0.image, variant: $0.variant, tier: .memory) }
+    }
+
+    /// Keeps `image` — as a heap copy when it maps a table slot: the memory tier never pins table
+    /// slots, so holding images here can never fill a table.
+    public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
+        insert(image.storageKind == .tableSlot ? image.heapCopy() : image, forKey: key, variant: variant)
+    }
+
+    public func remove(_ key: CacheKey) { remove(key: key.string) }
+
     /// The memory tier's counters in the shape every tier shares.
     public var tierStatistics: TierStatistics {
         let s = statistics
@@ -98,7 +128,48 @@ extension ImageMemoryTier {
     }
 }
 
-extension ImageTableCache {
+extension ImageTableCache: CacheTier {
+    public var servingTier: ServingTier { .table }
+
+    /// The best configured format for `query` (``VariantMatcher``'s rule), if any.
+    public func format(for query: SizeQuery) -> ImageTableFormat? {
+        VariantMatcher.bestMatch(in: formats, for: query, descriptor: \.descriptor)
+    }
+
+    /// The entry of `key` in the format that best matches `query`, whatever source version it
+    /// was drawn from (freshness is the engine's business); ``TierLookup/wouldWait`` when the
+    /// table's index must first be brought up to date (another process changed it: O(slots)).
+    public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
+        read(key, query, maintain: false)
+    }
+
+    public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
+        if case .hit(let found) = read(key, query, maintain: true) { return found }
+        return nil
+    }
+
+    private func read(_ key: CacheKey, _ query: SizeQuery, maintain: Bool) -> TierLookup<CachedImage> {
+        guard let format = format(for: query), let table = try? table(named: format.name) else { return .miss }
+        switch table.read(key.entityID, sourceVersion: nil, maintain: maintain) {
+        case .hit((let image, let version)):
+            let variant = ImageVariant(
+                descriptor: VariantDescriptor(size: image.size, mode: format.mode, style: format.style),
+                sourceVersion: SourceVersion(stamp: version))
+            return .hit(CachedImage(image: image, variant: variant, tier: .table))
+        case .miss: return .miss
+        case .wouldWait: return .wouldWait
+        }
+    }
+
+    /// Tables are filled by drawing a whole family from one source load (``image(for:formatName:)``;
+    /// the engine does it for a box within a format's tolerance), not by single variants: a no-op.
+    public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {}
+
+    /// Deletes `key`'s entries in every format, on the calling thread (blocking).
+    public func remove(_ key: CacheKey) {
+        for format in formats { try? table(named: format.name).delete(key.entityID) }
+    }
+
     /// The tables' counters in the shape every tier shares (entries and bytes on disk, summed
     /// over the formats).
     public var tierStatistics: TierStatistics {

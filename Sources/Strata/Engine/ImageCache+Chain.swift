@@ -48,9 +48,9 @@ extension ImageCache {
     }
 
     /// A request after its memory lookup (``image(for:ticket:)``): a memory hit to finish
-    /// (resample, revalidate), or the tiers below memory. A disk hit of a request without a
-    /// handle is served outside any flight (one thread hop instead of three); a request with a
-    /// handle keeps its flight, whose lane the handle moves.
+    /// (resample, revalidate), or the tiers below memory. A request without a handle asks them
+    /// before any flight, and a hit is served outside it (one thread hop at most instead of
+    /// three); a request with a handle keeps its flight, whose lane the handle moves.
     ///
     /// Never inlined: inlined into ``image(for:)``, its locals (and those of everything it
     /// inlines) would size the frame that every memory hit allocates from the task's allocator;
@@ -65,10 +65,11 @@ extension ImageCache {
                 served = try await finish(hit, for: request)
             } else {
                 try checkNegative(request.key)
-                if ticket == nil, let direct = try await directDiskHit(request) {
+                if ticket == nil, let direct = try await lowerTierHit(request, lane: FlightLane(request.priority), direct: true) {
                     served = direct
                 } else {
-                    served = try await throughFlight(request, ticket: ticket)
+                    // A request without a handle has just asked every tier below memory.
+                    served = try await throughFlight(request, ticket: ticket, lowerTiersAsked: ticket == nil)
                 }
             }
             record(served.tier, since: started)
@@ -172,7 +173,12 @@ extension ImageCache {
 
     // MARK: The chain below memory, shared by identical requests
 
-    func throughFlight(_ request: ImageRequest, ticket: CoalescerTicket?) async throws(ImageCacheError) -> CachedImage {
+    /// Joins or starts the flight for `request`. `lowerTiersAsked`: the request has asked every
+    /// tier below memory just before (``lowerTierHit(_:lane:direct:)``), so a flight it starts
+    /// goes to the render at once — one lookup per tier per request.
+    func throughFlight(
+        _ request: ImageRequest, ticket: CoalescerTicket?, lowerTiersAsked: Bool = false
+    ) async throws(ImageCacheError) -> CachedImage {
         let group = FlightGroup(key: request.key, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale)
         let tolerance = request.exactSize ? 0 : (request.tolerance ?? defaultTolerance)
         let descriptor = FlightDescriptor(box: request.box, tolerance: tolerance)
@@ -182,7 +188,7 @@ extension ImageCache {
                 group: group, descriptor: descriptor, priority: request.priority,
                 joining: { $0.accepts(request.box, mode: request.mode) }, ticket: ticket,
                 work: { [self] operation async throws(ImageCacheError) -> CachedImage in
-                    try await fetch(request, operation: operation)
+                    try await fetch(request, operation: operation, lowerTiersAsked: lowerTiersAsked)
                 })
         } catch {
             switch error {
@@ -201,81 +207,66 @@ extension ImageCache {
         return outcome.value
     }
 
-    /// Disk, then tables, then the source, for one flight. Its blocking work runs in the lane of
-    /// its highest waiter, and moves when that changes.
-    func fetch(_ request: ImageRequest, operation: CoalescedOperation<Lane>) async throws(ImageCacheError) -> CachedImage {
+    /// The tiers below memory, then one render, for one flight. Its blocking work runs in the
+    /// lane of its highest waiter, and moves when that changes.
+    func fetch(
+        _ request: ImageRequest, operation: CoalescedOperation<Lane>, lowerTiersAsked: Bool
+    ) async throws(ImageCacheError) -> CachedImage {
         let lane = FlightLane(operation)
-        if let hit = try await diskHit(request, lane: lane) {
-            return try await finish(hit, for: request, lane: lane)
-        }
-        if let format = tableFormat(for: request.searchQuery(defaultTolerance: defaultTolerance)) {
-            if let hit = try await tableHit(request, format: format, lane: lane) {
-                return try await finish(hit, for: request, lane: lane)
+        if !lowerTiersAsked, let hit = try await lowerTierHit(request, lane: lane, direct: false) { return hit }
+        return try await render(request, lane: lane)
+    }
+
+    /// The query every tier is asked for `request`: its tolerance, or for `exactSize` its upper
+    /// tolerance (a larger variant is resampled).
+    func lookupQuery(_ request: ImageRequest) -> SizeQuery {
+        request.exactSize
+            ? request.searchQuery(defaultTolerance: defaultTolerance) : request.query(defaultTolerance: defaultTolerance)
+    }
+
+    /// The tiers below memory, in order, each asked once: a hit that needs no I/O is served on
+    /// the calling thread (`DiskTier`: name in the dentry cache, bytes in the page cache, no
+    /// checksum to verify; a table entry already verified), one that would wait is loaded on the
+    /// engine's threads in `lane`. The first hit is promoted to memory (promotion, written once)
+    /// and finished (``finish(_:for:lane:)``). `nil` when every tier misses — or a hit vanished,
+    /// failed its checks, or cannot be resampled to an `exactSize` request. A `direct` request
+    /// (outside any flight) cancelled meanwhile throws ``ImageCacheError/cancelled(key:)``.
+    func lowerTierHit(_ request: ImageRequest, lane: FlightLane, direct: Bool) async throws(ImageCacheError) -> CachedImage? {
+        guard !lowerTiers.isEmpty else { return nil }
+        let key = request.key, query = lookupQuery(request)
+        for tier in lowerTiers {
+            let found: CachedImage?
+            switch tier.lookup(key, query) {
+            case .hit(let hit): found = hit
+            case .miss: found = nil
+            case .wouldWait: found = try await onPool(key, lane: lane) { _ in tier.load(key, query) }
             }
+            guard let found else {
+                metrics.misses[tier.servingTier]?.increment()
+                continue
+            }
+            if request.exactSize, found.variant.size != request.box, !Self.canResample(found.variant, to: request) { continue }
+            if direct, Task.isCancelled { throw .cancelled(key: key.string) }
+            memory?.store(found.image, key: key, variant: found.variant)
+            return try await finish(found, for: request, lane: lane)
+        }
+        return nil
+    }
+
+    /// The one render of a flight: through the image tables when a table format is within
+    /// tolerance of the box (one decode fills the format's whole family), else from the source.
+    func render(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage {
+        if let tables, options.useTablesForMatchingRequests, let format = tables.format(for: lookupQuery(request)) {
             return try await finish(tableFill(request, format: format, lane: lane), for: request, lane: lane)
         }
         return try await sourceRender(request, lane: lane)
     }
 
-    /// A disk-tier hit (decided from the in-memory index; the file is mapped or read on the
-    /// engine's threads), promoted to memory.
-    func diskHit(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage? {
-        guard let disk else { return nil }
-        let search = diskQuery(request)
-        // The index probe takes the key's digest, computed once when the key was made.
-        guard disk.probe(request.key, search) else {
-            metrics.misses[.disk]?.increment()
-            return nil
-        }
-        return try await loadDiskHit(request, from: disk, search: search, lane: lane)
-    }
-
-    /// A disk hit served to the calling request alone, before any flight: when the index has a
-    /// match, this task hops to the engine's threads once for the file and back, instead of
-    /// starting (or joining) a flight, whose task costs two more thread hops — as much again as
-    /// mapping a large file. Disk hits are not shared: each is one file opened and mapped, less
-    /// than sharing costs. `nil` when the index has no match (not counted: the flight that
-    /// follows counts the miss) or the file fails; then the request goes through a flight as
-    /// before. A request cancelled meanwhile throws ``ImageCacheError/cancelled(key:)``.
-    func directDiskHit(_ request: ImageRequest) async throws(ImageCacheError) -> CachedImage? {
-        guard let disk else { return nil }
-        let search = diskQuery(request)
-        guard disk.probe(request.key, search) else { return nil }
-        let lane = FlightLane(request.priority)
-        guard let hit = try await loadDiskHit(request, from: disk, search: search, lane: lane) else { return nil }
-        if Task.isCancelled { throw .cancelled(key: request.key.string) }
-        return try await finish(hit, for: request, lane: lane)
-    }
-
-    /// The disk tier's lookup for `request`: its tolerance, or for `exactSize` its upper
-    /// tolerance (a larger variant is resampled).
-    func diskQuery(_ request: ImageRequest) -> SizeQuery {
-        request.exactSize
-            ? request.searchQuery(defaultTolerance: defaultTolerance) : request.query(defaultTolerance: defaultTolerance)
-    }
-
-    /// Opens and maps (or reads) the file the index matched for `search` — on the calling
-    /// thread when that needs no disk I/O (its name in the dentry cache, the bytes it checks in
-    /// the page cache, no checksum to verify: `DiskTier.hitWithoutWaiting`), else on the
-    /// engine's threads in `lane` — and promotes the hit to memory. `nil` when the file vanished
-    /// or failed its checks, or cannot be resampled to an `exactSize` request.
-    func loadDiskHit(
-        _ request: ImageRequest, from disk: DiskTier, search: SizeQuery, lane: FlightLane
-    ) async throws(ImageCacheError)
-        -> CachedImage?
-    {
-        let key = request.key
-        let found: (image: PixelImage, variant: ImageVariant)?
-        switch disk.loadWithoutWaiting(key, search) {
-        case .loaded(let image, let variant): found = (image, variant)
-        case .miss: return nil
-        case .wouldWait: found = try await onPool(request.key, lane: lane) { _ in disk.load(key, search) }
-        }
-        guard let found else { return nil }
-        let variant = found.variant
-        if request.exactSize, variant.descriptor.size != request.box, !Self.canResample(variant, to: request) { return nil }
-        memory?.insert(found.image, forKey: request.key, variant: variant)
-        return CachedImage(image: found.image, variant: variant, tier: .disk)
+    /// Keeps a rendered variant in every tier (memory at once, disk write-behind; the tables
+    /// hold only what their family draws): write-back, written once.
+    func writeBack(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
+        memory?.store(image, key: key, variant: variant)
+        for tier in lowerTiers { tier.store(image, key: key, variant: variant) }
     }
 
     /// The source: fetch, render on the engine's threads, write back to memory and disk.
@@ -308,8 +299,7 @@ extension ImageCache {
         let variant = ImageVariant(
             descriptor: VariantDescriptor(size: image.size, mode: request.mode, style: image.style), sourceVersion: version,
             isWholeOriginal: request.mode == .fit && !request.allowUpscale && image.size == rendered.originalSize)
-        memory?.insert(image, forKey: request.key, variant: variant)
-        disk?.store(image, key: request.key, variant: variant)
+        writeBack(image, key: request.key, variant: variant)
         options.logger.debug("rendered from the source", metadata: ["key": "\(key)", "tier": "source", "size": "\(image.size)"])
         return CachedImage(image: image, variant: variant, tier: .source)
     }

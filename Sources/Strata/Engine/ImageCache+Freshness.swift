@@ -41,8 +41,7 @@ extension ImageCache {
         }
         options.logger.info("original changed; dropping its variants", metadata: ["key": "\(key)", "version": "\(current)"])
         memory?.remove(key: key.string) { $0.sourceVersion != current }
-        await removeFromDisk(key)
-        if let tables { try? await tables.deleteImage(for: key.entityID) }
+        await removeBelowMemory(key)
         counters.changedOriginals.add(1, ordering: .relaxed)  // counted once the tiers agree
     }
 }

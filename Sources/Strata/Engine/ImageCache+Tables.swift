@@ -1,40 +1,8 @@
-/// The image tables in the chain: a request whose box is within tolerance of a configured
-/// table format is answered from that format's table, and — on a miss — drawn through the table
-/// cache, whose one source load fills every format of the family (FastImageCache).
+/// The image tables' render: a request whose box is within tolerance of a configured table
+/// format, and that no tier had, is drawn through the table cache, whose one source load fills
+/// every format of the family (FastImageCache). (Table hits are the tier loop's, through
+/// `ImageTableCache`'s ``CacheTier`` conformance.)
 extension ImageCache {
-    /// The best configured table format for `query` (``VariantMatcher``'s rule), if any.
-    func tableFormat(for query: SizeQuery) -> ImageTableFormat? {
-        guard let tables, options.useTablesForMatchingRequests else { return nil }
-        return VariantMatcher.bestMatch(in: tables.formats, for: query, descriptor: \.descriptor)
-    }
-
-    /// A hit in `format`'s table (``tableFormat(for:)``), whatever source version it was drawn from (freshness is the engine's
-    /// business: ``Options/revalidateAfter``), promoted to memory as a heap copy — the memory
-    /// tier never pins table slots, so holding images there cannot fill a table.
-    func tableHit(_ request: ImageRequest, format: ImageTableFormat, lane: FlightLane) async throws(ImageCacheError) -> CachedImage? {
-        guard let tables, let table = try? tables.table(named: format.name) else { return nil }
-        let id = request.key.entityID
-        let found: (image: PixelImage, sourceVersion: UInt64)?
-        switch table.read(id, sourceVersion: nil, maintain: false) {
-        case .hit(let image, let version): found = (image, version)
-        case .miss: found = nil
-        case .needsMaintenance:
-            // Another process changed the table: re-reading its metadata is O(slots), off the
-            // cooperative pool.
-            found = try await onPool(request.key, lane: lane) { _ in table.entry(for: id) }
-        }
-        guard let found else {
-            metrics.misses[.table]?.increment()
-            return nil
-        }
-        let variant = ImageVariant(
-            descriptor: VariantDescriptor(size: found.image.size, mode: format.mode, style: format.style),
-            sourceVersion: SourceVersion(stamp: found.sourceVersion))
-        if request.exactSize, variant.descriptor.size != request.box, !Self.canResample(variant, to: request) { return nil }
-        memory?.insert(found.image.heapCopy(), forKey: request.key, variant: variant)
-        return CachedImage(image: found.image, variant: variant, tier: .table)
-    }
-
     /// Draws `request` through the table cache: one source fetch and one decode, at the family's
     /// largest size, fill every format of the family; the requested format's entry comes back.
     func tableFill(_ request: ImageRequest, format: ImageTableFormat, lane: FlightLane) async throws(ImageCacheError) -> CachedImage {
@@ -59,8 +27,7 @@ extension ImageCache {
             let image = try await tables.image(for: entity, formatName: format.name)
             let variant = ImageVariant(
                 descriptor: VariantDescriptor(size: image.size, mode: format.mode, style: format.style), sourceVersion: version)
-            memory?.insert(image.heapCopy(), forKey: request.key, variant: variant)
-            disk?.store(image, key: request.key, variant: variant)
+            writeBack(image, key: request.key, variant: variant)
             return CachedImage(image: image, variant: variant, tier: .source)
         } catch let error as BlockingPoolError<ImageDecodingError> {
             switch error {

@@ -82,6 +82,9 @@ public final class ImageCache: Sendable {
     public let disk: DiskTier?
     public let tables: ImageTableCache?
     public let source: (any ImageSource)?
+    /// The tiers below memory in lookup order: disk, then the tables (when
+    /// ``Options/useTablesForMatchingRequests``).
+    let lowerTiers: [any CacheTier]
     /// The engine's threads: every tier's blocking work, in two lanes.
     let pool: BlockingPool<ImageRenderer>
     let flights = Coalescer<FlightGroup, FlightDescriptor, Lane, CachedImage, ImageCacheError>()
@@ -113,6 +116,10 @@ public final class ImageCache: Sendable {
         self.disk = disk
         self.tables = tables
         self.source = source
+        var lower: [any CacheTier] = []
+        if let disk { lower.append(disk) }
+        if let tables, options.useTablesForMatchingRequests { lower.append(tables) }
+        self.lowerTiers = lower
         do {
             pool = try BlockingPool(width: options.width, prefetchWidth: options.prefetchWidth, name: "strata-engine") {
                 SourceTier.makeRenderer(sourceConfiguration)
@@ -206,24 +213,24 @@ public final class ImageCache: Sendable {
     // MARK: - Removal and statistics
 
     /// Drops every variant of `key` from every tier: memory, the disk files, the table entries
-    /// (and a remembered "not found"). The file deletions run on the engine's threads (the
-    /// tables' on their pool), never on the caller's.
+    /// (and a remembered "not found"). The file work runs on the engine's threads, never on the
+    /// caller's.
     public func remove(key: CacheKey) async {
-        memory?.remove(key: key.string)
+        memory?.remove(key)
         negative.withLock { $0.remove(key) }
-        await removeFromDisk(key)
-        if let tables { try? await tables.deleteImage(for: key.entityID) }
+        await removeBelowMemory(key)
     }
 
-    /// Deletes `key`'s disk files on the engine's threads, urgent lane. Should the pool refuse
-    /// the job (the engine shut down, the task cancelled while it waited), on this thread: a
-    /// removal is never skipped.
-    func removeFromDisk(_ key: CacheKey) async {
-        guard let disk else { return }
+    /// Drops `key` from every tier below memory (each tier's ``CacheTier/remove(_:)``), in one
+    /// job on the engine's threads, urgent lane. Should the pool refuse the job (the engine shut
+    /// down, the task cancelled while it waited), on this thread: a removal is never skipped.
+    func removeBelowMemory(_ key: CacheKey) async {
+        let tiers: [any CacheTier] = [disk as (any CacheTier)?, tables].compactMap { $0 }
+        guard !tiers.isEmpty else { return }
         do {
-            try await onPool(key, lane: FlightLane(.urgent)) { _ in disk.remove(key: key.string) }
+            try await onPool(key, lane: FlightLane(.urgent)) { _ in for tier in tiers { tier.remove(key) } }
         } catch {
-            disk.remove(key: key.string)
+            for tier in tiers { tier.remove(key) }
         }
     }
 

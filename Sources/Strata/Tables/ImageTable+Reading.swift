@@ -8,7 +8,7 @@ extension ImageTable {
     /// Cost: O(1) for an entry this instance has verified; the first retrieval of an entry
     /// checksums its pixels, and a miss after another process wrote re-reads the metadata.
     public func image(for id: ImageEntityID, sourceVersion: UInt64) -> PixelImage? {
-        if case .hit(let image, _) = read(id, sourceVersion: sourceVersion, maintain: true) { return image }
+        if case .hit(let found) = read(id, sourceVersion: sourceVersion, maintain: true) { return found.image }
         return nil
     }
 
@@ -16,7 +16,7 @@ extension ImageTable {
     /// version (for callers that decide freshness themselves, such as the engine); as
     /// ``image(for:sourceVersion:)`` otherwise.
     public func entry(for id: ImageEntityID) -> (image: PixelImage, sourceVersion: UInt64)? {
-        if case .hit(let image, let version) = read(id, sourceVersion: nil, maintain: true) { return (image, version) }
+        if case .hit(let found) = read(id, sourceVersion: nil, maintain: true) { return found }
         return nil
     }
 
@@ -35,15 +35,10 @@ extension ImageTable {
         return false
     }
 
-    /// The outcome of one retrieval.
-    enum ReadOutcome {
-        /// The image and the source version it was drawn from.
-        case hit(PixelImage, sourceVersion: UInt64)
-        case miss
-        /// The index must be brought up to date first (a scan of the whole metadata, or
-        /// reopening files another process replaced): only returned when `maintain` is false.
-        case needsMaintenance
-    }
+    /// The outcome of one retrieval: the image and the source version it was drawn from, a miss,
+    /// or ``TierLookup/wouldWait`` when the index must be brought up to date first (a scan of the
+    /// whole metadata, or reopening files another process replaced; only when `maintain` is false).
+    typealias ReadOutcome = TierLookup<(image: PixelImage, sourceVersion: UInt64)>
 
     /// What the fast path (under the lock) found.
     private enum Step {
@@ -57,7 +52,7 @@ extension ImageTable {
     }
 
     /// A retrieval (of `sourceVersion`, or of any version when it is `nil`); with `maintain`
-    /// false it never does O(maximumCount) work (it answers ``ReadOutcome/needsMaintenance``
+    /// false it never does O(maximumCount) work (it answers ``TierLookup/wouldWait``
     /// instead), so an async caller can move that to a pool.
     func read(_ id: ImageEntityID, sourceVersion: UInt64?, maintain: Bool) -> ReadOutcome {
         // Each slow step changes what the next attempt finds; a few attempts always suffice
@@ -66,8 +61,7 @@ extension ImageTable {
             switch state.withLock({ s in fastStep(&s, id, sourceVersion) }) {
             case .hit(let file, let chunk, let entry, let slot, let width, let height, let version):
                 return .hit(
-                    makeImage(file: file, chunk: chunk, entry: entry, slot: slot, width: width, height: height, writable: false),
-                    sourceVersion: version)
+                    (makeImage(file: file, chunk: chunk, entry: entry, slot: slot, width: width, height: height, writable: false), version))
             case .miss:
                 return .miss
             case .verify(let file, let chunk, let entry, let slot):
@@ -79,7 +73,7 @@ extension ImageTable {
                 guard layout.entryEnd(slot) <= size, (try? mapChunk(of: slot, file: file)) != nil
                 else { return .miss }
             case .maintain:
-                guard maintain else { return .needsMaintenance }
+                guard maintain else { return .wouldWait }
                 guard maintainIndex() else { return .miss }
             }
         }
@@ -135,8 +129,10 @@ extension ImageTable {
         }
         guard served, let f = fields else { return .miss }
         return .hit(
-            makeImage(file: file, chunk: chunk, entry: entry, slot: slot, width: f.width, height: f.height, writable: false),
-            sourceVersion: f.sourceVersion)
+            (
+                makeImage(file: file, chunk: chunk, entry: entry, slot: slot, width: f.width, height: f.height, writable: false),
+                f.sourceVersion
+            ))
     }
 
     /// The entry's trailer fields when the trailer and the pixel checksum verify.

@@ -139,11 +139,11 @@ public final class ImageTableCache: Sendable {
     public func image(for entity: ImageTableEntity, formatName: String) async throws -> PixelImage {
         guard let table = tables[formatName] else { throw ImageTableError.unknownFormat(formatName) }
         switch table.read(entity.id, sourceVersion: entity.sourceVersion, maintain: false) {
-        case .hit(let image, _):
-            return image
+        case .hit(let found):
+            return found.image
         case .miss:
             break
-        case .needsMaintenance:
+        case .wouldWait:
             // The table must re-read its metadata (another process wrote or replaced it): O(slots)
             // work that belongs on the pool.
             let (id, version) = (entity.id, entity.sourceVersion)

@@ -68,15 +68,22 @@ struct VariantRuleTests {
 
     static let key = "rule/photo.jpg"
 
+    /// The answer of `tier` through the one tier interface.
+    static func answer(_ tier: any CacheTier, _ c: Case) -> String? {
+        let found = tier.load(CacheKey(key), c.query)
+        if case .hit(let quick) = tier.lookup(CacheKey(key), c.query) {
+            #expect(Held(from: quick.variant).description == found.map { Held(from: $0.variant).description }, "\(c)")
+        }
+        return found.map { Held(from: $0.variant).description }
+    }
+
     @Test(arguments: cases) func memory(_ c: Case) {
         let memory = ImageMemoryTier()
         for held in c.held {
             let variant = ImageVariant(descriptor: held.descriptor, isWholeOriginal: held.whole)
-            #expect(
-                memory.insert(PixelImage(width: held.width, height: held.height, style: held.style), forKey: Self.key, variant: variant))
+            memory.store(PixelImage(width: held.width, height: held.height, style: held.style), key: CacheKey(Self.key), variant: variant)
         }
-        let found = memory.entry(forKey: Self.key, matching: c.query)
-        #expect(found.map { Held(from: $0.variant) }?.description == c.winner.map { c.held[$0].description }, "\(c)")
+        #expect(Self.answer(memory, c) == c.winner.map { c.held[$0].description }, "\(c)")
     }
 
     @Test(arguments: cases) func disk(_ c: Case) throws {
@@ -94,12 +101,11 @@ struct VariantRuleTests {
         let disk = try DiskTier(directory: scratch.path, configuration: unwatchedConfiguration())
         defer { disk.close() }
         #expect(disk.contains(key: Self.key, matching: c.query) == (c.winner != nil), "\(c)")
-        let hit = try disk.hit(forKey: Self.key, matching: c.query)
-        #expect(hit.map { Held(from: $0) }?.description == c.winner.map { c.held[$0].description }, "\(c)")
+        #expect(Self.answer(disk, c) == c.winner.map { c.held[$0].description }, "\(c)")
     }
 
-    /// Tables hold fixed formats, never a whole original: the cases without one, with the held
-    /// variants as the configured formats, decided by the engine's format choice.
+    /// Tables hold fixed formats, never a whole original: the cases without one, each held
+    /// variant a configured format holding the key's entry.
     @Test(arguments: cases.filter { !$0.held.contains(where: \.whole) }) func tables(_ c: Case) throws {
         let scratch = ScratchDirectory()
         let formats = c.held.enumerated().map { i, held in
@@ -107,9 +113,12 @@ struct VariantRuleTests {
                 name: "f\(i)", family: "rule", size: held.descriptor.size, style: held.style, mode: held.mode, maximumCount: 4)
         }
         let tables = try ImageTableCache(directory: scratch.path, formats: formats)
-        let engine = try ImageCache(memory: nil, tables: tables, source: nil)
-        let chosen = engine.tableFormat(for: c.query)
-        #expect(chosen?.name == c.winner.map { "f\($0)" }, "\(c)")
+        for (format, held) in zip(formats, c.held) {
+            _ = try tables.table(named: format.name).setImage(
+                PixelImage(width: held.width, height: held.height, style: held.style), for: CacheKey(Self.key).entityID, sourceVersion: 1)
+        }
+        #expect(tables.format(for: c.query)?.name == c.winner.map { "f\($0)" }, "\(c)")
+        #expect(Self.answer(tables, c) == c.winner.map { c.held[$0].description }, "\(c)")
     }
 }
 
@@ -119,8 +128,4 @@ extension VariantRuleTests.Held {
         self.init(width: d.size.width, height: d.size.height, mode: d.mode, style: d.style, whole: variant.isWholeOriginal)
     }
 
-    init(from hit: DiskTier.Hit) {
-        let d = hit.variant
-        self.init(width: d.size.width, height: d.size.height, mode: d.mode, style: d.style, whole: hit.isWholeOriginal)
-    }
 }
