@@ -8,6 +8,12 @@ public struct EngineStatistics: Sendable, Hashable {
     public var served: [ServingTier: Int] = [:]
     /// Requests that joined another request's work instead of starting their own.
     public var coalesced = 0
+    /// Requests that started a flight (the work below memory that joined requests share),
+    /// counted when it answered.
+    public var flights = 0
+    /// Lookups in the tiers below memory (``CacheTier/lookup(_:_:)`` and the ``CacheTier/load(_:_:)``
+    /// after a `wouldWait`), by tier. (The memory tier counts its own, as hits and misses.)
+    public var lookups: [ServingTier: Int] = [:]
     /// Source fetches and renders started.
     public var sourceFetches = 0
     public var sourceDecodes = 0
@@ -53,6 +59,9 @@ final class EngineCounters: Sendable {
     let servedTable = Atomic<Int>(0)
     let servedSource = Atomic<Int>(0)
     let coalesced = Atomic<Int>(0)
+    let flights = Atomic<Int>(0)
+    let diskLookups = Atomic<Int>(0)
+    let tableLookups = Atomic<Int>(0)
     let sourceFetches = Atomic<Int>(0)
     let sourceDecodes = Atomic<Int>(0)
     let resamples = Atomic<Int>(0)
@@ -72,6 +81,14 @@ final class EngineCounters: Sendable {
         }
     }
 
+    func lookedUp(_ tier: ServingTier) {
+        switch tier {
+        case .disk: diskLookups.add(1, ordering: .relaxed)
+        case .table: tableLookups.add(1, ordering: .relaxed)
+        case .memory, .source: break
+        }
+    }
+
     func countError(_ error: ImageCacheError) {
         errors.withLock { $0[error.kind, default: 0] += 1 }
     }
@@ -84,6 +101,8 @@ final class EngineCounters: Sendable {
             .table: servedTable.load(ordering: .relaxed), .source: servedSource.load(ordering: .relaxed),
         ]
         s.coalesced = coalesced.load(ordering: .relaxed)
+        s.flights = flights.load(ordering: .relaxed)
+        s.lookups = [.disk: diskLookups.load(ordering: .relaxed), .table: tableLookups.load(ordering: .relaxed)]
         s.sourceFetches = sourceFetches.load(ordering: .relaxed)
         s.sourceDecodes = sourceDecodes.load(ordering: .relaxed)
         s.resamples = resamples.load(ordering: .relaxed)

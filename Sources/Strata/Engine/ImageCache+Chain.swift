@@ -108,8 +108,8 @@ extension ImageCache {
         let plan = SizingPlan(source: hit.image.size, box: request.box, mode: request.mode, allowUpscale: request.allowUpscale)
         if plan.output == hit.image.size { return hit }
         let source = hit.image, box = request.box, mode = request.mode
-        let resized = try await onPool(request.key, lane: lane ?? FlightLane(request.priority)) { renderer in
-            renderer.resize(source, box: box, mode: mode)
+        let resized = try await onPool(request.key, lane: lane ?? FlightLane(request.priority)) { [renderers] in
+            renderers.withRenderer { $0.resize(source, box: box, mode: mode) }
         }
         counters.resamples.add(1, ordering: .relaxed)
         let variant = ImageVariant(
@@ -196,7 +196,9 @@ extension ImageCache {
             case .failed(let error): throw error
             }
         }
-        if outcome.joined {
+        if !outcome.joined {
+            counters.flights.add(1, ordering: .relaxed)
+        } else {
             counters.coalesced.add(1, ordering: .relaxed)
             metrics.coalesced.increment()
             // The flight answered its first request; an exact request resamples from it.
@@ -236,10 +238,13 @@ extension ImageCache {
         let key = request.key, query = lookupQuery(request)
         for tier in lowerTiers {
             let found: CachedImage?
+            counters.lookedUp(tier.servingTier)
             switch tier.lookup(key, query) {
             case .hit(let hit): found = hit
             case .miss: found = nil
-            case .wouldWait: found = try await onPool(key, lane: lane) { _ in tier.load(key, query) }
+            case .wouldWait:
+                counters.lookedUp(tier.servingTier)
+                found = try await onPool(key, lane: lane) { tier.load(key, query) }
             }
             guard let found else {
                 metrics.misses[tier.servingTier]?.increment()
@@ -269,46 +274,73 @@ extension ImageCache {
         for tier in lowerTiers { tier.store(image, key: key, variant: variant) }
     }
 
-    /// The source: fetch, render on the engine's threads, write back to memory and disk.
+    /// The source: fetch and render on the engine's threads, write back to every tier. A
+    /// ``BlockingImageSource`` (a directory) is read in the render's own job: one hop to the
+    /// engine's threads for the read, the decode and the resample.
     func sourceRender(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage {
         guard let source else { throw .noSource(key: request.key.string) }
-        let key = request.key.string
-        let data = try await fetchOriginal(request.key, from: source)
-        let renderStart = ContinuousClock.now
-        let bytes = data.bytes, renderRequest = request.renderRequest
-        counters.sourceDecodes.add(1, ordering: .relaxed)
-        let rendered: (image: PixelImage, originalSize: PixelSize)
-        do {
-            let ticket = lane.ticket()
-            rendered = try await pool.run(lane: ticket.lane, ticket: ticket) {
-                (renderer) throws(ImageDecodingError) -> (image: PixelImage, originalSize: PixelSize) in
-                try rethrowingTyped(ImageDecodingError.self) {
-                    try bytes.withUnsafeBytes { try renderer.renderWithOriginalSize($0, request: renderRequest) }
-                }
+        let key = request.key, renderRequest = request.renderRequest
+        let rendered: (image: PixelImage, originalSize: PixelSize, version: String)
+        if let files = source as? any BlockingImageSource {
+            countFetch()
+            rendered = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
+                let data = try fetchBlocking(key, from: files)
+                let (image, originalSize) = try render(data.bytes, key: key, request: renderRequest)
+                return (image, originalSize, data.version)
             }
-        } catch {
-            switch error {
-            case .failed(let decoding): throw .decoding(key: key, decoding)
-            case .cancelled: throw .cancelled(key: key)
-            case .shutDown: throw .shutDown
+        } else {
+            let data = try await fetchOriginal(key, from: source)
+            let bytes = data.bytes
+            let (image, originalSize) = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
+                try render(bytes, key: key, request: renderRequest)
             }
+            rendered = (image, originalSize, data.version)
         }
-        metrics.render.recordInterval(since: renderStart)
         let image = rendered.image
-        let version = SourceVersion(token: data.version)
         let variant = ImageVariant(
-            descriptor: VariantDescriptor(size: image.size, mode: request.mode, style: image.style), sourceVersion: version,
+            descriptor: VariantDescriptor(size: image.size, mode: request.mode, style: image.style),
+            sourceVersion: SourceVersion(token: rendered.version),
             isWholeOriginal: request.mode == .fit && !request.allowUpscale && image.size == rendered.originalSize)
-        writeBack(image, key: request.key, variant: variant)
-        options.logger.debug("rendered from the source", metadata: ["key": "\(key)", "tier": "source", "size": "\(image.size)"])
+        writeBack(image, key: key, variant: variant)
+        options.logger.debug(
+            "rendered from the source", metadata: ["key": "\(key)", "tier": "source", "size": "\(image.size)"])
         return CachedImage(image: image, variant: variant, tier: .source)
     }
 
-    /// Fetches `key`'s original (counted and timed); a missing one is remembered for the
-    /// negative TTL.
-    func fetchOriginal(_ key: CacheKey, from source: any ImageSource) async throws(ImageCacheError) -> SourceData {
+    /// Decodes and resamples `bytes` for `request` with one of the engine's renderers (blocking:
+    /// call it on the engine's threads), counted and timed.
+    func render(
+        _ bytes: [UInt8], key: CacheKey, request: RenderRequest
+    ) throws(ImageCacheError) -> (image: PixelImage, originalSize: PixelSize) {
+        counters.sourceDecodes.add(1, ordering: .relaxed)
+        let renderStart = ContinuousClock.now
+        defer { metrics.render.recordInterval(since: renderStart) }
+        do {
+            return try renderers.withRenderer { renderer throws(ImageDecodingError) in
+                try rethrowingTyped(ImageDecodingError.self) {
+                    try bytes.withUnsafeBytes { try renderer.renderWithOriginalSize($0, request: request) }
+                }
+            }
+        } catch {
+            throw .decoding(key: key.string, error)
+        }
+    }
+
+    /// Counts one source fetch.
+    func countFetch() {
         counters.sourceFetches.add(1, ordering: .relaxed)
         metrics.sourceFetches.increment()
+    }
+
+    /// Fetches `key`'s original (counted and timed) — from a ``BlockingImageSource`` on the
+    /// engine's threads; a missing one is remembered for the negative TTL.
+    func fetchOriginal(_ key: CacheKey, from source: any ImageSource) async throws(ImageCacheError) -> SourceData {
+        countFetch()
+        if let files = source as? any BlockingImageSource {
+            return try await onPool(key, lane: FlightLane(.urgent)) { [self] () throws(ImageCacheError) in
+                try fetchBlocking(key, from: files)
+            }
+        }
         let fetchStart = ContinuousClock.now
         let data: SourceData
         do {
@@ -322,19 +354,43 @@ extension ImageCache {
         return data
     }
 
-    /// Runs blocking `body` on the engine's threads in `lane`.
+    /// Reads `key` from a blocking source on the calling thread (one of the engine's), timed; a
+    /// missing original is remembered for the negative TTL.
+    func fetchBlocking(_ key: CacheKey, from source: any BlockingImageSource) throws(ImageCacheError) -> SourceData {
+        let fetchStart = ContinuousClock.now
+        do {
+            let data = try source.fetchBlocking(key: key.string)
+            metrics.sourceFetch.recordInterval(since: fetchStart)
+            return data
+        } catch {
+            if case .notFound = error.reason { rememberMissing(key) }
+            throw ImageCacheError(error)
+        }
+    }
+
+    /// Runs blocking `body` on the engine's threads in `lane`: the engine's one mapping of the
+    /// pool's errors (queued and cancelled → ``ImageCacheError/cancelled(key:)``, shut down →
+    /// ``ImageCacheError/shutDown``, `body`'s own error as it threw it).
     func onPool<T: Sendable>(
-        _ key: CacheKey, lane: FlightLane, _ body: @escaping @Sendable (ImageRenderer) -> T
+        _ key: CacheKey, lane: FlightLane, _ body: @escaping @Sendable () throws(ImageCacheError) -> T
     ) async throws(ImageCacheError) -> T {
         let ticket = lane.ticket()
         do {
-            return try await pool.run(lane: ticket.lane, ticket: ticket) { (renderer) throws(Never) -> T in body(renderer) }
+            return try await pool.run(lane: ticket.lane, ticket: ticket, body)
         } catch {
             switch error {
+            case .failed(let failure): throw failure
             case .cancelled: throw .cancelled(key: key.string)
             case .shutDown: throw .shutDown
             }
         }
+    }
+
+    /// ``onPool(_:lane:_:)`` for work that cannot fail.
+    func onPool<T: Sendable>(
+        _ key: CacheKey, lane: FlightLane, _ body: @escaping @Sendable () -> T
+    ) async throws(ImageCacheError) -> T {
+        try await onPool(key, lane: lane) { () throws(ImageCacheError) -> T in body() }
     }
 }
 

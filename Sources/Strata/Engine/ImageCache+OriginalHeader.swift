@@ -13,9 +13,11 @@ extension ImageCache {
         try checkNegative(key)
         let data = try await fetchOriginal(key, from: source)
         let bytes = data.bytes
-        let header = try await onPool(key, lane: FlightLane(.urgent)) { renderer -> Result<ImageHeader, ImageDecodingError> in
-            Result { () throws(ImageDecodingError) -> ImageHeader in
-                try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try renderer.decoder.readHeader($0) } }
+        let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers] () -> Result<ImageHeader, ImageDecodingError> in
+            renderers.withRenderer { renderer in
+                Result { () throws(ImageDecodingError) -> ImageHeader in
+                    try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try renderer.decoder.readHeader($0) } }
+                }
             }
         }
         switch header {

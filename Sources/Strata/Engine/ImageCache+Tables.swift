@@ -12,12 +12,8 @@ extension ImageCache {
         let version = SourceVersion(token: data.version)
         let bytes = data.bytes, mode = format.mode
         let entitySource = ImageTableSource(description: key) { [self] largest in
-            counters.sourceDecodes.add(1, ordering: .relaxed)
-            let ticket = lane.ticket()
-            let renderStart = ContinuousClock.now
-            defer { metrics.render.recordInterval(since: renderStart) }
-            return try await pool.run(lane: ticket.lane, ticket: ticket) { (renderer) throws(ImageDecodingError) -> PixelImage in
-                try renderer.render(bytes, request: RenderRequest(box: largest, mode: mode))
+            try await onPool(request.key, lane: lane) { [self] () throws(ImageCacheError) -> PixelImage in
+                try render(bytes, key: request.key, request: RenderRequest(box: largest, mode: mode)).image
             }
         }
         let entity = ImageTableEntity(
@@ -29,12 +25,8 @@ extension ImageCache {
                 descriptor: VariantDescriptor(size: image.size, mode: format.mode, style: format.style), sourceVersion: version)
             writeBack(image, key: request.key, variant: variant)
             return CachedImage(image: image, variant: variant, tier: .source)
-        } catch let error as BlockingPoolError<ImageDecodingError> {
-            switch error {
-            case .failed(let decoding): throw .decoding(key: key, decoding)
-            case .cancelled: throw .cancelled(key: key)
-            case .shutDown: throw .shutDown
-            }
+        } catch let error as ImageCacheError {
+            throw error
         } catch is CancellationError {
             throw .cancelled(key: key)
         } catch let error as ImageTableError {

@@ -85,8 +85,13 @@ public final class ImageCache: Sendable {
     /// The tiers below memory in lookup order: disk, then the tables (when
     /// ``Options/useTablesForMatchingRequests``).
     let lowerTiers: [any CacheTier]
-    /// The engine's threads: every tier's blocking work, in two lanes.
-    let pool: BlockingPool<ImageRenderer>
+    /// The engine's threads: every tier's blocking work, in two lanes (its own, or the one the
+    /// caller shares with its tables and source).
+    let pool: BlockingPool<Void>
+    /// Set when the engine started its own pool (shut down with the engine).
+    private let ownsPool: Bool
+    /// The renderers its jobs take.
+    let renderers: RendererStore
     let flights = Coalescer<FlightGroup, FlightDescriptor, Lane, CachedImage, ImageCacheError>()
     let revalidations = Coalescer<CacheKey, Void, Lane, Void, ImageCacheError>()
     let negative: Lock<NegativeCache>
@@ -102,11 +107,14 @@ public final class ImageCache: Sendable {
     public var defaultTolerance: Double { Double(bitPattern: toleranceBits.load(ordering: .relaxed)) }
 
     /// An engine over the given tiers (each optional). `source` is where originals come from;
-    /// without it only cached images are served. Throws when `options` are out of range or the
-    /// system refuses a thread.
+    /// without it only cached images are served. `pool`: the threads for every blocking job —
+    /// pass the pool the tables and the source were given to run everything on one pool (its
+    /// widths become ``Options/width`` and ``Options/prefetchWidth``); `nil` starts the
+    /// engine's own. Throws when `options` are out of range or the system refuses a thread.
     public init(
         memory: ImageMemoryTier? = ImageMemoryTier(), disk: DiskTier? = nil, tables: ImageTableCache? = nil,
-        source: (any ImageSource)?, sourceConfiguration: SourceTier.Configuration = .init(), options: Options = .init()
+        source: (any ImageSource)?, sourceConfiguration: SourceTier.Configuration = .init(), options: Options = .init(),
+        pool: BlockingPool<Void>? = nil
     ) throws(ImageCacheConfigurationError) {
         try options.validate()
         self.options = options
@@ -120,13 +128,23 @@ public final class ImageCache: Sendable {
         if let disk { lower.append(disk) }
         if let tables, options.useTablesForMatchingRequests { lower.append(tables) }
         self.lowerTiers = lower
-        do {
-            pool = try BlockingPool(width: options.width, prefetchWidth: options.prefetchWidth, name: "strata-engine") {
-                SourceTier.makeRenderer(sourceConfiguration)
+        if let pool {
+            do {
+                try pool.setWidths(urgent: options.width, prefetch: options.prefetchWidth)
+            } catch {
+                throw .init(key: "width", reason: "cannot widen the shared pool to \(options.width) threads: \(error)")
             }
-        } catch {
-            throw .init(key: "width", reason: "cannot start \(options.width) threads: \(error)")
+            self.pool = pool
+            self.ownsPool = false
+        } else {
+            do {
+                self.pool = try BlockingPool(width: options.width, prefetchWidth: options.prefetchWidth, name: "strata-engine") {}
+            } catch {
+                throw .init(key: "width", reason: "cannot start \(options.width) threads: \(error)")
+            }
+            self.ownsPool = true
         }
+        renderers = RendererStore(limit: options.width + options.prefetchWidth) { SourceTier.makeRenderer(sourceConfiguration) }
         metrics = EngineMetrics(prefix: options.metricsPrefix, factory: options.metricsFactory)
         // Cross-process invalidation: another process sharing the disk directory deleted a
         // file (its eviction, or its engine dropping a changed original): drop our memory
@@ -138,7 +156,7 @@ public final class ImageCache: Sendable {
         }
     }
 
-    deinit { pool.shutdown() }
+    deinit { if ownsPool { pool.shutdown() } }
 
     // MARK: - Requests
 
@@ -228,7 +246,7 @@ public final class ImageCache: Sendable {
         let tiers: [any CacheTier] = [disk as (any CacheTier)?, tables].compactMap { $0 }
         guard !tiers.isEmpty else { return }
         do {
-            try await onPool(key, lane: FlightLane(.urgent)) { _ in for tier in tiers { tier.remove(key) } }
+            try await onPool(key, lane: FlightLane(.urgent)) { for tier in tiers { tier.remove(key) } }
         } catch {
             for tier in tiers { tier.remove(key) }
         }
@@ -287,7 +305,7 @@ public final class ImageCache: Sendable {
         lane: Lane = .urgent, _ body: @escaping @Sendable () throws(E) -> T
     ) async throws(ImageCacheError) -> Result<T, E> {
         do {
-            return .success(try await pool.run(lane: lane) { (_: ImageRenderer) throws(E) -> T in try body() })
+            return .success(try await pool.run(lane: lane) { () throws(E) -> T in try body() })
         } catch {
             switch error {
             case .failed(let failure): return .failure(failure)

@@ -10,48 +10,40 @@ import Glibc
 /// one planted after start-up — is refused rather than followed. The version string is derived
 /// from the file's device, inode, size and modification time (`fstat` on the open file).
 ///
-/// Reads are blocking and run on the given ``BlockingPool`` (or a private one-thread pool).
-public struct DirectorySource: ImageSource {
+/// Reads are blocking: `ImageCache` makes them on its own threads, in the render's job
+/// (``BlockingImageSource``); the async ``fetch(key:)`` of a source used alone runs them on the
+/// given ``BlockingPool``, or on a private pool (as wide as the cores) started at the first such
+/// call.
+public struct DirectorySource: BlockingImageSource {
     /// The root directory.
     public let root: String
     /// Originals larger than this are refused (default 256 MiB): by their `fstat` size without
     /// being read, and while reading when the file grew since (no more than this plus one
     /// byte is ever read).
     public let maxFileBytes: Int
-    private let pool: BlockingPool<Void>
-    /// Set when the source made its own pool: stops its thread when the last copy goes away.
-    private let ownedPool: BlockingPoolOwner<Void>?
+    private let pool: LazyPool
 
     /// The longest key accepted (bytes of UTF-8).
     public static let maxKeyBytes = 4096
 
-    /// Reads run on `pool`, or on a private one-thread pool when `nil` (creating it can fail
-    /// only when the system refuses a thread).
+    /// Async reads run on `pool`, or on a private pool started at the first one when `nil`
+    /// (an engine never starts it: it reads with ``fetchBlocking(key:)`` on its own threads).
     public init(root: String, maxFileBytes: Int = 256 << 20, pool: BlockingPool<Void>? = nil) throws(SystemCallError) {
         self.root = root
         self.maxFileBytes = maxFileBytes
-        if let pool {
-            self.pool = pool
-            self.ownedPool = nil
-        } else {
-            self.pool = try BlockingPool(width: 1, name: "strata-src-io", makeContext: {})
-            self.ownedPool = BlockingPoolOwner(self.pool)
-        }
+        self.pool = LazyPool(given: pool)
     }
 
     public func fetch(key: String) async throws(SourceError) -> SourceData {
         let components = try Self.validatedComponents(of: key)
         let root = self.root, limit = maxFileBytes
+        let pool = try self.pool.get(key: key)
         do {
-            return try await pool.run { (_) throws(SourceError) -> SourceData in
+            return try await pool.run { () throws(SourceError) -> SourceData in
                 try Self.read(components: components, key: key, root: root, maxFileBytes: limit)
             }
         } catch {
-            switch error {
-            case .failed(let error): throw error
-            case .cancelled: throw SourceError(key: key, reason: .cancelled)
-            case .shutDown: throw SourceError(key: key, reason: .failed("the source's I/O pool is shut down"))
-            }
+            throw SourceError(error, key: key)
         }
     }
 
@@ -60,24 +52,27 @@ public struct DirectorySource: ImageSource {
     public func version(key: String) async throws(SourceError) -> String? {
         let components = try Self.validatedComponents(of: key)
         let root = self.root
+        let pool = try self.pool.get(key: key)
         do {
-            return try await pool.run { (_) throws(SourceError) -> String in
+            return try await pool.run { () throws(SourceError) -> String in
                 Self.version(of: try Self.open(components: components, key: key, root: root).status)
             }
         } catch {
-            switch error {
-            case .failed(let error): throw error
-            case .cancelled: throw SourceError(key: key, reason: .cancelled)
-            case .shutDown: throw SourceError(key: key, reason: .failed("the source's I/O pool is shut down"))
-            }
+            throw SourceError(error, key: key)
         }
+    }
+
+    /// ``version(key:)`` on the calling thread (an `fstat` of the opened file).
+    public func versionBlocking(key: String) throws(SourceError) -> String {
+        Self.version(of: try Self.open(components: try Self.validatedComponents(of: key), key: key, root: root).status)
     }
 
     static func version(of st: stat) -> String {
         "\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
     }
 
-    /// Reads synchronously on the calling thread (for command-line tools and benchmarks).
+    /// Reads synchronously on the calling thread (the engine's threads, command-line tools,
+    /// benchmarks).
     public func fetchBlocking(key: String) throws(SourceError) -> SourceData {
         try Self.read(
             components: try Self.validatedComponents(of: key), key: key, root: root,
@@ -191,5 +186,42 @@ public struct DirectorySource: ImageSource {
             throw SourceError(key: key, reason: .invalidKey("not a regular file"))
         }
         return opened
+    }
+}
+
+extension DirectorySource {
+    /// The pool of a source's async reads: the one given, or a private one started at the first
+    /// async read (as wide as the cores: reads run concurrently) and shut down when the last copy
+    /// of the source goes away.
+    final class LazyPool: Sendable {
+        private let given: BlockingPool<Void>?
+        private let owned = Lock<BlockingPoolOwner<Void>?>(nil)
+
+        init(given: BlockingPool<Void>?) { self.given = given }
+
+        func get(key: String) throws(SourceError) -> BlockingPool<Void> {
+            if let given { return given }
+            return try owned.withLock { owner throws(SourceError) -> BlockingPool<Void> in
+                if let owner { return owner.pool }
+                do throws(SystemCallError) {
+                    let pool = try BlockingPool<Void>(width: Processors.online, name: "strata-src-io", makeContext: {})
+                    owner = BlockingPoolOwner(pool)
+                    return pool
+                } catch {
+                    throw SourceError(key: key, reason: .io(error))
+                }
+            }
+        }
+    }
+}
+
+extension SourceError {
+    /// A source's blocking-pool failure: its own error, a cancellation, or a pool shut down.
+    init(_ error: BlockingPoolError<SourceError>, key: String) {
+        switch error {
+        case .failed(let error): self = error
+        case .cancelled: self.init(key: key, reason: .cancelled)
+        case .shutDown: self.init(key: key, reason: .failed("the source's I/O pool is shut down"))
+        }
     }
 }

@@ -30,6 +30,17 @@ extension ImageSource {
     public func version(key: String) async throws(SourceError) -> String? { nil }
 }
 
+/// A source whose reads are blocking calls (files): `ImageCache` reads it on its own threads, in
+/// the same job as the decode and resample — one hop for a cold render — instead of awaiting
+/// ``ImageSource/fetch(key:)``, which would hop to the source's threads first. Reads are then
+/// bounded by the engine's lanes, not by a thread of the source's.
+public protocol BlockingImageSource: ImageSource {
+    /// ``ImageSource/fetch(key:)`` on the calling thread (which may block).
+    func fetchBlocking(key: String) throws(SourceError) -> SourceData
+    /// ``ImageSource/version(key:)`` on the calling thread (which may block).
+    func versionBlocking(key: String) throws(SourceError) -> String
+}
+
 /// Why the source tier could not produce an image; every case names the key.
 public struct SourceError: Error, Sendable, CustomStringConvertible {
     public enum Reason: Sendable {

@@ -1,0 +1,28 @@
+/// Renderers for jobs on a shared pool: a job takes one from a free list, renders, and gives it
+/// back, so a pool needs no per-thread context and every renderer's decode buffer is reused.
+///
+/// At most `limit` idle renderers are kept (the pool's width is enough: a renderer is only
+/// out while its job runs). Cost: one short lock hold to take and one to give back. The
+/// renderers are not thread-safe; each is used by one job at a time.
+final class RendererStore: Sendable {
+    private let free: Lock<[ImageRenderer]>
+    private let make: @Sendable () -> ImageRenderer
+    private let limit: Int
+
+    init(limit: Int, make: @escaping @Sendable () -> ImageRenderer) {
+        self.free = Lock([])
+        self.make = make
+        self.limit = Swift.max(1, limit)
+    }
+
+    /// Runs `body` with a renderer no other job holds meanwhile.
+    func withRenderer<T, E: Error>(_ body: (ImageRenderer) throws(E) -> T) throws(E) -> T {
+        let renderer = free.withLock { $0.popLast() } ?? make()
+        defer {
+            free.withLock { idle in
+                if idle.count < limit { idle.append(renderer) }
+            }
+        }
+        return try body(renderer)
+    }
+}

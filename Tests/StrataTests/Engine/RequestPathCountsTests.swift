@@ -1,0 +1,71 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Strata
+
+/// What one request costs inside the engine, counted, not estimated: executor switches (each
+/// job on the engine's threads is a switch there and one back; each flight is a task started
+/// and a waiter resumed) and lookups per tier.
+@Suite("ImageCache: switches and lookups per request", .timeLimit(.minutes(2)))
+struct RequestPathCountsTests {
+    struct Counts: Equatable, CustomStringConvertible {
+        var jobs = 0
+        var flights = 0
+        var memory = 0
+        var disk = 0
+        var tables = 0
+        var switches: Int { 2 * jobs + 2 * flights }
+        var description: String {
+            "\(switches) executor switches (\(jobs) pool jobs, \(flights) flights); lookups: memory \(memory), disk \(disk), tables \(tables)"
+        }
+    }
+
+    static func counting(_ cache: ImageCache, _ body: () async throws -> Void) async rethrows -> Counts {
+        let jobs = Atomic<Int>(0)
+        cache.pool.observeJobStarts { _ in jobs.add(1, ordering: .relaxed) }
+        defer { cache.pool.observeJobStarts(nil) }
+        let before = cache.statistics
+        try await body()
+        let after = cache.statistics
+        func memoryLookups(_ s: ImageCacheStatistics) -> Int { Int((s.memory?.hits ?? 0) + (s.memory?.misses ?? 0)) }
+        return Counts(
+            jobs: jobs.load(ordering: .relaxed), flights: after.engine.flights - before.engine.flights,
+            memory: memoryLookups(after) - memoryLookups(before),
+            disk: (after.engine.lookups[.disk] ?? 0) - (before.engine.lookups[.disk] ?? 0),
+            tables: (after.engine.lookups[.table] ?? 0) - (before.engine.lookups[.table] ?? 0))
+    }
+
+    @Test func aColdRequestSwitchesFourTimesAndAsksEachTierOnce() async throws {
+        let scratch = ScratchDirectory()
+        let disk = try DiskTier(directory: scratch.path + "/disk", configuration: unwatchedConfiguration())
+        defer { disk.close() }
+        let thumbs = ImageTableFormat(
+            name: "thumb-64", family: "thumbs", size: PixelSize(width: 64, height: 64), mode: .fill, maximumCount: 8)
+        let tables = try ImageTableCache(directory: scratch.path + "/tables", formats: [thumbs])
+        let source = try DirectorySource(root: Fixtures.directory.path)
+        let cache = try ImageCache(disk: disk, tables: tables, source: source)
+        let request = ImageRequest(key: "jpeg/fallenleaf-2048x1280-420.jpg", box: PixelSize(width: 512, height: 512))
+
+        var served: CachedImage?
+        let cold = try await Self.counting(cache) { served = try await cache.image(for: request) }
+        #expect(served?.tier == .source)
+        print("cold request: \(cold)")
+        // The directory read, the decode and the resample in one job; one flight; each tier once.
+        #expect(cold == Counts(jobs: 1, flights: 1, memory: 1, disk: 1, tables: 1), "\(cold)")
+        #expect(cold.switches <= 4)
+
+        let warm = try await Self.counting(cache) { served = try await cache.image(for: request) }
+        #expect(served?.tier == .memory)
+        print("memory hit: \(warm)")
+        #expect(warm == Counts(jobs: 0, flights: 0, memory: 1, disk: 0, tables: 0), "\(warm)")
+
+        // Without memory: a disk hit from the page cache, served on the caller's thread.
+        disk.flush()
+        let diskOnly = try ImageCache(memory: nil, disk: disk, tables: tables, source: source)
+        let fromDisk = try await Self.counting(diskOnly) { served = try await diskOnly.image(for: request) }
+        #expect(served?.tier == .disk)
+        print("disk hit: \(fromDisk)")
+        #expect(fromDisk.flights == 0 && fromDisk.disk == 1 && fromDisk.tables == 0 && fromDisk.jobs <= 1, "\(fromDisk)")
+    }
+}
