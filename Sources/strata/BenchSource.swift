@@ -30,7 +30,7 @@ struct BenchSourceCommand: ParsableCommand {
     var json = false
 
     @Option(help: "Threads one large resample may use (source.resampleThreads; default as the source tier's).")
-    var resampleThreads = SourceTier.Configuration.defaultResampleThreads
+    var resampleThreads = RenderSettings.defaultResampleThreads
 
     static let defaultFiles = [
         "jpeg/path-2560x1600.jpg", "jpeg/fallenleaf-2048x1280-420.jpg",

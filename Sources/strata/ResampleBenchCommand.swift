@@ -33,7 +33,7 @@ struct ResampleBenchCommand: ParsableCommand {
     var resampleOnly = false
 
     @Option(help: "Threads one resample may use (Resampler.threads; default as the source tier's).")
-    var threads = SourceTier.Configuration.defaultResampleThreads
+    var threads = RenderSettings.defaultResampleThreads
 
     @Option(help: "Write the thumbnails as raw BGRA (tightly packed) into this directory, for `reference.py psnr`.")
     var dump: String?

@@ -146,7 +146,7 @@ struct KeyReader {
     /// A thread count, or `cores` for the number of cores.
     mutating func threads(_ name: String) throws(ConfigurationError) -> Int {
         let text = try scalar(name)
-        if text?.lowercased() == "cores" { return SourceTier.coreCount }
+        if text?.lowercased() == "cores" { return Processors.online }
         guard let text, let value = Int(text), (1...1024).contains(value) else {
             throw error(name, reason: "must be a thread count within 1...1024, or cores")
         }

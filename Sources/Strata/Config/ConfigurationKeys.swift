@@ -118,6 +118,10 @@ extension StrataConfiguration {
         .init("revalidateAfter", "off", "Hits older than this are served and revalidated in the background; `off`: never."),
         .init("negativeTTL", "10s", "How long a key the source does not have is answered `not found` without asking again."),
         .init(
+            "negativeCapacity", "16384",
+            "The most missing keys remembered at once; past it the oldest is forgotten first (bounded memory under a flood of missing keys)."
+        ),
+        .init(
             "renderAhead", "off",
             "Zooming viewers: a hit further from its box than this share of the tolerance is served and the box rendered in the background; `off`: never."
         ),

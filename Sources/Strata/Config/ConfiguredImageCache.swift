@@ -1,14 +1,17 @@
 import CoreMetrics
 import Logging
 
-/// An ``ImageCache`` built from a ``StrataConfiguration``, with what lives beside it: the
-/// memory-pressure monitor, and the source to shut down. Keep it for as long as the engine
-/// serves; call ``shutdown()`` before the process exits.
+/// An ``ImageCache`` built from a ``StrataConfiguration``, with what lives beside it: the one
+/// pool that the engine, the image tables and a directory source share (`lanes.urgent` and
+/// `lanes.prefetch` wide), the memory-pressure monitor, and the source to shut down. Keep it for
+/// as long as the engine serves; call ``shutdown()`` before the process exits.
 public final class ConfiguredImageCache: Sendable {
     public let cache: ImageCache
     public let configuration: StrataConfiguration
     let monitor: MemoryPressureMonitor?
     let shutdownSource: @Sendable () async -> Void
+    /// The shared pool (stopped when this object goes away).
+    let pool: BlockingPoolOwner<Void>
 
     /// Opens the tiers the configuration names (memory always; disk, tables and the source when
     /// set) and starts the engine. Throws a ``ConfigurationError`` naming the key whose value
@@ -20,6 +23,15 @@ public final class ConfiguredImageCache: Sendable {
         metricsFactory: (any MetricsFactory)? = nil
     ) throws(ConfigurationError) {
         self.configuration = configuration
+        let shared: BlockingPool<Void>
+        do {
+            shared = try BlockingPool(
+                width: configuration.urgentWidth, prefetchWidth: configuration.prefetchWidth, name: "strata-engine", makeContext: {})
+        } catch {
+            throw ConfigurationError(
+                key: "lanes.urgent", value: "\(configuration.urgentWidth)", reason: "cannot start the threads: \(error)")
+        }
+        pool = BlockingPoolOwner(shared)
         let memory = ImageMemoryTier(configuration: configuration.memory)
         var disk: DiskTier?
         if let path = configuration.diskPath {
@@ -34,7 +46,8 @@ public final class ConfiguredImageCache: Sendable {
         var tables: ImageTableCache?
         if let path = configuration.tablesPath {
             do {
-                tables = try ImageTableCache(directory: path, formats: configuration.tableFormats, logger: logger)
+                tables = try ImageTableCache(
+                    directory: path, formats: configuration.tableFormats, drawingPool: shared, logger: logger)
             } catch {
                 throw ConfigurationError(key: "tables.path", value: path, reason: "cannot open the image tables: \(error)")
             }
@@ -46,7 +59,7 @@ public final class ConfiguredImageCache: Sendable {
             shutdownSource = {}
         case .directory(let root):
             do {
-                source = try DirectorySource(root: root)
+                source = try DirectorySource(root: root, pool: shared)
             } catch {
                 throw ConfigurationError(key: "source.directory", value: root, reason: "cannot open the directory: \(error)")
             }
@@ -67,12 +80,13 @@ public final class ConfiguredImageCache: Sendable {
         options.prefetchWidth = configuration.prefetchWidth
         options.revalidateAfter = configuration.revalidateAfter
         options.negativeTTL = configuration.negativeTTL
+        options.negativeCapacity = configuration.negativeCapacity
         options.renderAhead = configuration.renderAhead
         options.logger = logger
         options.metricsFactory = metricsFactory
         cache = try ImageCache(
-            memory: memory, disk: disk, tables: tables, source: source, sourceConfiguration: configuration.sourceTier,
-            options: options)
+            memory: memory, disk: disk, tables: tables, source: source, render: configuration.render,
+            options: options, pool: shared)
         monitor = configuration.memoryPressure.map { MemoryPressureMonitor(target: memory, policy: $0) }
     }
 

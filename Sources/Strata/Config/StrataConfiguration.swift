@@ -35,10 +35,14 @@ public struct StrataConfiguration: Sendable {
     public var tableFormats: [ImageTableFormat]
     public var urgentWidth: Int
     public var prefetchWidth: Int
-    public var sourceTier: SourceTier.Configuration
+    /// How originals are rendered (`source.maxPixels`, `source.decodeHeadroom`,
+    /// `source.resampleThreads`).
+    public var render: RenderSettings
     public var source: SourceSetting
     public var revalidateAfter: Duration?
     public var negativeTTL: Duration
+    /// ``ImageCache/Options/negativeCapacity``.
+    public var negativeCapacity: Int
     /// ``ImageCache/Options/renderAhead``; `nil` when `off`.
     public var renderAhead: Double?
     /// `strata serve`'s settings (`http.*`).
@@ -95,8 +99,8 @@ public struct StrataConfiguration: Sendable {
 
         urgentWidth = try reader.threads("lanes.urgent")
         prefetchWidth = try reader.threads("lanes.prefetch")
-        sourceTier = SourceTier.Configuration(
-            maxPixels: try reader.integer("source.maxPixels", min: 1), width: urgentWidth,
+        render = RenderSettings(
+            maxPixels: try reader.integer("source.maxPixels", min: 1),
             decodeHeadroom: try reader.number("source.decodeHeadroom", in: 1...64),
             resampleThreads: try reader.threads("source.resampleThreads"))
         let directory = try reader.path("source.directory")
@@ -110,6 +114,7 @@ public struct StrataConfiguration: Sendable {
         }
         revalidateAfter = try reader.optionalDuration("revalidateAfter")
         negativeTTL = try reader.duration("negativeTTL")
+        negativeCapacity = try reader.integer("negativeCapacity", min: 1)
         renderAhead = try reader.optionalNumber("renderAhead", in: 0...1)
         http = try HTTPServiceSettings.read(from: &reader)
         iiif = try IIIFSettings.read(from: &reader)

@@ -27,7 +27,7 @@ public final class ImageCache: Sendable {
         public var defaultTolerance: Double = SizeQuery.defaultTolerance
         /// Urgent blocking work (decode, resample, file reads) that runs at once, each on its own
         /// thread. Default: the number of cores. Changes at run time through ``reconfigure(_:)``.
-        public var width: Int = SourceTier.coreCount
+        public var width: Int = Processors.online
         /// Prefetch work that runs at once (while no urgent work waits). Default 1.
         public var prefetchWidth: Int = 1
         /// Hits older than this are served at once and revalidated with the source in the
@@ -113,7 +113,7 @@ public final class ImageCache: Sendable {
     /// engine's own. Throws when `options` are out of range or the system refuses a thread.
     public init(
         memory: ImageMemoryTier? = ImageMemoryTier(), disk: DiskTier? = nil, tables: ImageTableCache? = nil,
-        source: (any ImageSource)?, sourceConfiguration: SourceTier.Configuration = .init(), options: Options = .init(),
+        source: (any ImageSource)?, render: RenderSettings = .init(), options: Options = .init(),
         pool: BlockingPool<Void>? = nil
     ) throws(ImageCacheConfigurationError) {
         try options.validate()
@@ -144,7 +144,7 @@ public final class ImageCache: Sendable {
             }
             self.ownsPool = true
         }
-        renderers = RendererStore(limit: options.width + options.prefetchWidth) { SourceTier.makeRenderer(sourceConfiguration) }
+        renderers = RendererStore(limit: options.width + options.prefetchWidth) { render.makeRenderer() }
         metrics = EngineMetrics(prefix: options.metricsPrefix, factory: options.metricsFactory)
         // Cross-process invalidation: another process sharing the disk directory deleted a
         // file (its eviction, or its engine dropping a changed original): drop our memory

@@ -19,7 +19,7 @@ public struct RenderRequest: Hashable, Sendable {
 /// Turns encoded bytes into the exact requested image: header check → shrink-on-load decode
 /// (JPEG DCT scaling, WebP scaled decode) → Lanczos-3 resample → style conversion.
 ///
-/// Not thread-safe: one renderer per thread (the source tier keeps one per pool thread). It
+/// Not thread-safe: one renderer per running job (the engine keeps a free list of them). It
 /// reuses its decode buffer between calls, because page-faulting a fresh multi-megabyte buffer
 /// per image costs more than the resample.
 public final class ImageRenderer {
@@ -28,7 +28,7 @@ public final class ImageRenderer {
     /// decodes straight to the smallest DCT scale that still covers the output.
     public var decodeHeadroom: Double
     /// Threads one large resample may use (see ``Resampler/threads``; default as
-    /// ``SourceTier/Configuration/defaultResampleThreads``). Above 1, a progressive JPEG is also
+    /// ``RenderSettings/defaultResampleThreads``). Above 1, a progressive JPEG is also
     /// decoded on two threads (``ImageDecoder/splitsProgressiveJPEG``).
     public var resampleThreads: Int {
         get { resampler.threads }
@@ -50,7 +50,7 @@ public final class ImageRenderer {
 
     public init(
         limits: DecodingLimits = DecodingLimits(), decodeHeadroom: Double = 2.0,
-        resampleThreads: Int = SourceTier.Configuration.defaultResampleThreads
+        resampleThreads: Int = RenderSettings.defaultResampleThreads
     ) {
         self.decoder = ImageDecoder(limits: limits)
         self.decodeHeadroom = decodeHeadroom

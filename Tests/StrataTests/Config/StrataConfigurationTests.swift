@@ -97,10 +97,11 @@ struct StrataConfigurationTests {
         #expect(configuration.memoryPressure == MemoryPressurePolicy())
         #expect(configuration.disk.byteLimit == DiskTier.Configuration().byteLimit)
         #expect(configuration.disk.checksumPolicy == DiskTier.Configuration().checksumPolicy)
-        #expect(configuration.sourceTier == SourceTier.Configuration())
+        #expect(configuration.render == RenderSettings())
         #expect(configuration.negativeTTL == ImageCache.Options().negativeTTL)
+        #expect(configuration.negativeCapacity == ImageCache.Options().negativeCapacity)
         #expect(configuration.revalidateAfter == nil)
-        #expect(configuration.urgentWidth == SourceTier.coreCount)
+        #expect(configuration.urgentWidth == Processors.online)
         #expect(configuration.source == .none)
     }
 
@@ -136,6 +137,7 @@ struct StrataConfigurationTests {
 
         for (arguments, key) in [
             (["--tolerance", "1.5"], "tolerance"), (["--lanes-urgent", "0"], "lanes.urgent"),
+            (["--negative-capacity", "0"], "negativeCapacity"),
             (["--source-resample-threads", "0"], "source.resampleThreads"),
             (["--disk-checksum", "sometimes"], "disk.checksum"),
             (["--memory-pressure-cgroup-target", "0.95"], "memory.pressure.cgroupTarget"),

@@ -55,10 +55,9 @@ import Testing
         #expect(try await fresh.image(for: ImageRequest(key: "2024/beach.jpg", box: PixelSize(width: 256, height: 256))).tier == .disk)
 
         // --- README: The tiers on their own ---
-        let source = try SourceTier(source: try DirectorySource(root: photos))
-        let image = try await source.image(
-            forKey: "2024/beach.jpg", request: RenderRequest(box: PixelSize(width: 512, height: 512))
-        ).image
+        let originals = try DirectorySource(root: photos)
+        let image = try ImageRenderer().render(
+            try await originals.fetch(key: "2024/beach.jpg").bytes, request: RenderRequest(box: PixelSize(width: 512, height: 512)))
         #expect(image.size == PixelSize(width: 512, height: 320))
 
         let memory = ImageMemoryTier(configuration: .init(costLimit: 512 << 20, countLimit: 20_000))
@@ -86,10 +85,9 @@ import Testing
         let entity = ImageTableEntity(
             id: ImageEntityID(hashing: "user/42"), sourceVersion: 1,
             source: ImageTableSource(description: "user/42") { largest in
-                try await source.image(
-                    forKey: "avatars/42.jpg",
-                    request: RenderRequest(box: largest, mode: .fill)
-                ).image
+                try ImageRenderer().render(
+                    try await originals.fetch(key: "avatars/42.jpg").bytes,
+                    request: RenderRequest(box: largest, mode: .fill))
             },
             process: { source, canvas in canvas.image = source })
         let cell = tables.cachedImage(for: entity, formatName: "avatar-100")

@@ -2,9 +2,18 @@ import Foundation
 import Testing
 @testable import Strata
 
-@Suite struct SourceTierTests {
-    static func fixtureSource() throws -> DirectorySource {
-        try DirectorySource(root: Fixtures.directory.path)
+/// The engine's source render (fetch → shrink-on-load decode → Lanczos-3 → style) and the
+/// renderer beneath it. An engine without memory or disk renders every request from the source.
+@Suite struct SourceRenderTests {
+    static func renderingEngine(_ render: RenderSettings = .init(), width: Int = 2) throws -> ImageCache {
+        var options = ImageCache.Options()
+        options.width = width
+        return try ImageCache(
+            memory: nil, source: try DirectorySource(root: Fixtures.directory.path), render: render, options: options)
+    }
+
+    static func request(_ key: String, _ box: PixelSize, _ mode: ContentMode = .fit) -> ImageRequest {
+        ImageRequest(key: CacheKey(key), box: box, mode: mode)
     }
 
     @Test(arguments: [
@@ -16,12 +25,12 @@ import Testing
         ("jpeg/kite-800x500-gray.jpg", .fit, PixelSize(width: 4000, height: 4000), PixelSize(width: 800, height: 500)),
     ])
     func rendersTheExactPlannedSize(file: String, mode: ContentMode, box: PixelSize, expected: PixelSize) async throws {
-        let tier = try SourceTier(source: try Self.fixtureSource(), configuration: .init(width: 1))
-        let rendered = try await tier.image(forKey: file, request: RenderRequest(box: box, mode: mode))
-        #expect(rendered.image.size == expected)
+        let engine = try Self.renderingEngine(width: 1)
+        let rendered = try await engine.image(for: Self.request(file, box, mode))
+        #expect(rendered.tier == .source && rendered.image.size == expected)
         #expect(rendered.image.style == .bgra32Premultiplied)
         #expect(rendered.image.isRowAligned)
-        #expect(!rendered.sourceVersion.isEmpty)
+        #expect(rendered.sourceVersion != .unknown)
     }
 
     @Test(arguments: PixelStyle.allCases)
@@ -70,41 +79,41 @@ import Testing
     }
 
     @Test func pixelLimitIsEnforcedFromTheHeader() async throws {
-        let tier = try SourceTier(source: try Self.fixtureSource(), configuration: .init(maxPixels: 1_000_000, width: 1))
+        let engine = try Self.renderingEngine(RenderSettings(maxPixels: 1_000_000), width: 1)
         await #expect {
-            _ = try await tier.image(forKey: "jpeg/path-2560x1600.jpg", request: RenderRequest(box: PixelSize(width: 64, height: 64)))
+            _ = try await engine.image(for: Self.request("jpeg/path-2560x1600.jpg", PixelSize(width: 64, height: 64)))
         } throws: { error in
-            guard let error = error as? SourceError, case .decoding(let inner) = error.reason,
+            guard let error = error as? ImageCacheError, case .decoding(let key, let inner) = error,
                 case .tooLarge(let pixels, let limit) = inner.reason
             else { return false }
-            return pixels == 2560 * 1600 && limit == 1_000_000 && error.key == "jpeg/path-2560x1600.jpg"
+            return pixels == 2560 * 1600 && limit == 1_000_000 && key == "jpeg/path-2560x1600.jpg"
         }
     }
 
-    @Test func brokenInputFailsAndTheTierKeepsServing() async throws {
-        let tier = try SourceTier(source: try Self.fixtureSource(), configuration: .init(width: 2))
+    @Test func brokenInputFailsAndTheEngineKeepsServing() async throws {
+        let engine = try Self.renderingEngine()
         let broken = try FileManager.default.contentsOfDirectory(atPath: Fixtures.url("broken").path).sorted()
         #expect(broken.count >= 8)
-        let request = RenderRequest(box: PixelSize(width: 128, height: 128))
+        let box = PixelSize(width: 128, height: 128)
         for name in broken {
-            await #expect(throws: SourceError.self, "broken/\(name) must not render") {
-                _ = try await tier.image(forKey: "broken/\(name)", request: request)
+            await #expect(throws: ImageCacheError.self, "broken/\(name) must not render") {
+                _ = try await engine.image(for: Self.request("broken/\(name)", box))
             }
-            let good = try await tier.image(forKey: "jpeg/orientation-1.jpg", request: request)
+            let good = try await engine.image(for: Self.request("jpeg/orientation-1.jpg", box))
             #expect(good.image.width > 0)
         }
     }
 
     @Test func concurrentRendersAgree() async throws {
-        let tier = try SourceTier(source: try Self.fixtureSource(), configuration: .init(width: 2))
-        let request = RenderRequest(box: PixelSize(width: 96, height: 96), mode: .fill)
+        let engine = try Self.renderingEngine()
+        let box = PixelSize(width: 96, height: 96)
         let keys = ["jpeg/fallenleaf-2048x1280-420.jpg", "webp/cups-640x400-alpha.webp", "jpeg/eveningglow-1024x640-progressive.jpg"]
         var expected: [String: PixelImage] = [:]
-        for key in keys { expected[key] = try await tier.image(forKey: key, request: request).image }
+        for key in keys { expected[key] = try await engine.image(for: Self.request(key, box, .fill)).image }
         try await withThrowingTaskGroup(of: (String, PixelImage).self) { group in
             for i in 0..<24 {
                 let key = keys[i % keys.count]
-                group.addTask { (key, try await tier.image(forKey: key, request: request).image) }
+                group.addTask { (key, try await engine.image(for: Self.request(key, box, .fill)).image) }
             }
             for try await (key, image) in group {
                 #expect(image.hasSamePixels(as: expected[key]!), "\(key) rendered differently under concurrency")
