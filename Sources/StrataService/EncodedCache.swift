@@ -1,23 +1,26 @@
+import HTTPTypes
 import NIOCore
 import Strata
 
-/// The encoded bytes of one variant in one format and quality, ready to write, with the
-/// header values that describe them (made once, not per response).
+/// The encoded bytes of one variant (or of a IIIF tile cut from it) in one format and
+/// quality, ready to write, with the fields that describe them (made once, not per response).
 struct EncodedImage: Sendable {
     let body: ByteBuffer
     let format: ResponseFormat
+    /// The strong validator, ``EncodedKey/etag``.
     let etag: String
-    let width: String
-    let height: String
+    /// The fields every 200 with these bytes carries (``EncodedResponder/fields(etag:size:format:)``).
+    let fields: HTTPFields
     /// For `/images/` answers, the warm path's ready-made response head up to its per-response
-    /// fields (``ImageEndpoint/warmHead(etag:width:height:format:length:)``); `nil` otherwise.
+    /// fields (``EncodedResponder/warmHead(_:length:)``); `nil` otherwise.
     var head: ByteBuffer? = nil
 }
 
 /// A variant as the encoded cache knows it: the key, the variant (size, mode, style), the
 /// source version it was rendered from, and the encoding; for an IIIF image, also what was
-/// cut from the variant (`derivation`: the canonical region/size/rotation/quality; empty for
-/// a whole variant).
+/// cut from the variant (`derivation`: the API version and the canonical
+/// region/size/rotation/quality.format, `3/0,0,512,512/256,256/0/default.jpg`; empty for a
+/// whole variant).
 struct EncodedKey: Hashable, Sendable {
     let key: String
     let variant: VariantDescriptor
@@ -25,6 +28,17 @@ struct EncodedKey: Hashable, Sendable {
     let format: ResponseFormat
     let quality: Int
     var derivation: String = ""
+
+    /// The strong validator of these bytes, one format for `/images` and IIIF:
+    /// `"{source version, hex}-{variant}-{format}[-q{quality}][-{derivation}]"`, the quality
+    /// only for JPEG and WebP, the derivation's commas written `;` (clients and
+    /// ``FormatNegotiation`` split `If-None-Match` on commas; canonical forms have no `;`).
+    var etag: String {
+        var tag = "\"\(String(version, radix: 16))-\(variant)-\(format.rawValue)"
+        if quality > 0 { tag += "-q\(quality)" }
+        if !derivation.isEmpty { tag += "-" + String(derivation.map { $0 == "," ? ";" : $0 }) }
+        return tag + "\""
+    }
 }
 
 /// The service's second cache level: encoded JPEG/WebP/PNG bytes of variants the engine

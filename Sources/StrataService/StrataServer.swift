@@ -53,13 +53,15 @@ public final class StrataServer: Service, Sendable {
             )
         }
         let metrics = self.metrics
+        let encodedResponder = EncodedResponder(
+            cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics)
         let images = ImageEndpoint(
             cache: configured.cache, encoded: encoded, settings: settings, signer: settings.signingKey.map(URLSigner.init(key:)),
-            metrics: metrics)
+            responder: encodedResponder)
         let responder = ServiceResponder(
             images: images,
             iiif: IIIFEndpoint(
-                cache: configured.cache, encoded: encoded, settings: iiifSettings, http: settings, originals: IIIFOriginals()),
+                cache: configured.cache, settings: iiifSettings, http: settings, originals: IIIFOriginals(), responder: encodedResponder),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
         let host = settings.host
         let onListening = self.onListening

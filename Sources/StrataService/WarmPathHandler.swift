@@ -10,7 +10,7 @@ import Strata
 /// an HTTP/1.1 keep-alive `GET /images/…` whose variant is in the engine's memory tier and whose
 /// encoding is in the encoded cache is written back at once — no task, no thread hop, no
 /// conversion to HTTP types and no response encoder: the encoding's head was rendered when it
-/// was cached (``ImageEndpoint/warmHead(etag:width:height:format:length:)``), and the answer
+/// was cached (``EncodedResponder/warmHead(_:length:)``), and the answer
 /// is that head, three per-response fields and the shared body, written as bytes below NIO's
 /// response encoder (through ``WarmPathOutput``). Every other request (and any request while
 /// an earlier one on the connection is still being answered by Hummingbird, so that responses
@@ -95,7 +95,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         bytes.writeImmutableBuffer(warm.head)
         if warm.negotiated { bytes.writeStaticString("Vary: Accept\r\n") }
         bytes.writeStaticString("Server-Timing: ")
-        ImageEndpoint.writeTiming(started: started, engine: engineDone, encode: nil, into: &bytes)
+        EncodedResponder.writeTiming(started: started, engine: engineDone, encode: nil, into: &bytes)
         bytes.writeStaticString("\r\nDate: ")
         bytes.writeString(date.now())
         bytes.writeStaticString("\r\n\r\n")

@@ -9,9 +9,11 @@ import Testing
 struct PreparedTargetsTests {
     @Test func rememberedTargetsAreCheckedOnesOnly() async throws {
         let server = try await TestServer.start(["http.maxDimension": "1000"])
+        let responder = EncodedResponder(
+            cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, metrics: ServiceMetrics(node: "test"))
         let plain = ImageEndpoint(
             cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, signer: nil,
-            metrics: ServiceMetrics(node: "test"))
+            responder: responder)
         let memo = PreparedTargets(capacity: 3)
         let a = "/images/jpeg/a.jpg?w=10&format=webp"
         let remembered = try #require(memo.prepared(a, by: plain))
@@ -35,7 +37,7 @@ struct PreparedTargetsTests {
         let signer = URLSigner(key: "secret")
         let signed = ImageEndpoint(
             cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, signer: signer,
-            metrics: ServiceMetrics(node: "test"))
+            responder: responder)
         let signedMemo = PreparedTargets(capacity: 8)
         let good = signer.sign("/images/jpeg/a.jpg?w=10")
         let forged = good.dropLast(2) + (good.hasSuffix("00") ? "11" : "00")
