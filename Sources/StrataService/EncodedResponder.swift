@@ -30,15 +30,17 @@ struct EncodedResponder: Sendable {
     let encoded: EncodedCache
     let settings: HTTPServiceSettings
     let metrics: ServiceMetrics
+    let probes: ServiceProbes
     /// Whether the configured field values (`http.cacheControl`, `http.nodeName`) are legal
     /// field values, which a ready-made head needs.
     private let legalConfiguredValues: Bool
 
-    init(cache: ImageCache, encoded: EncodedCache, settings: HTTPServiceSettings, metrics: ServiceMetrics) {
+    init(cache: ImageCache, encoded: EncodedCache, settings: HTTPServiceSettings, metrics: ServiceMetrics, probes: ServiceProbes) {
         self.cache = cache
         self.encoded = encoded
         self.settings = settings
         self.metrics = metrics
+        self.probes = probes
         legalConfiguredValues = HTTPField.isValidValue(settings.cacheControl) && HTTPField.isValidValue(settings.nodeName)
     }
 
@@ -52,6 +54,20 @@ struct EncodedResponder: Sendable {
         throw ServiceError(
             .serviceUnavailable, "overloaded", "the service is busy (\(settings.maxQueue) renders waiting): retry later",
             retryAfter: max(1, Int(settings.retryAfter.components.seconds)))
+    }
+
+    /// Whether any pixel of `image` is translucent: the scan runs on the engine's urgent lane,
+    /// never on the caller's thread (an event loop or the cooperative pool).
+    func hasTransparency(_ image: PixelImage) async throws(ServiceError) -> Bool {
+        let probe = probes.transparencyScanned
+        do {
+            return try await cache.runOnEngineThreads { () -> Bool in
+                probe?()
+                return FormatNegotiation.hasTransparency(image)
+            }.get()
+        } catch {
+            throw ServiceError(error)
+        }
     }
 
     /// One encoded answer to make.

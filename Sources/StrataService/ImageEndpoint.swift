@@ -81,7 +81,14 @@ struct ImageEndpoint: Sendable {
         let engineDone = ContinuousClock.now
         let parameters = prepared.parameters
         let choice = choose(parameters, served: served, accept: request.headers[values: .accept])
-        let format = choice.format
+        let format: ResponseFormat
+        if let chosen = choice.format {
+            format = chosen
+        } else {
+            // Negotiated, and no encoding of the variant says whether it has alpha: scan its
+            // pixels on the engine's threads (the answer looks its encoding up afterwards).
+            format = try await responder.hasTransparency(served.image) ? .png : .jpeg
+        }
         let key = encodedKey(parameters, served, format, choice.quality)
         let ifNoneMatch = request.headers[values: .ifNoneMatch]
         var extra = HTTPFields()
@@ -119,7 +126,8 @@ struct ImageEndpoint: Sendable {
     /// The encoding a request gets: its format and quality (from the URL, else negotiated
     /// from `Accept`), and the encoded cache's bytes of it when they are there.
     struct Choice {
-        var format: ResponseFormat
+        /// `nil`: negotiated, and only a scan of the pixels for alpha can tell PNG from JPEG.
+        var format: ResponseFormat?
         var quality: Int
         var negotiated: Bool
         var hit: EncodedImage?
@@ -134,7 +142,9 @@ struct ImageEndpoint: Sendable {
 
     /// Format negotiation and the encoded-cache lookup, shared by the route and the warm path.
     /// Without `format`: WebP when `Accept` allows it; else the JPEG or PNG already cached for
-    /// this variant; else PNG for an image with transparency, JPEG otherwise.
+    /// this variant; else undecided (`format` `nil`): the route scans the pixels for alpha on
+    /// the engine's threads (PNG with alpha, JPEG without), and the warm path passes the
+    /// request on. Never scans pixels itself: it runs on event loops.
     func choose(_ parameters: ImageParameters, served: CachedImage, accept: [String]) -> Choice {
         let negotiated = parameters.format == nil
         var quality = parameters.quality ?? settings.quality
@@ -150,7 +160,7 @@ struct ImageEndpoint: Sendable {
                 cachedEncoding = hit
                 format = hit.format
             } else {
-                format = FormatNegotiation.hasTransparency(served.image) ? .png : .jpeg
+                return Choice(format: nil, quality: quality, negotiated: true, hit: nil)
             }
         }
         if format == .png || format == .raw { quality = 0 }

@@ -10,7 +10,8 @@ struct PreparedTargetsTests {
     @Test func rememberedTargetsAreCheckedOnesOnly() async throws {
         let server = try await TestServer.start(["http.maxDimension": "1000"])
         let responder = EncodedResponder(
-            cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, metrics: ServiceMetrics(node: "test"))
+            cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, metrics: ServiceMetrics(node: "test"),
+            probes: ServiceProbes())
         let plain = ImageEndpoint(
             cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, signer: nil,
             responder: responder)
