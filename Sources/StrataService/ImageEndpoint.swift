@@ -10,14 +10,18 @@ import Strata
 ///
 /// The synchronous core — ``prepare(target:)``, then ``choose(_:served:accept:)`` — is shared by
 /// the Hummingbird route and by ``WarmPathHandler``, which answers warm requests on the
-/// connection's event loop. Cost of a warm request: the engine's memory hit (a hash lookup and
-/// a scan of the key's variants), one encoded-cache lookup, and the write of a shared buffer.
+/// connection's event loop and hands what it parsed to the route when it passes a request on
+/// (``PreparedHandOff``), so a cold request's target is parsed once. Cost of a warm request: the
+/// engine's memory hit (a hash lookup and a scan of the key's variants), one encoded-cache
+/// lookup, and the write of a shared buffer.
 struct ImageEndpoint: Sendable {
     let cache: ImageCache
     let encoded: EncodedCache
     let settings: HTTPServiceSettings
     let signer: URLSigner?
     let responder: EncodedResponder
+
+    var probes: ServiceProbes { responder.probes }
 
     /// A checked image request.
     struct Prepared: Sendable {
@@ -26,10 +30,11 @@ struct ImageEndpoint: Sendable {
     }
 
     /// The answer and the tier label for metrics (`nil` when no image was served).
-    func respond(to request: Request) async -> (Response, tier: String?) {
+    /// `handedOver`: the warm path's parse of this request's target, when it made one.
+    func respond(to request: Request, handedOver: Result<Prepared, ServiceError>?) async -> (Response, tier: String?) {
         let started = ContinuousClock.now
         do {
-            let reply = try await image(for: request, started: started)
+            let reply = try await image(for: request, handedOver: handedOver, started: started)
             return (reply.response, reply.tier)
         } catch {
             return (error.response(), nil)
@@ -38,6 +43,7 @@ struct ImageEndpoint: Sendable {
 
     /// Checks the signature (when signing is on) and parses the target.
     func prepare(target signed: Substring) throws(ServiceError) -> Prepared {
+        probes.targetParsed?(signed)
         var target = signed
         if let signer {
             do {
@@ -69,8 +75,15 @@ struct ImageEndpoint: Sendable {
         return Prepared(parameters: parameters, request: request)
     }
 
-    private func image(for request: Request, started: ContinuousClock.Instant) async throws(ServiceError) -> ImageReply {
-        let prepared = try prepare(target: Substring(request.uri.string))
+    private func image(
+        for request: Request, handedOver: PreparedHandOff.Parse?, started: ContinuousClock.Instant
+    ) async throws(ServiceError) -> ImageReply {
+        let prepared: Prepared
+        if let handedOver {
+            prepared = try handedOver.get()
+        } else {
+            prepared = try prepare(target: Substring(request.uri.string))
+        }
         try responder.admit(unless: cache.cachedImage(for: prepared.request) != nil)
         let served: CachedImage
         do {
