@@ -28,6 +28,27 @@ struct ParseOnceTests {
         try await server.stop()
     }
 
+    /// Pipelined requests on one connection: the first is parsed by the warm path and handed
+    /// over; those behind it, which the warm path leaves alone while Hummingbird answers, by
+    /// the route. Each target once, each answer its own.
+    @Test func pipelinedColdRequestsAreParsedOnceEach() async throws {
+        let parses = Lock([String: Int]())
+        let probes = ServiceProbes(targetParsed: { target in parses.withLock { $0[String(target), default: 0] += 1 } })
+        let server = try await TestServer.start(disk: false, probes: probes)
+        let port = server.port
+        let targets = [
+            "/images/jpeg/kite-800x500-gray.jpg?w=130&format=jpeg", "/images/jpeg/eveningglow-1024x640-progressive.jpg?w=130&format=jpeg",
+            "/images/jpeg/kite-800x500-gray.jpg?w=0",
+        ]
+        let pipelined = targets.map { "GET \($0) HTTP/1.1\r\nHost: t\r\n\r\n" }.joined()
+        let answers = try await offThePool { try WarmPathTests.exchange(port: port, pipelined, responses: 3) }
+        #expect(answers[0].head.hasPrefix("HTTP/1.1 200") && answers[0].head.contains("X-Strata-Width: 130"), "\(answers[0].head)")
+        #expect(answers[1].head.hasPrefix("HTTP/1.1 200") && answers[1].head.contains("X-Strata-Width: 130"), "\(answers[1].head)")
+        #expect(answers[2].head.hasPrefix("HTTP/1.1 400"), "\(answers[2].head)")
+        for target in targets { #expect(parses.withLock { $0[target] } == 1, "\(target)") }
+        try await server.stop()
+    }
+
     /// The hand-off gives a parse only to a request of its target, in order, once; entries
     /// before the one taken (never taken) go, entries after it stay; it holds at most its
     /// capacity.
