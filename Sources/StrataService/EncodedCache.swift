@@ -1,16 +1,17 @@
-import HTTPTypes
 import NIOCore
 import Strata
 
 /// The encoded bytes of one variant (or of a IIIF tile cut from it) in one format and
-/// quality, ready to write, with the fields that describe them (made once, not per response).
+/// quality, ready to write, with what its answers' fields say (``EncodedResponder/fields(etag:size:format:)``).
+/// No built fields: the warm path copies it out of the cache for every answer, so it holds as
+/// few reference-counted members as it can.
 struct EncodedImage: Sendable {
     let body: ByteBuffer
     let format: ResponseFormat
     /// The strong validator, ``EncodedKey/etag``.
     let etag: String
-    /// The fields every 200 with these bytes carries (``EncodedResponder/fields(etag:size:format:)``).
-    let fields: HTTPFields
+    /// The encoded image's size (`X-Strata-Width`/`-Height`).
+    let size: PixelSize
     /// For `/images/` answers, the warm path's ready-made response head up to its per-response
     /// fields (``EncodedResponder/warmHead(_:length:)``); `nil` otherwise.
     var head: ByteBuffer? = nil
@@ -59,8 +60,9 @@ final class EncodedCache: Sendable {
 
     func value(for key: EncodedKey) -> EncodedImage? { cache?.value(forKey: key) }
 
+    /// Keeps `image`; its cost is its body, its head and 128 bytes (the validator and the rest).
     func insert(_ image: EncodedImage, for key: EncodedKey) {
-        _ = cache?.insert(image, forKey: key, cost: image.body.readableBytes + (image.head?.readableBytes ?? 0) + 64)
+        _ = cache?.insert(image, forKey: key, cost: image.body.readableBytes + (image.head?.readableBytes ?? 0) + 128)
     }
 
     var statistics: CacheStatistics? { cache?.statistics }

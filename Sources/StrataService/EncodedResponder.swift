@@ -22,8 +22,8 @@ struct ImageReply: Sendable {
 /// (``fields(etag:size:format:)``) for the ordinary answers and for the warm path's ready-made
 /// head (``warmHead(_:length:)``).
 ///
-/// Cost of an encoded-cache answer: one lookup (none when the caller looked it up) and a copy
-/// of the entry's fields; of a miss: a job on the engine's urgent lane (cut, encode) and an
+/// Cost of an encoded-cache answer: one lookup (none when the caller looked it up) and its
+/// five fields; of a miss: a job on the engine's urgent lane (cut, encode) and an
 /// insertion.
 struct EncodedResponder: Sendable {
     let cache: ImageCache
@@ -95,14 +95,13 @@ struct EncodedResponder: Sendable {
     ) async throws(ServiceError) -> ImageReply {
         let hit = work.hit ?? encoded.value(for: work.key)
         let etag = hit?.etag ?? work.key.etag
+        let fields = fields(etag: etag, size: hit?.size ?? work.size, format: work.key.format)
         if FormatNegotiation.matches(etag: etag, ifNoneMatch: ifNoneMatch) {
-            return notModified(
-                work.extra, fields: hit?.fields ?? fields(etag: etag, size: work.size, format: work.key.format),
-                tier: work.served.tier.rawValue, started: started, engineDone: engineDone)
+            return notModified(work.extra, fields: fields, tier: work.served.tier.rawValue, started: started, engineDone: engineDone)
         }
         var headers = work.extra
         if let hit {
-            headers.append(contentsOf: hit.fields)
+            headers.append(contentsOf: fields)
             headers[Self.tier] = "encoded"
             headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: nil)
             return ImageReply(status: .ok, headers: headers, body: hit.body, tier: "encoded")
@@ -126,10 +125,9 @@ struct EncodedResponder: Sendable {
         case .failure(let error):
             throw ServiceError(.internalServerError, "encode_failed", "\(work.key.key.debugDescription): \(error)")
         }
-        let fields = fields(etag: etag, size: work.size, format: work.key.format)
         encoded.insert(
             EncodedImage(
-                body: body, format: work.key.format, etag: etag, fields: fields,
+                body: body, format: work.key.format, etag: etag, size: work.size,
                 head: work.warm ? warmHead(fields, length: body.readableBytes) : nil),
             for: work.key)
         headers.append(contentsOf: fields)
@@ -158,8 +156,8 @@ struct EncodedResponder: Sendable {
     static let serverTiming = HTTPField.Name("Server-Timing")!
 
     /// The fields of an encoding's 200 that are the same in every answer with it: `ETag`,
-    /// `Cache-Control` (`http.cacheControl`), `X-Strata-Width`/`-Height`, `Content-Type`.
-    /// Made once an encoding and kept with it (``EncodedImage/fields``).
+    /// `Cache-Control` (`http.cacheControl`), `X-Strata-Width`/`-Height`, `Content-Type`; a 304
+    /// sends them but `Content-Type`, and the warm head is rendered from them.
     func fields(etag: String, size: PixelSize, format: ResponseFormat) -> HTTPFields {
         var fields = HTTPFields()
         fields.reserveCapacity(5)

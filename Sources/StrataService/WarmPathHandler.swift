@@ -103,11 +103,15 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             head.uri.utf8.starts(with: ImageParameters.prefix.utf8), endpoint.cache.options.revalidateAfter == nil
         else { return .passOn(nil) }
         let started = ContinuousClock.now
-        let parse = targets.value.prepared(head.uri, by: endpoint)
-        guard case .success(let prepared) = parse, let served = endpoint.cache.cachedImage(for: prepared.request),
+        let prepared: ImageEndpoint.Prepared
+        switch targets.value.prepared(head.uri, by: endpoint) {
+        case .success(let checked): prepared = checked
+        case .failure(let refusal): return .passOn(.failure(refusal))
+        }
+        guard let served = endpoint.cache.cachedImage(for: prepared.request),
             let warm = endpoint.warmEncoding(
                 for: prepared, served: served, accept: head.headers["accept"], ifNoneMatch: head.headers["if-none-match"])
-        else { return .passOn(parse) }
+        else { return .passOn(.success(prepared)) }
         let engineDone = ContinuousClock.now
         var bytes = allocator.buffer(capacity: warm.head.readableBytes + 160)
         bytes.writeImmutableBuffer(warm.head)
