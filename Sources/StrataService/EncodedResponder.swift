@@ -16,7 +16,7 @@ struct ImageReply: Sendable {
 }
 
 /// The one way the service answers with encoded image bytes, for `/images` and IIIF alike:
-/// load shedding before the engine (``admit(_:)``), the strong validator (``EncodedKey/etag``),
+/// load shedding before the engine (``admit(unless:)``), the strong validator (``EncodedKey/etag``),
 /// `If-None-Match` → 304, the encoded cache, the encode (after a IIIF tile's cut) on the
 /// engine's threads and its insertion, and the answer's fields — one builder
 /// (``fields(etag:size:format:)``) for the ordinary answers and for the warm path's ready-made
