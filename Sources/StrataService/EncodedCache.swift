@@ -1,23 +1,27 @@
 import NIOCore
 import Strata
 
-/// The encoded bytes of one variant in one format and quality, ready to write, with the
-/// header values that describe them (made once, not per response).
+/// The encoded bytes of one variant (or of a IIIF tile cut from it) in one format and
+/// quality, ready to write, with what its answers' fields say (``EncodedResponder/fields(etag:size:format:)``).
+/// No built fields: the warm path copies it out of the cache for every answer, so it holds as
+/// few reference-counted members as it can.
 struct EncodedImage: Sendable {
     let body: ByteBuffer
     let format: ResponseFormat
+    /// The strong validator, ``EncodedKey/etag``.
     let etag: String
-    let width: String
-    let height: String
+    /// The encoded image's size (`X-Strata-Width`/`-Height`).
+    let size: PixelSize
     /// For `/images/` answers, the warm path's ready-made response head up to its per-response
-    /// fields (``ImageEndpoint/warmHead(etag:width:height:format:length:)``); `nil` otherwise.
+    /// fields (``EncodedResponder/warmHead(_:length:)``); `nil` otherwise.
     var head: ByteBuffer? = nil
 }
 
 /// A variant as the encoded cache knows it: the key, the variant (size, mode, style), the
 /// source version it was rendered from, and the encoding; for an IIIF image, also what was
-/// cut from the variant (`derivation`: the canonical region/size/rotation/quality; empty for
-/// a whole variant).
+/// cut from the variant (`derivation`: the API version and the canonical
+/// region/size/rotation/quality.format, `3/0,0,512,512/256,256/0/default.jpg`; empty for a
+/// whole variant).
 struct EncodedKey: Hashable, Sendable {
     let key: String
     let variant: VariantDescriptor
@@ -25,6 +29,17 @@ struct EncodedKey: Hashable, Sendable {
     let format: ResponseFormat
     let quality: Int
     var derivation: String = ""
+
+    /// The strong validator of these bytes, one format for `/images` and IIIF:
+    /// `"{source version, hex}-{variant}-{format}[-q{quality}][-{derivation}]"`, the quality
+    /// only for JPEG and WebP, the derivation's commas written `;` (clients and
+    /// ``FormatNegotiation`` split `If-None-Match` on commas; canonical forms have no `;`).
+    var etag: String {
+        var tag = "\"\(String(version, radix: 16))-\(variant)-\(format.rawValue)"
+        if quality > 0 { tag += "-q\(quality)" }
+        if !derivation.isEmpty { tag += "-" + String(derivation.map { $0 == "," ? ";" : $0 }) }
+        return tag + "\""
+    }
 }
 
 /// The service's second cache level: encoded JPEG/WebP/PNG bytes of variants the engine
@@ -45,8 +60,9 @@ final class EncodedCache: Sendable {
 
     func value(for key: EncodedKey) -> EncodedImage? { cache?.value(forKey: key) }
 
+    /// Keeps `image`; its cost is its body, its head and 128 bytes (the validator and the rest).
     func insert(_ image: EncodedImage, for key: EncodedKey) {
-        _ = cache?.insert(image, forKey: key, cost: image.body.readableBytes + (image.head?.readableBytes ?? 0) + 64)
+        _ = cache?.insert(image, forKey: key, cost: image.body.readableBytes + (image.head?.readableBytes ?? 0) + 128)
     }
 
     var statistics: CacheStatistics? { cache?.statistics }

@@ -40,7 +40,9 @@ enum FormatNegotiation {
     }
 
     /// Whether any pixel of `image` is not opaque (only premultiplied BGRA can have alpha).
-    /// Cost: one pass over the alpha bytes, stopping at the first translucent one.
+    /// Cost: one pass over the alpha bytes, stopping at the first translucent one — never on an
+    /// event loop: the service calls it through ``EncodedResponder/hasTransparency(_:)``, on the
+    /// engine's threads.
     static func hasTransparency(_ image: PixelImage) -> Bool {
         guard image.style == .bgra32Premultiplied else { return false }
         return image.withUnsafeBytes { raw in

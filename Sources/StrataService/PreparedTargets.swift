@@ -20,14 +20,19 @@ final class PreparedTargets {
         self.capacity = max(1, capacity)
     }
 
-    /// `target` checked by `endpoint` (from the memo when it was seen before), or `nil` when
+    /// `target` checked by `endpoint` (from the memo when it was seen before), or why
     /// `endpoint` refuses it.
-    func prepared(_ target: String, by endpoint: ImageEndpoint) -> ImageEndpoint.Prepared? {
-        if let known = entries[target] { return known }
-        guard let prepared = try? endpoint.prepare(target: Substring(target)) else { return nil }
+    func prepared(_ target: String, by endpoint: ImageEndpoint) -> PreparedHandOff.Parse {
+        if let known = entries[target] { return .success(known) }
+        let prepared: ImageEndpoint.Prepared
+        do {
+            prepared = try endpoint.prepare(target: Substring(target))
+        } catch {
+            return .failure(error)
+        }
         if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
         entries[target] = prepared
-        return prepared
+        return .success(prepared)
     }
 
     var count: Int { entries.count }

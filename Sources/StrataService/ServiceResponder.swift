@@ -27,7 +27,9 @@ struct ServiceResponder: HTTPResponder {
             response = ServiceError(.methodNotAllowed, "method_not_allowed", "only GET is served").response(headers: [.allow: "GET"])
         } else if path.hasPrefix(ImageParameters.prefix) {
             route = "images"
-            let (answer, tier) = await images.respond(to: request)
+            // What the warm path parsed of this request, when it passed it on.
+            let handedOver = PreparedHandOff.current?.take(for: request.uri.string)
+            let (answer, tier) = await images.respond(to: request, handedOver: handedOver)
             if let tier { metrics.served(by: tier) }
             response = answer
         } else if path.hasPrefix(IIIFRoute.prefix) {

@@ -26,14 +26,24 @@ public final class StrataServer: Service, Sendable {
     let logger: Logger
     let onListening: @Sendable (_ host: String, _ port: Int) async -> Void
     let started = ContinuousClock.now
+    let probes: ServiceProbes
 
     /// Builds the engine from `configuration` (its metrics go to this server's registry).
     /// `onListening` is called once the socket is bound, with the port (useful with
     /// `http.port` 0).
-    public init(
+    public convenience init(
         configuration: StrataConfiguration, logger: Logger = Logger(label: "strata.serve"),
         onListening: @escaping @Sendable (_ host: String, _ port: Int) async -> Void = { _, _ in }
     ) throws(ConfigurationError) {
+        try self.init(configuration: configuration, logger: logger, probes: ServiceProbes(), onListening: onListening)
+    }
+
+    /// The same with test seams.
+    init(
+        configuration: StrataConfiguration, logger: Logger, probes: ServiceProbes,
+        onListening: @escaping @Sendable (_ host: String, _ port: Int) async -> Void
+    ) throws(ConfigurationError) {
+        self.probes = probes
         let metrics = ServiceMetrics(node: configuration.http.nodeName)
         self.metrics = metrics
         self.settings = configuration.http
@@ -53,13 +63,15 @@ public final class StrataServer: Service, Sendable {
             )
         }
         let metrics = self.metrics
+        let encodedResponder = EncodedResponder(
+            cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics, probes: probes)
         let images = ImageEndpoint(
             cache: configured.cache, encoded: encoded, settings: settings, signer: settings.signingKey.map(URLSigner.init(key:)),
-            metrics: metrics)
+            responder: encodedResponder)
         let responder = ServiceResponder(
             images: images,
             iiif: IIIFEndpoint(
-                cache: configured.cache, encoded: encoded, settings: iiifSettings, http: settings, originals: IIIFOriginals()),
+                cache: configured.cache, settings: iiifSettings, http: settings, originals: IIIFOriginals(), responder: encodedResponder),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
         let host = settings.host
         let onListening = self.onListening

@@ -10,11 +10,13 @@ import Strata
 /// an HTTP/1.1 keep-alive `GET /images/…` whose variant is in the engine's memory tier and whose
 /// encoding is in the encoded cache is written back at once — no task, no thread hop, no
 /// conversion to HTTP types and no response encoder: the encoding's head was rendered when it
-/// was cached (``ImageEndpoint/warmHead(etag:width:height:format:length:)``), and the answer
+/// was cached (``EncodedResponder/warmHead(_:length:)``), and the answer
 /// is that head, three per-response fields and the shared body, written as bytes below NIO's
 /// response encoder (through ``WarmPathOutput``). Every other request (and any request while
 /// an earlier one on the connection is still being answered by Hummingbird, so that responses
-/// keep their order) is passed on unchanged, and Hummingbird answers it, errors included.
+/// keep their order) is passed on unchanged, and Hummingbird answers it, errors included; what
+/// was parsed of an image request passed on goes with it (``PreparedHandOff``), so the route
+/// does not parse its target again.
 ///
 /// One per connection, between NIO's HTTP/1 decoder and the conversion to HTTP types
 /// (``WarmHTTP1Channel`` puts it there). Cost of a warm answer: the URL's parse (a dictionary
@@ -30,6 +32,8 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let metrics: ServiceMetrics
     /// Checked targets of this connection's event loop.
     private let targets: NIOLoopBound<PreparedTargets>
+    /// Where the parse of an image request passed on is left for the route.
+    private let handOff: PreparedHandOff
     /// Requests passed on to Hummingbird whose response has not ended yet.
     private var passedOn = 0
     /// The rest of a request answered here (its body parts and end) is dropped.
@@ -39,20 +43,26 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// ``WarmHTTP1Channel`` sets it, and again once the pipeline is torn down.
     var output: ChannelHandlerContext?
 
-    init(endpoint: ImageEndpoint, metrics: ServiceMetrics, targets: NIOLoopBound<PreparedTargets>) {
+    init(endpoint: ImageEndpoint, metrics: ServiceMetrics, targets: NIOLoopBound<PreparedTargets>, handOff: PreparedHandOff) {
         self.endpoint = endpoint
         self.metrics = metrics
         self.targets = targets
+        self.handOff = handOff
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            if passedOn == 0, let output, let answer = warmAnswer(head, allocator: context.channel.allocator) {
-                dropping = true
-                output.write(NIOAny(answer.head), promise: nil)
-                output.writeAndFlush(NIOAny(answer.body), promise: nil)
-                return
+            if passedOn == 0, let output {
+                switch warmAnswer(head, allocator: context.channel.allocator) {
+                case .answer(let answer, let body):
+                    dropping = true
+                    output.write(NIOAny(answer), promise: nil)
+                    output.writeAndFlush(NIOAny(body), promise: nil)
+                    return
+                case .passOn(let parse):
+                    if let parse { handOff.put(parse, for: head.uri) }
+                }
             }
             passedOn += 1
             context.fireChannelRead(data)
@@ -76,26 +86,38 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         output = nil
     }
 
-    /// The answer's head and body when memory and the encoded cache have it; `nil` passes the
-    /// request on.
-    private func warmAnswer(_ head: HTTPRequestHead, allocator: ByteBufferAllocator) -> (head: ByteBuffer, body: ByteBuffer)? {
+    /// What the warm path does with a request.
+    private enum Outcome {
+        /// Answered: the head and the body to write.
+        case answer(ByteBuffer, body: ByteBuffer)
+        /// Passed on, with the parse of its target when one was made.
+        case passOn(PreparedHandOff.Parse?)
+    }
+
+    /// The answer's head and body when memory and the encoded cache have it; else the request
+    /// is passed on.
+    private func warmAnswer(_ head: HTTPRequestHead, allocator: ByteBufferAllocator) -> Outcome {
         // HTTP/1.1 only: the ready-made head says `HTTP/1.1` and no `Connection` field, which an
         // HTTP/1.0 keep-alive client would need to keep the connection.
         guard head.method == .GET, head.version == .http1_1, head.isKeepAlive,
             head.uri.utf8.starts(with: ImageParameters.prefix.utf8), endpoint.cache.options.revalidateAfter == nil
-        else { return nil }
+        else { return .passOn(nil) }
         let started = ContinuousClock.now
-        guard let prepared = targets.value.prepared(head.uri, by: endpoint),
-            let served = endpoint.cache.cachedImage(for: prepared.request),
+        let prepared: ImageEndpoint.Prepared
+        switch targets.value.prepared(head.uri, by: endpoint) {
+        case .success(let checked): prepared = checked
+        case .failure(let refusal): return .passOn(.failure(refusal))
+        }
+        guard let served = endpoint.cache.cachedImage(for: prepared.request),
             let warm = endpoint.warmEncoding(
                 for: prepared, served: served, accept: head.headers["accept"], ifNoneMatch: head.headers["if-none-match"])
-        else { return nil }
+        else { return .passOn(.success(prepared)) }
         let engineDone = ContinuousClock.now
         var bytes = allocator.buffer(capacity: warm.head.readableBytes + 160)
         bytes.writeImmutableBuffer(warm.head)
         if warm.negotiated { bytes.writeStaticString("Vary: Accept\r\n") }
         bytes.writeStaticString("Server-Timing: ")
-        ImageEndpoint.writeTiming(started: started, engine: engineDone, encode: nil, into: &bytes)
+        EncodedResponder.writeTiming(started: started, engine: engineDone, encode: nil, into: &bytes)
         bytes.writeStaticString("\r\nDate: ")
         bytes.writeString(date.now())
         bytes.writeStaticString("\r\n\r\n")
@@ -103,7 +125,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         metrics.served(by: "encoded")
         metrics.warm.increment()
         metrics.record(route: "images", status: 200, nanoseconds: ServiceResponder.nanoseconds(since: started))
-        return (bytes, warm.image.body)
+        return .answer(bytes, body: warm.image.body)
     }
 }
 
@@ -117,9 +139,15 @@ final class WarmPathOutput: ChannelOutboundHandler, RemovableChannelHandler {
 /// Hummingbird's HTTP/1 child channel with the warm path added: after `HTTP1Channel` sets a
 /// connection's pipeline up (encoder, decoder, conversion to HTTP types, connection state,
 /// the async channel), ``WarmPathHandler`` goes between the decoder and the conversion, and
-/// ``WarmPathOutput`` in front of the encoder.
+/// ``WarmPathOutput`` in front of the encoder; the connection's Hummingbird task runs with its
+/// ``PreparedHandOff`` as the task-local ``PreparedHandOff/current``.
 struct WarmHTTP1Channel: ServerChildChannel {
-    typealias Value = HTTP1Channel.Value
+    /// Hummingbird's connection and what the warm path hands over on it.
+    struct Value: ServerChildChannelValue {
+        let http1: HTTP1Channel.Value
+        let handOff: PreparedHandOff
+        var channel: any Channel { http1.channel }
+    }
 
     let http1: HTTP1Channel
     let endpoint: ImageEndpoint
@@ -130,7 +158,9 @@ struct WarmHTTP1Channel: ServerChildChannel {
         let endpoint = self.endpoint
         let metrics = self.metrics
         let targets = self.targets.memo(for: channel.eventLoop)
-        return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
+        return http1.setup(channel: channel, logger: logger).flatMapThrowing { http1 in
+            let handOff = PreparedHandOff()
+            let value = Value(http1: http1, handOff: handOff)
             let pipeline = channel.pipeline.syncOperations
             // Should a Hummingbird release set the pipeline up differently, the connection is
             // served without the warm path (`strata_http_warm_total` stays 0), not refused.
@@ -141,7 +171,7 @@ struct WarmHTTP1Channel: ServerChildChannel {
                 return value
             }
             let output = WarmPathOutput()
-            let warm = WarmPathHandler(endpoint: endpoint, metrics: metrics, targets: targets)
+            let warm = WarmPathHandler(endpoint: endpoint, metrics: metrics, targets: targets, handOff: handOff)
             try pipeline.addHandler(output, position: .before(encoder))
             try pipeline.addHandler(warm, position: .before(codec))
             warm.output = try pipeline.context(handler: output)
@@ -150,7 +180,9 @@ struct WarmHTTP1Channel: ServerChildChannel {
     }
 
     func handle(value: Value, logger: Logger) async {
-        await http1.handle(value: value, logger: logger)
+        await PreparedHandOff.$current.withValue(value.handOff) {
+            await http1.handle(value: value.http1, logger: logger)
+        }
     }
 }
 

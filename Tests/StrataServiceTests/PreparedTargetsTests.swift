@@ -3,46 +3,54 @@ import Testing
 
 @testable import StrataService
 
+extension Result {
+    /// The success, `nil` for a failure.
+    fileprivate var accepted: Success? { try? get() }
+}
+
 /// The warm path's per-loop memo of checked targets keeps only what `prepare` accepts, answers
 /// as `prepare` does, and stays within its capacity.
 @Suite("Prepared targets", .timeLimit(.minutes(2)))
 struct PreparedTargetsTests {
     @Test func rememberedTargetsAreCheckedOnesOnly() async throws {
         let server = try await TestServer.start(["http.maxDimension": "1000"])
+        let responder = EncodedResponder(
+            cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, metrics: ServiceMetrics(node: "test"),
+            probes: ServiceProbes())
         let plain = ImageEndpoint(
             cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, signer: nil,
-            metrics: ServiceMetrics(node: "test"))
+            responder: responder)
         let memo = PreparedTargets(capacity: 3)
         let a = "/images/jpeg/a.jpg?w=10&format=webp"
-        let remembered = try #require(memo.prepared(a, by: plain))
+        let remembered = try #require(memo.prepared(a, by: plain).accepted)
         #expect(remembered.parameters == (try plain.prepare(target: Substring(a))).parameters)
         #expect(remembered.request.key.string == "jpeg/a.jpg" && memo.count == 1)
         // Refused targets are not kept, and stay refused.
         for refused in ["/images/a.jpg?w=5000", "/images/../x.jpg?w=5", "/images/a.jpg?w=5&size=3", "/other?w=5"] {
-            #expect(memo.prepared(refused, by: plain) == nil, "\(refused)")
-            #expect(memo.prepared(refused, by: plain) == nil, "\(refused)")
+            #expect(memo.prepared(refused, by: plain).accepted == nil, "\(refused)")
+            #expect(memo.prepared(refused, by: plain).accepted == nil, "\(refused)")
         }
         #expect(memo.count == 1)
-        #expect(memo.prepared(a, by: plain)?.parameters == remembered.parameters && memo.count == 1)
+        #expect(memo.prepared(a, by: plain).accepted?.parameters == remembered.parameters && memo.count == 1)
         // Full: everything is dropped, then the new target is kept.
         _ = memo.prepared("/images/b.jpg?w=10", by: plain)
         _ = memo.prepared("/images/c.jpg?w=10", by: plain)
         #expect(memo.count == 3)
-        #expect(memo.prepared("/images/d.jpg?w=10", by: plain)?.request.key.string == "d.jpg")
+        #expect(memo.prepared("/images/d.jpg?w=10", by: plain).accepted?.request.key.string == "d.jpg")
         #expect(memo.count == 1)
 
         // With signing: a bad or missing signature is refused every time, a good one is kept.
         let signer = URLSigner(key: "secret")
         let signed = ImageEndpoint(
             cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, signer: signer,
-            metrics: ServiceMetrics(node: "test"))
+            responder: responder)
         let signedMemo = PreparedTargets(capacity: 8)
         let good = signer.sign("/images/jpeg/a.jpg?w=10")
         let forged = good.dropLast(2) + (good.hasSuffix("00") ? "11" : "00")
-        #expect(signedMemo.prepared("/images/jpeg/a.jpg?w=10", by: signed) == nil)
-        #expect(signedMemo.prepared(String(forged), by: signed) == nil)
-        #expect(signedMemo.prepared(good, by: signed)?.request.key.string == "jpeg/a.jpg")
-        #expect(signedMemo.prepared(String(forged), by: signed) == nil)
+        #expect(signedMemo.prepared("/images/jpeg/a.jpg?w=10", by: signed).accepted == nil)
+        #expect(signedMemo.prepared(String(forged), by: signed).accepted == nil)
+        #expect(signedMemo.prepared(good, by: signed).accepted?.request.key.string == "jpeg/a.jpg")
+        #expect(signedMemo.prepared(String(forged), by: signed).accepted == nil)
         #expect(signedMemo.count == 1)
         try await server.stop()
     }

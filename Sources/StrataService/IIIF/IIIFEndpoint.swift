@@ -12,16 +12,19 @@ import Strata
 /// Every answer, errors included, carries `Access-Control-Allow-Origin: *`; images carry the
 /// canonical and profile `Link` headers and `X-Strata-Tier`.
 ///
-/// The encoded tile is kept in the service's ``EncodedCache``, keyed by the variant it was cut
-/// from, its source version and the canonical request, so a warm tile costs a memo lookup, the
-/// engine's memory hit, one encoded lookup and a write; a tile whose level is cached but which
-/// was never asked for costs a resample of the tile's size and an encode.
+/// A tile is answered by the ``EncodedResponder`` that `/images` uses (load shedding, one
+/// validator format, 304, the encoded cache, the encode on the engine's threads): its
+/// ``EncodedKey`` names the variant it was cut from, its source version and the API version
+/// with the canonical request, so a warm tile costs a memo lookup, the engine's memory hit,
+/// one encoded lookup and a write; a tile whose level is cached but which was never asked for
+/// costs a resample of the tile's size and an encode.
 struct IIIFEndpoint: Sendable {
     let cache: ImageCache
-    let encoded: EncodedCache
     let settings: IIIFSettings
     let http: HTTPServiceSettings
     let originals: IIIFOriginals
+    /// The encoded answers' path, shared with `/images`.
+    let responder: EncodedResponder
 
     static let cors: HTTPFields = [.accessControlAllowOrigin: "*"]
     static let link = HTTPField.Name("Link")!
@@ -62,89 +65,55 @@ struct IIIFEndpoint: Sendable {
     }
 
     /// An image request; retried once when the served variant shows the original changed
-    /// since its size was memoized. A strong `ETag` names the source version, the variant the
-    /// tile is cut from and the canonical derivation; a matching `If-None-Match` gets a 304
-    /// before any crop or encode.
+    /// since its size was memoized. Shed like `/images` when the engine's urgent lane is full
+    /// and the tile needs it (the original's size is not known, or memory does not hold the
+    /// level); the validator, 304, encoded cache and encode (the
+    /// cut on the engine's threads first) are the shared ``EncodedResponder``'s, with the tile's
+    /// canonical derivation in its ``EncodedKey``.
     private func render(
         _ request: IIIFImageRequest, base: String, ifNoneMatch: [String]
     ) async throws(ServiceError) -> (Response, tier: String?) {
+        let started = ContinuousClock.now
         var attempt = 0
         while true {
             attempt += 1
             let key = request.identifier.key
+            // Shed before the original's header is read (on the urgent lane), then before the
+            // render unless memory holds the level.
+            try responder.admit(unless: originals.knows(key))
             let original = try await originals.original(for: key, cache: cache)
             let region = try request.region.resolve(in: original.size)
             let output = try request.size.resolve(region: region.size, limits: settings, version: request.version)
-            let box = IIIFRendering.engineBox(original: original.size, region: region, output: output)
+            let engineRequest = ImageRequest(
+                key: CacheKey(key), box: IIIFRendering.engineBox(original: original.size, region: region, output: output), mode: .fit)
+            try responder.admit(unless: cache.cachedImage(for: engineRequest) != nil)
             let served: CachedImage
             do {
-                served = try await cache.image(for: ImageRequest(key: CacheKey(key), box: box, mode: .fit))
+                served = try await cache.image(for: engineRequest)
             } catch {
                 throw ServiceError(error)
             }
             if served.sourceVersion != .unknown, originals.forget(key, unless: served.sourceVersion), attempt < 2 { continue }
-            let variant = served.image
+            let engineDone = ContinuousClock.now
             let quality = request.quality, rotation = request.rotation, format = request.format
-            let encodeQuality = http.quality
             let originalSize = original.size
             let canonical = Self.canonical(request, base: base, region: region, original: originalSize, output: output)
             let tileKey = EncodedKey(
                 key: key, variant: served.variant.descriptor, version: served.sourceVersion.stamp, format: format.responseFormat,
-                quality: format == .png ? 0 : encodeQuality, derivation: canonical.dropFirst(base.count).description)
-            let etag = Self.etag(api: request.version, key: tileKey)
-            // What a 304 and a 200 share.
-            var headers = Self.cors
-            headers[.eTag] = etag
-            headers[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
-            if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
-            if FormatNegotiation.matches(etag: etag, ifNoneMatch: ifNoneMatch) {
-                headers[ImageEndpoint.tier] = served.tier.rawValue
-                return (Response(status: .notModified, headers: headers), served.tier.rawValue)
-            }
-            let body: ByteBuffer
-            let size: (width: String, height: String)
-            var tier = served.tier.rawValue
-            if let hit = encoded.value(for: tileKey) {
-                body = hit.body
-                size = (hit.width, hit.height)
-                tier = "encoded"
-            } else {
-                let result: Result<(bytes: [UInt8], size: PixelSize), ImageEncodingError>
-                do {
-                    result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> (bytes: [UInt8], size: PixelSize) in
-                        let pixels = IIIFRendering.compose(
-                            variant, region: region, original: originalSize, output: output, rotation: rotation, quality: quality)
-                        return (try ImageEncoder.encode(pixels, as: format.imageFormat, quality: encodeQuality), pixels.size)
-                    }
-                } catch {
-                    throw ServiceError(error)
-                }
-                switch result {
-                case .success(let value):
-                    body = ByteBuffer(bytes: value.bytes)
-                    size = (String(value.size.width), String(value.size.height))
-                    encoded.insert(
-                        EncodedImage(body: body, format: format.responseFormat, etag: "", width: size.width, height: size.height),
-                        for: tileKey)
-                case .failure(let error):
-                    throw ServiceError(.internalServerError, "encode_failed", "\(key.debugDescription): \(error)")
-                }
-            }
-            headers[.contentType] = format.contentType
-            headers[ImageEndpoint.tier] = tier
-            headers[ImageEndpoint.width] = size.width
-            headers[ImageEndpoint.height] = size.height
-            return (Response(status: .ok, headers: headers, body: .init(byteBuffer: body)), tier)
+                quality: format == .png ? 0 : http.quality,
+                derivation: String(request.version.rawValue) + canonical.dropFirst(base.count))
+            var extra = Self.cors
+            extra[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
+            let size = rotation.swapsSides ? PixelSize(width: output.height, height: output.width) : output
+            let work = EncodedResponder.Work(
+                served: served, key: tileKey, size: size, hit: nil, extra: extra,
+                derive: { variant in
+                    IIIFRendering.compose(
+                        variant, region: region, original: originalSize, output: output, rotation: rotation, quality: quality)
+                }, warm: false)
+            let reply = try await responder.answer(work, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
+            return (reply.response, reply.tier)
         }
-    }
-
-    /// A tile's strong validator: source version, the variant it is cut from, the API version,
-    /// the canonical region/size/rotation/quality.format (its commas as `;`, which canonical
-    /// forms never contain: clients and ``FormatNegotiation`` split `If-None-Match` on commas)
-    /// and the encoder quality.
-    static func etag(api: IIIFVersion, key: EncodedKey) -> String {
-        let derivation = String(key.derivation.map { $0 == "," ? ";" : $0 })
-        return "\"\(String(key.version, radix: 16))-\(key.variant)-\(api.prefix.filter(\.isNumber))\(derivation)-q\(key.quality)\""
     }
 
     /// The canonical URI of an image request (Image API 3.0 §4.7, 2.1 §4.7): the region as

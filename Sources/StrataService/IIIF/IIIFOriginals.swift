@@ -36,6 +36,9 @@ final class IIIFOriginals: Sendable {
         return original
     }
 
+    /// Whether the memo holds `key`'s original (no header read needed).
+    func knows(_ key: String) -> Bool { entries.withLock { $0[key] != nil } }
+
     /// Drops `key`'s entry unless it was read from `version`; whether it was dropped.
     @discardableResult
     func forget(_ key: String, unless version: SourceVersion) -> Bool {

@@ -69,7 +69,10 @@ final class TestServer: Sendable {
 
     /// Starts a server over `Fixtures/` (disk tier in a scratch directory) with `settings`
     /// (configuration keys and values) on top.
-    static func start(_ settings: [String: String] = [:], disk: Bool = true, sourceDirectory: Bool = true) async throws -> TestServer {
+    /// `probes`: the service's test seams.
+    static func start(
+        _ settings: [String: String] = [:], disk: Bool = true, sourceDirectory: Bool = true, probes: ServiceProbes = ServiceProbes()
+    ) async throws -> TestServer {
         let scratch = makeScratchDirectory("server")
         var overrides: [String: ConfigurationRawValue] = ["http.port": .scalar("0"), "memory.pressure.enabled": .scalar("false")]
         if sourceDirectory { overrides["source.directory"] = .scalar(fixturesDirectory) }
@@ -80,7 +83,7 @@ final class TestServer: Sendable {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         var logger = Logger(label: "strata.test-server")
         logger.logLevel = .error
-        let server = try StrataServer(configuration: configuration, logger: logger) { _, port in
+        let server = try StrataServer(configuration: configuration, logger: logger, probes: probes) { _, port in
             continuation.yield(port)
             continuation.finish()
         }

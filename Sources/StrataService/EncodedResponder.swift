@@ -1,0 +1,231 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Strata
+
+/// An image answer, ready to write, with the tier label for metrics.
+struct ImageReply: Sendable {
+    var status: HTTPResponse.Status
+    var headers: HTTPFields
+    var body: ByteBuffer?
+    var tier: String
+
+    var response: Response {
+        Response(status: status, headers: headers, body: body.map { .init(byteBuffer: $0) } ?? .init())
+    }
+}
+
+/// The one way the service answers with encoded image bytes, for `/images` and IIIF alike:
+/// load shedding before the engine (``admit(unless:)``), the strong validator (``EncodedKey/etag``),
+/// `If-None-Match` → 304, the encoded cache, the encode (after a IIIF tile's cut) on the
+/// engine's threads and its insertion, and the answer's fields — one builder
+/// (``fields(etag:size:format:)``) for the ordinary answers and for the warm path's ready-made
+/// head (``warmHead(_:length:)``).
+///
+/// Cost of an encoded-cache answer: one lookup (none when the caller looked it up) and its
+/// five fields; of a miss: a job on the engine's urgent lane (cut, encode) and an
+/// insertion.
+struct EncodedResponder: Sendable {
+    let cache: ImageCache
+    let encoded: EncodedCache
+    let settings: HTTPServiceSettings
+    let metrics: ServiceMetrics
+    let probes: ServiceProbes
+    /// Whether the configured field values (`http.cacheControl`, `http.nodeName`) are legal
+    /// field values, which a ready-made head needs.
+    private let legalConfiguredValues: Bool
+
+    init(cache: ImageCache, encoded: EncodedCache, settings: HTTPServiceSettings, metrics: ServiceMetrics, probes: ServiceProbes) {
+        self.cache = cache
+        self.encoded = encoded
+        self.settings = settings
+        self.metrics = metrics
+        self.probes = probes
+        legalConfiguredValues = HTTPField.isValidValue(settings.cacheControl) && HTTPField.isValidValue(settings.nodeName)
+    }
+
+    /// Load shedding: work that would queue behind `http.maxQueue` others on the engine's
+    /// urgent lane is refused (503 `overloaded`, `Retry-After`), unless `ready` (asked only
+    /// then) says it needs no work there: memory holds the variant asked for, or a IIIF
+    /// original's size is known.
+    func admit(unless ready: @autoclosure () -> Bool) throws(ServiceError) {
+        guard cache.queueDepths.urgent >= settings.maxQueue, !ready() else { return }
+        metrics.shed.increment()
+        throw ServiceError(
+            .serviceUnavailable, "overloaded", "the service is busy (\(settings.maxQueue) renders waiting): retry later",
+            retryAfter: max(1, Int(settings.retryAfter.components.seconds)))
+    }
+
+    /// Whether any pixel of `image` is translucent: the scan runs on the engine's urgent lane,
+    /// never on the caller's thread (an event loop or the cooperative pool).
+    func hasTransparency(_ image: PixelImage) async throws(ServiceError) -> Bool {
+        let probe = probes.transparencyScanned
+        do {
+            return try await cache.runOnEngineThreads { () -> Bool in
+                probe?()
+                return FormatNegotiation.hasTransparency(image)
+            }.get()
+        } catch {
+            throw ServiceError(error)
+        }
+    }
+
+    /// One encoded answer to make.
+    struct Work: Sendable {
+        /// What the engine served: the pixels and their tier.
+        var served: CachedImage
+        /// The encoding: variant, source version, format, quality, derivation.
+        var key: EncodedKey
+        /// The encoded image's size.
+        var size: PixelSize
+        /// The encoded cache's entry when the caller looked it up already (`nil`: look it up).
+        var hit: EncodedImage?
+        /// The route's own fields (IIIF: CORS and `Link`; a negotiated format: `Vary`).
+        var extra: HTTPFields
+        /// Cut from the variant before the encode (a IIIF tile); `nil` encodes it whole.
+        var derive: (@Sendable (PixelImage) -> PixelImage)?
+        /// Whether the entry gets the warm path's ready-made head (`/images` answers).
+        var warm: Bool
+    }
+
+    /// The answer to `work`: 304 when `If-None-Match` names its validator, else the encoded
+    /// cache's bytes, else a fresh encode (kept in the encoded cache).
+    func answer(
+        _ work: Work, ifNoneMatch: [String], started: ContinuousClock.Instant, engineDone: ContinuousClock.Instant
+    ) async throws(ServiceError) -> ImageReply {
+        let hit = work.hit ?? encoded.value(for: work.key)
+        let etag = hit?.etag ?? work.key.etag
+        let fields = fields(etag: etag, size: hit?.size ?? work.size, format: work.key.format)
+        if FormatNegotiation.matches(etag: etag, ifNoneMatch: ifNoneMatch) {
+            return notModified(work.extra, fields: fields, tier: work.served.tier.rawValue, started: started, engineDone: engineDone)
+        }
+        var headers = work.extra
+        if let hit {
+            headers.append(contentsOf: fields)
+            headers[Self.tier] = "encoded"
+            headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: nil)
+            return ImageReply(status: .ok, headers: headers, body: hit.body, tier: "encoded")
+        }
+        let image = work.served.image
+        let derive = work.derive
+        let format = work.key.format.imageFormat ?? .jpeg
+        let quality = work.key.quality
+        let result: Result<[UInt8], ImageEncodingError>
+        do {
+            result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> [UInt8] in
+                try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality)
+            }
+        } catch {
+            throw ServiceError(error)
+        }
+        let body: ByteBuffer
+        switch result {
+        case .success(let bytes):
+            body = ByteBuffer(bytes: bytes)
+        case .failure(let error):
+            throw ServiceError(.internalServerError, "encode_failed", "\(work.key.key.debugDescription): \(error)")
+        }
+        encoded.insert(
+            EncodedImage(
+                body: body, format: work.key.format, etag: etag, size: work.size,
+                head: work.warm ? warmHead(fields, length: body.readableBytes) : nil),
+            for: work.key)
+        headers.append(contentsOf: fields)
+        headers[Self.tier] = work.served.tier.rawValue
+        headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: .now)
+        return ImageReply(status: .ok, headers: headers, body: body, tier: work.served.tier.rawValue)
+    }
+
+    /// A 304: the route's fields and the 200's (`fields`) but `Content-Type`.
+    func notModified(
+        _ extra: HTTPFields, fields: HTTPFields, tier: String, started: ContinuousClock.Instant, engineDone: ContinuousClock.Instant
+    ) -> ImageReply {
+        var headers = extra
+        headers.append(contentsOf: fields)
+        headers[.contentType] = nil
+        headers[Self.tier] = tier
+        headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: nil)
+        return ImageReply(status: .notModified, headers: headers, body: nil, tier: tier)
+    }
+
+    // MARK: - The head
+
+    static let tier = HTTPField.Name("X-Strata-Tier")!
+    static let width = HTTPField.Name("X-Strata-Width")!
+    static let height = HTTPField.Name("X-Strata-Height")!
+    static let serverTiming = HTTPField.Name("Server-Timing")!
+
+    /// The fields of an encoding's 200 that are the same in every answer with it: `ETag`,
+    /// `Cache-Control` (`http.cacheControl`), `X-Strata-Width`/`-Height`, `Content-Type`; a 304
+    /// sends them but `Content-Type`, and the warm head is rendered from them.
+    func fields(etag: String, size: PixelSize, format: ResponseFormat) -> HTTPFields {
+        var fields = HTTPFields()
+        fields.reserveCapacity(5)
+        fields[.eTag] = etag
+        if !settings.cacheControl.isEmpty { fields[.cacheControl] = settings.cacheControl }
+        fields[Self.width] = String(size.width)
+        fields[Self.height] = String(size.height)
+        fields[.contentType] = format.contentType
+        return fields
+    }
+
+    /// The head of a warm answer up to its per-response fields (`Vary`, `Server-Timing` and
+    /// `Date`, which the warm path appends): the status line, `fields`, and what the ordinary
+    /// path adds to a 200 from the encoded cache (`X-Strata-Tier: encoded`, `Content-Length`,
+    /// `Server`, `X-Strata-Node`), rendered once per encoding. `nil` when a configured value is
+    /// not a legal field value (CR, LF or NUL in `http.cacheControl` or `http.nodeName`): such
+    /// answers go the ordinary way, whose HTTP types make values legal, so no configured text
+    /// can add a field of its own.
+    func warmHead(_ fields: HTTPFields, length: Int) -> ByteBuffer? {
+        guard legalConfiguredValues else { return nil }
+        var head = ByteBuffer()
+        head.writeStaticString("HTTP/1.1 200 OK\r\n")
+        func write(_ name: String, _ value: String) {
+            head.writeString(name)
+            head.writeStaticString(": ")
+            head.writeString(value)
+            head.writeStaticString("\r\n")
+        }
+        for field in fields { write(field.name.rawName, field.value) }
+        write(Self.tier.rawName, "encoded")
+        write(HTTPField.Name.contentLength.rawName, String(length))
+        write(HTTPField.Name.server.rawName, "strata")
+        write(ServiceResponder.nodeField.rawName, settings.nodeName)
+        return head
+    }
+
+    /// `Server-Timing`: the engine's part, the encode's part and the whole, in milliseconds
+    /// with microsecond digits.
+    static func timing(started: ContinuousClock.Instant, engine: ContinuousClock.Instant, encode: ContinuousClock.Instant?) -> String {
+        var text = ByteBuffer()
+        writeTiming(started: started, engine: engine, encode: encode, into: &text)
+        return String(buffer: text)
+    }
+
+    /// Writes the value of ``timing(started:engine:encode:)`` into `buffer` (the warm path's
+    /// way: no string in between).
+    static func writeTiming(
+        started: ContinuousClock.Instant, engine: ContinuousClock.Instant, encode: ContinuousClock.Instant?, into buffer: inout ByteBuffer
+    ) {
+        let now = ContinuousClock.now
+        buffer.writeStaticString("engine;dur=")
+        write(engine - started, into: &buffer)
+        if let encode {
+            buffer.writeStaticString(", encode;dur=")
+            write(encode - engine, into: &buffer)
+        }
+        buffer.writeStaticString(", total;dur=")
+        write(now - started, into: &buffer)
+    }
+
+    /// Writes `duration` as milliseconds with three decimals (`1.234`).
+    static func write(_ duration: Duration, into buffer: inout ByteBuffer) {
+        let micros = max(0, duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
+        buffer.writeString(String(micros / 1000))
+        let fraction = micros % 1000
+        buffer.writeInteger(UInt8(ascii: "."))
+        buffer.writeInteger(UInt8(ascii: "0") + UInt8(fraction / 100))
+        buffer.writeInteger(UInt8(ascii: "0") + UInt8(fraction / 10 % 10))
+        buffer.writeInteger(UInt8(ascii: "0") + UInt8(fraction % 10))
+    }
+}
