@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import Strata
+import StrataConfiguration
 
 /// `GET /images/{key}?…`: checks the signature and the parameters, asks the engine (shedding
 /// load when the urgent lane is full and memory cannot answer), negotiates the format, answers

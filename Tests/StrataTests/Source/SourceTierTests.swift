@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite struct SourceTierTests {
     static func fixtureSource() throws -> DirectorySource {
