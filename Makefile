@@ -25,7 +25,7 @@ test: deps
 
 # Formatting: `.swift-format` at the root; the toolchain ships swift-format.
 lint:
-	swift format lint --strict --recursive Sources Tests Package.swift
+	swift format lint --strict --recursive Sources Tests Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift
 
 format:
-	swift format format --in-place --recursive Sources Tests Package.swift
+	swift format format --in-place --recursive Sources Tests Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift

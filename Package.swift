@@ -5,7 +5,14 @@ let package = Package(
     name: "Strata",
     platforms: [.macOS(.v15)],
     products: [
+        // Tiers, engine, codecs, pixels: swift-log, swift-metrics, swift-crypto and the C
+        // libraries only (no NIO, no HTTP client, no configuration stack).
         .library(name: "Strata", targets: ["Strata"]),
+        // HTTPSource, the HTTP origin (AsyncHTTPClient, NIO).
+        .library(name: "StrataHTTPOrigin", targets: ["StrataHTTPOrigin"]),
+        // StrataConfiguration: settings from a file, the environment and the command line,
+        // reloading, ConfiguredImageCache (swift-configuration, Yams, ServiceLifecycle).
+        .library(name: "StrataConfiguration", targets: ["StrataConfiguration"]),
         .library(name: "StrataService", targets: ["StrataService"]),
         .executable(name: "strata", targets: ["strata"]),
     ],
@@ -13,7 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.0"),
-        // NIOConcurrencyHelpers only: `strata bench locks` measures NIOLock beside our own lock.
+        // StrataHTTPOrigin and the service; `strata bench locks` measures NIOLock beside our own lock.
         .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
         // Configuration: file (YAML/JSON, reloading), environment, command line.
         .package(
@@ -64,19 +71,36 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Configuration", package: "swift-configuration"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        // The HTTP origin (HTTPSource).
+        .target(
+            name: "StrataHTTPOrigin",
+            dependencies: [
+                "Strata",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Settings from layers (file, environment, command line), reloading, ConfiguredImageCache.
+        .target(
+            name: "StrataConfiguration",
+            dependencies: [
+                "Strata", "StrataHTTPOrigin",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // The HTTP service (`strata serve`): routes, encoded cache, signing, metrics.
         .target(
             name: "StrataService",
             dependencies: [
-                "Strata",
+                "Strata", "StrataConfiguration",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -94,25 +118,42 @@ let package = Package(
         .executableTarget(
             name: "strata",
             dependencies: [
-                "Strata", "StrataService", "CStrataLinux",
+                "Strata", "StrataConfiguration", "StrataService", "CStrataLinux",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
+        // Helpers shared by the test targets (fixtures, child processes, the built `strata`,
+        // polling, a capturing log handler); public API of Strata only, so it builds in release.
+        .target(
+            name: "StrataTestSupport", dependencies: ["Strata", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/StrataTestSupport"),
         .testTarget(
             name: "StrataTests",
             dependencies: [
-                "Strata", "CStrataLinux",
+                "Strata", "StrataTestSupport", "CStrataLinux",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: []
         ),
         .testTarget(
+            name: "StrataHTTPOriginTests",
+            dependencies: ["Strata", "StrataHTTPOrigin", "StrataTestSupport"]
+        ),
+        .testTarget(
+            name: "StrataConfigurationTests",
+            dependencies: [
+                "Strata", "StrataHTTPOrigin", "StrataConfiguration", "StrataTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
             name: "StrataServiceTests",
             dependencies: [
-                "Strata", "StrataService",
+                "Strata", "StrataConfiguration", "StrataService",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

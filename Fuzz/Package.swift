@@ -2,7 +2,8 @@
 // libFuzzer harnesses for Strata, in a package of their own so that the main package's build
 // and tests are untouched. Build and run them with `Scripts/fuzz.sh [SECONDS]` (it passes
 // `-sanitize=fuzzer,address`); each harness is an executable whose entry point is
-// `LLVMFuzzerTestOneInput`.
+// `LLVMFuzzerTestOneInput`. They take the `Strata` product only, so their build compiles no
+// NIO, AsyncHTTPClient or configuration stack (SwiftPM still clones those packages to resolve).
 import PackageDescription
 
 // A path dependency's identity is its directory's name, which depends on the checkout.

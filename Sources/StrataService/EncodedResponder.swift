@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import Strata
+import StrataConfiguration
 
 /// An image answer, ready to write, with the tier label for metrics.
 struct ImageReply: Sendable {

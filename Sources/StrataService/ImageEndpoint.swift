@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import Strata
+import StrataConfiguration
 
 /// `GET /images/{key}?…`: checks the signature and the parameters, asks the engine (after the
 /// shared load shedding), negotiates the format, and hands the answer — validator, 304,

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import Strata
+import StrataConfiguration
 
 /// `strata serve`: the engine behind HTTP (Hummingbird 2), as a swift-service-lifecycle
 /// `Service`.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Strata
+import StrataConfiguration
 
 /// `strata config [--config FILE] [--KEY VALUE …]`: every effective value and where it came from.
 struct ConfigCommand: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Strata
+import StrataConfiguration
 
 /// The configuration options every command that builds an engine takes: `--config FILE` (or
 /// `STRATA_CONFIG`), then any configuration key as a flag (`--memory-cost-limit 512MiB`), over

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Strata
+import StrataConfiguration
 
 /// `strata get KEY --size WxH [--mode fit|fill] [--tolerance T] [--source DIR] [--cache DIR] [--out PATH]
 /// [--config FILE] [--KEY VALUE …]`

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Strata
+import StrataConfiguration
 import StrataService
 
 /// `strata serve [--config FILE] [--host H] [--port P] [--KEY VALUE …]`

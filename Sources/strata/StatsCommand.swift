@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Strata
+import StrataConfiguration
 
 /// `strata stats [--cache DIR] [--tables DIR] [--config FILE] [--KEY VALUE …] [--json]`
 struct StatsCommand: AsyncParsableCommand {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Strata
+import StrataConfiguration
 import Synchronization
 
 /// `strata warm DIR --size WxH [--size WxH …] [--mode fit|fill] [--cache DIR] [--in-flight N]

@@ -3,17 +3,19 @@
 /// removed element alive (an array with a moving head index would, until it compacts).
 ///
 /// Used by ``LaneQueue`` for a ``BlockingPool``'s jobs. Grows by doubling when full; never shrinks.
-struct RingBuffer<Element> {
+package struct RingBuffer<Element> {
     private var slots: [Element?] = []
     /// Index in `slots` of the first element.
     private var head = 0
     /// Number of elements.
-    private(set) var count = 0
+    package private(set) var count = 0
 
-    var isEmpty: Bool { count == 0 }
+    package init() {}
+
+    package var isEmpty: Bool { count == 0 }
 
     /// Adds `element` at the back.
-    mutating func append(_ element: Element) {
+    package mutating func append(_ element: Element) {
         if count == slots.count { grow() }
         slots[(head + count) & (slots.count - 1)] = element
         count += 1
@@ -21,7 +23,7 @@ struct RingBuffer<Element> {
 
     /// Removes and returns the front element (its slot no longer refers to it), or `nil`
     /// when empty.
-    mutating func popFirst() -> Element? {
+    package mutating func popFirst() -> Element? {
         guard count > 0 else { return nil }
         let element = slots[head].take()
         head = (head + 1) & (slots.count - 1)
@@ -30,7 +32,7 @@ struct RingBuffer<Element> {
     }
 
     /// The element `offset` places behind the front (`0 ..< count`).
-    subscript(offset: Int) -> Element {
+    package subscript(offset: Int) -> Element {
         get {
             precondition(offset >= 0 && offset < count, "ring buffer offset out of range")
             return slots[(head + offset) & (slots.count - 1)]!

@@ -1,14 +1,18 @@
 /// Why an HTTP origin did not deliver an original (carried by
 /// ``SourceError/Reason/origin(_:)``). Every case says what to check; none carries the
 /// request's headers (they may hold credentials).
+///
+/// It lives here, not in StrataHTTPOrigin, because ``SourceError`` carries it (and the service
+/// maps it to 502/504 without depending on the HTTP client); the limits named below are those of
+/// StrataHTTPOrigin's `HTTPSource.Configuration`.
 public struct HTTPOriginError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Which limit a timeout hit.
     public enum Timeout: String, Sendable, Equatable {
-        /// No connection within ``HTTPSource/Configuration/connectTimeout``.
+        /// No connection within `connectTimeout`.
         case connect
-        /// No byte for ``HTTPSource/Configuration/readTimeout``.
+        /// No byte for `readTimeout`.
         case read
-        /// The whole fetch took longer than ``HTTPSource/Configuration/totalTimeout``.
+        /// The whole fetch took longer than `totalTimeout`.
         case total
     }
 
@@ -20,11 +24,11 @@ public struct HTTPOriginError: Error, Sendable, Equatable, CustomStringConvertib
         case connection(String)
         /// A timeout fired.
         case timeout(Timeout)
-        /// The body is larger than ``HTTPSource/Configuration/maxBodyBytes``: `declared` is the
+        /// The body is larger than `maxBodyBytes`: `declared` is the
         /// `Content-Length` when that was over the limit (nothing was read), `nil` when the
         /// limit was crossed while streaming (the transfer was aborted there).
         case bodyTooLarge(limit: Int, declared: Int?)
-        /// More than ``HTTPSource/Configuration/maxRedirects`` redirects in a row.
+        /// More than `maxRedirects` redirects in a row.
         case tooManyRedirects(limit: Int)
         /// A redirect was not followed: to another host, another scheme, or to an unreadable
         /// `Location`.

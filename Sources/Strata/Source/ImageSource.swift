@@ -55,7 +55,7 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
         /// The source closure failed.
         case failed(String)
         /// An HTTP origin failed: an unexpected status (5xx after one retry), a broken
-        /// connection, a timeout, a body over the size limit, a redirect loop (``HTTPSource``).
+        /// connection, a timeout, a body over the size limit, a redirect loop (`HTTPSource`, in StrataHTTPOrigin).
         case origin(HTTPOriginError)
         /// The requesting task was cancelled before the work finished.
         case cancelled

@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import Strata
+import StrataConfiguration
 
 /// `GET /iiif/{3|2}/…`: the IIIF Image API (3.0 and 2.1, level 2) over the engine.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataConfiguration
 
 /// The `info.json` of an image, for IIIF Image API 3.0 (`ImageService3`, level 2) or 2.1 (the
 /// level-2 profile with its formats, qualities and supported features).

@@ -1,4 +1,5 @@
 import Strata
+import StrataConfiguration
 
 /// The size parameter of an IIIF image request, and the arithmetic that turns it into an
 /// output size for a region.

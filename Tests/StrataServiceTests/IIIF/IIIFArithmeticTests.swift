@@ -1,4 +1,5 @@
 import Strata
+import StrataConfiguration
 import Testing
 
 @testable import StrataService

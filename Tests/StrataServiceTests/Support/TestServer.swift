@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
 import Strata
+import StrataConfiguration
 @testable import StrataService
 import Testing
 

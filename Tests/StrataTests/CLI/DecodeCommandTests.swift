@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// `strata decode` as a user runs it: the built executable, real files, exit status and stderr.
 @Suite struct DecodeCommandTests {

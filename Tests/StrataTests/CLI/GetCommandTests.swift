@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// `strata get` as a user runs it: the built executable, a real source directory and a real disk
 /// tier directory shared by separate processes.

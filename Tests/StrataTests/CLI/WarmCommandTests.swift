@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// `strata warm` and `strata stats` as a user runs them: the built executable over a temporary
 /// copy of a few fixtures and a temporary cache directory.

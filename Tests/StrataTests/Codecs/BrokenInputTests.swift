@@ -1,5 +1,6 @@
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite("Broken inputs")
 struct BrokenInputTests {

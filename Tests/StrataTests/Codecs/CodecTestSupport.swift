@@ -1,5 +1,6 @@
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// Pixel comparisons for codec tests.
 enum PixelDiff {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// A decoder that has just refused a broken file must decode the next good one: the engine
 /// keeps serving after bad input.

@@ -1,5 +1,6 @@
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite("Format detection")
 struct FormatDetectionTests {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite("Image headers and the pixel limit")
 struct HeaderTests {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite("JPEG decoding")
 struct JPEGDecodingTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// ``ImageDecoder/decodeJPEGInRows(_:header:minimumSize:into:stride:rowsPerStep:progress:)`` and
 /// the renderer's overlapped decode and resample built on it.

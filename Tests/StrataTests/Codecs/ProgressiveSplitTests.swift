@@ -2,6 +2,7 @@ import CTurboJPEG
 import Testing
 
 @testable import Strata
+import StrataTestSupport
 
 /// A progressive JPEG decoded on two threads (``ProgressiveJPEGSplit``): the same bytes as the
 /// whole-file decode at every scale and chroma subsampling, and the whole-file decode's result

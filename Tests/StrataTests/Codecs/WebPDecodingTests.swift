@@ -1,5 +1,6 @@
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite("WebP decoding")
 struct WebPDecodingTests {

@@ -3,6 +3,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 /// What the `strata disk-writer` children wrote to their logs during one cycle.
 struct DiskWriterLogs {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// ``DiskDirectoryInventory`` and ``ImageTableInventory`` count what a tier would, and leave
 /// the directory exactly as they found it (unlike opening a tier, which cleans up).

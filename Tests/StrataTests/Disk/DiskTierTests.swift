@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// A fresh directory under the system temp dir, deleted at the end.
 final class ScratchDirectory {

@@ -1,6 +1,7 @@
 import Synchronization
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// The lanes of ``BlockingPool``: which queued job starts next, moving jobs between lanes, and
 /// cancelling and shutting down across lanes.

@@ -4,6 +4,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 @Suite struct BlockingPoolTests {
     /// A worker's context: the thread that made it and the jobs it ran.

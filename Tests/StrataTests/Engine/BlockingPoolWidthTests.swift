@@ -3,6 +3,7 @@ import Glibc
 import Testing
 
 @testable import Strata
+import StrataTestSupport
 
 /// `BlockingPool.setWidths(urgent:prefetch:)`: lane widths that change while the pool runs.
 @Suite struct BlockingPoolWidthTests {

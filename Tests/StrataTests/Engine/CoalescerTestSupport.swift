@@ -1,5 +1,6 @@
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// The coalescer the tests drive, its replies, and helpers that start calls and wait for their
 /// outcomes with a bound; work is held with the engine tests' ``Gate``.

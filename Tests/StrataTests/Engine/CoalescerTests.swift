@@ -1,5 +1,6 @@
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite(.timeLimit(.minutes(3))) struct CoalescerTests {
     // MARK: - Joining

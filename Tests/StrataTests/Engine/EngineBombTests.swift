@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// Originals given as bytes.
 final class BytesSource: ImageSource, Sendable {

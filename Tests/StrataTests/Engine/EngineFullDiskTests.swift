@@ -3,6 +3,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 /// An engine whose disk tier and image tables sit on a full file system keeps serving from the
 /// source: the failed stores are counted and logged, never returned to the caller.

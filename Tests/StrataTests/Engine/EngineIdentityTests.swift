@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Strata
+import StrataTestSupport
 
 /// The engine's identities and rule hold across its tiers and restarts: defects the one-tier
 /// redesign fixed, each shown by a request.

@@ -4,6 +4,7 @@ import Synchronization
 import MetricsTestKit
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite("ImageCache", .timeLimit(.minutes(5)))
 struct ImageCacheTests {

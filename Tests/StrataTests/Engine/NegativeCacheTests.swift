@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Strata
+import StrataTestSupport
 
 @Suite("Negative cache: bounded, O(1), expiring", .timeLimit(.minutes(3)))
 struct NegativeCacheTests {

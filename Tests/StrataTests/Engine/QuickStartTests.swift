@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// The README's quick start, run statement for statement as written (paths swapped for
 /// temporary ones), with checks of what its comments promise, so the README cannot drift from

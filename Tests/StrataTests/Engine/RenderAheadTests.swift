@@ -3,6 +3,7 @@ import MetricsTestKit
 import Synchronization
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite("ImageCache render-ahead", .timeLimit(.minutes(5)))
 struct RenderAheadTests {
@@ -111,18 +112,13 @@ struct RenderAheadTests {
         #expect(try await cache.image(for: request("photo.jpg", 1150)).tier == .memory)
     }
 
-    @Test func theOptionAndItsKeyAreChecked() async throws {
+    /// The option is checked here; its configuration key, `renderAhead`, in
+    /// StrataConfigurationTests.
+    @Test func theOptionIsChecked() throws {
         var options = ImageCache.Options()
         options.renderAhead = 1.5
         #expect(
             throws: ImageCacheConfigurationError(key: "renderAhead", reason: "must be within 0...1 (a share of the tolerance), got 1.5")
         ) { try ImageCache(source: nil, options: options) }
-        let read = try StrataConfiguration(from: try await ConfigurationLayers(environment: ["STRATA_RENDER_AHEAD": "0.4"]))
-        #expect(read.renderAhead == 0.4)
-        #expect(try StrataConfiguration(from: try await ConfigurationLayers(environment: [:])).renderAhead == nil)
-        let error = await #expect(throws: ConfigurationError.self) {
-            try StrataConfiguration(from: try await ConfigurationLayers(environment: ["STRATA_RENDER_AHEAD": "2"]))
-        }
-        #expect(error?.key == "renderAhead")
     }
 }

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import Strata
+import StrataTestSupport
 
 /// What one request costs inside the engine, counted, not estimated: executor switches (each
 /// job on the engine's threads is a switch there and one back; each flight is a task started

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Strata
+import StrataTestSupport
 
 /// One table of match cases, run against the memory tier, the disk tier's index and the image
 /// tables' format choice: the same rule (``VariantMatcher``) must decide all three.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// The quality target: thumbnails of a 2048+ px JPEG photo within 44 dB PSNR of Pillow's
 /// Lanczos resize of the full decode (references in Fixtures/reference, made by

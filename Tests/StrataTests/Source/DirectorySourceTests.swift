@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite struct DirectorySourceTests {
     /// A fresh root with `inside/a.jpg`, plus a secret file next to the root and symlinks that

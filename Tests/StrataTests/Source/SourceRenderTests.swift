@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 /// The engine's source render (fetch → shrink-on-load decode → Lanczos-3 → style) and the
 /// renderer beneath it. An engine without memory or disk renders every request from the source.

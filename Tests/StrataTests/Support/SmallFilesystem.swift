@@ -2,6 +2,7 @@
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 /// A tmpfs of a few MiB mounted for one test (needs root, or CAP_SYS_ADMIN), unmounted at the
 /// end: a real file system that fills up (ENOSPC) and can be made read-only (EROFS).

@@ -2,6 +2,7 @@ import Logging
 import Testing
 import Synchronization
 @testable import Strata
+import StrataTestSupport
 
 /// Counts source loads, and can hold a load until released.
 final class SourceProbe: Sendable {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Synchronization
 @testable import Strata
+import StrataTestSupport
 
 /// Opens once; every waiter (before or after) then goes on.
 final class TestGate: Sendable {

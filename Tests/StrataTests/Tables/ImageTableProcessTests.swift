@@ -3,6 +3,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 /// Every entity/version the test-pattern writers can produce that the table serves must be the
 /// exact pattern. Returns the number of hits checked.

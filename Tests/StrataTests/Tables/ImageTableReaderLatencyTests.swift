@@ -4,6 +4,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 /// Monotonic nanoseconds (`CLOCK_MONOTONIC`).
 func monotonicNanoseconds() -> UInt64 {

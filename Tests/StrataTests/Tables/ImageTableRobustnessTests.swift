@@ -3,6 +3,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 /// Hostile or stale files, and instances that follow another instance's repairs: never a trap,
 /// never another entity's pixels, never a live image overwritten.

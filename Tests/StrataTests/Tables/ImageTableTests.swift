@@ -3,16 +3,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
-
-/// A fresh directory under /tmp, removed when the value goes away.
-final class TempDirectory {
-    let path: String
-    init() {
-        var template = Array("/tmp/strata-tables-XXXXXX".utf8CString)
-        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-    }
-    deinit { _ = system("rm -rf '\(path)'") }
-}
+import StrataTestSupport
 
 func testFormat(
     _ name: String = "t", size: PixelSize = PixelSize(width: 20, height: 12), max: Int = 8,

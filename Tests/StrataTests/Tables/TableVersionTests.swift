@@ -3,6 +3,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 /// Tables written before the checksums became XXH3 (version 1, XXH64 checksums) are recreated:
 /// none of their entries is served.

@@ -1,0 +1,31 @@
+import Foundation
+import Strata
+import Yams
+
+/// The dotted leaf keys of a YAML (or JSON) configuration file, for refusing unknown keys:
+/// swift-configuration's providers answer the keys asked for and never list the rest.
+enum ConfigurationFileKeys {
+    /// `memory: {costLimit: 1}` → `["memory.costLimit"]`. A flat dotted key (`memory.costLimit: 1`)
+    /// counts as the same key. Sequences are leaves.
+    static func leaves(ofFileAt path: String) throws -> [String] {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        guard let node = try Yams.compose(yaml: text) else { return [] }
+        guard case .mapping = node else {
+            throw ConfigurationError(key: "config", value: path, reason: "the file's top level must be a mapping of keys")
+        }
+        var leaves: [String] = []
+        collect(node, prefix: "", into: &leaves)
+        return leaves
+    }
+
+    private static func collect(_ node: Node, prefix: String, into leaves: inout [String]) {
+        guard case .mapping(let mapping) = node else {
+            leaves.append(prefix)
+            return
+        }
+        for (key, value) in mapping {
+            let name = key.string ?? "\(key)"
+            collect(value, prefix: prefix.isEmpty ? name : "\(prefix).\(name)", into: &leaves)
+        }
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import Strata
+
+/// One configuration key: its dotted name, documented default, whether it follows a reload,
+/// and what it means. ``StrataConfiguration/keys`` lists every key Strata reads; the README's
+/// table is made from it (a test compares them), and nothing else is read.
+public struct ConfigurationKey: Sendable, Hashable {
+    /// Dotted name, as written in a file (`memory.costLimit` is `memory: { costLimit: … }`).
+    public let name: String
+    /// The value in force when no source gives one, in the same syntax (`nil`: unset).
+    public let defaultValue: String?
+    /// Whether a change in the configuration file takes effect without a restart.
+    public let reloads: Bool
+    /// A list (YAML sequence; comma-separated in the environment; repeated or space-separated
+    /// on the command line).
+    public let isList: Bool
+    /// Shown as `<redacted>` by `strata config` and in logs.
+    public let isSecret: Bool
+    /// One line for the README.
+    public let meaning: String
+
+    init(
+        _ name: String, _ defaultValue: String?, reloads: Bool = false, list: Bool = false, secret: Bool = false,
+        _ meaning: String
+    ) {
+        self.name = name
+        self.defaultValue = defaultValue
+        self.reloads = reloads
+        self.isList = list
+        self.isSecret = secret
+        self.meaning = meaning
+    }
+
+    /// The key's path components (`["memory", "costLimit"]`).
+    public var components: [String] { name.split(separator: ".").map(String.init) }
+
+    /// The environment variable: `STRATA_` and the key in upper case, words split at dots and
+    /// camel-case boundaries (`memory.costLimit` → `STRATA_MEMORY_COST_LIMIT`), the mapping of
+    /// swift-configuration's `EnvironmentVariablesProvider` behind the `STRATA_` prefix.
+    public var environmentVariable: String {
+        "STRATA_" + components.map { Self.words(of: $0).map { $0.uppercased() }.joined(separator: "_") }.joined(separator: "_")
+    }
+
+    /// The command-line flag: `--memory-cost-limit` (swift-configuration's
+    /// `CommandLineArgumentsProvider` mapping).
+    public var commandLineFlag: String {
+        "--" + components.map { Self.words(of: $0).map { $0.lowercased() }.joined(separator: "-") }.joined(separator: "-")
+    }
+
+    /// `costLimit` → `["cost", "Limit"]`, `baseURL` → `["base", "URL"]`.
+    static func words(of component: String) -> [String] {
+        var words: [String] = []
+        var current = ""
+        var previous: Character?
+        for character in component {
+            if character.isUppercase, let previous, previous.isLowercase || previous.isNumber, !current.isEmpty {
+                words.append(current)
+                current = ""
+            }
+            current.append(character)
+            previous = character
+        }
+        if !current.isEmpty { words.append(current) }
+        return words
+    }
+}
+
+extension StrataConfiguration {
+    /// Every key Strata reads, in README order.
+    public static let keys: [ConfigurationKey] = [
+        .init(
+            "tolerance", "0.2", reloads: true, "Size tolerance of requests that name none (0…1): a variant within it is served as it is."),
+        .init("memory.costLimit", "256MiB", reloads: true, "Most bytes the memory tier's images pin."),
+        .init("memory.countLimit", "10000", reloads: true, "Most images (variants) the memory tier holds."),
+        .init("memory.entryShare", "0.1", reloads: true, "Largest share of `memory.costLimit` one image may cost (0…1)."),
+        .init(
+            "memory.fileMappingShare", "0", reloads: true,
+            "Share of a file-mapped image's bytes charged to the memory tier (0…1; 0 = one page)."),
+        .init("memory.pressure.enabled", "true", "Trim the memory tier on cgroup or PSI memory pressure."),
+        .init("memory.pressure.cgroupHighWatermark", "0.9", "Trim when cgroup usage reaches this share of its limit (`off` to ignore)."),
+        .init("memory.pressure.cgroupTarget", "0.8", "…down to this share of the cgroup limit."),
+        .init("memory.pressure.someAvg10", "20", "Trim when PSI `some avg10` reaches this percentage (`off` to ignore)."),
+        .init("memory.pressure.fullAvg10", "5", "Trim when PSI `full avg10` reaches this percentage (`off` to ignore)."),
+        .init("memory.pressure.trimShare", "0.25", "Share of the memory tier's cost a PSI trim drops (0…1)."),
+        .init("memory.pressure.interval", "1s", "Time between two pressure samples."),
+        .init("disk.path", nil, "Directory of the disk tier (created if needed); unset: no disk tier."),
+        .init("disk.byteLimit", "1GiB", reloads: true, "Most bytes of files in `disk.path` (least recently used are deleted first)."),
+        .init("disk.checksum", "firstHit", "Pixel checksum checks on disk hits: `everyHit`, `firstHit` or `never`."),
+        .init("disk.durable", "true", "`fsync` each file and the directory when publishing (survives power loss)."),
+        .init("tables.path", nil, "Directory of the image tables; unset: no tables."),
+        .init(
+            "tables.formats", "", list: true,
+            "Table formats, each `NAME FAMILY WxH [style=a|x|r|g] [mode=fill|fit] [max=N]` (style a, mode fill, max 1000 by default)."
+        ),
+        .init("lanes.urgent", "cores", reloads: true, "Urgent jobs (decode, resample, file reads) run at once; `cores` = one per core."),
+        .init("lanes.prefetch", "1", reloads: true, "Prefetch jobs run at once (only while no urgent job waits)."),
+        .init("source.maxPixels", "100000000", "Originals with more pixels are refused from their header."),
+        .init("source.decodeHeadroom", "2", "How much larger than the target a shrink-on-load decode stays (≥ 1)."),
+        .init(
+            "source.resampleThreads", "2",
+            "Threads one large resample may use (bands of rows, never more than the cores; `cores` = all); above 1 a progressive JPEG also decodes on two threads while a core is idle. 1 keeps each render on one thread."
+        ),
+        .init("source.directory", nil, "Directory of originals (keys are paths below it); exclusive with `source.http.baseURL`."),
+        .init("source.http.baseURL", nil, "HTTP(S) origin of originals: the key's segments are appended, percent-encoded."),
+        .init("source.http.connectTimeout", "5s", "Connecting to the origin."),
+        .init("source.http.readTimeout", "15s", "Longest wait for the next bytes of a response."),
+        .init("source.http.totalTimeout", "60s", "Longest time one original may take, retries included."),
+        .init("source.http.maxBodySize", "256MiB", "Larger originals are aborted while streaming."),
+        .init("source.http.maxRedirects", "3", "Redirects followed per request."),
+        .init("source.http.allowCrossHostRedirects", "false", "Follow redirects to other hosts."),
+        .init("source.http.maxConcurrentRequests", "16", "Requests in flight to the origin at once."),
+        .init("source.http.retryBackoff", "200ms", "Pause before the one retry of a 5xx, a broken connection or a timeout."),
+        .init(
+            "source.http.rememberedVersions", "100000",
+            "Keys whose last `ETag`/`Last-Modified` is kept for conditional revalidation (`If-None-Match`)."),
+        .init(
+            "source.http.headers", "", list: true, secret: true,
+            "Headers sent with every origin request, each `Name: value` (e.g. an authorization token); redacted in output."),
+        .init("revalidateAfter", "off", "Hits older than this are served and revalidated in the background; `off`: never."),
+        .init("negativeTTL", "10s", "How long a key the source does not have is answered `not found` without asking again."),
+        .init(
+            "negativeCapacity", "16384",
+            "The most missing keys remembered at once; past it the oldest is forgotten first (bounded memory under a flood of missing keys)."
+        ),
+        .init(
+            "renderAhead", "off",
+            "Zooming viewers: a hit further from its box than this share of the tolerance is served and the box rendered in the background; `off`: never."
+        ),
+        .init("http.host", "127.0.0.1", "`strata serve`: address to listen on (`0.0.0.0`: every interface)."),
+        .init("http.port", "8080", "`strata serve`: TCP port (0: any free port)."),
+        .init(
+            "http.signingKey", nil, secret: true,
+            "HMAC-SHA256 key image URLs must be signed with (`strata sign`); unset: any URL is served (a warning at start)."),
+        .init("http.cacheControl", "public, max-age=86400", "`Cache-Control` of image responses (empty: none)."),
+        .init("http.maxDimension", "4096", "Largest `w` or `h` a request may ask for (400 beyond)."),
+        .init(
+            "http.maxQueue", "64",
+            "Most urgent jobs waiting; a request that needs work beyond it gets 503 + `Retry-After` (memory hits are still served)."),
+        .init("http.retryAfter", "1s", "`Retry-After` of a shed request."),
+        .init("http.encodedCacheSize", "64MiB", "Bytes of encoded JPEG/WebP/PNG kept for warm requests (0: off)."),
+        .init("http.quality", "80", "Encoder quality when a request names none (JPEG, lossy WebP; 100: lossless WebP)."),
+        .init(
+            "http.nodeName", nil,
+            "This node's name: the `X-Strata-Node` header of every response and the `node` label of `/stats` and `/metrics` (unset: the host name)."
+        ),
+        .init("iiif.maxWidth", "4096", "IIIF Image API: widest image a request may produce (`maxWidth` in `info.json`; 400 beyond)."),
+        .init("iiif.maxHeight", "4096", "IIIF Image API: tallest image a request may produce (`maxHeight`)."),
+        .init("iiif.maxArea", "16777216", "IIIF Image API: most pixels a request may produce (`maxArea`)."),
+        .init("iiif.tileSize", "512", "IIIF Image API: side of the square tiles `info.json` advertises."),
+    ]
+
+    /// The key named `name`, if Strata reads it.
+    public static func key(named name: String) -> ConfigurationKey? { keys.first { $0.name == name } }
+}
+
+extension StrataConfiguration {
+    /// The README's table of keys (`strata config --table` prints it): key, environment
+    /// variable, default, whether it reloads, meaning.
+    public static var markdownTable: String {
+        var lines = [
+            "| key | environment | default | reloads | meaning |",
+            "|---|---|---|---|---|",
+        ]
+        for key in keys {
+            let shownDefault = key.defaultValue.map { $0.isEmpty ? "(none)" : "`\($0)`" } ?? "(unset)"
+            lines.append(
+                "| `\(key.name)` | `\(key.environmentVariable)` | \(shownDefault) | \(key.reloads ? "yes" : "no") | "
+                    + key.meaning.replacingOccurrences(of: "|", with: "\\|") + " |")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,103 @@
+import CoreMetrics
+import Logging
+import Strata
+import StrataHTTPOrigin
+
+/// An ``ImageCache`` built from a ``StrataConfiguration``, with what lives beside it: the one
+/// pool that the engine, the image tables and a directory source share (`lanes.urgent` and
+/// `lanes.prefetch` wide), the memory-pressure monitor, and the source to shut down. Keep it for
+/// as long as the engine serves; call ``shutdown()`` before the process exits.
+public final class ConfiguredImageCache: Sendable {
+    public let cache: ImageCache
+    public let configuration: StrataConfiguration
+    let monitor: MemoryPressureMonitor?
+    let shutdownSource: @Sendable () async -> Void
+    /// The shared pool (stopped when this object goes away).
+    let pool: BlockingPoolOwner<Void>
+
+    /// Opens the tiers the configuration names (memory always; disk, tables and the source when
+    /// set) and starts the engine. Throws a ``ConfigurationError`` naming the key whose value
+    /// cannot be used (a directory that cannot be opened, threads refused).
+    /// `metricsFactory` receives the engine's metrics (default: the process's bootstrapped
+    /// backend).
+    public init(
+        _ configuration: StrataConfiguration, logger: Logger = Logger(label: "strata.engine"),
+        metricsFactory: (any MetricsFactory)? = nil
+    ) throws(ConfigurationError) {
+        self.configuration = configuration
+        let shared: BlockingPool<Void>
+        do {
+            shared = try BlockingPool(
+                width: configuration.urgentWidth, prefetchWidth: configuration.prefetchWidth, name: "strata-engine", makeContext: {})
+        } catch {
+            throw ConfigurationError(
+                key: "lanes.urgent", value: "\(configuration.urgentWidth)", reason: "cannot start the threads: \(error)")
+        }
+        pool = BlockingPoolOwner(shared)
+        let memory = ImageMemoryTier(configuration: configuration.memory)
+        var disk: DiskTier?
+        if let path = configuration.diskPath {
+            var settings = configuration.disk
+            settings.logger = logger
+            do {
+                disk = try DiskTier(directory: path, configuration: settings)
+            } catch {
+                throw ConfigurationError(key: "disk.path", value: path, reason: "cannot open the disk tier: \(error)")
+            }
+        }
+        var tables: ImageTableCache?
+        if let path = configuration.tablesPath {
+            do {
+                tables = try ImageTableCache(
+                    directory: path, formats: configuration.tableFormats, drawingPool: shared, logger: logger)
+            } catch {
+                throw ConfigurationError(key: "tables.path", value: path, reason: "cannot open the image tables: \(error)")
+            }
+        }
+        let source: (any ImageSource)?
+        switch configuration.source {
+        case .none:
+            source = nil
+            shutdownSource = {}
+        case .directory(let root):
+            do {
+                source = try DirectorySource(root: root, pool: shared)
+            } catch {
+                throw ConfigurationError(key: "source.directory", value: root, reason: "cannot open the directory: \(error)")
+            }
+            shutdownSource = {}
+        case .http(let settings):
+            let origin: HTTPSource
+            do {
+                origin = try HTTPSource(configuration: settings, logger: logger)
+            } catch {
+                throw ConfigurationError(key: error.key, value: error.value, reason: "expected \(error.allowed)")
+            }
+            source = origin
+            shutdownSource = { try? await origin.shutdown() }
+        }
+        var options = ImageCache.Options()
+        options.defaultTolerance = configuration.tolerance
+        options.width = configuration.urgentWidth
+        options.prefetchWidth = configuration.prefetchWidth
+        options.revalidateAfter = configuration.revalidateAfter
+        options.negativeTTL = configuration.negativeTTL
+        options.negativeCapacity = configuration.negativeCapacity
+        options.renderAhead = configuration.renderAhead
+        options.logger = logger
+        options.metricsFactory = metricsFactory
+        cache = try ImageCache(
+            memory: memory, disk: disk, tables: tables, source: source, render: configuration.render,
+            options: options, pool: shared)
+        monitor = configuration.memoryPressure.map { MemoryPressureMonitor(target: memory, policy: $0) }
+    }
+
+    /// Stops the pressure monitor, publishes the disk tier's queued writes, closes it and shuts
+    /// the source's client down.
+    public func shutdown() async {
+        monitor?.stop()
+        cache.disk?.flush()
+        cache.disk?.close()
+        await shutdownSource()
+    }
+}

@@ -1,0 +1,78 @@
+import Strata
+
+/// The settings of `strata serve` (the `http.*` keys): where it listens, how large an image
+/// may be asked for, how it sheds load, how it signs URLs and caches encoded bytes.
+///
+/// A value type read with the rest of ``StrataConfiguration``; the service target
+/// (`StrataService`) consumes it. Cost: nothing at run time.
+public struct HTTPServiceSettings: Sendable, Equatable {
+    /// Address to listen on (`127.0.0.1`: this machine only).
+    public var host = "127.0.0.1"
+    /// TCP port; 0 picks a free one (tests).
+    public var port = 8080
+    /// HMAC-SHA256 key that image URLs must be signed with; `nil`: unsigned URLs are served.
+    public var signingKey: String?
+    /// `Cache-Control` of image responses.
+    public var cacheControl = "public, max-age=86400"
+    /// Largest `w` or `h` a request may name.
+    public var maxDimension = 4096
+    /// Most urgent jobs that may wait; beyond it, a request that needs work gets 503.
+    public var maxQueue = 64
+    /// `Retry-After` of a shed request.
+    public var retryAfter: Duration = .seconds(1)
+    /// Bytes of encoded images (JPEG/WebP/PNG) kept for warm requests.
+    public var encodedCacheCostLimit = 64 << 20
+    /// Encoder quality when the request names none (JPEG, lossy WebP).
+    public var quality = 80
+    /// This node's name (`X-Strata-Node`, the `node` label of `/stats` and `/metrics`): tells
+    /// the nodes of a cluster apart. Letters, digits and `-._:`, at most 64 bytes.
+    public var nodeName = HTTPServiceSettings.hostName()
+
+    public init() {}
+}
+
+extension HTTPServiceSettings {
+    /// Reads every `http.*` key.
+    static func read(from reader: inout KeyReader) throws(ConfigurationError) -> HTTPServiceSettings {
+        var settings = HTTPServiceSettings()
+        settings.host = try reader.string("http.host") ?? settings.host
+        let port = try reader.integer("http.port", min: 0)
+        guard port <= 65_535 else { throw reader.error("http.port", reason: "expected a TCP port, 0…65535") }
+        settings.port = port
+        settings.signingKey = try reader.string("http.signingKey")
+        if let key = settings.signingKey, key.utf8.count < 16 {
+            throw reader.error("http.signingKey", reason: "expected at least 16 bytes (a random secret, e.g. `openssl rand -hex 32`)")
+        }
+        settings.cacheControl = try reader.string("http.cacheControl") ?? ""
+        settings.maxDimension = try reader.integer("http.maxDimension", min: 1)
+        settings.maxQueue = try reader.integer("http.maxQueue", min: 0)
+        settings.retryAfter = try reader.duration("http.retryAfter")
+        settings.encodedCacheCostLimit = try reader.bytes("http.encodedCacheSize")
+        let quality = try reader.integer("http.quality", min: 1)
+        guard quality <= 100 else { throw reader.error("http.quality", reason: "expected 1…100") }
+        settings.quality = quality
+        if let name = try reader.string("http.nodeName") {
+            guard Self.isValidNodeName(name) else {
+                throw reader.error(
+                    "http.nodeName", reason: "expected 1…64 characters, each a letter, a digit or one of `-._:` (e.g. `node-1`)")
+            }
+            settings.nodeName = name
+        }
+        return settings
+    }
+
+    /// Whether `name` can be an HTTP header value and a Prometheus label value as it is.
+    static func isValidNodeName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64
+            && name.utf8.allSatisfy { byte in
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "-._:".utf8.contains(byte)
+            }
+    }
+
+    /// The machine's host name, or `strata` when it has none usable as a node name.
+    static func hostName() -> String {
+        guard let name = HostName.current, isValidNodeName(name) else { return "strata" }
+        return name
+    }
+}

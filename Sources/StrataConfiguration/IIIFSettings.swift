@@ -1,0 +1,31 @@
+import Strata
+
+/// The settings of `strata serve`'s IIIF Image API routes (the `iiif.*` keys): the largest
+/// image a request may produce and the tile size `info.json` advertises.
+///
+/// A value type read with the rest of ``StrataConfiguration``; the service target consumes it.
+/// Cost: nothing at run time.
+public struct IIIFSettings: Sendable, Equatable {
+    /// Widest output image (`maxWidth` in `info.json`).
+    public var maxWidth = 4096
+    /// Tallest output image (`maxHeight`).
+    public var maxHeight = 4096
+    /// Most output pixels (`maxArea`).
+    public var maxArea = 16_777_216
+    /// Side of the square tiles advertised in `info.json`.
+    public var tileSize = 512
+
+    public init() {}
+}
+
+extension IIIFSettings {
+    /// Reads every `iiif.*` key.
+    static func read(from reader: inout KeyReader) throws(ConfigurationError) -> IIIFSettings {
+        var settings = IIIFSettings()
+        settings.maxWidth = try reader.integer("iiif.maxWidth", min: 1)
+        settings.maxHeight = try reader.integer("iiif.maxHeight", min: 1)
+        settings.maxArea = try reader.integer("iiif.maxArea", min: 1)
+        settings.tileSize = try reader.integer("iiif.tileSize", min: 16)
+        return settings
+    }
+}

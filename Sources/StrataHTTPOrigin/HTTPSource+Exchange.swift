@@ -1,0 +1,279 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+import Strata
+import Synchronization
+
+/// One request to the origin and what became of it: the retry, the timeouts, the redirects
+/// and the bounded body.
+extension HTTPSource {
+    /// What the origin answered (after redirects).
+    struct OriginResponse: Sendable {
+        enum Outcome: Sendable {
+            /// A 2xx to a GET, with its whole body.
+            case body([UInt8])
+            /// A 2xx to a HEAD.
+            case headOnly
+            /// A 304 to a conditional request.
+            case notModified
+            /// 405 or 501 to a HEAD: the origin has no cheap version check.
+            case headNotSupported
+        }
+
+        var outcome: Outcome
+        /// The response's `ETag` or `Last-Modified`.
+        var validator: HTTPValidator?
+    }
+
+    /// Why one attempt failed.
+    enum AttemptFailure: Error {
+        case notFound
+        case origin(HTTPOriginError.Kind, url: OriginURL)
+    }
+
+    /// When the last byte arrived (the read timeout counts from here), lock-free.
+    final class Progress: Sendable {
+        private let start = ContinuousClock.now
+        private let nanoseconds = Atomic<Int64>(0)
+
+        func touch() {
+            let elapsed = (ContinuousClock.now - start).components
+            nanoseconds.store(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000, ordering: .relaxed)
+        }
+
+        var last: ContinuousClock.Instant { start + .nanoseconds(nanoseconds.load(ordering: .relaxed)) }
+    }
+
+    /// Sends `method` for `url` (following redirects), retrying once after the backoff when the
+    /// failure may be transient and time is left; maps every failure to a ``SourceError``.
+    func perform(
+        key: String, url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?
+    ) async throws(SourceError) -> OriginResponse {
+        let deadline = ContinuousClock.now + configuration.totalTimeout
+        var attempt = 1
+        while true {
+            if isShutDownNow { throw SourceError(key: key, reason: .failed("the HTTP source is shut down")) }
+            let failure: AttemptFailure
+            do {
+                return try await limiter.withPermit {
+                    try await self.attempt(url: url, method: method, conditional: conditional, deadline: deadline)
+                }
+            } catch let error as AttemptFailure {
+                failure = error
+            } catch {
+                // Cancellation (the permit's wait, or the exchange's); anything else is a
+                // client failure outside a request.
+                if Task.isCancelled { throw SourceError(key: key, reason: .cancelled) }
+                failure = .origin(Self.failureKind(of: error), url: url)
+            }
+            if Task.isCancelled { throw SourceError(key: key, reason: .cancelled) }
+            switch failure {
+            case .notFound:
+                validators.remember(nil, forKey: key)
+                throw SourceError(key: key, reason: .notFound)
+            case .origin(let kind, let failedURL):
+                let error = HTTPOriginError(kind: kind, url: "\(failedURL)", attempts: attempt)
+                let backoff = configuration.retryBackoff
+                guard attempt == 1, error.isRetryable, ContinuousClock.now + backoff < deadline else {
+                    throw SourceError(key: key, reason: .origin(error))
+                }
+                logger.warning(
+                    "origin request failed; retrying once",
+                    metadata: ["key": "\(key)", "error": "\(error)", "backoff": "\(backoff)"])
+                do {
+                    try await Task.sleep(for: backoff)
+                } catch {
+                    throw SourceError(key: key, reason: .cancelled)
+                }
+                attempt += 1
+            }
+        }
+    }
+
+    /// One attempt, raced against a watchdog that enforces the read timeout (no byte for
+    /// that long, the head included) and the total deadline, while the body streams too
+    /// (the client's own deadline stops at the response head).
+    private func attempt(
+        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, deadline: ContinuousClock.Instant
+    ) async throws -> OriginResponse {
+        let progress = Progress()
+        let readTimeout = configuration.readTimeout
+        return try await withThrowingTaskGroup(of: OriginResponse?.self) { group in
+            group.addTask {
+                try await self.exchange(url: url, method: method, conditional: conditional, deadline: deadline, progress: progress)
+            }
+            group.addTask {
+                try await Self.watchdog(progress: progress, readTimeout: readTimeout, deadline: deadline, url: url)
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let result { return result }
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// Throws the timeout that fires first; returns `nil` when cancelled (the exchange ended).
+    private static func watchdog(
+        progress: Progress, readTimeout: Duration, deadline: ContinuousClock.Instant, url: OriginURL
+    ) async throws -> OriginResponse? {
+        while true {
+            let now = ContinuousClock.now
+            if now >= deadline { throw AttemptFailure.origin(.timeout(.total), url: url) }
+            let readDeadline = progress.last + readTimeout
+            if now >= readDeadline { throw AttemptFailure.origin(.timeout(.read), url: url) }
+            do {
+                try await Task.sleep(until: min(deadline, readDeadline), clock: .continuous)
+            } catch {
+                return nil
+            }
+        }
+    }
+
+    /// The request and its redirects (each hop a new request to the resolved `Location`).
+    private func exchange(
+        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, deadline: ContinuousClock.Instant,
+        progress: Progress
+    ) async throws -> OriginResponse {
+        var current = url
+        var redirects = 0
+        while true {
+            let response = try await send(current, method: method, conditional: conditional, deadline: deadline)
+            progress.touch()
+            let status = Int(response.status.code)
+            switch status {
+            case 200...299:
+                let validator = HTTPValidator(
+                    etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
+                if method == .HEAD {
+                    await Self.discard(response.body)
+                    return OriginResponse(outcome: .headOnly, validator: validator)
+                }
+                let limit = configuration.maxBodyBytes
+                let declared = response.headers.first(name: "content-length").flatMap { Int($0) }
+                if let declared, declared > limit {
+                    throw AttemptFailure.origin(.bodyTooLarge(limit: limit, declared: declared), url: current)
+                }
+                let bytes = try await Self.collect(response.body, limit: limit, expected: declared, progress: progress, url: current)
+                return OriginResponse(outcome: .body(bytes), validator: validator)
+            case 304 where conditional != nil:
+                await Self.discard(response.body)
+                return OriginResponse(outcome: .notModified, validator: conditional)
+            case 301, 302, 303, 307, 308:
+                await Self.discard(response.body)
+                guard let location = response.headers.first(name: "location") else {
+                    throw AttemptFailure.origin(.invalidResponse("a \(status) redirect without a Location header"), url: current)
+                }
+                if redirects >= configuration.maxRedirects {
+                    throw AttemptFailure.origin(.tooManyRedirects(limit: configuration.maxRedirects), url: url)
+                }
+                current = try resolveRedirect(location, from: current)
+                redirects += 1
+            case 404, 410:
+                await Self.discard(response.body)
+                throw AttemptFailure.notFound
+            case 405 where method == .HEAD, 501 where method == .HEAD:
+                await Self.discard(response.body)
+                return OriginResponse(outcome: .headNotSupported, validator: nil)
+            default:
+                await Self.discard(response.body)
+                throw AttemptFailure.origin(.status(status), url: current)
+            }
+        }
+    }
+
+    /// The next hop of a redirect from `current`, refusing what leaves the base URL's origin
+    /// (unless allowed) or does not parse.
+    private func resolveRedirect(_ location: String, from current: OriginURL) throws -> OriginURL {
+        let next: OriginURL
+        do {
+            next = try current.resolving(location: location)
+        } catch {
+            throw AttemptFailure.origin(.redirectRefused(location: location, reason: error.reason), url: current)
+        }
+        if !configuration.allowCrossHostRedirects && !next.isSameOrigin(as: base) {
+            throw AttemptFailure.origin(
+                .redirectRefused(
+                    location: location,
+                    reason: "it leads to another origin than \(base.scheme)://\(base.host):\(base.effectivePort) "
+                        + "(source.http.allowCrossHostRedirects is false)"),
+                url: current)
+        }
+        return next
+    }
+
+    /// Sends one request; the static headers only to the base URL's origin.
+    private func send(
+        _ url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, deadline: ContinuousClock.Instant
+    ) async throws -> HTTPClientResponse {
+        var request = HTTPClientRequest(url: url.description)
+        request.method = method
+        if url.isSameOrigin(as: base) {
+            for (name, value) in configuration.headers { request.headers.add(name: name, value: value) }
+        }
+        if let conditional {
+            let header = conditional.conditionalHeader
+            request.headers.replaceOrAdd(name: header.name, value: header.value)
+        }
+        requestsSent.add(1, ordering: .relaxed)
+        let remaining = max(deadline - ContinuousClock.now, .zero)
+        do {
+            return try await client.execute(request, deadline: NIODeadline.now() + remaining.timeAmount)
+        } catch {
+            throw AttemptFailure.origin(Self.failureKind(of: error), url: url)
+        }
+    }
+
+    /// The body, refusing more than `limit` bytes as they arrive (the transfer is aborted when
+    /// the body's iterator is dropped).
+    private static func collect(
+        _ body: HTTPClientResponse.Body, limit: Int, expected: Int?, progress: Progress, url: OriginURL
+    ) async throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        // Trust a Content-Length only so far: a lying origin could make us reserve the limit.
+        bytes.reserveCapacity(min(expected ?? (64 << 10), limit, 16 << 20))
+        do {
+            for try await buffer in body {
+                progress.touch()
+                guard buffer.readableBytes <= limit - bytes.count else {
+                    throw AttemptFailure.origin(.bodyTooLarge(limit: limit, declared: nil), url: url)
+                }
+                bytes.append(contentsOf: buffer.readableBytesView)
+            }
+        } catch let error as AttemptFailure {
+            throw error
+        } catch {
+            throw AttemptFailure.origin(failureKind(of: error), url: url)
+        }
+        return bytes
+    }
+
+    /// Reads and drops a small body (an error page, a redirect's) so that the connection can
+    /// be reused; a larger one is dropped unread (the client closes that connection).
+    private static func discard(_ body: HTTPClientResponse.Body) async {
+        var seen = 0
+        do {
+            for try await buffer in body {
+                seen += buffer.readableBytes
+                if seen > 64 << 10 { return }
+            }
+        } catch {}
+    }
+
+    /// What a client error means for the caller. Never quotes header values.
+    static func failureKind(of error: any Error) -> HTTPOriginError.Kind {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .connectTimeout, .tlsHandshakeTimeout, .getConnectionFromPoolTimeout: return .timeout(.connect)
+            case .readTimeout: return .timeout(.read)
+            case .deadlineExceeded: return .timeout(.total)
+            case .remoteConnectionClosed: return .connection("the origin closed the connection before the response ended")
+            default:
+                let text = String(describing: error)
+                if text.contains("HeaderField") { return .invalidResponse("a header was refused by the HTTP client (values not shown)") }
+                return .connection(text)
+            }
+        }
+        return .connection(String(describing: error))
+    }
+}
