@@ -10,7 +10,7 @@
 #   Scripts/tsan.sh [extra --filter regex]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-suites="${1:-BlockingPool|bandsOnSeveralThreads|LockTests|ReaderBias|MemoryCache|Coalescer|LaneQueue|ImageMemoryTier|OSThread|DiskTierTests|EngineStress|metricsStatsAndHealth|aFullUrgentQueueSheds|theServerRefusesMissing|concurrentWarmAnswersKeepTheirBytes|PreparedTargets|ParseOnceTests|theScanNeverRunsOnAnEventLoop|coldIIIFTilesAreShed|ResamplerFillingTests/failingFill|JPEGRowDecodingTests/renderer|RenderAheadTests|ProgressiveSplitTests}"
+suites="${1:-BlockingPool|bandsOnSeveralThreads|LockTests|ReaderBias|MemoryCache|Coalescer|LaneQueue|ImageMemoryTier|OSThread|DiskTierTests|EngineStress|metricsStatsAndHealth|aFullUrgentQueueSheds|theServerRefusesMissing|concurrentWarmAnswersKeepTheirBytes|PreparedTargets|ParseOnceTests|theScanNeverRunsOnAnEventLoop|coldIIIFTilesAreShed|ResamplerFillingTests/failingFill|JPEGRowDecodingTests/renderer|RenderAheadTests|ProgressiveSplitTests|concurrentRendersAgree|theEngineAnswersRememberedKeys|EngineBlockingWork|RequestPathCounts}"
 ./Scripts/install-deps.sh
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan
 STRATA_STRESS_SECONDS="${STRATA_STRESS_SECONDS:-20}" timeout 1200 \

@@ -5,8 +5,9 @@
 // ORIGINALS defaults to the repository's Fixtures/, KEY to a photograph there (with another
 // directory, its first JPEG, WebP or PNG). The disk tier lives in a temporary directory that is
 // removed at the end. A third request goes to a new engine over the same disk directory, as
-// another process would (a disk hit for the default key). Exits 0 when the first answer came
-// from the source and the second from memory; 1 otherwise.
+// another process would. Exits 0 when the first answer came from the source, the second from
+// memory and the third from disk (an original smaller than the box too: the disk keeps the
+// whole-original flag); 1 otherwise.
 import Foundation
 import Strata
 
@@ -55,8 +56,9 @@ func run(originals: String, key: String, scratch: String) async -> String? {
         let otherDisk = try DiskTier(directory: scratch)
         defer { otherDisk.close() }
         let other = try ImageCache(disk: otherDisk, source: source)
-        _ = try await ask(other, key, "new engine:    ")
-        return first == .source && second == .memory ? nil : "expected source, then memory; got \(first), \(second)"
+        let third = try await ask(other, key, "new engine:    ")
+        return first == .source && second == .memory && third == .disk
+            ? nil : "expected source, then memory, then disk; got \(first), \(second), \(third)"
     } catch {
         return "\(error)"
     }
