@@ -21,7 +21,7 @@ struct BenchCommand: AsyncParsableCommand {
         abstract: "Benchmark Strata's tiers (build with -c release).",
         subcommands: [
             BenchSourceCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
-            BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self, BenchEngineCommand.self,
+            BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self, BenchEngineCommand.self, BenchNegativeCommand.self,
         ]
     )
 }
