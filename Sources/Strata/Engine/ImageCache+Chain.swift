@@ -281,7 +281,7 @@ extension ImageCache {
         guard let source else { throw .noSource(key: request.key.string) }
         let key = request.key, renderRequest = request.renderRequest
         let rendered: (image: PixelImage, originalSize: PixelSize, version: String)
-        if let files = source as? any BlockingImageSource {
+        if let files = blockingSource {
             countFetch()
             rendered = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
                 let data = try fetchBlocking(key, from: files)

@@ -82,6 +82,9 @@ public final class ImageCache: Sendable {
     public let disk: DiskTier?
     public let tables: ImageTableCache?
     public let source: (any ImageSource)?
+    /// `source` when its reads block (a directory): read on the engine's threads, in the
+    /// render's own job.
+    let blockingSource: (any BlockingImageSource)?
     /// The tiers below memory in lookup order: disk, then the tables (when
     /// ``Options/useTablesForMatchingRequests``).
     let lowerTiers: [any CacheTier]
@@ -124,6 +127,7 @@ public final class ImageCache: Sendable {
         self.disk = disk
         self.tables = tables
         self.source = source
+        self.blockingSource = source as? any BlockingImageSource
         var lower: [any CacheTier] = []
         if let disk { lower.append(disk) }
         if let tables, options.useTablesForMatchingRequests { lower.append(tables) }
@@ -304,16 +308,13 @@ public final class ImageCache: Sendable {
     public func runOnEngineThreads<T: Sendable, E: Error>(
         lane: Lane = .urgent, _ body: @escaping @Sendable () throws(E) -> T
     ) async throws(ImageCacheError) -> Result<T, E> {
-        do {
-            return .success(try await pool.run(lane: lane) { () throws(E) -> T in try body() })
-        } catch {
-            switch error {
-            case .failed(let failure): return .failure(failure)
-            case .cancelled: throw .cancelled(key: "")
-            case .shutDown: throw .shutDown
-            }
+        try await onPool(Self.unkeyed, lane: FlightLane(lane)) { () -> Result<T, E> in
+            Result { () throws(E) -> T in try body() }
         }
     }
+
+    /// The key of work that has none (``runOnEngineThreads(lane:_:)``'s errors name no key).
+    static let unkeyed = CacheKey("")
 
     /// Jobs waiting (not yet running) in each lane: what a service compares with its bound to
     /// shed load. Cheap: one lock, two counts.
