@@ -278,21 +278,21 @@ extension ImageCache {
     /// ``BlockingImageSource`` (a directory) is read in the render's own job: one hop to the
     /// engine's threads for the read, the decode and the resample.
     func sourceRender(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage {
-        guard let source else { throw .noSource(key: request.key.string) }
+        guard source != nil else { throw .noSource(key: request.key.string) }
         let key = request.key, renderRequest = request.renderRequest
         let rendered: (image: PixelImage, originalSize: PixelSize, version: String)
         if let files = blockingSource {
             countFetch()
             rendered = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
                 let data = try fetchBlocking(key, from: files)
-                let (image, originalSize) = try render(data.bytes, key: key, request: renderRequest)
+                let (image, originalSize) = try renderOriginal(data.bytes, key: key, request: renderRequest)
                 return (image, originalSize, data.version)
             }
         } else {
-            let data = try await fetchOriginal(key, from: source)
+            let data = try await fetchOriginal(key, lane: lane)
             let bytes = data.bytes
             let (image, originalSize) = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
-                try render(bytes, key: key, request: renderRequest)
+                try renderOriginal(bytes, key: key, request: renderRequest)
             }
             rendered = (image, originalSize, data.version)
         }
@@ -309,7 +309,7 @@ extension ImageCache {
 
     /// Decodes and resamples `bytes` for `request` with one of the engine's renderers (blocking:
     /// call it on the engine's threads), counted and timed.
-    func render(
+    func renderOriginal(
         _ bytes: [UInt8], key: CacheKey, request: RenderRequest
     ) throws(ImageCacheError) -> (image: PixelImage, originalSize: PixelSize) {
         counters.sourceDecodes.add(1, ordering: .relaxed)
@@ -332,12 +332,14 @@ extension ImageCache {
         metrics.sourceFetches.increment()
     }
 
-    /// Fetches `key`'s original (counted and timed) — from a ``BlockingImageSource`` on the
-    /// engine's threads; a missing one is remembered for the negative TTL.
-    func fetchOriginal(_ key: CacheKey, from source: any ImageSource) async throws(ImageCacheError) -> SourceData {
+    /// Fetches `key`'s original from the engine's source (counted and timed) — a
+    /// ``BlockingImageSource`` on the engine's threads, in `lane`; a missing one is remembered
+    /// for the negative TTL.
+    func fetchOriginal(_ key: CacheKey, lane: FlightLane) async throws(ImageCacheError) -> SourceData {
+        guard let source else { throw .noSource(key: key.string) }
         countFetch()
-        if let files = source as? any BlockingImageSource {
-            return try await onPool(key, lane: FlightLane(.urgent)) { [self] () throws(ImageCacheError) in
+        if let files = blockingSource {
+            return try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
                 try fetchBlocking(key, from: files)
             }
         }

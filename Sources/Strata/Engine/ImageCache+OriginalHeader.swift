@@ -9,9 +9,9 @@ extension ImageCache {
     /// an unrecognised or too large image.
     public func originalHeader(for key: CacheKey) async throws(ImageCacheError) -> (header: ImageHeader, version: SourceVersion) {
         if key.string.isEmpty { throw .invalidRequest(key: key.string, reason: "the key is empty") }
-        guard let source else { throw .noSource(key: key.string) }
+        guard source != nil else { throw .noSource(key: key.string) }
         try checkNegative(key)
-        let data = try await fetchOriginal(key, from: source)
+        let data = try await fetchOriginal(key, lane: FlightLane(.urgent))
         let bytes = data.bytes
         let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers] () -> Result<ImageHeader, ImageDecodingError> in
             renderers.withRenderer { renderer in

@@ -6,14 +6,14 @@ extension ImageCache {
     /// Draws `request` through the table cache: one source fetch and one decode, at the family's
     /// largest size, fill every format of the family; the requested format's entry comes back.
     func tableFill(_ request: ImageRequest, format: ImageTableFormat, lane: FlightLane) async throws(ImageCacheError) -> CachedImage {
-        guard let tables, let source else { throw .noSource(key: request.key.string) }
+        guard let tables, source != nil else { throw .noSource(key: request.key.string) }
         let key = request.key.string
-        let data = try await fetchOriginal(request.key, from: source)
+        let data = try await fetchOriginal(request.key, lane: lane)
         let version = SourceVersion(token: data.version)
         let bytes = data.bytes, mode = format.mode
         let entitySource = ImageTableSource(description: key) { [self] largest in
             try await onPool(request.key, lane: lane) { [self] () throws(ImageCacheError) -> PixelImage in
-                try render(bytes, key: request.key, request: RenderRequest(box: largest, mode: mode)).image
+                try renderOriginal(bytes, key: request.key, request: RenderRequest(box: largest, mode: mode)).image
             }
         }
         let entity = ImageTableEntity(

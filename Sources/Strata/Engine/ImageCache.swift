@@ -244,15 +244,21 @@ public final class ImageCache: Sendable {
     }
 
     /// Drops `key` from every tier below memory (each tier's ``CacheTier/remove(_:)``), in one
-    /// job on the engine's threads, urgent lane. Should the pool refuse the job (the engine shut
-    /// down, the task cancelled while it waited), on this thread: a removal is never skipped.
+    /// job (``onPoolOrHere(_:_:)``): a removal is never skipped.
     func removeBelowMemory(_ key: CacheKey) async {
         let tiers: [any CacheTier] = [disk as (any CacheTier)?, tables].compactMap { $0 }
         guard !tiers.isEmpty else { return }
+        await onPoolOrHere(key) { for tier in tiers { tier.remove(key) } }
+    }
+
+    /// Blocking file work that must not be skipped: on the engine's threads, urgent lane — or,
+    /// should the pool refuse the job (the engine shut down, the task cancelled while it
+    /// waited), on this thread.
+    func onPoolOrHere<T: Sendable>(_ key: CacheKey, _ body: @escaping @Sendable () -> T) async -> T {
         do {
-            try await onPool(key, lane: FlightLane(.urgent)) { for tier in tiers { tier.remove(key) } }
+            return try await onPool(key, lane: FlightLane(.urgent), body)
         } catch {
-            for tier in tiers { tier.remove(key) }
+            return body()
         }
     }
 
@@ -261,12 +267,7 @@ public final class ImageCache: Sendable {
         memory?.removeAll()
         negative.withLock { $0.removeAll() }
         if let disk {
-            let emptied: Result<Void, DiskTierError>
-            do {
-                emptied = try await runOnEngineThreads { () throws(DiskTierError) in try disk.removeAll() }
-            } catch {
-                emptied = Result { () throws(DiskTierError) in try disk.removeAll() }
-            }
+            let emptied = await onPoolOrHere(Self.unkeyed) { Result { () throws(DiskTierError) in try disk.removeAll() } }
             if case .failure(let error) = emptied {
                 throw .source(SourceError(key: "", reason: .failed("cannot empty the disk tier: \(error)")))
             }
