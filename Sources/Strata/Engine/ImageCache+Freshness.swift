@@ -13,6 +13,27 @@ extension ImageCache {
         }
     }
 
+    /// The version token of `key`'s original now: a ``BlockingImageSource``'s `versionBlocking`
+    /// on the engine's threads (prefetch lane, like the revalidation), else the source's cheap
+    /// check, else a fetch.
+    func currentVersion(of key: CacheKey, in source: any ImageSource) async throws(ImageCacheError) -> String {
+        if let files = blockingSource {
+            return try await onPool(key, lane: FlightLane(.prefetch)) { () throws(ImageCacheError) -> String in
+                do throws(SourceError) {
+                    return try files.versionBlocking(key: key.string)
+                } catch {
+                    throw ImageCacheError(error)
+                }
+            }
+        }
+        do {
+            if let token = try await source.version(key: key.string) { return token }
+            return try await source.fetch(key: key.string).version
+        } catch {
+            throw ImageCacheError(error)
+        }
+    }
+
     /// Asks the source for `key`'s current version and reconciles the tiers with it.
     func revalidate(_ key: CacheKey, cached: SourceVersion) async throws(ImageCacheError) {
         guard let source else { return }
@@ -20,20 +41,16 @@ extension ImageCache {
         metrics.revalidations.increment()
         let current: SourceVersion
         do {
-            if let token = try await source.version(key: key.string) {
-                current = SourceVersion(token: token)
-            } else {
-                current = SourceVersion(token: try await source.fetch(key: key.string).version)
-            }
+            current = SourceVersion(token: try await currentVersion(of: key, in: source))
         } catch {
-            if case .notFound = error.reason {
+            if case .notFound = error {
                 options.logger.info("original gone; dropping its variants", metadata: ["key": "\(key)"])
                 await remove(key: key)
                 rememberMissing(key)
                 counters.changedOriginals.add(1, ordering: .relaxed)  // counted once the tiers agree
                 return
             }
-            throw ImageCacheError(error)
+            throw error
         }
         if current == cached {
             memory?.refresh(key: key.string, version: current, fetchedAt: .now)
