@@ -85,6 +85,8 @@ public final class ImageCache: Sendable {
     /// `source` when its reads block (a directory): read on the engine's threads, in the
     /// render's own job.
     let blockingSource: (any BlockingImageSource)?
+    /// Every configured tier: memory, disk, tables (statistics, gauges, removal).
+    let tiers: [any CacheTier]
     /// The tiers below memory in lookup order: disk, then the tables (when
     /// ``Options/useTablesForMatchingRequests``).
     let lowerTiers: [any CacheTier]
@@ -128,10 +130,8 @@ public final class ImageCache: Sendable {
         self.tables = tables
         self.source = source
         self.blockingSource = source as? any BlockingImageSource
-        var lower: [any CacheTier] = []
-        if let disk { lower.append(disk) }
-        if let tables, options.useTablesForMatchingRequests { lower.append(tables) }
-        self.lowerTiers = lower
+        self.tiers = [memory as (any CacheTier)?, disk, tables].compactMap { $0 }
+        self.lowerTiers = [disk as (any CacheTier)?, options.useTablesForMatchingRequests ? tables : nil].compactMap { $0 }
         if let pool {
             do {
                 try pool.setWidths(urgent: options.width, prefetch: options.prefetchWidth)
@@ -246,9 +246,9 @@ public final class ImageCache: Sendable {
     /// Drops `key` from every tier below memory (each tier's ``CacheTier/remove(_:)``), in one
     /// job (``onPoolOrHere(_:_:)``): a removal is never skipped.
     func removeBelowMemory(_ key: CacheKey) async {
-        let tiers: [any CacheTier] = [disk as (any CacheTier)?, tables].compactMap { $0 }
-        guard !tiers.isEmpty else { return }
-        await onPoolOrHere(key) { for tier in tiers { tier.remove(key) } }
+        let below = tiers.filter { $0.servingTier != .memory }
+        guard !below.isEmpty else { return }
+        await onPoolOrHere(key) { for tier in below { tier.remove(key) } }
     }
 
     /// Blocking file work that must not be skipped: on the engine's threads, urgent lane — or,
@@ -281,19 +281,11 @@ public final class ImageCache: Sendable {
     /// lane) from the tiers' statistics. Cheap (one statistics read per tier); call it
     /// periodically or before a scrape.
     public func publishGauges() {
-        if let stats = memory?.statistics {
-            metrics.bytes[.memory]?.record(stats.totalCost)
-            metrics.entries[.memory]?.record(stats.count)
-            metrics.evictions[.memory]?.record(Int(stats.evictions))
-        }
-        if let stats = disk?.statistics {
-            metrics.bytes[.disk]?.record(stats.bytes)
-            metrics.entries[.disk]?.record(stats.entries)
-            metrics.evictions[.disk]?.record(stats.evictions)
-        }
-        if let tables {
-            metrics.bytes[.table]?.record(tables.totalDiskUsage)
-            metrics.entries[.table]?.record(tables.formats.reduce(0) { $0 + ((try? tables.table(named: $1.name).count) ?? 0) })
+        for tier in tiers {
+            let stats = tier.tierStatistics
+            metrics.bytes[tier.servingTier]?.record(stats.bytes)
+            metrics.entries[tier.servingTier]?.record(stats.entries)
+            metrics.evictions[tier.servingTier]?.record(stats.evictions)
         }
         let queues = pool.queueDepths
         metrics.queueUrgent.record(queues.urgent)
@@ -323,14 +315,12 @@ public final class ImageCache: Sendable {
 
     /// Per-tier and engine counters.
     public var statistics: ImageCacheStatistics {
-        var tiers: [ServingTier: TierStatistics] = [:]
-        tiers[.memory] = memory?.tierStatistics
-        tiers[.disk] = disk?.tierStatistics
-        tiers[.table] = tables?.tierStatistics
+        var byTier: [ServingTier: TierStatistics] = [:]
+        for tier in tiers { byTier[tier.servingTier] = tier.tierStatistics }
         var engine = counters.snapshot()
         (engine.negativeKeys, engine.negativeDisplaced) = negative.withLock { ($0.count, $0.displaced) }
         return ImageCacheStatistics(
-            engine: engine, tiers: tiers, memory: memory?.statistics, disk: disk?.statistics,
+            engine: engine, tiers: byTier, memory: memory?.statistics, disk: disk?.statistics,
             queues: pool.queueDepths)
     }
 }
