@@ -31,7 +31,7 @@ extension EngineBench {
         let primed = try await engine.image(for: request)
         precondition(primed.tier == .source)
         let query = request.query(defaultTolerance: engine.defaultTolerance)
-        let key = largePhoto
+        let key = request.key
         let n = 200_000
         var best = (facade: Double.infinity, cached: Double.infinity, bare: Double.infinity)
         var sink = 0
@@ -115,7 +115,7 @@ extension EngineBench {
             switch path {
             case "memory": for _ in 0..<count { sink &+= try await engine.image(for: request).image.width }
             case "cached": for _ in 0..<count { sink &+= engine.cachedImage(for: request)!.image.width }
-            default: for _ in 0..<count { sink &+= memory.entry(forKey: largePhoto, matching: query)!.image.width }
+            default: for _ in 0..<count { sink &+= memory.entry(forKey: request.key, matching: query)!.image.width }
             }
             print(String(format: "%@: %.1f ns per hit", path, Double(now() - start) / Double(count)))
         case "disk", "bare-disk", "pool-noop", "pool-disk":

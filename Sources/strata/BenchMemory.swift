@@ -207,11 +207,14 @@ struct KeyArrays: @unchecked Sendable {
     let ints: [[ArraySlice<Int>]]
     let numbers: [[ArraySlice<NSNumber>]]
     let strings: [[ArraySlice<String>]]
+    /// The strings as ``CacheKey``s (made before timing: a caller holds its key's digest).
+    let cacheKeys: [[ArraySlice<CacheKey>]]
 
     init(ints: [[Int]] = [], numbers: [[NSNumber]] = [], strings: [[String]] = []) {
         self.ints = ints.map(Self.rounds)
         self.numbers = numbers.map(Self.rounds)
         self.strings = strings.map(Self.rounds)
+        self.cacheKeys = strings.map { Self.rounds($0.map { CacheKey($0) }) }
     }
 
     static func rounds<T>(_ keys: [T]) -> [ArraySlice<T>] {

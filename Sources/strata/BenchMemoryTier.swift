@@ -8,7 +8,7 @@ func measureTierOps(entries n: Int, threads: Int, ops: Int) -> OpRow {
     let size = PixelSize(width: 4, height: 4)
     let cost = PixelImage(width: 4, height: 4).byteCount
     let tier = ImageMemoryTier(configuration: .init(costLimit: n * cost, countLimit: n, maxEntryShare: 1))
-    for k in 0..<n { tier.insert(PixelImage(width: 4, height: 4), forKey: "k\(k)", mode: .fit) }
+    for k in 0..<n { tier.insert(PixelImage(width: 4, height: 4), forKey: CacheKey("k\(k)"), mode: .fit) }
     func keySets(_ seed: UInt64) -> (hit: [String], miss: [String], insert: [String]) {
         var rng = SplitMix64(seed: seed)
         let hit = (0..<ops).map { _ in "k\(rng.next() % UInt64(n))" }
@@ -24,18 +24,18 @@ func measureTierOps(entries n: Int, threads: Int, ops: Int) -> OpRow {
     let fresh = PixelImage(width: 4, height: 4)
     let hitT = timeRounds(threads, ops) { t, r in
         var found = 0, widths = 0
-        for k in hit.strings[t][r] {
+        for k in hit.cacheKeys[t][r] {
             if let entry = tier.entry(forKey: k, matching: query) { (found, widths) = (found + 1, widths &+ entry.image.width) }
         }
         precondition(found > 0 && widths >= 0)
     }
     let missT = timeRounds(threads, ops) { t, r in
         var found = 0
-        for k in miss.strings[t][r] where tier.entry(forKey: k, matching: query) != nil { found += 1 }
+        for k in miss.cacheKeys[t][r] where tier.entry(forKey: k, matching: query) != nil { found += 1 }
         precondition(found == 0)
     }
     let insT = timeRounds(threads, ops) { t, r in
-        for k in ins.strings[t][r] { tier.insert(fresh, forKey: k, mode: .fit) }
+        for k in ins.cacheKeys[t][r] { tier.insert(fresh, forKey: k, mode: .fit) }
     }
     precondition(tier.statistics.count <= n)
     return OpRow(impl: .tier, entries: n, threads: threads, hitNs: hitT, missNs: missT, insertNs: insT)

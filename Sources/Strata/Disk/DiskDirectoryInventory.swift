@@ -63,7 +63,7 @@ public struct DiskDirectoryInventory: Sendable, Hashable {
         } catch {
             throw .cannotUseDirectory(path: directory, underlying: error)
         }
-        var digests = Set<KeyDigest>()
+        var digests = Set<ImageEntityID>()
         var result = self
         let temporaryPrefix = Array(DiskFileName.temporaryPrefix.utf8)
         let directoryFD = handle.rawValue  // for `fstatat` inside the listing's callback

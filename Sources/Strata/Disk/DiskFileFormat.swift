@@ -5,8 +5,8 @@
 /// Everything the index needs — the match rule's inputs included — is in the name, so the
 /// index is built from directory entries alone. The name is canonical (lower-case hex, no leading zeros), so one variant has exactly
 /// one name; anything else in the directory (temporary files start with `.`) is ignored.
-package struct DiskFileName: Hashable, Sendable {
-    package var digest: KeyDigest
+package struct DiskFileName: Equatable, Sendable {
+    package var digest: ImageEntityID
     package var variant: VariantDescriptor
     /// The file holds the whole original (`fit` only).
     package var isWholeOriginal: Bool
@@ -25,7 +25,7 @@ package struct DiskFileName: Hashable, Sendable {
     /// so the count cannot overflow before the index runs out of memory.
     package static let maximumPixelCount = 1 << 28
 
-    package init(digest: KeyDigest, variant: VariantDescriptor, isWholeOriginal: Bool = false) {
+    package init(digest: ImageEntityID, variant: VariantDescriptor, isWholeOriginal: Bool = false) {
         precondition(!isWholeOriginal || variant.mode == .fit, "only a fit variant can be the whole original")
         self.digest = digest
         self.variant = variant
@@ -138,7 +138,7 @@ package struct DiskFileName: Hashable, Sendable {
         case 103: style = .gray8  // "g"
         default: return nil
         }
-        self.digest = KeyDigest(high: high, low: low)
+        self.digest = ImageEntityID(high: high, low: low)
         self.variant = VariantDescriptor(size: PixelSize(width: w, height: h), mode: mode, style: style)
         self.isWholeOriginal = whole
     }
@@ -388,7 +388,7 @@ package enum StoredKey {
     /// The file-name digest a stored key belongs to: the first 128 bits of the SHA-256 of the
     /// verbatim key, or of the digest form's hex (for a malformed digest form, a digest that
     /// matches no name of it).
-    package static func nameDigest(ofStored stored: UnsafeRawBufferPointer) -> KeyDigest {
+    package static func nameDigest(ofStored stored: UnsafeRawBufferPointer) -> ImageEntityID {
         let prefix = Array(digestPrefix.utf8)
         if stored.count == digestLength, stored.prefix(8).elementsEqual(prefix) {
             var high: UInt64 = 0, low: UInt64 = 0
@@ -397,16 +397,16 @@ package enum StoredKey {
                 switch byte {
                 case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = UInt64(byte - UInt8(ascii: "0"))
                 case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = UInt64(byte - UInt8(ascii: "a") + 10)
-                default: return KeyDigest(high: ~0, low: ~0) ^ KeyDigest(hashing: stored)
+                default: return ImageEntityID(high: ~0, low: ~0) ^ ImageEntityID(hashingBytes: stored)
                 }
                 if i < 16 { high = high << 4 | nibble } else { low = low << 4 | nibble }
             }
-            return KeyDigest(high: high, low: low)
+            return ImageEntityID(high: high, low: low)
         }
-        return KeyDigest(hashing: stored)
+        return ImageEntityID(hashingBytes: stored)
     }
 }
 
-extension KeyDigest {
-    static func ^ (a: KeyDigest, b: KeyDigest) -> KeyDigest { KeyDigest(high: a.high ^ b.high, low: a.low ^ b.low) }
+extension ImageEntityID {
+    static func ^ (a: ImageEntityID, b: ImageEntityID) -> ImageEntityID { ImageEntityID(high: a.high ^ b.high, low: a.low ^ b.low) }
 }

@@ -1,7 +1,7 @@
 /// One variant in the disk tier's in-memory index, as the index hands it out: the file's name
 /// (digest and variant) and what the index knows about the file. 32 bytes.
 package struct DiskIndexEntry: Sendable, Equatable {
-    package var digest: KeyDigest
+    package var digest: ImageEntityID
     /// (width − 1) in bits 0–19, (height − 1) in bits 20–39 (sides are 1…2^20), flags in bits
     /// 40–47, ``generation`` in bits 48–63.
     private var packed: UInt64
@@ -23,7 +23,7 @@ package struct DiskIndexEntry: Sendable, Equatable {
         self.init(digest: name.digest, variant: name.variant, isWholeOriginal: name.isWholeOriginal, inode: inode)
     }
 
-    package init(digest: KeyDigest, variant: VariantDescriptor, isWholeOriginal: Bool = false, inode: UInt64 = 0) {
+    package init(digest: ImageEntityID, variant: VariantDescriptor, isWholeOriginal: Bool = false, inode: UInt64 = 0) {
         let size = variant.size
         precondition((1...DiskFileName.maximumSide).contains(size.width) && (1...DiskFileName.maximumSide).contains(size.height))
         self.digest = digest
@@ -132,10 +132,10 @@ package struct DiskIndex: Sendable {
         table.count * MemoryLayout<UInt64>.stride + records.capacity * MemoryLayout<Record>.stride
     }
 
-    @inline(__always) private static func tag(_ digest: KeyDigest) -> UInt64 { digest.low << 32 }
+    @inline(__always) private static func tag(_ digest: ImageEntityID) -> UInt64 { digest.low << 32 }
     @inline(__always) private static func id(_ slot: UInt64) -> Int { Int(truncatingIfNeeded: slot & 0xFFFF_FFFF) - 1 }
     @inline(__always) private func home(_ slot: UInt64) -> Int { Int(truncatingIfNeeded: slot >> 32) & mask }
-    @inline(__always) private func home(_ digest: KeyDigest) -> Int { Int(truncatingIfNeeded: digest.low) & mask }
+    @inline(__always) private func home(_ digest: ImageEntityID) -> Int { Int(truncatingIfNeeded: digest.low) & mask }
 
     /// Continues the generation numbering of `other` (when this index replaces it), so that no
     /// entry here takes the generation of a different file there.
@@ -275,7 +275,7 @@ package struct DiskIndex: Sendable {
     }
 
     /// Removes every variant of `digest`; returns them.
-    package mutating func removeAll(digest: KeyDigest) -> [DiskIndexEntry] {
+    package mutating func removeAll(digest: ImageEntityID) -> [DiskIndexEntry] {
         var removed: [DiskIndexEntry] = []
         while let id = withCandidates(of: digest, { candidates in candidates.next() }) {
             removed.append(records[id].entry)
@@ -286,7 +286,7 @@ package struct DiskIndex: Sendable {
 
     /// The id of the best variant of `digest` for `query`, by ``VariantMatcher`` (the one
     /// tolerance rule, whole originals included). No allocation, no syscall.
-    package func bestMatch(for digest: KeyDigest, query: SizeQuery) -> Int? {
+    package func bestMatch(for digest: ImageEntityID, query: SizeQuery) -> Int? {
         withCandidates(of: digest) { candidates in
             VariantMatcher.bestMatch(in: candidates, for: query) { id in
                 let entry = candidates.records[id].entry
@@ -295,7 +295,7 @@ package struct DiskIndex: Sendable {
         }
     }
 
-    private func withCandidates<R>(of digest: KeyDigest, _ body: (inout Candidates) -> R) -> R {
+    private func withCandidates<R>(of digest: ImageEntityID, _ body: (inout Candidates) -> R) -> R {
         table.withUnsafeBufferPointer { table in
             records.withUnsafeBufferPointer { records in
                 var candidates = Candidates(table: table, records: records, digest: digest, start: home(digest), mask: mask)
@@ -308,11 +308,11 @@ package struct DiskIndex: Sendable {
     private struct Candidates: Sequence, IteratorProtocol {
         let table: UnsafeBufferPointer<UInt64>
         let records: UnsafeBufferPointer<Record>
-        let digest: KeyDigest
+        let digest: ImageEntityID
         let tag: UInt64
         var position: Int
         let mask: Int
-        init(table: UnsafeBufferPointer<UInt64>, records: UnsafeBufferPointer<Record>, digest: KeyDigest, start: Int, mask: Int) {
+        init(table: UnsafeBufferPointer<UInt64>, records: UnsafeBufferPointer<Record>, digest: ImageEntityID, start: Int, mask: Int) {
             self.table = table
             self.records = records
             self.digest = digest

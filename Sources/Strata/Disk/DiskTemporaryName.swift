@@ -13,7 +13,7 @@ import Musl
 /// once when its writer is certainly gone, instead of waiting for the age rule (an hour), which
 /// still covers names of another kernel or pid namespace and of older versions.
 struct DiskTemporaryName: Hashable, Sendable {
-    var digest: KeyDigest
+    var digest: ImageEntityID
     var pid: pid_t
     var tag: UInt64
     var counter: Int
@@ -37,10 +37,10 @@ struct DiskTemporaryName: Hashable, Sendable {
             let tag = UInt64(fields[2], radix: 16),
             fields[3].count <= 19, let counter = Int(fields[3]), counter >= 0
         else { return nil }
-        self.init(digest: KeyDigest(high: high, low: low), pid: pid, tag: tag, counter: counter)
+        self.init(digest: ImageEntityID(high: high, low: low), pid: pid, tag: tag, counter: counter)
     }
 
-    init(digest: KeyDigest, pid: pid_t, tag: UInt64, counter: Int) {
+    init(digest: ImageEntityID, pid: pid_t, tag: UInt64, counter: Int) {
         self.digest = digest
         self.pid = pid
         self.tag = tag
@@ -48,7 +48,7 @@ struct DiskTemporaryName: Hashable, Sendable {
     }
 
     /// A name for this process's next temporary file of `digest`.
-    static func next(for digest: KeyDigest, counter: Int) -> DiskTemporaryName {
+    static func next(for digest: ImageEntityID, counter: Int) -> DiskTemporaryName {
         DiskTemporaryName(digest: digest, pid: getpid(), tag: ProcessLiveness.namespaceTag, counter: counter)
     }
 

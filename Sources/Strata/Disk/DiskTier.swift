@@ -234,12 +234,12 @@ public final class DiskTier: Sendable {
     /// (without waiting for it), so a file can turn warm by itself just after. On kernels without
     /// these calls it always answers `.wouldWait` for a match.
     public func hitWithoutWaiting(forKey key: String, matching query: SizeQuery) -> CachedLookup {
-        core.lookupWithoutWaiting(key: key, digest: KeyDigest(key: key), query: query)
+        core.lookupWithoutWaiting(key: key, digest: ImageEntityID(hashing: key), query: query)
     }
 
     /// Whether the index holds a variant matching `query` (no syscall).
     public func contains(key: String, matching query: SizeQuery) -> Bool {
-        core.contains(digest: KeyDigest(key: key), query: query)
+        core.contains(digest: ImageEntityID(hashing: key), query: query)
     }
 
     /// Queues `image` for publishing on the writer thread; returns at once. Returns false when
@@ -267,7 +267,7 @@ public final class DiskTier: Sendable {
         guard !isWholeOriginal || mode == .fit else {
             throw .invalidImage(key: key, reason: "only a fit variant can be the whole original")
         }
-        let digest = KeyDigest(key: key)
+        let digest = ImageEntityID(hashing: key)
         core.supersedeQueued(
             DiskFileName(
                 digest: digest, variant: VariantDescriptor(size: image.size, mode: mode, style: image.style),
@@ -279,7 +279,7 @@ public final class DiskTier: Sendable {
     /// Deletes every variant of `key` that the index holds (a file published under the key by
     /// another writer after the index last heard of it is left alone).
     public func remove(key: String) {
-        core.remove(digest: KeyDigest(key: key))
+        core.remove(digest: ImageEntityID(hashing: key))
     }
 
     /// Deletes every published file in the directory (other processes' too) and their index
@@ -320,7 +320,7 @@ public final class DiskTier: Sendable {
     /// Calls `body` on the watcher thread for every indexed file that something else deleted or
     /// renamed away (another process's eviction or invalidation; not this tier's own deletions),
     /// with the key's digest and the variant. Replaces an earlier observer.
-    package func observeExternalRemovals(_ body: @escaping @Sendable (KeyDigest, VariantDescriptor) -> Void) {
+    package func observeExternalRemovals(_ body: @escaping @Sendable (ImageEntityID, VariantDescriptor) -> Void) {
         core.externalRemovalObserver.withLock { $0 = body }
     }
 

@@ -88,7 +88,7 @@ extension DiskTier.Core {
     }
 
     /// The lock that orders deletions of and publishes onto names of `digest`.
-    func nameLock(_ digest: KeyDigest) -> Lock<Void> {
+    func nameLock(_ digest: ImageEntityID) -> Lock<Void> {
         nameLocks[Int(truncatingIfNeeded: digest.high) & (nameLocks.count - 1)]
     }
 
@@ -99,7 +99,7 @@ extension DiskTier.Core {
     /// rename onto the name in the microseconds between the check and the unlink: Linux has no
     /// unlink-if-inode.
     func deleteFile(
-        _ name: String, digest: KeyDigest, ifIdentity identity: FileIdentity?, in directory: Shared<FileDescriptor>,
+        _ name: String, digest: ImageEntityID, ifIdentity identity: FileIdentity?, in directory: Shared<FileDescriptor>,
         regularOnly: Bool = false, _ andThen: () -> Void = {}
     ) -> DeleteOutcome {
         nameLock(digest).withLock { _ in
@@ -128,7 +128,7 @@ extension DiskTier.Core {
 
     /// Deletes every variant of `digest` that the index holds: from the index, and each file
     /// while it is still the one indexed.
-    func remove(digest: KeyDigest) {
+    func remove(digest: ImageEntityID) {
         let (victims, directory, device) = state.withLock { s in
             let victims = s.index.removeAll(digest: digest)
             s.markDeleting(victims)

@@ -8,16 +8,16 @@ import Logging
 /// Lookups: the index decides hit or miss without a syscall; a hit opens, checks and reads or
 /// maps one file. Files that fail validation are discarded here.
 extension DiskTier.Core {
-    func contains(digest: KeyDigest, query: SizeQuery) -> Bool {
+    func contains(digest: ImageEntityID, query: SizeQuery) -> Bool {
         state.withLock { $0.index.bestMatch(for: digest, query: query) != nil }
     }
 
     func lookup(key: String, query: SizeQuery) throws(DiskTierError) -> DiskTier.Hit? {
-        try lookup(key: key, digest: KeyDigest(key: key), query: query)
+        try lookup(key: key, digest: ImageEntityID(hashing: key), query: query)
     }
 
     /// ``lookup(key:query:)`` with the key's digest already computed (a ``CacheKey``'s).
-    func lookup(key: String, digest: KeyDigest, query: SizeQuery) throws(DiskTierError) -> DiskTier.Hit? {
+    func lookup(key: String, digest: ImageEntityID, query: SizeQuery) throws(DiskTierError) -> DiskTier.Hit? {
         switch try lookup(key: key, digest: digest, query: query, waiting: true) {
         case .hit(let hit): return hit
         case .miss, .wouldWait: return nil
@@ -29,11 +29,11 @@ extension DiskTier.Core {
     /// anything else (a cold file, a first hit to verify, a file to discard, an error) is
     /// `.wouldWait`, for the caller to repeat with ``lookup(key:digest:query:)`` on a thread
     /// that may block. A few syscalls, no disk I/O: safe on Swift's cooperative pool.
-    func lookupWithoutWaiting(key: String, digest: KeyDigest, query: SizeQuery) -> DiskTier.CachedLookup {
+    func lookupWithoutWaiting(key: String, digest: ImageEntityID, query: SizeQuery) -> DiskTier.CachedLookup {
         (try? lookup(key: key, digest: digest, query: query, waiting: false)) ?? .wouldWait
     }
 
-    private func lookup(key: String, digest: KeyDigest, query: SizeQuery, waiting: Bool) throws(DiskTierError) -> DiskTier.CachedLookup {
+    private func lookup(key: String, digest: ImageEntityID, query: SizeQuery, waiting: Bool) throws(DiskTierError) -> DiskTier.CachedLookup {
         let found: (DiskIndexEntry, Shared<FileDescriptor>)? = state.withLock { s in
             guard !s.closed, let id = s.index.bestMatch(for: digest, query: query) else { return nil }
             s.index.touch(id)

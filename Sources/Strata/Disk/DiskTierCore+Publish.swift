@@ -23,7 +23,7 @@ extension DiskTier.Core {
             self.isWholeOriginal = isWholeOriginal
             self.sourceVersion = sourceVersion
             name = DiskFileName(
-                digest: KeyDigest(key: key), variant: VariantDescriptor(size: image.size, mode: mode, style: image.style),
+                digest: ImageEntityID(hashing: key), variant: VariantDescriptor(size: image.size, mode: mode, style: image.style),
                 isWholeOriginal: isWholeOriginal)
         }
     }
@@ -168,10 +168,10 @@ extension DiskTier.Core {
     /// Evicts first, so that the byte limit holds before the file becomes visible. On failure
     /// the temporary file is deleted and the index is unchanged (except for the evictions).
     func publish(
-        image: PixelImage, key: String, digest: KeyDigest? = nil, mode: ContentMode, isWholeOriginal: Bool = false,
+        image: PixelImage, key: String, digest: ImageEntityID? = nil, mode: ContentMode, isWholeOriginal: Bool = false,
         sourceVersion: UInt64
     ) throws(DiskTierError) {
-        let digest = digest ?? KeyDigest(key: key)
+        let digest = digest ?? ImageEntityID(hashing: key)
         let variant = VariantDescriptor(size: image.size, mode: mode, style: image.style)
         guard image.width <= DiskFileName.maximumSide, image.height <= DiskFileName.maximumSide else {
             throw .invalidImage(key: key, reason: "sides above \(DiskFileName.maximumSide) pixels cannot be stored on disk")

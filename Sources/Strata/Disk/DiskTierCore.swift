@@ -51,7 +51,7 @@ extension DiskTier {
         let testHooks = Lock(DiskTier.TestHooks())
         /// Told about indexed files that something else deleted or renamed away (another
         /// process's eviction or invalidation): the engine drops its memory copies of them.
-        let externalRemovalObserver = Lock<(@Sendable (KeyDigest, VariantDescriptor) -> Void)?>(nil)
+        let externalRemovalObserver = Lock<(@Sendable (ImageEntityID, VariantDescriptor) -> Void)?>(nil)
 
         // Watcher.
         /// `nil` without inotify (then the watcher rescans periodically).

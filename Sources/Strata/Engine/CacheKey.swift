@@ -7,21 +7,25 @@
 public struct CacheKey: Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
     /// The key as the caller gave it (a path, a URL path, an id).
     public let string: String
-    /// SHA-256 of `string`, first 128 bits (``DiskTier`` file names, ``ImageEntityID``).
-    package let digest: KeyDigest
+    /// Its identity in every tier: the first 128 bits of the SHA-256 of `string`.
+    public let entityID: ImageEntityID
 
     public init(_ string: String) {
         self.string = string
-        self.digest = KeyDigest(key: string)
+        self.entityID = ImageEntityID(hashing: string)
     }
 
     public init(stringLiteral value: String) { self.init(value) }
 
-    /// The image tables' identity of this key (``ImageEntityID/init(_:)``).
-    public var entityID: ImageEntityID { ImageEntityID(self) }
+    /// A key with a given identity, for tests that need two keys with one identity (a SHA-256
+    /// prefix collision, which nobody can produce on purpose).
+    package init(_ string: String, forgedEntityID: ImageEntityID) {
+        self.string = string
+        self.entityID = forgedEntityID
+    }
 
-    public static func == (a: CacheKey, b: CacheKey) -> Bool { a.digest == b.digest && a.string == b.string }
-    public func hash(into hasher: inout Hasher) { hasher.combine(digest.low) }
+    public static func == (a: CacheKey, b: CacheKey) -> Bool { a.entityID == b.entityID && a.string == b.string }
+    public func hash(into hasher: inout Hasher) { hasher.combine(entityID.low) }
 
     public var description: String { string }
 }

@@ -64,7 +64,7 @@ extension DiskTier: CacheTier {
     public var servingTier: ServingTier { .disk }
 
     public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
-        switch core.lookupWithoutWaiting(key: key.string, digest: key.digest, query: query) {
+        switch core.lookupWithoutWaiting(key: key.string, digest: key.entityID, query: query) {
         case .hit(let found): .hit(found.cachedImage)
         case .miss: .miss
         case .wouldWait: .wouldWait
@@ -72,7 +72,7 @@ extension DiskTier: CacheTier {
     }
 
     public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
-        (try? core.lookup(key: key.string, digest: key.digest, query: query))?.cachedImage
+        (try? core.lookup(key: key.string, digest: key.entityID, query: query))?.cachedImage
     }
 
     public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
@@ -82,7 +82,7 @@ extension DiskTier: CacheTier {
             sourceVersion: variant.sourceVersion.stamp)
     }
 
-    public func remove(_ key: CacheKey) { core.remove(digest: key.digest) }
+    public func remove(_ key: CacheKey) { core.remove(digest: key.entityID) }
 
     public var tierStatistics: TierStatistics {
         let s = statistics
@@ -109,7 +109,7 @@ extension ImageMemoryTier: CacheTier {
     }
 
     public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
-        entry(forKey: key.string, matching: query).map { CachedImage(image: $0.image, variant: $0.variant, tier: .memory) }
+        entry(forKey: key, matching: query).map { CachedImage(image: $0.image, variant: $0.variant, tier: .memory) }
     }
 
     /// Keeps `image` — as a heap copy when it maps a table slot: the memory tier never pins table
@@ -118,7 +118,7 @@ extension ImageMemoryTier: CacheTier {
         insert(image.storageKind == .tableSlot ? image.heapCopy() : image, forKey: key, variant: variant)
     }
 
-    public func remove(_ key: CacheKey) { remove(key: key.string) }
+    public func remove(_ key: CacheKey) { remove(key: key) }
 
     /// The memory tier's counters in the shape every tier shares.
     public var tierStatistics: TierStatistics {

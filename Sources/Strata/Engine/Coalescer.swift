@@ -30,7 +30,7 @@ public final class Coalescer<
     /// One call of ``run(group:descriptor:priority:joining:work:)``. Its mutable fields are
     /// guarded by the coalescer's lock. Its continuation is resumed exactly once, by whoever
     /// removes it from its operation's `waiters` under the lock: the operation finishing, the
-    /// call's own cancellation, or ``cancelAll(group:)``.
+    /// call's own cancellation, or ``cancelAll(group:where:)``.
     final class Waiter: @unchecked Sendable {
         var priority: Priority
         /// The operation the call waits for; `nil` until it is registered.
@@ -88,7 +88,7 @@ public final class Coalescer<
     ///
     /// Throws ``CoalescerError/cancelled`` at once, without waiting for the operation, when the
     /// calling task is cancelled (a caller cancelled before the call neither joins nor starts
-    /// anything) or ``cancelAll(group:)`` ran; the operation goes on for its other waiters and is
+    /// anything) or ``cancelAll(group:where:)`` ran; the operation goes on for its other waiters and is
     /// cancelled when the last one leaves. Throws ``CoalescerError/failed(_:)`` with the error
     /// `work` threw, to every waiter; the error is not kept.
     public func run(
@@ -151,13 +151,13 @@ public final class Coalescer<
         return try outcome.get()
     }
 
-    /// Cancels every operation of `group`: each of their waiters throws
+    /// Cancels every operation of `group` whose descriptor `matches`: each of their waiters throws
     /// ``CoalescerError/cancelled`` at once and each operation's task is cancelled. Operations
     /// started afterwards are not affected.
-    public func cancelAll(group: Group) {
+    public func cancelAll(group: Group, where matches: (Descriptor) -> Bool = { _ in true }) {
         let removed = state.withLock { s -> [Operation] in
-            guard let ids = s.groups.removeValue(forKey: group) else { return [] }
-            return ids.map { s.operations.removeValue(forKey: $0)! }
+            guard let ids = s.groups[group] else { return [] }
+            return ids.filter { matches(s.operations[$0]!.descriptor) }.compactMap { s.remove($0) }
         }
         for operation in removed { operation.task.cancel() }
         for operation in removed {
@@ -191,16 +191,22 @@ public final class Coalescer<
         return waiting
     }
 
-    /// Number of calls waiting for the operations of `group` (for tests and gauges).
-    public func waiterCount(group: Group) -> Int {
-        state.withLock { s in (s.groups[group] ?? []).reduce(0) { $0 + s.operations[$1]!.waiters.count } }
+    /// Number of calls waiting for the operations of `group` whose descriptor `matches` (for
+    /// tests and gauges).
+    public func waiterCount(group: Group, where matches: (Descriptor) -> Bool = { _ in true }) -> Int {
+        state.withLock { s in
+            (s.groups[group] ?? []).reduce(0) { count, id in
+                let operation = s.operations[id]!
+                return matches(operation.descriptor) ? count + operation.waiters.count : count
+            }
+        }
     }
 
     /// Number of operations in flight (for tests and gauges).
     public var operationCount: Int { state.withLock { $0.operations.count } }
 
     /// The task of operation `id` is done: forget the operation, then hand the result to the
-    /// waiters still registered (none when the last one left or ``cancelAll(group:)`` ran).
+    /// waiters still registered (none when the last one left or ``cancelAll(group:where:)`` ran).
     private func finish(_ id: UInt64, _ result: Result<Value, Failure>) {
         let waiters = state.withLock { s in
             s.remove(id)?.waiters.values.map { ($0, $0.continuation!, $0.joined) } ?? []
@@ -215,7 +221,7 @@ public final class Coalescer<
     }
 
     /// A waiter's task was cancelled: resume it with ``CoalescerError/cancelled`` (unless the
-    /// operation or ``cancelAll(group:)`` already did), cancel the operation when no waiter is
+    /// operation or ``cancelAll(group:where:)`` already did), cancel the operation when no waiter is
     /// left, and lower its priority when the waiter was the highest.
     private func leave(_ waiter: Waiter) {
         let (continuation, orphan, changed) = state.withLock {

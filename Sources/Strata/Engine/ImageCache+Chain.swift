@@ -7,23 +7,21 @@ import Metrics
 /// The memory tier has no variant for a request (``ImageCache/servePlainMemoryHit(_:from:since:)``).
 struct MemoryMiss: Error {}
 
-/// Requests that may share one piece of work: same key, mode, style and upscaling.
-struct FlightGroup: Hashable, Sendable {
-    var key: CacheKey
-    var mode: ContentMode
-    var style: PixelStyle
-    var allowUpscale: Bool
-}
-
-/// The first request of a flight: the box it asked for and its tolerance.
+/// The first request of a flight (flights are grouped by ``CacheKey``): what it asked for.
 struct FlightDescriptor: Sendable {
     var box: PixelSize
     var tolerance: Double
+    var mode: ContentMode
+    var style: PixelStyle
+    var allowUpscale: Bool
 
-    /// Whether a request for `box` may join: its box is within this flight's tolerance of the
-    /// flight's box (the flight's result is then within tolerance of what it asked for).
-    func accepts(_ other: PixelSize, mode: ContentMode) -> Bool {
-        VariantMatcher.matches(VariantDescriptor(size: box, mode: mode), SizeQuery(box: other, mode: mode, tolerance: tolerance))
+    /// Whether `request` may join: the same mode, style and upscaling, and a box within this
+    /// flight's tolerance of the flight's box (the flight's result is then within tolerance of
+    /// what it asked for).
+    func accepts(_ request: ImageRequest) -> Bool {
+        request.mode == mode && request.style == style && request.allowUpscale == allowUpscale
+            && VariantMatcher.matches(
+                VariantDescriptor(size: box, mode: mode), SizeQuery(box: request.box, mode: mode, tolerance: tolerance))
     }
 }
 
@@ -34,7 +32,7 @@ extension ImageCache {
     /// within tolerance that ``finish(_:for:)`` resamples.
     func memoryHit(_ request: ImageRequest) -> CachedImage? {
         guard let memory else { return nil }
-        let key = request.key.string
+        let key = request.key
         let query = request.query(defaultTolerance: defaultTolerance)
         if let (image, variant) = memory.entry(forKey: key, matching: query) {
             return CachedImage(image: image, variant: variant, tier: .memory)
@@ -146,7 +144,7 @@ extension ImageCache {
         -> CachedImage
     {
         let query = request.query(defaultTolerance: defaultTolerance)
-        guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query)
+        guard let (image, variant) = memory.entry(forKey: request.key, matching: query)
         else { throw MemoryMiss() }
         renderAheadIfFar(variant.descriptor, wholeOriginal: variant.isWholeOriginal, for: request)
         record(.memory, since: started)
@@ -179,14 +177,14 @@ extension ImageCache {
     func throughFlight(
         _ request: ImageRequest, ticket: CoalescerTicket?, lowerTiersAsked: Bool = false
     ) async throws(ImageCacheError) -> CachedImage {
-        let group = FlightGroup(key: request.key, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale)
         let tolerance = request.exactSize ? 0 : (request.tolerance ?? defaultTolerance)
-        let descriptor = FlightDescriptor(box: request.box, tolerance: tolerance)
+        let descriptor = FlightDescriptor(
+            box: request.box, tolerance: tolerance, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale)
         let outcome: (value: CachedImage, joined: Bool)
         do {
             outcome = try await flights.run(
-                group: group, descriptor: descriptor, priority: request.priority,
-                joining: { $0.accepts(request.box, mode: request.mode) }, ticket: ticket,
+                group: request.key, descriptor: descriptor, priority: request.priority,
+                joining: { $0.accepts(request) }, ticket: ticket,
                 work: { [self] operation async throws(ImageCacheError) -> CachedImage in
                     try await fetch(request, operation: operation, lowerTiersAsked: lowerTiersAsked)
                 })

@@ -53,11 +53,11 @@ extension ImageCache {
             throw error
         }
         if current == cached {
-            memory?.refresh(key: key.string, version: current, fetchedAt: .now)
+            memory?.refresh(key: key, version: current, fetchedAt: .now)
             return
         }
         options.logger.info("original changed; dropping its variants", metadata: ["key": "\(key)", "version": "\(current)"])
-        memory?.remove(key: key.string) { $0.sourceVersion != current }
+        memory?.remove(key: key) { $0.sourceVersion != current }
         await removeBelowMemory(key)
         counters.changedOriginals.add(1, ordering: .relaxed)  // counted once the tiers agree
     }

@@ -97,7 +97,7 @@ public final class ImageCache: Sendable {
     private let ownsPool: Bool
     /// The renderers its jobs take.
     let renderers: RendererStore
-    let flights = Coalescer<FlightGroup, FlightDescriptor, Lane, CachedImage, ImageCacheError>()
+    let flights = Coalescer<CacheKey, FlightDescriptor, Lane, CachedImage, ImageCacheError>()
     let revalidations = Coalescer<CacheKey, Void, Lane, Void, ImageCacheError>()
     let negative: Lock<NegativeCache>
     /// Keys with a render-ahead running (``renderAheadIfFar(_:wholeOriginal:for:)``).
@@ -155,7 +155,7 @@ public final class ImageCache: Sendable {
         // copies of that variant too.
         disk?.observeExternalRemovals { [weak self] digest, variant in
             guard let self, let memory = self.memory else { return }
-            let dropped = memory.remove(digest: digest) { $0.descriptor == variant }
+            let dropped = memory.remove(entity: digest) { $0.descriptor == variant }
             if dropped > 0 { self.counters.crossProcessInvalidations.add(dropped, ordering: .relaxed) }
         }
     }
@@ -206,7 +206,7 @@ public final class ImageCache: Sendable {
     public func cachedImage(for request: ImageRequest) -> CachedImage? {
         guard let memory else { return nil }
         let query = request.query(defaultTolerance: defaultTolerance)
-        guard let (image, variant) = memory.entry(forKey: request.key.string, matching: query) else {
+        guard let (image, variant) = memory.entry(forKey: request.key, matching: query) else {
             return nil
         }
         renderAheadIfFar(variant.descriptor, wholeOriginal: variant.isWholeOriginal, for: request)

@@ -13,7 +13,7 @@ public struct SourceVersion: Hashable, Sendable, CustomStringConvertible {
 
     /// The version a source reported.
     public init(token: String) {
-        let digest = KeyDigest(key: token)
+        let digest = ImageEntityID(hashing: token)
         self.stamp = digest.high == 0 ? 1 : digest.high
         self.token = token
     }

@@ -85,46 +85,36 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         }
     }
 
-    /// Cache key of one held image.
-    @usableFromInline
-    struct VariantKey: Hashable, Sendable {
-        @usableFromInline var key: String
-        @usableFromInline var variant: VariantDescriptor
-        @usableFromInline init(key: String, variant: VariantDescriptor) {
-            self.key = key
-            self.variant = variant
-        }
+    /// The variants held of one image: its key (compared on every lookup, so that two keys with
+    /// one ``ImageEntityID`` could never share images) and their records.
+    struct Held {
+        var key: CacheKey
+        var variants: [ImageVariant]
     }
 
     struct State: ~Copyable {
         var cache: TinyLFUCore<VariantKey, PixelImage>
         var configuration: Configuration
-        /// Variants held per key, with their records; always exactly the keys of `cache`, grouped.
-        var variants: [String: [ImageVariant]] = [:]
+        /// Variants held per image, with their records, by the image's identity (so a disk file
+        /// another process deleted, which names only the identity, finds its memory copies);
+        /// always exactly the keys of `cache`, grouped.
+        var images: [ImageEntityID: Held] = [:]
         var hits: UInt64 = 0
         var misses: UInt64 = 0
 
         mutating func forget(_ key: VariantKey) {
-            guard var list = variants[key.key], let at = list.firstIndex(where: { $0.descriptor == key.variant }) else {
+            guard var held = images[key.entity], let at = held.variants.firstIndex(where: { $0.descriptor == key.variant })
+            else {
                 preconditionFailure("memory tier index out of step with its cache")
             }
-            list.remove(at: at)
-            if list.isEmpty {
-                variants[key.key] = nil
-                forgetDigest(of: key.key)
-            } else {
-                variants[key.key] = list
-            }
+            held.variants.remove(at: at)
+            images[key.entity] = held.variants.isEmpty ? nil : held
         }
 
-        /// Keys by the first 64 bits of their ``CacheKey`` digest (for keys inserted with one),
-        /// so that a disk file deleted by another process, which names only the digest, finds
-        /// its memory copies.
-        var keyByDigest: [UInt64: String] = [:]
-        var digestByKey: [String: UInt64] = [:]
-
-        mutating func forgetDigest(of key: String) {
-            if let digest = digestByKey.removeValue(forKey: key), keyByDigest[digest] == key { keyByDigest[digest] = nil }
+        /// The variants of `key`, when its image is held.
+        func variants(of key: CacheKey) -> [ImageVariant]? {
+            guard let held = images[key.entityID], held.key.string == key.string else { return nil }
+            return held.variants
         }
     }
 
@@ -183,7 +173,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Counts a hit or a miss; a hit also counts as an access for the eviction policy.
     /// Cost: a hash lookup and a scan of the key's variants, without the lock unless a writer
     /// holds the tier at that moment.
-    public func image(forKey key: String, matching query: SizeQuery) -> (PixelImage, VariantDescriptor)? {
+    public func image(forKey key: CacheKey, matching query: SizeQuery) -> (PixelImage, VariantDescriptor)? {
         entry(forKey: key, matching: query).map { ($0.image, $0.variant.descriptor) }
     }
 
@@ -193,7 +183,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// nothing on a miss. Takes no lock unless a writer holds the tier at that moment (see
     /// ``ReaderBias``).
     public func entry(
-        forKey key: String, matching query: SizeQuery
+        forKey key: CacheKey, matching query: SizeQuery
     ) -> (image: PixelImage, variant: ImageVariant)? {
         if let cell = readers.enter(0) {
             let found = Self.lookup(state.state.pointee, key, query)
@@ -217,30 +207,30 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// hit state (``TinyLFUCore/sharedHit(_:hash:)``); the caller counts it. Safe without the
     /// lock while writers are kept out.
     private static func lookup(
-        _ state: borrowing State, _ key: String, _ query: SizeQuery
+        _ state: borrowing State, _ key: CacheKey, _ query: SizeQuery
     ) -> (image: PixelImage, variant: ImageVariant)? {
-        guard let held = state.variants[key],
-            let best = ImageVariant.bestMatch(in: held, for: query)
+        guard let held = state.images[key.entityID], held.key.string == key.string,
+            let best = ImageVariant.bestMatch(in: held.variants, for: query)
         else { return nil }
-        let vkey = VariantKey(key: key, variant: best.descriptor)
+        let vkey = VariantKey(entity: key.entityID, variant: best.descriptor)
         return state.cache.sharedHit(vkey, hash: vkey.hashValue).map { ($0, best) }
     }
 
     /// The variants of `key` held now (a snapshot, in no particular order).
-    public func variants(forKey key: String) -> [VariantDescriptor] {
-        locked { $0.variants[key]?.map(\.descriptor) ?? [] }
+    public func variants(forKey key: CacheKey) -> [VariantDescriptor] {
+        locked { $0.variants(of: key)?.map(\.descriptor) ?? [] }
     }
 
     /// The records of the variants of `key` held now (a snapshot, in no particular order).
-    public func records(forKey key: String) -> [ImageVariant] {
-        locked { $0.variants[key] ?? [] }
+    public func records(forKey key: CacheKey) -> [ImageVariant] {
+        locked { $0.variants(of: key) ?? [] }
     }
 
     /// Holds `image` as the variant (its size, `mode`, its style) of `key`, replacing an equal
     /// variant. Returns `false` when it costs more than the per-entry cap (and then no variant
     /// with that descriptor is held afterwards). Evicted images are released after the lock.
     @discardableResult
-    public func insert(_ image: PixelImage, forKey key: String, mode: ContentMode) -> Bool {
+    public func insert(_ image: PixelImage, forKey key: CacheKey, mode: ContentMode) -> Bool {
         insert(image, forKey: key, variant: ImageVariant(descriptor: VariantDescriptor(size: image.size, mode: mode, style: image.style)))
     }
 
@@ -248,38 +238,32 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// replacing an equal variant and its record. Returns `false` when it costs more than the
     /// per-entry cap (and then no variant with that descriptor is held afterwards).
     @discardableResult
-    public func insert(_ image: PixelImage, forKey key: String, variant: ImageVariant) -> Bool {
-        insert(image, forKey: key, variant: variant, digest: nil)
-    }
-
-    /// ``insert(_:forKey:variant:)`` for a ``CacheKey``: also remembers the key by its digest,
-    /// for ``remove(digest:where:)``.
-    @discardableResult
     public func insert(_ image: PixelImage, forKey key: CacheKey, variant: ImageVariant) -> Bool {
-        insert(image, forKey: key.string, variant: variant, digest: key.digest.high)
-    }
-
-    private func insert(_ image: PixelImage, forKey key: String, variant: ImageVariant, digest: UInt64?) -> Bool {
         precondition(
             variant.descriptor.size == image.size && variant.descriptor.style == image.style,
             "a variant record must describe its image")
-        let vkey = VariantKey(key: key, variant: variant.descriptor)
+        let vkey = VariantKey(entity: key.entityID, variant: variant.descriptor)
         var released: [PixelImage] = []
         let admitted = exclusive { state -> Bool in
             let cost = Self.cost(of: image, fileMappingShare: state.configuration.fileMappingShare)
+            if let held = state.images[key.entityID], held.key.string != key.string {
+                // Another key with this identity (a SHA-256 prefix collision): it leaves.
+                for variant in held.variants {
+                    if let image = state.cache.remove(VariantKey(entity: key.entityID, variant: variant.descriptor)) {
+                        released.append(image)
+                    }
+                }
+                state.images[key.entityID] = nil
+            }
             // The index learns the variant first, so that every later removal (an eviction of
             // this very entry included) finds it there.
             if let old = state.cache.peek(vkey) {
                 released.append(old)  // a replaced image is also released after the lock
-                if let at = state.variants[key]?.firstIndex(where: { $0.descriptor == variant.descriptor }) {
-                    state.variants[key]![at] = variant
+                if let at = state.images[key.entityID]?.variants.firstIndex(where: { $0.descriptor == variant.descriptor }) {
+                    state.images[key.entityID]!.variants[at] = variant
                 }
             } else {
-                state.variants[key, default: []].append(variant)
-            }
-            if let digest, state.digestByKey[key] == nil {
-                state.digestByKey[key] = digest
-                state.keyByDigest[digest] = key
+                state.images[key.entityID, default: Held(key: key, variants: [])].variants.append(variant)
             }
             var gone: [VariantKey] = []
             let admitted = state.cache.insert(image, forKey: vkey, cost: cost) { evictedKey, evictedImage in
@@ -294,27 +278,41 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         return admitted
     }
 
-    /// Drops the variants whose record satisfies `predicate` of the key inserted (as a
-    /// ``CacheKey``) with `digest` — a disk file another process deleted names only that;
-    /// returns how many were dropped.
+    /// Drops the variants whose record satisfies `predicate` of the image `entity` — a disk file
+    /// another process deleted names only that; returns how many were dropped.
     @discardableResult
-    package func remove(digest: KeyDigest, where predicate: (ImageVariant) -> Bool) -> Int {
-        guard let key = locked({ $0.keyByDigest[digest.high] }) else { return 0 }
-        return remove(key: key, where: predicate)
+    package func remove(entity: ImageEntityID, where predicate: (ImageVariant) -> Bool) -> Int {
+        drop(entity, of: nil, where: predicate)
+    }
+
+    /// Drops the variants of image `entity` whose record satisfies `predicate` — only if the
+    /// held key is `key`, when given; returns how many were dropped.
+    private func drop(_ entity: ImageEntityID, of key: CacheKey?, where predicate: (ImageVariant) -> Bool) -> Int {
+        var released: [PixelImage] = []
+        exclusive { state in
+            guard let held = state.images[entity], key == nil || held.key.string == key!.string else { return }
+            for variant in held.variants where predicate(variant) {
+                let vkey = VariantKey(entity: entity, variant: variant.descriptor)
+                if let image = state.cache.remove(vkey) { released.append(image) }
+                state.forget(vkey)
+            }
+        }
+        defer { released.removeAll() }
+        return released.count
     }
 
     /// Marks the variants of `key` made from `version` as checked at `time` (a revalidation that
     /// found the original unchanged); returns how many were updated.
     @discardableResult
-    public func refresh(key: String, version: SourceVersion, fetchedAt time: ContinuousClock.Instant) -> Int {
+    public func refresh(key: CacheKey, version: SourceVersion, fetchedAt time: ContinuousClock.Instant) -> Int {
         exclusive { state in
-            guard var held = state.variants[key] else { return 0 }
+            guard var held = state.variants(of: key) else { return 0 }
             var updated = 0
             for i in held.indices where held[i].sourceVersion == version {
                 held[i].fetchedAt = time
                 updated += 1
             }
-            state.variants[key] = held
+            state.images[key.entityID]!.variants = held
             return updated
         }
     }
@@ -322,30 +320,13 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Drops the variants of `key` whose record satisfies `predicate` (a changed source
     /// version, files another process deleted); returns how many were dropped.
     @discardableResult
-    public func remove(key: String, where predicate: (ImageVariant) -> Bool) -> Int {
-        var released: [PixelImage] = []
-        exclusive { state in
-            guard let held = state.variants[key] else { return }
-            for variant in held where predicate(variant) {
-                if let image = state.cache.remove(VariantKey(key: key, variant: variant.descriptor)) { released.append(image) }
-                state.forget(VariantKey(key: key, variant: variant.descriptor))
-            }
-        }
-        defer { released.removeAll() }
-        return released.count
+    public func remove(key: CacheKey, where predicate: (ImageVariant) -> Bool) -> Int {
+        drop(key.entityID, of: key, where: predicate)
     }
 
     /// Drops every variant of `key`.
-    public func remove(key: String) {
-        var released: [PixelImage] = []
-        exclusive { state in
-            guard let held = state.variants.removeValue(forKey: key) else { return }
-            state.forgetDigest(of: key)
-            for variant in held {
-                if let image = state.cache.remove(VariantKey(key: key, variant: variant.descriptor)) { released.append(image) }
-            }
-        }
-        released.removeAll()
+    public func remove(key: CacheKey) {
+        remove(key: key) { _ in true }
     }
 
     /// Drops every image.
@@ -354,9 +335,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         exclusive { state in
             released = state.cache.residentValues
             state.cache.removeAll()
-            state.variants.removeAll()
-            state.keyByDigest.removeAll()
-            state.digestByKey.removeAll()
+            state.images.removeAll()
         }
         released.removeAll()
     }
@@ -404,7 +383,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
                 hits: state.hits, misses: state.misses, insertions: state.cache.insertions,
                 evictions: state.cache.evictions, rejections: state.cache.rejections,
                 totalCost: state.cache.totalCost, count: state.cache.count,
-                keyCount: state.variants.count, costLimit: state.cache.costLimit,
+                keyCount: state.images.count, costLimit: state.cache.costLimit,
                 countLimit: state.cache.countLimit)
         }
     }
@@ -412,7 +391,9 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// Checks that the per-key index lists exactly the held variants (for tests).
     package func indexIsConsistent() -> Bool {
         locked { state in
-            let fromIndex = state.variants.flatMap { key, list in list.map { VariantKey(key: key, variant: $0.descriptor) } }
+            let fromIndex = state.images.flatMap { entity, held in
+                held.variants.map { VariantKey(entity: entity, variant: $0.descriptor) }
+            }
             return fromIndex.count == state.cache.count && Set(fromIndex) == Set(state.cache.keys)
         }
     }

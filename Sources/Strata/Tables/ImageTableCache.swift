@@ -39,9 +39,9 @@ public final class ImageTableCache: Sendable {
     let drawingPool: BlockingPool<Void>
     /// Set when the cache made its own pool: stops its threads when the cache goes away.
     private let ownedPool: BlockingPoolOwner<Void>?
-    /// Pending loads: one per (entity, format), joined only by requests for the same source
-    /// version — the engine's one coalescing mechanism (no lanes here: every load is equal).
-    let loads = Coalescer<RequestKey, UInt64, Int, PixelImage, any Error>()
+    /// Pending loads by entity: one per format and source version, joined only by requests for
+    /// both — the engine's one coalescing mechanism (no lanes here: every load is equal).
+    let loads = Coalescer<ImageEntityID, Load, Int, PixelImage, any Error>()
     /// Where the cache logs sibling formats it could not draw.
     let logger: Logger
     private let siblingFailures = Atomic<Int>(0)
@@ -63,11 +63,11 @@ public final class ImageTableCache: Sendable {
     /// Threads of the pool a cache makes for itself.
     static let privatePoolWidth = 2
 
-    /// The group of a pending load: the same entity and format. Requests join a load only for
-    /// the same source version (a request for another version must never get this one's pixels).
-    struct RequestKey: Hashable {
-        var id: ImageEntityID
+    /// What a pending load of an entity draws: a format, from a source version (a request for
+    /// another version must never get this one's pixels).
+    struct Load: Sendable {
         var format: String
+        var sourceVersion: UInt64
     }
 
     /// Opens (or creates) a table for each format in `directory`. The entities' processing
@@ -156,8 +156,8 @@ public final class ImageTableCache: Sendable {
         let version = entity.sourceVersion
         do {
             return try await loads.run(
-                group: RequestKey(id: entity.id, format: formatName), descriptor: version, priority: 0,
-                joining: { $0 == version },
+                group: entity.id, descriptor: Load(format: formatName, sourceVersion: version), priority: 0,
+                joining: { $0.format == formatName && $0.sourceVersion == version },
                 work: { [self] _ async throws -> PixelImage in try await fill(entity, requested: format) }
             ).value
         } catch {
@@ -172,13 +172,13 @@ public final class ImageTableCache: Sendable {
     /// any: all their waiters get `CancellationError` at once, and no further format of the
     /// family is drawn.
     public func cancelRequest(for entityID: ImageEntityID, formatName: String) {
-        loads.cancelAll(group: RequestKey(id: entityID, format: formatName))
+        loads.cancelAll(group: entityID) { $0.format == formatName }
     }
 
     /// Number of requests waiting for pending loads of `entityID` in `formatName` (of every
     /// source version), for tests.
     func waiterCount(for entityID: ImageEntityID, formatName: String) -> Int {
-        loads.waiterCount(group: RequestKey(id: entityID, format: formatName))
+        loads.waiterCount(group: entityID) { $0.format == formatName }
     }
 
     /// Stores `image` as the entry of `entity` in format `formatName` (copied into the slot; it

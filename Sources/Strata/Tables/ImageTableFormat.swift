@@ -61,36 +61,6 @@ public struct ImageTableFormat: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A stable 128-bit identifier of an entity (FastImageCache's entity UUID). Stored in every
-/// entry's trailer, so it must not change for the same image.
-public struct ImageEntityID: Hashable, Sendable, CustomStringConvertible {
-    public var high: UInt64
-    public var low: UInt64
-
-    public init(high: UInt64, low: UInt64) {
-        self.high = high
-        self.low = low
-    }
-
-    /// The identifier of the string key `key`: its ``CacheKey`` digest (the first 128 bits of the
-    /// key's SHA-256), the one identity the engine, the disk tier's file names and the tables
-    /// share — so a table filled here is served by an ``ImageCache`` asked for `key`. The same
-    /// key gives the same id in every process. (Releases before the one identity hashed with
-    /// XXH64: their entries are misses and leave by LRU.)
-    public init(hashing key: String) {
-        self.init(CacheKey(key))
-    }
-
-    /// The identifier of `key` (its digest, computed when the key was made: no hashing here).
-    public init(_ key: CacheKey) {
-        self.init(high: key.digest.high, low: key.digest.low)
-    }
-
-    public var description: String {
-        String(high, radix: 16) + ":" + String(low, radix: 16)
-    }
-}
-
 /// Where an entity's source image comes from: loaded once per family fill, then handed to the
 /// entity's processing for every format of the family.
 public struct ImageTableSource: Sendable {

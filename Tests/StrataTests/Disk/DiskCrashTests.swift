@@ -23,7 +23,7 @@ struct DiskWriterLogs {
     }
 
     static func name(n: Int, size: PixelSize) -> String {
-        DiskFileName(digest: KeyDigest(key: "k\(n)"), variant: VariantDescriptor(size: size)).string
+        DiskFileName(digest: ImageEntityID(hashing: "k\(n)"), variant: VariantDescriptor(size: size)).string
     }
 
     init(writer: String, deleter: String) {

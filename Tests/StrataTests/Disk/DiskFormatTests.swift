@@ -22,9 +22,9 @@ struct DiskFormatTests {
 
     @Test("The key digest is the first 128 bits of SHA-256, as 32 hex digits")
     func digest() {
-        let digest = KeyDigest(key: "abc")
+        let digest = ImageEntityID(hashing: "abc")
         #expect(digest.description == "ba7816bf8f01cfea414140de5dae2223")
-        #expect(KeyDigest(key: "abd") != digest)
+        #expect(ImageEntityID(hashing: "abd") != digest)
     }
 
     @Test("XXH64 and XXH3-64 match reference values (xxhsum 0.8.1)")
@@ -46,7 +46,7 @@ struct DiskFormatTests {
 
     @Test("Names round-trip and only canonical names parse")
     func names() {
-        let digest = KeyDigest(key: "photo/1")
+        let digest = ImageEntityID(hashing: "photo/1")
         for mode in ContentMode.allCases {
             for style in PixelStyle.allCases {
                 let name = DiskFileName(
@@ -74,7 +74,7 @@ struct DiskFormatTests {
 
     @Test("A whole original's name says so (mode o), its header agrees, and a disagreement is refused")
     func wholeOriginals() throws {
-        let digest = KeyDigest(key: "photo/1")
+        let digest = ImageEntityID(hashing: "photo/1")
         let size = PixelSize(width: 320, height: 200)
         let whole = DiskFileName(digest: digest, variant: VariantDescriptor(size: size), isWholeOriginal: true)
         #expect(whole.string.hasSuffix("-320x200-oa.px"))
@@ -142,16 +142,16 @@ struct DiskFormatTests {
 @Suite("Disk index")
 struct DiskIndexTests {
     struct Model: Hashable {
-        var digest: KeyDigest
+        var digest: ImageEntityID
         var variant: VariantDescriptor
     }
 
     @Test("Random inserts and removals agree with a set, and matching agrees with VariantMatcher")
     func randomAgainstModel() {
         var rng = SystemRandomNumberGenerator()
-        let digests = (0..<200).map { KeyDigest(key: "k\($0)") }
+        let digests = (0..<200).map { ImageEntityID(hashing: "k\($0)") }
         // Force collisions of the probe start: same low bits for some digests.
-        let colliding = (0..<20).map { KeyDigest(high: UInt64($0), low: 7) }
+        let colliding = (0..<20).map { ImageEntityID(high: UInt64($0), low: 7) }
         let allDigests = digests + colliding
         var index = DiskIndex()
         var model = Set<Model>()
@@ -187,7 +187,7 @@ struct DiskIndexTests {
     func lru() {
         var index = DiskIndex()
         let variant = VariantDescriptor(size: PixelSize(width: 16, height: 16))
-        let entries = (0..<300).map { DiskIndexEntry(digest: KeyDigest(key: "\($0)"), variant: variant) }
+        let entries = (0..<300).map { DiskIndexEntry(digest: ImageEntityID(hashing: "\($0)"), variant: variant) }
         for entry in entries { index.insert(entry) }
         // Use them in a scrambled order: that order is the recency order.
         let order = (0..<300).map { ($0 * 7919) % 300 }
@@ -214,7 +214,7 @@ struct DiskIndexTests {
         var index = DiskIndex()
         let variant = VariantDescriptor(size: PixelSize(width: 16, height: 16))
         for i in 0..<100_000 {
-            index.insert(DiskIndexEntry(digest: KeyDigest(high: UInt64(i), low: UInt64(i) &* 0x9E37_79B9_7F4A_7C15), variant: variant))
+            index.insert(DiskIndexEntry(digest: ImageEntityID(high: UInt64(i), low: UInt64(i) &* 0x9E37_79B9_7F4A_7C15), variant: variant))
         }
         #expect(index.memoryBytes / index.count < 100)
     }
@@ -226,7 +226,7 @@ struct DiskIndexTests {
                 for style in PixelStyle.allCases {
                     let variant = VariantDescriptor(
                         size: PixelSize(width: side, height: DiskFileName.maximumSide + 1 - side), mode: mode, style: style)
-                    var entry = DiskIndexEntry(digest: KeyDigest(key: "k"), variant: variant)
+                    var entry = DiskIndexEntry(digest: ImageEntityID(hashing: "k"), variant: variant)
                     entry.generation = 0xFFFF
                     entry.isVerified = true
                     #expect(entry.variant == variant && entry.generation == 0xFFFF && entry.isVerified)
@@ -246,7 +246,7 @@ struct DiskIndexTests {
         #expect(stored.utf8.count <= DiskTier.maximumKeyLength)
         #expect((stored == key) == (key.utf8.count <= DiskTier.maximumKeyLength))
         let digest = stored.withUTF8 { StoredKey.nameDigest(ofStored: UnsafeRawBufferPointer($0)) }
-        #expect(digest == KeyDigest(key: key))
+        #expect(digest == ImageEntityID(hashing: key))
     }
 
     @Test func aMalformedDigestFormMatchesNoName() {
@@ -256,6 +256,6 @@ struct DiskIndexTests {
         let forged = String(stored.prefix(9)) + "z" + String(stored.dropFirst(10))
         var bytes = forged
         let digest = bytes.withUTF8 { StoredKey.nameDigest(ofStored: UnsafeRawBufferPointer($0)) }
-        #expect(forged.utf8.count == stored.utf8.count && digest != KeyDigest(key: long))
+        #expect(forged.utf8.count == stored.utf8.count && digest != ImageEntityID(hashing: long))
     }
 }

@@ -42,7 +42,7 @@ struct DiskFormatVersionTests {
         let image = patternImage(width: 300, height: 200, seed: 9)
         let box = SizeQuery(box: image.size)
         func name(_ key: String) -> String {
-            DiskFileName(digest: KeyDigest(key: key), variant: VariantDescriptor(size: image.size)).string
+            DiskFileName(digest: ImageEntityID(hashing: key), variant: VariantDescriptor(size: image.size)).string
         }
         // Left by an earlier release in the directory before the tier opens.
         try Data(Self.versionOneFile(image, key: "before")).write(to: URL(fileURLWithPath: scratch.path + "/" + name("before")))

@@ -78,7 +78,7 @@ struct DiskFullDiskTests {
         #expect(stats.entries == stored.count)
         #expect(
             stats.bytes == stored.count
-                * DiskIndexEntry(digest: KeyDigest(key: "k0"), variant: VariantDescriptor(size: Self.size)).chargedBytes)
+                * DiskIndexEntry(digest: ImageEntityID(hashing: "k0"), variant: VariantDescriptor(size: Self.size)).chargedBytes)
         try Self.expectServed(tier, stored, "after ENOSPC")
         #expect(try tier.image(forKey: "k100", matching: SizeQuery(box: Self.size)) == nil)
 

@@ -5,13 +5,13 @@ import Testing
 
 /// The charge of one `side`×`side` default-style file against the byte limit.
 private func charge(side: Int) -> Int {
-    DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: PixelSize(width: side, height: side))).chargedBytes
+    DiskIndexEntry(digest: ImageEntityID(hashing: "x"), variant: VariantDescriptor(size: PixelSize(width: side, height: side))).chargedBytes
 }
 
 private func box(_ side: Int) -> SizeQuery { SizeQuery(box: PixelSize(width: side, height: side)) }
 
 private func cacheName(_ key: String, side: Int) -> String {
-    DiskFileName(digest: KeyDigest(key: key), variant: VariantDescriptor(size: PixelSize(width: side, height: side))).string
+    DiskFileName(digest: ImageEntityID(hashing: key), variant: VariantDescriptor(size: PixelSize(width: side, height: side))).string
 }
 
 /// `count` empty files named like `side`×`side` variants (the index reads names only), and one
@@ -165,7 +165,7 @@ extension DiskHardeningTests {
         let interleaved = Atomic<Bool>(false)
         var hooks = DiskTier.TestHooks()
         hooks.evictionBatchChosen = { victims in
-            guard victims.contains(where: { $0.digest == KeyDigest(key: "a") }),
+            guard victims.contains(where: { $0.digest == ImageEntityID(hashing: "a") }),
                 !interleaved.exchange(true, ordering: .relaxed)
             else { return }
             // "a" was chosen as a victim; before its file is deleted, a writer publishes it anew.
@@ -230,7 +230,7 @@ extension DiskHardeningTests {
             let seen = waitUntil(seconds: 10) { tier.contains(key: "marker", matching: box(8)) } != nil
             if !seen { Issue.record("the marker was not indexed") }
             let back = ["a", "b"].filter { key in
-                victims.contains { $0.digest == KeyDigest(key: key) } && tier.contains(key: key, matching: box(side))
+                victims.contains { $0.digest == ImageEntityID(hashing: key) } && tier.contains(key: key, matching: box(side))
             }
             resurrected.withLock { $0 = back }
         }
@@ -376,7 +376,7 @@ extension DiskHardeningTests {
         try Data(marker).write(to: URL(fileURLWithPath: scratch.parent + "/marker"))
         #expect(rename(scratch.parent + "/marker", scratch.path + "/" + cacheName("marker", side: 8)) == 0)
         #expect(waitUntil(seconds: 10) { tier.contains(key: "marker", matching: box(8)) } != nil)
-        let own = try #require(tier.indexEntries.first { $0.digest == KeyDigest(key: "own") })
+        let own = try #require(tier.indexEntries.first { $0.digest == ImageEntityID(hashing: "own") })
         #expect(own.isVerified, "the watcher validated our own file again (IN_CLOSE_WRITE under its final name)")
     }
 

@@ -5,7 +5,7 @@ import Testing
 /// The file name the disk tier uses for `key` stored as a `side`×`side` `.fit` default-style image.
 private func cacheName(_ key: String, side: Int) -> String {
     DiskFileName(
-        digest: KeyDigest(key: key),
+        digest: ImageEntityID(hashing: key),
         variant: VariantDescriptor(size: PixelSize(width: side, height: side), mode: .fit, style: .default)
     ).string
 }
@@ -140,7 +140,7 @@ struct DiskRobustnessTests {
     @Test("The index marks verified only the file that was hashed, not a replacement under the same name")
     func verificationOfAnOlderFileDoesNotCarryOver() {
         let variant = VariantDescriptor(size: PixelSize(width: 8, height: 8), mode: .fit, style: .default)
-        let entry = DiskIndexEntry(digest: KeyDigest(key: "k"), variant: variant)
+        let entry = DiskIndexEntry(digest: ImageEntityID(hashing: "k"), variant: variant)
         var index = DiskIndex()
         index.insert(entry)
         let hashed = index[index.slot(of: entry)!]  // what a lookup works on
@@ -205,13 +205,13 @@ struct DiskRobustnessTests {
         let statistics = tier.statistics
         #expect(statistics.evictions > 0)
         #expect(statistics.evictions == stores - files.count, "evictions counted that deleted nothing")
-        #expect(tier.indexEntries.contains { $0.digest == KeyDigest(key: "planted") }, "an undeletable victim left the index")
+        #expect(tier.indexEntries.contains { $0.digest == ImageEntityID(hashing: "planted") }, "an undeletable victim left the index")
         #expect(FileManager.default.fileExists(atPath: planted + "/inside"))
     }
 
     @Test("Crafted names with huge sizes are not cache files, so they cannot inflate the byte count")
     func hugeSizesInNamesAreIgnored() throws {
-        let digest = KeyDigest(key: "crafted")
+        let digest = ImageEntityID(hashing: "crafted")
         let side = DiskFileName.maximumSide
         let huge = ["\(digest)-\(side)x\(side)-fa.px", "\(digest)-\(side)x257-fa.px", "\(digest)-16385x16384-fa.px"]
         for name in huge { #expect(DiskFileName(name) == nil, "\(name)") }
@@ -237,7 +237,7 @@ struct DiskRobustnessTests {
         let image = patternImage(width: 100, height: 100, seed: 11)
         let marker = patternImage(width: 8, height: 8, seed: 12)
         func charge(_ image: PixelImage) -> Int {
-            DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size)).chargedBytes
+            DiskIndexEntry(digest: ImageEntityID(hashing: "x"), variant: VariantDescriptor(size: image.size)).chargedBytes
         }
         let tier = try DiskTier(
             directory: scratch.path,
@@ -262,7 +262,7 @@ struct DiskRobustnessTests {
 
     @Test("A failure reading a hit names the file, not the directory")
     func hitErrorsNameTheFile() {
-        let name = DiskFileName(digest: KeyDigest(key: "k"), variant: VariantDescriptor(size: PixelSize(width: 8, height: 8)))
+        let name = DiskFileName(digest: ImageEntityID(hashing: "k"), variant: VariantDescriptor(size: PixelSize(width: 8, height: 8)))
         let fromDescriptor = SystemCallError(call: "pread", path: "/cache", errno: EIO)
         let named = DiskTier.Core.naming(fromDescriptor, file: name, in: "/cache")
         #expect(named.path == "/cache/" + name.string)

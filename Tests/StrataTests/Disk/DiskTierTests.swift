@@ -130,7 +130,7 @@ struct DiskTierTests {
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration())
         let image = patternImage(width: 300, height: 200, seed: 4)
         let box = SizeQuery(box: image.size)
-        let name = DiskFileName(digest: KeyDigest(key: "ext"), variant: VariantDescriptor(size: image.size)).string
+        let name = DiskFileName(digest: ImageEntityID(hashing: "ext"), variant: VariantDescriptor(size: image.size)).string
         let staged = scratch.parent + "/" + name
         try Data(DiskFileEncoder.encode(image, key: "ext", mode: .fit, sourceVersion: 1)).write(to: URL(fileURLWithPath: staged))
         #expect(!tier.contains(key: "ext", matching: box))
@@ -170,7 +170,7 @@ struct DiskTierTests {
         // A valid header of another size than the name says.
         let other = DiskFileEncoder.encode(patternImage(width: 200, height: 300, seed: 5), key: "bad", mode: .fit, sourceVersion: 1)
         cases.append(("other size", other))
-        let name = DiskFileName(digest: KeyDigest(key: "bad"), variant: VariantDescriptor(size: image.size)).string
+        let name = DiskFileName(digest: ImageEntityID(hashing: "bad"), variant: VariantDescriptor(size: image.size)).string
         for (label, bytes) in cases {
             let staged = scratch.parent + "/staged"
             try Data(bytes).write(to: URL(fileURLWithPath: staged))
@@ -186,12 +186,12 @@ struct DiskTierTests {
         try Data(good).write(
             to: URL(
                 fileURLWithPath: scratch.path + "/"
-                    + DiskFileName(digest: KeyDigest(key: "inplace"), variant: VariantDescriptor(size: image.size)).string))
+                    + DiskFileName(digest: ImageEntityID(hashing: "inplace"), variant: VariantDescriptor(size: image.size)).string))
         let inPlace = DiskFileEncoder.encode(image, key: "inplace", mode: .fit, sourceVersion: 1)
         try Data(inPlace).write(
             to: URL(
                 fileURLWithPath: scratch.path + "/"
-                    + DiskFileName(digest: KeyDigest(key: "inplace"), variant: VariantDescriptor(size: image.size)).string))
+                    + DiskFileName(digest: ImageEntityID(hashing: "inplace"), variant: VariantDescriptor(size: image.size)).string))
         #expect(waitUntil { tier.contains(key: "inplace", matching: box) } != nil)
         #expect(!tier.contains(key: "bad", matching: box))
         #expect(try tier.image(forKey: "inplace", matching: box)?.hasSamePixels(as: image) == true)
@@ -218,7 +218,7 @@ struct DiskTierTests {
         let image = patternImage(width: 300, height: 200, seed: 6)
         let box = SizeQuery(box: image.size)
         // A file for key "AAA" placed under the name of key "BBB" (same key length): as if the digests collided.
-        let name = DiskFileName(digest: KeyDigest(key: "BBB"), variant: VariantDescriptor(size: image.size)).string
+        let name = DiskFileName(digest: ImageEntityID(hashing: "BBB"), variant: VariantDescriptor(size: image.size)).string
         try Data(DiskFileEncoder.encode(image, key: "AAA", mode: .fit, sourceVersion: 1)).write(
             to: URL(fileURLWithPath: scratch.parent + "/s"))
         #expect(rename(scratch.parent + "/s", scratch.path + "/" + name) == 0)
@@ -236,7 +236,7 @@ struct DiskTierTests {
         tier.pauseWatcher(true)
         // Delete five files behind the watcher's back...
         for i in 0..<5 {
-            let name = DiskFileName(digest: KeyDigest(key: "keep\(i)"), variant: VariantDescriptor(size: image.size)).string
+            let name = DiskFileName(digest: ImageEntityID(hashing: "keep\(i)"), variant: VariantDescriptor(size: image.size)).string
             #expect(unlink(scratch.path + "/" + name) == 0)
         }
         // ...and publish more than max_queued_events events (create + rename = 3 events each).
@@ -245,7 +245,7 @@ struct DiskTierTests {
             .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16384
         let count = limit / 3 + 100
         for i in 0..<count {
-            let name = DiskFileName(digest: KeyDigest(key: "new\(i)"), variant: VariantDescriptor(size: image.size)).string
+            let name = DiskFileName(digest: ImageEntityID(hashing: "new\(i)"), variant: VariantDescriptor(size: image.size)).string
             let temp = scratch.path + "/.strata-tmp-test"
             let fd = open(temp, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
             #expect(fd >= 0)
@@ -276,7 +276,7 @@ struct DiskTierTests {
         try tier.storeSynchronously(image, forKey: "b")
         #expect(try tier.image(forKey: "b", matching: SizeQuery(box: image.size))?.hasSamePixels(as: image) == true)
         // Still watched: an external publish shows up.
-        let name = DiskFileName(digest: KeyDigest(key: "c"), variant: VariantDescriptor(size: image.size)).string
+        let name = DiskFileName(digest: ImageEntityID(hashing: "c"), variant: VariantDescriptor(size: image.size)).string
         try Data(DiskFileEncoder.encode(image, key: "c", mode: .fit, sourceVersion: 0)).write(
             to: URL(fileURLWithPath: scratch.parent + "/c"))
         try run("/bin/mv", [scratch.parent + "/c", scratch.path + "/" + name])
@@ -329,7 +329,7 @@ struct DiskTierTests {
     func byteLimit() throws {
         let scratch = ScratchDirectory()
         let image = patternImage(width: 100, height: 100, seed: 11)
-        let charge = DiskIndexEntry(digest: KeyDigest(key: "x"), variant: VariantDescriptor(size: image.size)).chargedBytes
+        let charge = DiskIndexEntry(digest: ImageEntityID(hashing: "x"), variant: VariantDescriptor(size: image.size)).chargedBytes
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = charge * 3 })
         let q = SizeQuery(box: image.size)
         for key in ["a", "b", "c"] { try tier.storeSynchronously(image, forKey: key) }
@@ -357,7 +357,7 @@ struct DiskTierTests {
         let box = SizeQuery(box: image.size)
         var corrupt = DiskFileEncoder.encode(image, key: "k", mode: .fit, sourceVersion: 0)
         corrupt[DiskFileHeader.pixelOffset(keyLength: 1) + 99] ^= 1
-        let name = DiskFileName(digest: KeyDigest(key: "k"), variant: VariantDescriptor(size: image.size)).string
+        let name = DiskFileName(digest: ImageEntityID(hashing: "k"), variant: VariantDescriptor(size: image.size)).string
         for policy in DiskTier.ChecksumPolicy.allCases {
             let scratch = ScratchDirectory()
             try FileManager.default.createDirectory(atPath: scratch.path, withIntermediateDirectories: true)
@@ -379,7 +379,7 @@ struct DiskTierTests {
             })
         #expect(!tier.statistics.watching)
         let image = patternImage(width: 40, height: 40, seed: 13)
-        let name = DiskFileName(digest: KeyDigest(key: "p"), variant: VariantDescriptor(size: image.size)).string
+        let name = DiskFileName(digest: ImageEntityID(hashing: "p"), variant: VariantDescriptor(size: image.size)).string
         try Data(DiskFileEncoder.encode(image, key: "p", mode: .fit, sourceVersion: 0)).write(
             to: URL(fileURLWithPath: scratch.parent + "/p"))
         try run("/bin/mv", [scratch.parent + "/p", scratch.path + "/" + name])

@@ -92,7 +92,7 @@ struct ImageCacheTests {
         let boxes = (0..<100).map { i in withinTolerance ? 500 + (i % 40) : 512 }
         let results = try await withThrowingTaskGroup(of: CachedImage.self) { group in
             for width in boxes { group.addTask { try await cache.image(for: request(Self.photo, width, width)) } }
-            let group1 = FlightGroup(key: CacheKey(Self.photo), mode: .fit, style: .default, allowUpscale: false)
+            let group1 = CacheKey(Self.photo)
             #expect(await eventually { cache.flights.waiterCount(group: group1) == 100 })
             source.gate!.open()
             return try await group.reduce(into: []) { $0.append($1) }
@@ -106,7 +106,7 @@ struct ImageCacheTests {
     @Test func cancellingOneWaiterLeavesTheOthersServed() async throws {
         let source = CountingSource(gated: true)
         let cache = try ImageCache(source: source)
-        let group1 = FlightGroup(key: CacheKey(Self.photo), mode: .fit, style: .default, allowUpscale: false)
+        let group1 = CacheKey(Self.photo)
         let a = Task { try await cache.image(for: request(Self.photo, 256, 256)) }
         let b = Task { try await cache.image(for: request(Self.photo, 256, 256)) }
         #expect(await eventually { cache.flights.waiterCount(group: group1) == 2 })

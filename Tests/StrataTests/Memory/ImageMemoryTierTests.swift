@@ -55,6 +55,25 @@ struct ImageMemoryTierTests {
         #expect(s.hits == 1 && s.misses == 2)
     }
 
+    @Test("the tier is indexed by the key's identity, yet two keys with one identity never share images")
+    func identityAndKeyString() {
+        let tier = ImageMemoryTier(configuration: .init(costLimit: 64 << 20))
+        let first = CacheKey("photo/a"), forged = CacheKey("photo/b", forgedEntityID: first.entityID)
+        let query = SizeQuery(box: PixelSize(width: 100, height: 100))
+        tier.insert(image(100, 66), forKey: first, mode: .fit)
+        #expect(tier.entry(forKey: forged, matching: query) == nil, "another key's image was served")
+        #expect(tier.records(forKey: forged).isEmpty && tier.records(forKey: first).count == 1)
+        #expect(tier.remove(key: forged) { _ in true } == 0 && tier.records(forKey: first).count == 1)
+        // The later key takes the identity's place: the earlier one's images leave with it.
+        tier.insert(image(90, 60), forKey: forged, mode: .fit)
+        #expect(tier.entry(forKey: first, matching: query) == nil)
+        #expect(tier.entry(forKey: forged, matching: query)?.image.size == PixelSize(width: 90, height: 60))
+        #expect(tier.statistics.count == 1 && tier.indexIsConsistent())
+        // A removal by identity alone (a disk file another process deleted) finds the images.
+        #expect(tier.remove(entity: first.entityID) { _ in true } == 1)
+        #expect(tier.statistics.count == 0 && tier.indexIsConsistent())
+    }
+
     @Test("cost: heap and table slots count their bytes, file mappings one page by default")
     func costs() {
         let heap = image(100, 10)
@@ -93,7 +112,7 @@ struct ImageMemoryTierTests {
         let tier = ImageMemoryTier(configuration: .init(costLimit: 200_000, countLimit: 40))
         var rng = MemoryCacheTests.Rng(state: 9)
         for i in 0..<600 {
-            let key = "img\(Int.random(in: 0..<30, using: &rng))"
+            let key = CacheKey("img\(Int.random(in: 0..<30, using: &rng))")
             let side = [16, 20, 24, 32, 40][Int.random(in: 0..<5, using: &rng)]
             switch i % 7 {
             case 0..<4:
@@ -129,7 +148,7 @@ struct ImageMemoryTierTests {
             }
             tier.insert(
                 PixelImage(width: 16, height: 16, bytesPerRow: 64, style: .default, storage: storage, offset: 0),
-                forKey: "m\(i)", mode: .fit)
+                forKey: CacheKey("m\(i)"), mode: .fit)
         }
         #expect(tier.statistics.count == 4)
         #expect(counter.released.load(ordering: .relaxed) == 6)
@@ -152,7 +171,7 @@ struct ImageMemoryTierTests {
     @Test("a smaller limit on reload evicts at once")
     func reconfigureEvicts() throws {
         let tier = ImageMemoryTier(configuration: .init(costLimit: 1 << 20, countLimit: 100))
-        for i in 0..<50 { tier.insert(image(16, 16), forKey: "k\(i)", mode: .fit) }
+        for i in 0..<50 { tier.insert(image(16, 16), forKey: CacheKey("k\(i)"), mode: .fit) }
         try tier.reconfigure(.init(costLimit: 1 << 20, countLimit: 10))
         #expect(tier.statistics.count == 10 && tier.indexIsConsistent())
     }
@@ -166,7 +185,7 @@ struct ImageMemoryTierTests {
                 group.addTask {
                     var rng = MemoryCacheTests.Rng(state: UInt64(t) + 40)
                     for i in 0..<1_500 {
-                        let key = "k\(Int.random(in: 0..<40, using: &rng))"
+                        let key = CacheKey("k\(Int.random(in: 0..<40, using: &rng))")
                         let img = images[Int.random(in: 0..<images.count, using: &rng)]
                         switch i % 10 {
                         case 0..<4: tier.insert(img, forKey: key, mode: .fit)
@@ -194,15 +213,15 @@ struct ImageMemoryTierTests {
         let images = (0..<64).map { PixelImage(width: 16 + $0, height: 16) }
         let (lookupCount, wrongImages) = try ConcurrentReaders.run(seed: 70) { rng in
             let i = Int.random(in: 0..<images.count, using: &rng)
-            guard let (found, variant) = tier.image(forKey: "k\(i)", matching: SizeQuery(box: images[i].size)) else { return true }
+            guard let (found, variant) = tier.image(forKey: CacheKey("k\(i)"), matching: SizeQuery(box: images[i].size)) else { return true }
             return found.width == 16 + i && variant.size == found.size
         } writer: {
             var rng = MemoryCacheTests.Rng(state: 5)
             for step in 0..<30_000 {
                 let i = Int.random(in: 0..<images.count, using: &rng)
                 switch step % 12 {
-                case 0..<8: tier.insert(images[i], forKey: "k\(i)", mode: .fit)
-                case 8..<11: tier.remove(key: "k\(i)")
+                case 0..<8: tier.insert(images[i], forKey: CacheKey("k\(i)"), mode: .fit)
+                case 8..<11: tier.remove(key: CacheKey("k\(i)"))
                 default: tier.trim(toCost: 100_000)
                 }
             }

@@ -76,7 +76,7 @@ import StrataTestSupport
         #expect(id == CacheKey("photo/1").entityID && id == ImageEntityID(CacheKey("photo/1")))
         #expect(id.high == 0xd86f_7b2f_4f01_c898 && id.low == 0x8c44_a71f_97ef_72a4)
         #expect(
-            DiskFileName(digest: CacheKey("photo/1").digest, variant: VariantDescriptor(size: PixelSize(width: 1, height: 1))).string
+            DiskFileName(digest: CacheKey("photo/1").entityID, variant: VariantDescriptor(size: PixelSize(width: 1, height: 1))).string
                 .hasPrefix("d86f7b2f4f01c8988c44a71f97ef72a4-"))
     }
 }
