@@ -28,6 +28,16 @@ struct ImageEndpoint: Sendable {
     struct Prepared: Sendable {
         var parameters: ImageParameters
         var request: ImageRequest
+        /// The warm path's memory lookup for this request, when it made one before passing the
+        /// request on (the route then asks memory no more).
+        var memoryLookup: MemoryLookup = .notAsked
+    }
+
+    /// What a memory lookup made before the route found.
+    enum MemoryLookup: Sendable {
+        case notAsked
+        case hit(CachedImage)
+        case miss
     }
 
     /// The answer and the tier label for metrics (`nil` when no image was served).
@@ -85,10 +95,17 @@ struct ImageEndpoint: Sendable {
         } else {
             prepared = try prepare(target: Substring(request.uri.string))
         }
-        try responder.admit(unless: cache.cachedImage(for: prepared.request) != nil)
+        // One memory lookup per request: the warm path's, handed over, or this one.
+        let memoryHit: CachedImage?
+        switch prepared.memoryLookup {
+        case .hit(let hit): memoryHit = hit
+        case .miss: memoryHit = nil
+        case .notAsked: memoryHit = cache.cachedImage(for: prepared.request)
+        }
+        try responder.admit(unless: memoryHit != nil)
         let served: CachedImage
         do {
-            served = try await cache.image(for: prepared.request)
+            served = try await cache.image(for: prepared.request, memoryHit: memoryHit)
         } catch {
             throw ServiceError(error)
         }

@@ -108,10 +108,16 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .success(let checked): prepared = checked
         case .failure(let refusal): return .passOn(.failure(refusal))
         }
-        guard let served = endpoint.cache.cachedImage(for: prepared.request),
+        let found = endpoint.cache.cachedImage(for: prepared.request)
+        guard let served = found,
             let warm = endpoint.warmEncoding(
                 for: prepared, served: served, accept: head.headers["accept"], ifNoneMatch: head.headers["if-none-match"])
-        else { return .passOn(.success(prepared)) }
+        else {
+            // The route goes on from this lookup: one memory lookup for the request.
+            var handed = prepared
+            handed.memoryLookup = found.map { .hit($0) } ?? .miss
+            return .passOn(.success(handed))
+        }
         let engineDone = ContinuousClock.now
         var bytes = allocator.buffer(capacity: warm.head.readableBytes + 160)
         bytes.writeImmutableBuffer(warm.head)

@@ -28,6 +28,31 @@ struct ParseOnceTests {
         try await server.stop()
     }
 
+    /// The warm path's memory lookup goes with the request it passes on: every request asks
+    /// the memory tier once — a cold one (the warm path's miss), another encoding of a variant
+    /// memory holds (its hit), a warm answer, and one the warm path leaves alone.
+    @Test func everyRequestAsksMemoryOnce() async throws {
+        let server = try await TestServer.start(disk: false)
+        func lookups() -> UInt64 {
+            let memory = server.cache.statistics.memory
+            return (memory?.hits ?? 0) + (memory?.misses ?? 0)
+        }
+        func asked(_ target: String, headers: [(String, String)] = [], tier: String) async throws -> UInt64 {
+            let before = lookups()
+            let answer = try await server.get(target, headers: headers)
+            #expect(answer.status == 200 && answer.header("X-Strata-Tier") == tier, "\(target): \(answer.status) \(answer.header("X-Strata-Tier") ?? "-")")
+            return lookups() - before
+        }
+        let jpeg = "/images/jpeg/kite-800x500-gray.jpg?w=150&format=jpeg"
+        #expect(try await asked(jpeg, tier: "source") == 1)
+        #expect(try await asked("/images/jpeg/kite-800x500-gray.jpg?w=150&format=png", tier: "memory") == 1)
+        #expect(try await asked(jpeg, tier: "encoded") == 1)
+        // `Connection: close`: the warm path leaves it to the route, which asks once itself.
+        let other = "/images/jpeg/kite-800x500-gray.jpg?w=150&format=webp"
+        #expect(try await asked(other, headers: [("Connection", "close")], tier: "memory") == 1)
+        try await server.stop()
+    }
+
     /// Pipelined requests on one connection: the first is parsed by the warm path and handed
     /// over; those behind it, which the warm path leaves alone while Hummingbird answers, by
     /// the route. Each target once, each answer its own.

@@ -56,6 +56,9 @@ public final class ImageDecoder {
     /// The same bytes as one thread's decode, in about 0.67–0.97× its time and 1.1–1.4× its CPU
     /// time (see ``ProgressiveJPEGSplit``). Baseline files are not affected.
     public var splitsProgressiveJPEG = false
+    /// Where a split progressive decode runs its second half (``ForkJoin/dispatch`` unless the
+    /// owner says otherwise: the engine's renderers use its pool, in the job's lane).
+    public var forkJoin: ForkJoin = .dispatch
 
     /// Which libjpeg-turbo scaling factors ``ImageDecoder/decodedSize(for:minimumSize:)`` may use.
     public enum JPEGScaling: Sendable, Hashable {
@@ -349,6 +352,7 @@ public final class ImageDecoder {
         stride: Int
     ) -> Bool {
         if progressiveSplit == nil { progressiveSplit = ProgressiveJPEGSplit() }
+        progressiveSplit!.forkJoin = forkJoin
         let scratch = scratchBuffer(ProgressiveJPEGSplit.scratchBytes(fileBytes: bytes.count, size: size))
         return progressiveSplit!.decode(bytes, factor: factor, size: size, into: out, stride: stride, scratch: scratch)
     }

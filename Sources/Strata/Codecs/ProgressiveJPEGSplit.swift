@@ -1,6 +1,5 @@
 import CStrataJPEG
 import CStrataSIMD
-import Dispatch
 import Synchronization
 
 /// Decodes a progressive JPEG on two threads, into the same bytes as libjpeg-turbo's decode on
@@ -10,15 +9,15 @@ import Synchronization
 /// AC scans each carry one component, so the file splits into two files that libjpeg decodes
 /// independently (`strata_jpeg_split`): every DC scan plus the luma's AC scans, decoded to the
 /// Y plane alone (libjpeg then skips the chroma's inverse DCT and upsampling), and every DC scan
-/// plus the chroma's AC scans, decoded to Y, Cb, Cr. The halves run at once on Dispatch's pool
-/// (this thread takes one); then libjpeg's own YCbCr → BGRA arithmetic
+/// plus the chroma's AC scans, decoded to Y, Cb, Cr. The halves run at once through a
+/// ``ForkJoin`` (this thread takes one); then libjpeg's own YCbCr → BGRA arithmetic
 /// (`strata_jpeg_merge_bgra`) joins the first's Y with the second's Cb and Cr, in two bands.
 ///
 /// Cost (2 cores, `strata bench source`, six rounds): a 2560×1600 progressive 4:4:4 photo →
 /// 256 px in 0.67× the whole-file decode's time; 1024×640 4:2:0 ones, whose luma holds most of
 /// the data, in 0.85–0.97×. Each half decodes the DC scans, and the chroma half an unused Y, so
 /// the CPU time is 1.1–1.4× the whole decode's: ``ImageDecoder`` splits only when
-/// ``hasIdleCores(pending:)``. When Dispatch's pool is busy both halves run on this thread, one
+/// ``hasIdleCores(pending:)``. When the helpers' executor is busy both halves run on this thread, one
 /// after the other. The scratch is the two halves' bytes (twice the file), the Y plane and the
 /// Y, Cb, Cr plane (4 bytes a pixel).
 ///
@@ -26,6 +25,8 @@ import Synchronization
 final class ProgressiveJPEGSplit {
     private let luma = JPEGRowDecompressor()
     private let chroma = JPEGRowDecompressor()
+    /// Where the second half and the second merge band run.
+    var forkJoin: ForkJoin = .dispatch
 
     /// Decodes in progress in this process (every format, counted by ``ImageDecoder``).
     static let decodesInFlight = Atomic<Int>(0)
@@ -79,13 +80,13 @@ final class ProgressiveJPEGSplit {
             yccPlane: base + layout.yccPlane, yccStride: layout.yccStride,
             destination: destination.assumingMemoryBound(to: UInt8.self), stride: stride)
         let decoded = Flags()
-        DispatchQueue.concurrentPerform(iterations: 2) { half in
+        forkJoin.forEach(2) { half in
             decoded.set(half, work.decode(half))
         }
         guard decoded.both else { return false }
         // Two bands when there is enough to share (8 rows of a 4096 px image or more).
         let bands = size.pixelCount >= 32_768 ? 2 : 1
-        DispatchQueue.concurrentPerform(iterations: bands) { band in
+        forkJoin.forEach(bands) { band in
             work.merge(rows: size.height * band / bands..<size.height * (band + 1) / bands)
         }
         return true

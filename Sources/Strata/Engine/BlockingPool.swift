@@ -139,10 +139,13 @@ public final class BlockingPool<Context>: @unchecked Sendable {
     /// Threads the pool has started (the widest lane's width, or more after a lane narrowed).
     public var threadCount: Int { threadStart.withLock { $0 } }
     /// Told the lane of every job as a thread starts it (tests of the lanes' order).
-    private let jobStartObserver = Lock<(@Sendable (Lane) -> Void)?>(nil)
+    private let jobStartObserver = Lock<(@Sendable (Lane, Bool) -> Void)?>(nil)
 
-    /// Calls `body` with the lane of every job a thread starts from now on (`nil` stops).
-    package func observeJobStarts(_ body: (@Sendable (Lane) -> Void)?) { jobStartObserver.withLock { $0 = body } }
+    /// Calls `body` with the lane of every job a thread starts from now on, and whether a caller
+    /// awaits it (a `run`; `false` for a `submit`: a helper, a write-behind) (`nil` stops).
+    package func observeJobStarts(_ body: (@Sendable (Lane, _ awaited: Bool) -> Void)?) {
+        jobStartObserver.withLock { $0 = body }
+    }
 
     /// Starts `width` threads named `name`, each calling `makeContext` once on itself; urgent
     /// jobs run on up to `width` of them, prefetch jobs on up to `prefetchWidth` (default 1).
@@ -337,7 +340,7 @@ public final class BlockingPool<Context>: @unchecked Sendable {
         /// lets the next one start).
         var finished: Lane?
         while true {
-            let (taken, wake): ((job: Job, lane: Lane)?, Wake) = state.withLock(waitingUntil: { s in
+            let (taken, wake): ((job: Job, lane: Lane, awaited: Bool)?, Wake) = state.withLock(waitingUntil: { s in
                 switch finished {
                 case .urgent?: s.running.urgent -= 1
                 case .prefetch?: s.running.prefetch -= 1
@@ -365,11 +368,11 @@ public final class BlockingPool<Context>: @unchecked Sendable {
                 // Each queued job woke a thread when it became startable; the one exception is a
                 // prefetch job that waited for the urgent queue to empty, which it just did.
                 let wake: Wake = s.stopping ? s.wakeAfterChange : (tookLastUrgent && s.nextLane == .prefetch ? .one : .none)
-                return ((entry.job, lane), wake)
+                return ((entry.job, lane, entry.ticket != nil), wake)
             }
             self.wake(wake)
             guard let taken else { return }
-            jobStartObserver.withLock { $0 }?(taken.lane)
+            jobStartObserver.withLock { $0 }?(taken.lane, taken.awaited)
             // The queue no longer refers to the job: it (and all it captured) is released at
             // the end of this iteration, before the next job is taken.
             taken.job(.run(context))
@@ -420,6 +423,18 @@ public enum BlockingPoolError<Failure: Error>: Error, CustomStringConvertible {
 }
 
 extension BlockingPoolError: Equatable where Failure: Equatable {}
+
+extension BlockingPoolError {
+    /// The one mapping of a pool's errors into its caller's: the job's own error as it threw
+    /// it, and the two ways a job never runs as the caller names them.
+    public func resolved(cancelled: @autoclosure () -> Failure, shutDown: @autoclosure () -> Failure) -> Failure {
+        switch self {
+        case .failed(let error): return error
+        case .cancelled: return cancelled()
+        case .shutDown: return shutDown()
+        }
+    }
+}
 
 /// Shuts a private ``BlockingPool`` down when the last reference to it goes away — for types
 /// that make their own pool when the caller gives none (`DirectorySource`, `ImageTableCache`);

@@ -38,8 +38,15 @@ extension ImageCache {
             return CachedImage(image: image, variant: variant, tier: .memory)
         }
         guard request.exactSize else { return nil }
+        return exactSizeSearch(request)
+    }
+
+    /// For an `exactSize` request: a larger variant within tolerance that ``finish(_:for:lane:)``
+    /// resamples to the box, or `nil`.
+    func exactSizeSearch(_ request: ImageRequest) -> CachedImage? {
+        guard let memory else { return nil }
         let search = request.searchQuery(defaultTolerance: defaultTolerance)
-        guard let (image, variant) = memory.entry(forKey: key, matching: search),
+        guard let (image, variant) = memory.entry(forKey: request.key, matching: search),
             Self.canResample(variant, to: request)
         else { return nil }
         return CachedImage(image: image, variant: variant, tier: .memory)
@@ -106,8 +113,9 @@ extension ImageCache {
         let plan = SizingPlan(source: hit.image.size, box: request.box, mode: request.mode, allowUpscale: request.allowUpscale)
         if plan.output == hit.image.size { return hit }
         let source = hit.image, box = request.box, mode = request.mode
-        let resized = try await onPool(request.key, lane: lane ?? FlightLane(request.priority)) { [renderers] in
-            renderers.withRenderer { $0.resize(source, box: box, mode: mode) }
+        let jobLane = lane ?? FlightLane(request.priority)
+        let resized = try await onPool(request.key, lane: jobLane) { [renderers, pool] in
+            renderers.withRenderer(pool: pool, lane: jobLane.lane) { $0.resize(source, box: box, mode: mode) }
         }
         counters.resamples.add(1, ordering: .relaxed)
         let variant = ImageVariant(
@@ -283,14 +291,14 @@ extension ImageCache {
             countFetch()
             rendered = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
                 let data = try fetchBlocking(key, from: files)
-                let (image, originalSize) = try renderOriginal(data.bytes, key: key, request: renderRequest)
+                let (image, originalSize) = try renderOriginal(data.bytes, key: key, request: renderRequest, lane: lane)
                 return (image, originalSize, data.version)
             }
         } else {
             let data = try await fetchOriginal(key, lane: lane)
             let bytes = data.bytes
             let (image, originalSize) = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
-                try renderOriginal(bytes, key: key, request: renderRequest)
+                try renderOriginal(bytes, key: key, request: renderRequest, lane: lane)
             }
             rendered = (image, originalSize, data.version)
         }
@@ -308,13 +316,13 @@ extension ImageCache {
     /// Decodes and resamples `bytes` for `request` with one of the engine's renderers (blocking:
     /// call it on the engine's threads), counted and timed.
     func renderOriginal(
-        _ bytes: [UInt8], key: CacheKey, request: RenderRequest
+        _ bytes: [UInt8], key: CacheKey, request: RenderRequest, lane: FlightLane
     ) throws(ImageCacheError) -> (image: PixelImage, originalSize: PixelSize) {
         counters.sourceDecodes.add(1, ordering: .relaxed)
         let renderStart = ContinuousClock.now
         defer { metrics.render.recordInterval(since: renderStart) }
         do {
-            return try renderers.withRenderer { renderer throws(ImageDecodingError) in
+            return try renderers.withRenderer(pool: pool, lane: lane.lane) { renderer throws(ImageDecodingError) in
                 try rethrowingTyped(ImageDecodingError.self) {
                     try bytes.withUnsafeBytes { try renderer.renderWithOriginalSize($0, request: request) }
                 }
@@ -378,11 +386,7 @@ extension ImageCache {
         do {
             return try await pool.run(lane: ticket.lane, ticket: ticket, body)
         } catch {
-            switch error {
-            case .failed(let failure): throw failure
-            case .cancelled: throw .cancelled(key: key.string)
-            case .shutDown: throw .shutDown
-            }
+            throw error.resolved(cancelled: .cancelled(key: key.string), shutDown: .shutDown)
         }
     }
 
@@ -416,6 +420,9 @@ final class FlightLane: Sendable {
 
     /// A fixed lane (work outside a flight).
     init(_ lane: Lane) { current = Lock((lane, nil)) }
+
+    /// The lane now: inside a job, the lane the job runs in (a job's helpers join it there).
+    var lane: Lane { current.withLock { $0.lane } }
 
     /// A ticket for the next job, in the current lane; later priority changes move it.
     func ticket() -> LaneTicket {

@@ -13,8 +13,8 @@ extension ImageCache {
         try checkNegative(key)
         let data = try await fetchOriginal(key, lane: FlightLane(.urgent))
         let bytes = data.bytes
-        let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers] () -> Result<ImageHeader, ImageDecodingError> in
-            renderers.withRenderer { renderer in
+        let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers, pool] () -> Result<ImageHeader, ImageDecodingError> in
+            renderers.withRenderer(pool: pool) { renderer in
                 Result { () throws(ImageDecodingError) -> ImageHeader in
                     try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try renderer.decoder.readHeader($0) } }
                 }

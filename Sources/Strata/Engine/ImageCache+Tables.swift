@@ -13,7 +13,7 @@ extension ImageCache {
         let bytes = data.bytes, mode = format.mode
         let entitySource = ImageTableSource(description: key) { [self] largest in
             try await onPool(request.key, lane: lane) { [self] () throws(ImageCacheError) -> PixelImage in
-                try renderOriginal(bytes, key: request.key, request: RenderRequest(box: largest, mode: mode)).image
+                try renderOriginal(bytes, key: request.key, request: RenderRequest(box: largest, mode: mode), lane: lane).image
             }
         }
         let entity = ImageTableEntity(

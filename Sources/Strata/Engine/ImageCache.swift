@@ -198,6 +198,24 @@ public final class ImageCache: Sendable {
         return try await image(for: request, after: memoryHit(request), ticket: ticket, since: started)
     }
 
+    /// ``image(for:)`` for a request whose memory lookup the caller has just made with
+    /// ``cachedImage(for:)``: `memoryHit` is what it found. A hit is finished as ``image(for:)``
+    /// finishes one (revalidation, render-ahead); a miss goes on below memory without asking
+    /// memory again — one memory lookup for the request (an `exactSize` request still looks
+    /// for a larger variant to resample, which ``cachedImage(for:)`` does not return).
+    public func image(for request: ImageRequest, memoryHit: CachedImage?) async throws(ImageCacheError) -> CachedImage {
+        let started = Self.monotonicNanoseconds()
+        counters.requests.add(1, ordering: .relaxed)
+        do {
+            try validate(request)
+        } catch {
+            countFailure(error)
+            throw error
+        }
+        let hit = memoryHit ?? (request.exactSize ? exactSizeSearch(request) : nil)
+        return try await image(for: request, after: hit, ticket: nil, since: started)
+    }
+
     /// The memory tier's best variant for `request`, or `nil`. Synchronous and non-blocking:
     /// a hash lookup and a scan of the key's variants under the memory tier's lock; allocates
     /// nothing on a miss. Never resamples (`exactSize` is honoured by returning only an exact

@@ -21,7 +21,7 @@ extension Resampler {
     /// of `destination` (same style as the source).
     ///
     /// `fill` runs on this thread and calls `publish(rows)` whenever the source's first `rows`
-    /// rows are final. Meanwhile one helper (on Dispatch's pool, with its own scratch) resamples
+    /// rows are final. Meanwhile one helper (through ``forkJoin``, with its own scratch) resamples
     /// chunks of output rows in order, each as soon as the source rows it reads are published;
     /// when `fill` returns, this thread takes the chunks still left. A JPEG decode of a large
     /// photo and its Lanczos reduce then take about the time of the decode alone, as libvips'
@@ -58,7 +58,9 @@ extension Resampler {
                 destinationStride: destinationStride, width: width, outputRows: outputRows, chunkRows: chunkRows,
                 chunks: chunks, progress: progress)
             let helperBox = UncheckedResampler(helper)
-            DispatchQueue.global().async {
+            // Refused (a shut-down pool): this thread does all the chunks, and `joinHelper`
+            // finds the helper never started.
+            _ = forkJoin.spawn {
                 // Nothing is touched when this thread finished without the helper.
                 guard progress.helperStarts() else { return }
                 work.runChunks(on: helperBox.resampler, waiting: true)
@@ -108,7 +110,7 @@ private final class FillProgress: Sendable {
     /// start (the filling thread did all the work and went on).
     private let helperState = Atomic<Int>(0)
 
-    /// Called by the helper when Dispatch runs it: false when it is too late to help.
+    /// Called by the helper when it starts: false when it is too late to help.
     func helperStarts() -> Bool {
         helperState.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged
     }

@@ -60,10 +60,13 @@ public final class Resampler {
 
     /// Resamplers that run the other bands of a split resample (their scratch only).
     var helpers: [Resampler] = []
+    /// Where the other bands of a split resample, and the resample beside a decode, run
+    /// (Dispatch's pool unless the owner says otherwise: the engine gives its pool).
+    public var forkJoin: ForkJoin = .dispatch
 
     /// How many threads one resample may use (default 1). With more, a resample of at least
     /// ``parallelWork`` multiply-adds a band is split into bands of output rows that run in
-    /// parallel on Dispatch's pool (`concurrentPerform`; this thread runs one band), each band
+    /// parallel through ``forkJoin`` (this thread takes bands too), each band
     /// with scratch of its own. The result is the same bytes. It lowers one image's latency on
     /// a machine with idle cores; it cannot raise the throughput of a machine whose cores are
     /// all busy, and costs a little (each band filters the few source rows its first output row
@@ -161,14 +164,14 @@ public final class Resampler {
                         into: dstBase, destinationStride: destinationStride, width: width)
                     return
                 }
-                // Bands of output rows on Dispatch's pool, each with its own scratch (this
+                // Bands of output rows through `forkJoin`, each with its own scratch (this
                 // resampler and its helpers); the tables are shared, read-only. Every output row
                 // is computed exactly as in one band: the result is the same bytes.
                 while helpers.count < bands - 1 { helpers.append(Resampler(filter: filter)) }
                 let split = Bands(
                     workers: [self] + helpers.prefix(bands - 1), source: srcBase, destination: dstBase)
                 for worker in split.workers { worker.usesAVX2 = usesAVX2 }
-                DispatchQueue.concurrentPerform(iterations: bands) { band in
+                forkJoin.forEach(bands) { band in
                     split.workers[band].run(
                         h, v, style: style, rows: outputRows * band / bands..<outputRows * (band + 1) / bands,
                         source: split.source, sourceStride: sourceStride, into: split.destination,

@@ -218,10 +218,8 @@ extension DirectorySource {
 extension SourceError {
     /// A source's blocking-pool failure: its own error, a cancellation, or a pool shut down.
     init(_ error: BlockingPoolError<SourceError>, key: String) {
-        switch error {
-        case .failed(let error): self = error
-        case .cancelled: self.init(key: key, reason: .cancelled)
-        case .shutDown: self.init(key: key, reason: .failed("the source's I/O pool is shut down"))
-        }
+        self = error.resolved(
+            cancelled: SourceError(key: key, reason: .cancelled),
+            shutDown: SourceError(key: key, reason: .failed("the source's I/O pool is shut down")))
     }
 }

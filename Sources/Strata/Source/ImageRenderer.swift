@@ -42,6 +42,16 @@ public final class ImageRenderer {
     /// so far while the decoder goes on, so a large photo's thumbnail takes about its decode's
     /// time. The bytes are the same either way.
     public var overlapsDecode = true
+    /// Where a render's parallel parts run — a split resample's bands, a split progressive
+    /// decode's second half, the resample beside a decode (``ForkJoin/dispatch`` by default;
+    /// the engine sets its pool, in the lane of the job using the renderer).
+    public var forkJoin: ForkJoin {
+        get { resampler.forkJoin }
+        set {
+            resampler.forkJoin = newValue
+            decoder.forkJoin = newValue
+        }
+    }
     /// Whether the last render overlapped its decode and resample (for tests).
     private(set) var lastRenderOverlapped = false
     public let decoder: ImageDecoder

@@ -15,9 +15,13 @@ final class RendererStore: Sendable {
         self.limit = Swift.max(1, limit)
     }
 
-    /// Runs `body` with a renderer no other job holds meanwhile.
-    func withRenderer<T, E: Error>(_ body: (ImageRenderer) throws(E) -> T) throws(E) -> T {
+    /// Runs `body` with a renderer no other job holds meanwhile, its parallel parts as jobs of
+    /// `pool` in `lane` (the lane of the job calling this), else on ``ForkJoin/dispatch``.
+    func withRenderer<T, E: Error>(
+        pool: BlockingPool<Void>? = nil, lane: Lane = .urgent, _ body: (ImageRenderer) throws(E) -> T
+    ) throws(E) -> T {
         let renderer = free.withLock { $0.popLast() } ?? make()
+        renderer.forkJoin = pool.map { .pool($0, lane: lane) } ?? .dispatch
         defer {
             free.withLock { idle in
                 if idle.count < limit { idle.append(renderer) }

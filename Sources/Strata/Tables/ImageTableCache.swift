@@ -222,11 +222,7 @@ public final class ImageTableCache: Sendable {
         do {
             return try await drawingPool.run { (_: Void) throws -> T in try body() }
         } catch {
-            switch error {
-            case .failed(let error): throw error
-            case .cancelled: throw CancellationError()
-            case .shutDown: throw ImageTableError.shutDown
-            }
+            throw error.resolved(cancelled: CancellationError(), shutDown: ImageTableError.shutDown)
         }
     }
 

@@ -70,7 +70,7 @@ struct EngineBlockingWorkTests {
         disk.flush()
         #expect(disk.statistics.entries == 1)
         let jobs = Lock<[Lane]>([])
-        cache.pool.observeJobStarts { lane in jobs.withLock { $0.append(lane) } }
+        cache.pool.observeJobStarts { lane, awaited in if awaited { jobs.withLock { $0.append(lane) } } }
         defer { cache.pool.observeJobStarts(nil) }
 
         await cache.remove(key: key)

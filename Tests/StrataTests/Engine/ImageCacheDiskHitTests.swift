@@ -19,7 +19,7 @@ struct ImageCacheDiskHitTests {
         #expect(rendered.tier == .source)
         disk.flush()
         let jobs = Atomic<Int>(0)
-        cache.pool.observeJobStarts { _ in jobs.add(1, ordering: .relaxed) }
+        cache.pool.observeJobStarts { _, awaited in if awaited { jobs.add(1, ordering: .relaxed) } }
 
         // Written by this process (verified, in the page cache): no job on the engine's threads.
         do {

@@ -181,7 +181,7 @@ struct ImageCacheTests {
         try FileManager.default.moveItem(atPath: file + ".new", toPath: file)
         // The directory's version check (an fstat) runs on the engine's threads, prefetch lane.
         let lanes = Lock<[Lane]>([])
-        cache.pool.observeJobStarts { lane in lanes.withLock { $0.append(lane) } }
+        cache.pool.observeJobStarts { lane, awaited in if awaited { lanes.withLock { $0.append(lane) } } }
         let stale = try await cache.image(for: request("photo.jpg", 256, 256))
         #expect(stale.tier == .memory && stale.sourceVersion == old.sourceVersion)
         #expect(await eventually { cache.statistics.engine.changedOriginals == 1 })
@@ -286,7 +286,7 @@ struct ImageCacheLaneTests {
     @Test func prefetchWorkWaitsWhileUrgentWorkIsQueued() async throws {
         let (cache, release) = try heldEngine()
         let started = Lock<[Lane]>([])
-        cache.pool.observeJobStarts { lane in started.withLock { $0.append(lane) } }
+        cache.pool.observeJobStarts { lane, awaited in if awaited { started.withLock { $0.append(lane) } } }
         // Five prefetches of sizes too far apart to share work, then one urgent request.
         let prefetches = cache.prefetch([100, 200, 400, 800, 1600].map { request(ImageCacheTests.photo, $0) })
         #expect(await eventually { cache.pool.queueDepths.prefetch == 5 })

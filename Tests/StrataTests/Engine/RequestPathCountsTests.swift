@@ -24,7 +24,7 @@ struct RequestPathCountsTests {
 
     static func counting(_ cache: ImageCache, _ body: () async throws -> Void) async rethrows -> Counts {
         let jobs = Atomic<Int>(0)
-        cache.pool.observeJobStarts { _ in jobs.add(1, ordering: .relaxed) }
+        cache.pool.observeJobStarts { _, awaited in if awaited { jobs.add(1, ordering: .relaxed) } }
         defer { cache.pool.observeJobStarts(nil) }
         let before = cache.statistics
         try await body()
@@ -68,5 +68,28 @@ struct RequestPathCountsTests {
         #expect(served?.tier == .disk)
         print("disk hit: \(fromDisk)")
         #expect(fromDisk.flights == 0 && fromDisk.disk == 1 && fromDisk.tables == 0 && fromDisk.jobs <= 1, "\(fromDisk)")
+    }
+
+    @Test(arguments: [Lane.urgent, .prefetch])
+    func aRendersParallelPartsAreThePoolsJobsInTheRequestsLane(lane: Lane) async throws {
+        // One executor for blocking work: a render's helper (the resample beside the decode, a
+        // split resample's bands) is a job of the engine's pool in the request's lane, not a
+        // Dispatch thread; it is not awaited, so it is no switch of the request's path.
+        let source = try DirectorySource(root: Fixtures.directory.path)
+        let cache = try ImageCache(memory: nil, source: source, render: RenderSettings(resampleThreads: 2))
+        let parts = Lock<[Lane]>([])
+        let awaited = Atomic<Int>(0)
+        cache.pool.observeJobStarts { jobLane, isAwaited in
+            if isAwaited { awaited.add(1, ordering: .relaxed) } else { parts.withLock { $0.append(jobLane) } }
+        }
+        defer { cache.pool.observeJobStarts(nil) }
+        let request = ImageRequest(
+            key: "jpeg/fallenleaf-2048x1280-420.jpg", box: PixelSize(width: 512, height: 512), priority: lane)
+        #expect(try await cache.image(for: request).tier == .source)
+        // A helper that starts after the render took every part itself still starts as a job.
+        let helpers = await eventually { !parts.withLock { $0.isEmpty } }
+        #expect(helpers, "the render forked nothing onto the pool")
+        #expect(parts.withLock { $0.allSatisfy { $0 == lane } }, "\(parts.withLock { $0 })")
+        #expect(awaited.load(ordering: .relaxed) == 1)
     }
 }
