@@ -40,7 +40,8 @@ struct ParseOnceTests {
         func asked(_ target: String, headers: [(String, String)] = [], tier: String) async throws -> UInt64 {
             let before = lookups()
             let answer = try await server.get(target, headers: headers)
-            #expect(answer.status == 200 && answer.header("X-Strata-Tier") == tier, "\(target): \(answer.status) \(answer.header("X-Strata-Tier") ?? "-")")
+            let served = answer.header("X-Strata-Tier") ?? "-"
+            #expect(answer.status == 200 && served == tier, "\(target): \(answer.status) \(served)")
             return lookups() - before
         }
         let jpeg = "/images/jpeg/kite-800x500-gray.jpg?w=150&format=jpeg"
