@@ -131,6 +131,10 @@ extension StrataConfiguration {
         .init(
             "http.signingKey", nil, secret: true,
             "HMAC-SHA256 key image URLs must be signed with (`strata sign`); unset: any URL is served (a warning at start)."),
+        .init(
+            "http.adminToken", nil, secret: true,
+            "Bearer token of `DELETE /images/{key}` and `DELETE /iiif/{2|3}/{identifier}` (purge a key from every tier); unset: those routes answer 404."
+        ),
         .init("http.cacheControl", "public, max-age=86400", "`Cache-Control` of image responses (empty: none)."),
         .init("http.maxDimension", "4096", "Largest `w` or `h` a request may ask for (400 beyond)."),
         .init(

@@ -12,6 +12,9 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     public var port = 8080
     /// HMAC-SHA256 key that image URLs must be signed with; `nil`: unsigned URLs are served.
     public var signingKey: String?
+    /// Bearer token of the administrative routes (`DELETE /images/{key}`, `DELETE /iiif/…`);
+    /// `nil`: those routes answer 404.
+    public var adminToken: String?
     /// `Cache-Control` of image responses.
     public var cacheControl = "public, max-age=86400"
     /// Largest `w` or `h` a request may name.
@@ -42,6 +45,10 @@ extension HTTPServiceSettings {
         settings.signingKey = try reader.string("http.signingKey")
         if let key = settings.signingKey, key.utf8.count < 16 {
             throw reader.error("http.signingKey", reason: "expected at least 16 bytes (a random secret, e.g. `openssl rand -hex 32`)")
+        }
+        settings.adminToken = try reader.string("http.adminToken")
+        if let token = settings.adminToken, token.utf8.count < 16 {
+            throw reader.error("http.adminToken", reason: "expected at least 16 bytes (a random secret, e.g. `openssl rand -hex 32`)")
         }
         settings.cacheControl = try reader.string("http.cacheControl") ?? ""
         settings.maxDimension = try reader.integer("http.maxDimension", min: 1)

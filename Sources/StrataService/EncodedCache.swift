@@ -65,5 +65,9 @@ final class EncodedCache: Sendable {
         _ = cache?.insert(image, forKey: key, cost: image.body.readableBytes + (image.head?.readableBytes ?? 0) + 128)
     }
 
+    /// Drops every encoding of `key` (a purge); returns how many.
+    @discardableResult
+    func remove(key: String) -> Int { cache?.removeAll { $0.key == key } ?? 0 }
+
     var statistics: CacheStatistics? { cache?.statistics }
 }

@@ -4,13 +4,15 @@ import NIOCore
 import Strata
 
 /// The service's routes, dispatched on the path: `/images/…`, `/iiif/{3|2}/…`, `/viewer`, `/healthz`, `/stats`,
-/// `/metrics`; anything else is a JSON 404, a method other than GET a JSON 405. A switch on
+/// `/metrics`, and `DELETE` of an image's or IIIF identifier's URL (``PurgeEndpoint``);
+/// anything else is a JSON 404, another method a JSON 405. A switch on
 /// the path instead of a router: one prefix test for the hot route.
 struct ServiceResponder: HTTPResponder {
     typealias Context = BasicRequestContext
 
     let images: ImageEndpoint
     let iiif: IIIFEndpoint
+    let purge: PurgeEndpoint
     let cache: ImageCache
     let encoded: EncodedCache
     let metrics: ServiceMetrics
@@ -22,9 +24,14 @@ struct ServiceResponder: HTTPResponder {
         let path = request.uri.path
         let route: String
         var response: Response
-        if request.method != .get {
+        if request.method == .delete, path.hasPrefix(ImageParameters.prefix) || path.hasPrefix(IIIFRoute.prefix) {
+            route = "purge"
+            response = await purge.respond(to: request)
+        } else if request.method != .get {
             route = "other"
-            response = ServiceError(.methodNotAllowed, "method_not_allowed", "only GET is served").response(headers: [.allow: "GET"])
+            let allowed = path.hasPrefix(ImageParameters.prefix) || path.hasPrefix(IIIFRoute.prefix) ? "GET, DELETE" : "GET"
+            response = ServiceError(.methodNotAllowed, "method_not_allowed", "only GET is served (and DELETE, to purge an image)")
+                .response(headers: [.allow: allowed])
         } else if path.hasPrefix(ImageParameters.prefix) {
             route = "images"
             // What the warm path parsed of this request, when it passed it on.

@@ -69,10 +69,12 @@ public final class StrataServer: Service, Sendable {
         let images = ImageEndpoint(
             cache: configured.cache, encoded: encoded, settings: settings, signer: settings.signingKey.map(URLSigner.init(key:)),
             responder: encodedResponder)
+        let originals = IIIFOriginals()
         let responder = ServiceResponder(
             images: images,
             iiif: IIIFEndpoint(
-                cache: configured.cache, settings: iiifSettings, http: settings, originals: IIIFOriginals(), responder: encodedResponder),
+                cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder),
+            purge: PurgeEndpoint(cache: configured.cache, encoded: encoded, originals: originals, adminToken: settings.adminToken),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
         let host = settings.host
         let onListening = self.onListening

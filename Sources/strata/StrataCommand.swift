@@ -23,7 +23,8 @@ struct StrataCommand: AsyncParsableCommand {
         commandName: "strata",
         abstract: "Strata: a multi-tier cache of decoded images.",
         subcommands: [
-            ServeCommand.self, SignCommand.self, GetCommand.self, WarmCommand.self, StatsCommand.self, ConfigCommand.self,
+            ServeCommand.self, SignCommand.self, GetCommand.self, WarmCommand.self, PurgeCommand.self, StatsCommand.self,
+            ConfigCommand.self,
             DecodeCommand.self, BenchCommand.self,
             TableWriterCommand.self, DiskWriterCommand.self,
         ]

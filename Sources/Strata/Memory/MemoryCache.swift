@@ -309,6 +309,32 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Memor
         return value
     }
 
+    /// Removes the values whose key satisfies `predicate` (not counted as evictions); returns how
+    /// many. Visits every key, stripe by stripe: for rare administrative removals (a purge),
+    /// not for a request path.
+    @discardableResult
+    public func removeAll(where predicate: (Key) -> Bool) -> Int {
+        var removed = 0
+        for s in stripes.indices {
+            let (cost, count) = exclusive(s) { core -> (Int, Int) in
+                var cost = 0, count = 0
+                for key in core.keys where predicate(key) {
+                    guard let i = core.find(key, hash: key.hashValue) else { continue }
+                    cost += core.nodes[Int(i)].cost
+                    count += 1
+                    _ = core.release(i)
+                }
+                return (cost, count)
+            }
+            if isStriped {
+                totalCostCounter.subtract(cost, ordering: .relaxed)
+                countCounter.subtract(count, ordering: .relaxed)
+            }
+            removed += count
+        }
+        return removed
+    }
+
     /// Removes every value and forgets the access history; statistics counters are kept.
     public func removeAll() {
         for s in stripes.indices {

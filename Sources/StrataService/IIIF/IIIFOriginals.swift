@@ -39,6 +39,11 @@ final class IIIFOriginals: Sendable {
     /// Whether the memo holds `key`'s original (no header read needed).
     func knows(_ key: String) -> Bool { entries.withLock { $0[key] != nil } }
 
+    /// Forgets `key`'s original whatever its version (a purge).
+    func forget(_ key: String) {
+        entries.withLock { $0[key] = nil }
+    }
+
     /// Drops `key`'s entry unless it was read from `version`; whether it was dropped.
     @discardableResult
     func forget(_ key: String, unless version: SourceVersion) -> Bool {

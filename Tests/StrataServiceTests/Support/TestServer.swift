@@ -50,8 +50,9 @@ let testClient: HTTPClient = {
 }()
 
 /// Sends `GET target` to 127.0.0.1:`port` with AsyncHTTPClient.
-func get(port: Int, _ target: String, headers: [(String, String)] = []) async throws -> Answer {
+func get(port: Int, _ target: String, headers: [(String, String)] = [], method: HTTPMethod = .GET) async throws -> Answer {
     var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(target)")
+    request.method = method
     for (name, value) in headers { request.headers.add(name: name, value: value) }
     // Generous: a debug build under the full parallel suite renders large originals slowly.
     let response = try await testClient.execute(request, timeout: .seconds(300))
@@ -112,8 +113,8 @@ final class TestServer: Sendable {
     /// `http.nodeName`: the `node` label of its metrics, its `X-Strata-Node`.
     var nodeName: String { server.settings.nodeName }
 
-    func get(_ target: String, headers: [(String, String)] = []) async throws -> Answer {
-        try await StrataServiceTests.get(port: port, target, headers: headers)
+    func get(_ target: String, headers: [(String, String)] = [], method: HTTPMethod = .GET) async throws -> Answer {
+        try await StrataServiceTests.get(port: port, target, headers: headers, method: method)
     }
 
     /// Graceful shutdown; waits for the server (and the engine's shutdown) to finish.
