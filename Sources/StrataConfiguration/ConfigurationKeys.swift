@@ -132,6 +132,10 @@ extension StrataConfiguration {
             "http.signingKey", nil, secret: true,
             "HMAC-SHA256 key image URLs must be signed with (`strata sign`); unset: any URL is served (a warning at start)."),
         .init(
+            "http.signingKeys", "", list: true, secret: true,
+            "More signing keys, each `id:secret`: a URL with `kid=ID` is checked with that key (`strata sign --key-id ID`), so keys rotate; `http.signingKey` checks URLs without `kid`."
+        ),
+        .init(
             "http.adminToken", nil, secret: true,
             "Bearer token of `DELETE /images/{key}` and `DELETE /iiif/{2|3}/{identifier}` (purge a key from every tier); unset: those routes answer 404."
         ),

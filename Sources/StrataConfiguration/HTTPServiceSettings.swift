@@ -12,6 +12,9 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     public var port = 8080
     /// HMAC-SHA256 key that image URLs must be signed with; `nil`: unsigned URLs are served.
     public var signingKey: String?
+    /// More signing keys by id (`http.signingKeys`, each `id:secret`): a URL naming one with
+    /// `kid=` is checked with it, so keys can rotate.
+    public var signingKeys: [String: String] = [:]
     /// Bearer token of the administrative routes (`DELETE /images/{key}`, `DELETE /iiif/…`);
     /// `nil`: those routes answer 404.
     public var adminToken: String?
@@ -32,6 +35,15 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     public var nodeName = HTTPServiceSettings.hostName()
 
     public init() {}
+
+    /// Whether the URL signing is on (a key without id, or keys by id).
+    public var signsURLs: Bool { signingKey != nil || !signingKeys.isEmpty }
+
+    /// A key id: 1…32 letters, digits, `-` or `_` (it is written into URLs as it is).
+    static func isValidKeyID(_ id: Substring) -> Bool {
+        (1...32).contains(id.utf8.count)
+            && id.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 45 || $0 == 95 }
+    }
 }
 
 extension HTTPServiceSettings {
@@ -49,6 +61,20 @@ extension HTTPServiceSettings {
         settings.adminToken = try reader.string("http.adminToken")
         if let token = settings.adminToken, token.utf8.count < 16 {
             throw reader.error("http.adminToken", reason: "expected at least 16 bytes (a random secret, e.g. `openssl rand -hex 32`)")
+        }
+        for entry in try reader.list("http.signingKeys") {
+            let parts = entry.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, let id = parts.first, Self.isValidKeyID(id) else {
+                throw reader.error(
+                    "http.signingKeys",
+                    reason: "expected entries `id:secret`, the id 1…32 letters, digits, `-` or `_` (got \(entry.debugDescription))")
+            }
+            guard parts[1].utf8.count >= 16 else {
+                throw reader.error("http.signingKeys", reason: "the secret of key \(String(id).debugDescription) must be at least 16 bytes")
+            }
+            guard settings.signingKeys.updateValue(String(parts[1]), forKey: String(id)) == nil else {
+                throw reader.error("http.signingKeys", reason: "key id \(String(id).debugDescription) is listed twice")
+            }
         }
         settings.cacheControl = try reader.string("http.cacheControl") ?? ""
         settings.maxDimension = try reader.integer("http.maxDimension", min: 1)

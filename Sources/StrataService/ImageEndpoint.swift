@@ -31,6 +31,9 @@ struct ImageEndpoint: Sendable {
         /// The warm path's memory lookup for this request, when it made one before passing the
         /// request on (the route then asks memory no more).
         var memoryLookup: MemoryLookup = .notAsked
+        /// When the URL's signature expires (`exp=`, Unix seconds); checked again each time a
+        /// memoized parse is reused (``PreparedTargets``).
+        var expires: Int? = nil
     }
 
     /// What a memory lookup made before the route found.
@@ -56,16 +59,12 @@ struct ImageEndpoint: Sendable {
     func prepare(target signed: Substring) throws(ServiceError) -> Prepared {
         probes.targetParsed?(signed)
         var target = signed
+        var expires: Int?
         if let signer {
             do {
-                target = try signer.verify(target)
+                (target, expires) = try signer.verify(target)
             } catch {
-                switch error {
-                case .missing:
-                    throw ServiceError(.forbidden, "missing_signature", "this service needs signed URLs: add sig= (see `strata sign`)")
-                case .invalid:
-                    throw ServiceError(.forbidden, "bad_signature", "the URL's signature does not match its path and query")
-                }
+                throw Self.refusal(error)
             }
         }
         // Byte offsets, not characters: the target is ASCII in practice, and `?` and the
@@ -83,7 +82,23 @@ struct ImageEndpoint: Sendable {
         let request = ImageRequest(
             key: CacheKey(parameters.key), box: parameters.box, mode: parameters.mode, tolerance: parameters.tolerance,
             exactSize: parameters.exact)
-        return Prepared(parameters: parameters, request: request)
+        return Prepared(parameters: parameters, request: request, expires: expires)
+    }
+
+    /// The 403 of a refused signature.
+    static func refusal(_ refusal: URLSigner.Refusal) -> ServiceError {
+        switch refusal {
+        case .missing:
+            ServiceError(.forbidden, "missing_signature", "this service needs signed URLs: add sig= (see `strata sign`)")
+        case .invalid:
+            ServiceError(.forbidden, "bad_signature", "the URL's signature does not match its path and query")
+        case .unknownKey(let id?):
+            ServiceError(.forbidden, "unknown_key", "the URL is signed with key \(id.debugDescription), which this service does not have")
+        case .unknownKey(nil):
+            ServiceError(.forbidden, "unknown_key", "the URL names no key (kid=), and this service has no key for such URLs")
+        case .expired:
+            ServiceError(.forbidden, "expired_signature", "the URL's signature has expired (exp=)")
+        }
     }
 
     private func image(

@@ -48,7 +48,7 @@ public struct ImageParameters: Sendable, Hashable {
 
     /// The query's parameter names.
     enum Name: Int, CaseIterable {
-        case w, h, mode, tolerance, format, quality, exact, signature
+        case w, h, mode, tolerance, format, quality, exact, signature, keyID, expiry
 
         var text: String {
             switch self {
@@ -60,12 +60,14 @@ public struct ImageParameters: Sendable, Hashable {
             case .quality: return "quality"
             case .exact: return "exact"
             case .signature: return URLSigner.parameter
+            case .keyID: return URLSigner.keyIDParameter
+            case .expiry: return URLSigner.expiryParameter
             }
         }
 
         /// The name spelled by `bytes`, compared byte for byte (names are ASCII). The first
-        /// byte picks the one candidate (the names' first letters differ), without building
-        /// `allCases`.
+        /// byte picks the one candidate (and the length, for `exact` and `exp`), without
+        /// building `allCases`.
         init?(_ bytes: Substring.UTF8View) {
             let name: Name
             switch bytes.first {
@@ -75,7 +77,8 @@ public struct ImageParameters: Sendable, Hashable {
             case UInt8(ascii: "t"): name = .tolerance
             case UInt8(ascii: "f"): name = .format
             case UInt8(ascii: "q"): name = .quality
-            case UInt8(ascii: "e"): name = .exact
+            case UInt8(ascii: "e"): name = bytes.count == 3 ? .expiry : .exact
+            case UInt8(ascii: "k"): name = .keyID
             case URLSigner.parameter.utf8.first: name = .signature
             default: return nil
             }
@@ -88,7 +91,7 @@ public struct ImageParameters: Sendable, Hashable {
     public init(path: Substring, query: Substring?, maxDimension: Int) throws(ServiceError) {
         key = try Self.key(fromPath: path)
         // One slot per known name, filled in a single pass over the query's bytes.
-        var values = InlineArray<8, Substring?>(repeating: nil)
+        var values = InlineArray<10, Substring?>(repeating: nil)
         var rest = (query ?? "").utf8[...]
         while !rest.isEmpty {
             let ampersand = rest.firstIndex(of: UInt8(ascii: "&")) ?? rest.endIndex

@@ -1,6 +1,10 @@
 import NIOCore
 import Strata
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The warm path's memo of checked image targets, one per event loop: a target's text → its
 /// ``ImageEndpoint/Prepared`` (parameters and engine request, the key's digest included), so a
 /// URL asked again skips the parse, the signature check and the key's SHA-256 — about 2 µs of
@@ -23,7 +27,14 @@ final class PreparedTargets {
     /// `target` checked by `endpoint` (from the memo when it was seen before), or why
     /// `endpoint` refuses it.
     func prepared(_ target: String, by endpoint: ImageEndpoint) -> PreparedHandOff.Parse {
-        if let known = entries[target] { return .success(known) }
+        if let known = entries[target] {
+            // A memoized signature may have expired since.
+            if let expires = known.expires, Int(time(nil)) > expires {
+                entries[target] = nil
+                return .failure(ImageEndpoint.refusal(.expired))
+            }
+            return .success(known)
+        }
         let prepared: ImageEndpoint.Prepared
         do {
             prepared = try endpoint.prepare(target: Substring(target))

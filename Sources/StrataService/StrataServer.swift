@@ -58,7 +58,7 @@ public final class StrataServer: Service, Sendable {
     public var cache: ImageCache { configured.cache }
 
     public func run() async throws {
-        if settings.signingKey == nil {
+        if !settings.signsURLs {
             logger.warning(
                 "http.signingKey is not set: any key at any size up to http.maxDimension may be requested (set it, and sign URLs with `strata sign`)"
             )
@@ -66,9 +66,9 @@ public final class StrataServer: Service, Sendable {
         let metrics = self.metrics
         let encodedResponder = EncodedResponder(
             cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics, probes: probes)
+        let signer = URLSigner(keys: settings.signingKeys, defaultKey: settings.signingKey)
         let images = ImageEndpoint(
-            cache: configured.cache, encoded: encoded, settings: settings, signer: settings.signingKey.map(URLSigner.init(key:)),
-            responder: encodedResponder)
+            cache: configured.cache, encoded: encoded, settings: settings, signer: signer, responder: encodedResponder)
         let originals = IIIFOriginals()
         let responder = ServiceResponder(
             images: images,

@@ -1,56 +1,120 @@
 import Crypto
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Signs and checks image URLs (imgproxy's model): the last query parameter, `sig`, is the
 /// HMAC-SHA256 of everything before it — the path and the other parameters exactly as sent —
-/// in unpadded base64url. With a signing key set, a URL whose signature is missing or wrong
-/// is refused (403) before any work, so only sizes the signer chose can be asked for.
+/// in unpadded base64url. With signing keys set, a URL whose signature is missing or wrong is
+/// refused (403) before any work, so only sizes the signer chose can be asked for.
+///
+/// Keys rotate: `http.signingKeys` lists keys by id, and a URL names its key with `kid=` (a URL
+/// without `kid` is checked with `http.signingKey`), so a new key is added, URLs move over, and
+/// the old key is removed. An optional `exp=` (Unix seconds) makes a URL expire. Both are
+/// inside the signed part: changing either breaks the signature.
 ///
 /// Cost: one HMAC-SHA256 over the target (about a microsecond); the check is constant-time.
 public struct URLSigner: Sendable {
     /// The query parameter that carries the signature (always the last one).
     public static let parameter = "sig"
+    /// The query parameter naming the key a URL is signed with (signed itself).
+    public static let keyIDParameter = "kid"
+    /// The query parameter holding a URL's expiry, in Unix seconds (signed itself).
+    public static let expiryParameter = "exp"
 
     /// Why a target is refused.
     public enum Refusal: Error, Sendable, Equatable {
         case missing
         case invalid
+        /// The URL names a key id this signer does not have (or none, and there is no key
+        /// without an id).
+        case unknownKey(String?)
+        /// The URL's `exp` has passed.
+        case expired
     }
 
-    private let secret: Data
-    private var key: SymmetricKey { SymmetricKey(data: secret) }
+    /// The keys by id; `""` is the key of URLs without `kid`.
+    private let secrets: [String: Data]
 
+    /// A signer with one key, for URLs without `kid`.
     public init(key: String) {
-        secret = Data(key.utf8)
+        secrets = ["": Data(key.utf8)]
     }
 
-    /// The signature of `target` (a path with its query, without `sig`).
-    public func signature(for target: Substring) -> String {
-        let code = HMAC<SHA256>.authenticationCode(for: Data(target.utf8), using: key)
+    /// A signer with `keys` by id, and `defaultKey` for URLs without `kid`; `nil` when there
+    /// is no key at all (unsigned URLs are served).
+    public init?(keys: [String: String], defaultKey: String?) {
+        var secrets = keys.mapValues { Data($0.utf8) }
+        if let defaultKey { secrets[""] = Data(defaultKey.utf8) }
+        guard !secrets.isEmpty else { return nil }
+        self.secrets = secrets
+    }
+
+    /// The key to sign with when none is named: the key without id, else the first id in
+    /// sorted order (`nil`).
+    public var preferredKeyID: String? {
+        secrets[""] != nil ? nil : secrets.keys.sorted().first
+    }
+
+    /// The signature of `target` (a path with its query, without `sig`) with key `keyID`
+    /// (`nil`: the key of URLs without `kid`).
+    public func signature(for target: Substring, keyID: String? = nil) -> String? {
+        guard let secret = secrets[keyID ?? ""] else { return nil }
+        let code = HMAC<SHA256>.authenticationCode(for: Data(target.utf8), using: SymmetricKey(data: secret))
         return Self.base64URL(Data(code))
     }
 
-    /// `target` (a path and query, or a whole URL) with `sig` appended; an existing `sig` is
-    /// replaced. Only the path and query are signed, so the same signature works behind any
-    /// host name.
+    /// `url` signed with the ``preferredKeyID`` key, never expiring (a signer always has a key).
     public func sign(_ url: String) -> String {
-        var text = Substring(url)
-        if let range = Self.signatureRange(in: text) { text = text[..<range.lowerBound] }
-        let (origin, target) = Self.split(text)
-        let separator = target.contains("?") ? "&" : "?"
-        return "\(origin)\(target)\(separator)\(Self.parameter)=\(signature(for: target))"
+        sign(url, keyID: preferredKeyID, expires: nil)!
     }
 
-    /// Checks a request target (`/images/…?…&sig=…`); returns the target without the
-    /// signature.
-    public func verify(_ target: Substring) throws(Refusal) -> Substring {
+    /// `target` (a path and query, or a whole URL) with `kid` (when `keyID` is given), `exp`
+    /// (when `expires` is given, in Unix seconds) and `sig` appended; an existing `sig` is
+    /// replaced. Only the path and query are signed, so the same signature works behind any
+    /// host name. `nil` when this signer has no key `keyID`.
+    public func sign(_ url: String, keyID: String? = nil, expires: Int? = nil) -> String? {
+        var text = Substring(url)
+        if let range = Self.signatureRange(in: text) { text = text[..<range.lowerBound] }
+        var (origin, target) = Self.split(text)
+        for (name, value) in [(Self.keyIDParameter, keyID), (Self.expiryParameter, expires.map(String.init))] {
+            guard let value else { continue }
+            target += "\(target.contains("?") ? "&" : "?")\(name)=\(value)"
+        }
+        guard let signature = signature(for: target, keyID: keyID) else { return nil }
+        let separator = target.contains("?") ? "&" : "?"
+        origin += target
+        return "\(origin)\(separator)\(Self.parameter)=\(signature)"
+    }
+
+    /// Checks a request target (`/images/…?…[&kid=…][&exp=…]&sig=…`) at `now` (Unix seconds);
+    /// returns the target without the signature and its expiry (`nil`: it never expires).
+    public func verify(_ target: Substring, now: Int = Int(time(nil))) throws(Refusal) -> (target: Substring, expires: Int?) {
         guard let range = Self.signatureRange(in: target) else { throw .missing }
         let signed = target[..<range.lowerBound]
         let given = target[range].dropFirst(Self.parameter.count + 2)  // "&sig=" / "?sig="
+        let keyID = Self.value(of: Self.keyIDParameter, in: signed)
+        guard let secret = secrets[keyID.map(String.init) ?? ""] else { throw .unknownKey(keyID.map(String.init)) }
         guard let code = Self.decodeBase64URL(given),
-            HMAC<SHA256>.isValidAuthenticationCode(code, authenticating: Data(signed.utf8), using: key)
+            HMAC<SHA256>.isValidAuthenticationCode(code, authenticating: Data(signed.utf8), using: SymmetricKey(data: secret))
         else { throw .invalid }
-        return signed
+        // Signed: `exp` is what the signer wrote. A malformed one never came from a signer.
+        guard let text = Self.value(of: Self.expiryParameter, in: signed) else { return (signed, nil) }
+        guard let expires = Int(text) else { throw .invalid }
+        guard now <= expires else { throw .expired }
+        return (signed, expires)
+    }
+
+    /// The value of the query parameter `name` in `target` (the first, undecoded), or `nil`.
+    static func value(of name: String, in target: Substring) -> Substring? {
+        guard let question = target.firstIndex(of: "?") else { return nil }
+        for pair in target[target.index(after: question)...].split(separator: "&") {
+            guard pair.hasPrefix(name), pair.dropFirst(name.count).first == "=" else { continue }
+            return pair.dropFirst(name.count + 1)
+        }
+        return nil
     }
 
     /// The range of `?sig=…` / `&sig=…` when it ends the target.

@@ -55,7 +55,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "strata.serve")
         let isEmbedded = embedded
-        let signer = configuration.http.signingKey.map(URLSigner.init(key:))
+        let signer = URLSigner(keys: configuration.http.signingKeys, defaultKey: configuration.http.signingKey)
         let examples = Self.exampleKeys(configuration.source)
         let server: StrataServer
         do {
@@ -110,7 +110,7 @@ struct ServeCommand: AsyncParsableCommand {
             }.joined(separator: "/")
             var target = "/images/\(encodedKey)?w=\(index == 0 ? 512 : 256)&h=\(index == 0 ? 512 : 256)"
             if index == 1 { target += "&format=webp" }
-            if let signer { target = signer.sign(target) }
+            if let signer { target = signer.sign(target, keyID: signer.preferredKeyID) ?? target }
             lines.append("  curl -sS -D - -o /tmp/strata-example-\(index) '\(base)\(target)'")
         }
         if let first = examples.first {

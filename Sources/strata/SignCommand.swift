@@ -7,7 +7,7 @@ import StrataService
 struct SignCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sign",
-        abstract: "Print URL signed with http.signingKey (HMAC-SHA256 of its path and query, as `sig=`).",
+        abstract: "Print URL signed with http.signingKey or a key of http.signingKeys (HMAC-SHA256 of its path and query, as `sig=`).",
         discussion: """
             URL is a whole URL (http://host:port/images/…?w=…) or just its path and query. The \
             signature covers the path and every parameter before it, exactly as written, so sign \
@@ -20,13 +20,41 @@ struct SignCommand: AsyncParsableCommand {
     @Argument(help: "The URL, or its path and query, to sign.")
     var url: String
 
+    @Option(name: .customLong("key-id"), help: "Sign with this key of http.signingKeys (adds kid=); default: http.signingKey.")
+    var keyID: String?
+
+    @Option(help: "Make the URL expire after this long (adds exp=, Unix seconds), e.g. 90s, 15m, 1h, 7d.")
+    var expires: String?
+
     @OptionGroup var configurationOptions: ConfigurationOptions
+
+    func validate() throws {
+        if let expires, Self.seconds(expires) == nil {
+            throw ValidationError("--expires \(expires): expected a duration such as 90s, 15m, 1h or 7d")
+        }
+    }
+
+    /// Seconds in `text`: a whole number with the unit s, m, h or d.
+    static func seconds(_ text: String) -> Int? {
+        let units = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        guard let unit = text.last.flatMap({ units[String($0)] }), let count = Int(text.dropLast()), count > 0 else { return nil }
+        return count * unit
+    }
 
     func run() async throws {
         let (_, configuration) = await configurationOptions.load()
-        guard let key = configuration.http.signingKey else {
-            fail("http.signingKey is not set: give it in the configuration file, STRATA_HTTP_SIGNING_KEY or --http-signing-key", code: 2)
+        guard let signer = URLSigner(keys: configuration.http.signingKeys, defaultKey: configuration.http.signingKey) else {
+            fail(
+                "no signing key is set: give http.signingKey (or http.signingKeys) in the configuration file, STRATA_HTTP_SIGNING_KEY or --http-signing-key",
+                code: 2)
         }
-        print(URLSigner(key: key).sign(url))
+        let expiry = expires.flatMap(Self.seconds).map { Int(Date().timeIntervalSince1970) + $0 }
+        guard let signed = signer.sign(url, keyID: keyID, expires: expiry) else {
+            let why =
+                keyID.map { "key \($0.debugDescription) is not in http.signingKeys" }
+                ?? "http.signingKey is not set: name a key with --key-id"
+            fail(why, code: 2)
+        }
+        print(signed)
     }
 }

@@ -13,7 +13,7 @@ struct SigningTests {
         let signer = URLSigner(key: Self.key)
         let signed = signer.sign(Self.target)
         #expect(signed.hasPrefix(Self.target + "&sig="))
-        #expect(try signer.verify(Substring(signed)) == Substring(Self.target))
+        #expect(try signer.verify(Substring(signed)).target == Substring(Self.target))
         // Re-signing replaces the signature; a whole URL keeps its host and signs the target.
         #expect(signer.sign(signed) == signed)
         #expect(signer.sign("http://example.com:8080" + Self.target) == "http://example.com:8080" + signed)
@@ -57,5 +57,80 @@ struct SigningTests {
         #expect(process.terminationStatus == 0)
         let url = printed.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(url == "http://127.0.0.1:8080" + URLSigner(key: Self.key).sign(Self.target))
+    }
+
+    static let old = "old:0123456789abcdef-old-key"
+    static let new = "new:fedcba9876543210-new-key"
+
+    @Test func keysRotateAndURLsExpire() throws {
+        let both = try #require(URLSigner(keys: ["old": "0123456789abcdef-old-key", "new": "fedcba9876543210-new-key"], defaultKey: nil))
+        let oldOnly = try #require(URLSigner(keys: ["old": "0123456789abcdef-old-key"], defaultKey: nil))
+        let newOnly = try #require(URLSigner(keys: ["new": "fedcba9876543210-new-key"], defaultKey: nil))
+        // Old and new keys are both valid while both are listed; a removed key is refused.
+        let byOld = try #require(oldOnly.sign(Self.target, keyID: "old"))
+        let byNew = try #require(newOnly.sign(Self.target, keyID: "new"))
+        #expect(byOld.contains("&kid=old&sig=") && byNew.contains("&kid=new&sig="))
+        #expect(try both.verify(Substring(byOld)).target == Substring(Self.target + "&kid=old"))
+        #expect(try both.verify(Substring(byNew)).target == Substring(Self.target + "&kid=new"))
+        #expect(throws: URLSigner.Refusal.unknownKey("old")) { try newOnly.verify(Substring(byOld)) }
+        #expect(throws: URLSigner.Refusal.unknownKey(nil)) { try both.verify(Substring(URLSigner(key: Self.key).sign(Self.target))) }
+        #expect(oldOnly.sign(Self.target, keyID: "new") == nil)
+        // Tampering with kid: another listed key's id breaks the signature.
+        #expect(throws: URLSigner.Refusal.invalid) {
+            try both.verify(Substring(byOld.replacingOccurrences(of: "kid=old", with: "kid=new")))
+        }
+        // Expiry: valid up to and at `exp`, refused after it; changing `exp` breaks the signature.
+        let expiring = try #require(both.sign(Self.target, keyID: "new", expires: 2_000_000_000))
+        #expect(expiring.contains("&kid=new&exp=2000000000&sig="))
+        #expect(try both.verify(Substring(expiring), now: 1_999_999_999).expires == 2_000_000_000)
+        #expect(try both.verify(Substring(expiring), now: 2_000_000_000).expires == 2_000_000_000)
+        #expect(throws: URLSigner.Refusal.expired) { try both.verify(Substring(expiring), now: 2_000_000_001) }
+        #expect(throws: URLSigner.Refusal.invalid) {
+            try both.verify(Substring(expiring.replacingOccurrences(of: "exp=2000000000", with: "exp=2000000099")), now: 2_000_000_001)
+        }
+    }
+
+    @Test func theServerChecksKeyIDsAndExpiryEvenForAMemoizedURL() async throws {
+        let server = try await TestServer.start(["http.signingKeys": "\(Self.old),\(Self.new)"])
+        let signer = try #require(URLSigner(keys: ["old": "0123456789abcdef-old-key", "new": "fedcba9876543210-new-key"], defaultKey: nil))
+        let now = Int(Date().timeIntervalSince1970)
+        let byOld = try #require(signer.sign(Self.target, keyID: "old"))
+        #expect(try await server.get(byOld).status == 200)
+        let soon = try #require(signer.sign(Self.target, keyID: "new", expires: now + 2))
+        let first = try await server.get(soon)
+        #expect(first.status == 200, "\(first.text)")
+        // The warm path memoizes the checked URL; once `exp` has passed it is refused anyway.
+        try await Task.sleep(for: .seconds(3))
+        let late = try await server.get(soon)
+        #expect(late.status == 403 && late.errorCode == "expired_signature", "\(late.status) \(late.text)")
+        let unknown = try await server.get(URLSigner(key: Self.key).sign(Self.target))
+        #expect(unknown.status == 403 && unknown.errorCode == "unknown_key")
+        try await server.stop()
+    }
+
+    @Test func aKeyListWithAMalformedEntryIsAConfigurationErrorNamingTheKey() async throws {
+        for bad in ["nocolon", "id:short", "bad id:0123456789abcdef-x", "\(Self.old),\(Self.old)"] {
+            await #expect(throws: (any Error).self) { try await TestServer.start(["http.signingKeys": bad]) }
+        }
+    }
+
+    @Test func strataSignWithAKeyIDAndAnExpiry() throws {
+        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: exe)
+        process.arguments = ["sign", Self.target, "--http-signing-keys", "\(Self.old),\(Self.new)", "--key-id", "new", "--expires", "1h"]
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("STRATA_") }
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let url = printed.trimmingCharacters(in: .whitespacesAndNewlines)
+        let signer = try #require(URLSigner(keys: ["new": "fedcba9876543210-new-key"], defaultKey: nil))
+        let checked = try signer.verify(Substring(url))
+        let expires = try #require(checked.expires)
+        let now = Int(Date().timeIntervalSince1970)
+        #expect(expires > now + 3500 && expires <= now + 3600, "\(url)")
     }
 }
