@@ -341,7 +341,8 @@ struct BenchDiskCommand: ParsableCommand {
         let sizes = [PixelSize(width: 256, height: 160), PixelSize(width: 1024, height: 640), PixelSize(width: 2048, height: 1280)]
         for i in 0..<count {
             // About three variants per key, as a thumbnail service would keep.
-            let name = DiskFileName(digest: ImageEntityID(hashing: "fixture/\(i / 3)"), variant: VariantDescriptor(size: sizes[i % 3])).string
+            let name = DiskFileName(digest: ImageEntityID(hashing: "fixture/\(i / 3)"), variant: VariantDescriptor(size: sizes[i % 3]))
+                .string
             _ = try FileDescriptor(openAt: directory, name: name, flags: O_CREAT | O_WRONLY)  // closed at once
         }
         _ = try FileDescriptor(open: marker, flags: O_CREAT | O_WRONLY)

@@ -33,7 +33,8 @@ extension DiskTier.Core {
         (try? lookup(key: key, digest: digest, query: query, waiting: false)) ?? .wouldWait
     }
 
-    private func lookup(key: String, digest: ImageEntityID, query: SizeQuery, waiting: Bool) throws(DiskTierError) -> DiskTier.CachedLookup {
+    private func lookup(key: String, digest: ImageEntityID, query: SizeQuery, waiting: Bool) throws(DiskTierError) -> DiskTier.CachedLookup
+    {
         let found: (DiskIndexEntry, Shared<FileDescriptor>)? = state.withLock { s in
             guard !s.closed, let id = s.index.bestMatch(for: digest, query: query) else { return nil }
             s.index.touch(id)

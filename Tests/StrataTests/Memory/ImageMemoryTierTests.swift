@@ -213,7 +213,9 @@ struct ImageMemoryTierTests {
         let images = (0..<64).map { PixelImage(width: 16 + $0, height: 16) }
         let (lookupCount, wrongImages) = try ConcurrentReaders.run(seed: 70) { rng in
             let i = Int.random(in: 0..<images.count, using: &rng)
-            guard let (found, variant) = tier.image(forKey: CacheKey("k\(i)"), matching: SizeQuery(box: images[i].size)) else { return true }
+            guard let (found, variant) = tier.image(forKey: CacheKey("k\(i)"), matching: SizeQuery(box: images[i].size)) else {
+                return true
+            }
             return found.width == 16 + i && variant.size == found.size
         } writer: {
             var rng = MemoryCacheTests.Rng(state: 5)
