@@ -7,7 +7,9 @@ import Logging
 /// pool's prefetch lane (at most one at a time), or a thread draining now (that job, or a
 /// ``flush()``/``close()`` that found no drain running and helps). The drainer stops when the
 /// queue is empty, deciding so under the queue's lock, so a concurrent store either lands before
-/// that decision (and is drained) or sees no drain and submits a new one.
+/// that decision (and is drained) or sees no drain and submits a new one. A drain job publishes
+/// at most ``drainBatch`` stores, then queues its successor behind the work queued meanwhile, so
+/// that urgent jobs need not wait for a long queue to be written.
 extension DiskTier.Core {
     struct Job: Sendable {
         var image: PixelImage
@@ -135,7 +137,10 @@ extension DiskTier.Core {
         }
     }
 
-    /// The pool job: drains until the queue is empty, unless a helping flush drains now (it
+    /// Stores one drain job publishes before it queues its successor.
+    static var drainBatch: Int { 8 }
+
+    /// The pool job: drains up to ``drainBatch`` stores, unless a helping flush drains now (it
     /// submits a new job if it leaves items behind).
     private func drainJob() {
         let mine = queue.withLock { q -> Bool in
@@ -144,16 +149,17 @@ extension DiskTier.Core {
             q.draining = true
             return true
         }
-        if mine { drain(until: nil) }
+        if mine { drain(until: nil, batch: Self.drainBatch) }
     }
 
     /// Publishes queued items in order; the caller has set `draining`. Stops when the queue is
-    /// empty or, for a helping flush, once barrier `ticket` has passed; then gives up `draining`
-    /// and, if items remain that no drain job will take, submits one.
-    func drain(until ticket: Int?) {
+    /// empty, after `batch` stores, or, for a helping flush, once barrier `ticket` has passed;
+    /// then gives up `draining` and, if items remain that no drain job will take, submits one.
+    func drain(until ticket: Int?, batch: Int = .max) {
+        var published = 0
         while true {
             let (item, resubmit) = queue.withLock { q -> (QueueItem?, Bool) in
-                if q.isEmpty || ticket.map({ q.barriersPassed >= $0 }) == true {
+                if q.isEmpty || published >= batch || ticket.map({ q.barriersPassed >= $0 }) == true {
                     q.draining = false
                     return (nil, q.claimDrainJob())
                 }
@@ -179,6 +185,7 @@ extension DiskTier.Core {
                     q.bytes -= job.image.byteCount
                     q.inFlight = nil
                 }
+                published += 1
             case .barrier(let number):
                 queue.withLock { $0.barriersPassed = number }
             }

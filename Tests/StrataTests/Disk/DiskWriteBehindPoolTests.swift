@@ -47,11 +47,13 @@ struct DiskWriteBehindPoolTests {
         own.close()
     }
 
-    @Test("Stores queued while the pool is busy wait as one drain job, and land in order")
+    @Test("Stores queued while the pool is busy wait as one drain job, land in order, and requeue the drain every batch")
     func oneDrainJobInOrder() async throws {
         let scratch = ScratchDirectory()
         let pool = try BlockingPool<Void>(width: 1, name: "test-dwb-one") {}
         defer { pool.shutdown() }
+        let drains = Lock(0)
+        pool.observeJobStarts { lane in if lane == .prefetch { drains.withLock { $0 += 1 } } }
         let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration(), pool: pool)
         defer { tier.close() }
         let blocker = try Blocker(pool, lane: .urgent)
@@ -64,6 +66,9 @@ struct DiskWriteBehindPoolTests {
         #expect(await eventually { tier.statistics.stores == 10 })
         // The same file, published ten times: the last store queued is the one that stays.
         #expect(try tier.hit(forKey: "same", matching: Self.box)?.sourceVersion == 10)
+        // A batch, then its successor queued behind whatever came meanwhile, for the rest.
+        #expect(DiskTier.Core.drainBatch < 10)
+        #expect(drains.withLock { $0 } == 2)
     }
 
     @Test("flush and close on the pool's only thread publish the queue there, not waiting for the drain job behind them")
