@@ -4,13 +4,14 @@ import Strata
 import StrataHTTPOrigin
 
 /// An ``ImageCache`` built from a ``StrataConfiguration``, with what lives beside it: the one
-/// pool that the engine, the image tables and a directory source share (`lanes.urgent` and
-/// `lanes.prefetch` wide), the memory-pressure monitor, and the source to shut down. Keep it for
-/// as long as the engine serves; call ``shutdown()`` before the process exits.
+/// pool that the engine, the disk tier's write-behind, the image tables, a directory source and
+/// the memory-pressure monitor share (`lanes.urgent` and `lanes.prefetch` wide), and the source
+/// to shut down. Besides that pool it starts one thread, the disk tier's watcher. Keep it for as
+/// long as the engine serves; call ``shutdown()`` before the process exits.
 public final class ConfiguredImageCache: Sendable {
     public let cache: ImageCache
     public let configuration: StrataConfiguration
-    let monitor: MemoryPressureMonitor?
+    package let monitor: MemoryPressureMonitor?
     let shutdownSource: @Sendable () async -> Void
     /// The shared pool (stopped when this object goes away).
     let pool: BlockingPoolOwner<Void>
@@ -40,7 +41,7 @@ public final class ConfiguredImageCache: Sendable {
             var settings = configuration.disk
             settings.logger = logger
             do {
-                disk = try DiskTier(directory: path, configuration: settings)
+                disk = try DiskTier(directory: path, configuration: settings, pool: shared)
             } catch {
                 throw ConfigurationError(key: "disk.path", value: path, reason: "cannot open the disk tier: \(error)")
             }
@@ -89,11 +90,11 @@ public final class ConfiguredImageCache: Sendable {
         cache = try ImageCache(
             memory: memory, disk: disk, tables: tables, source: source, render: configuration.render,
             options: options, pool: shared)
-        monitor = configuration.memoryPressure.map { MemoryPressureMonitor(target: memory, policy: $0) }
+        monitor = configuration.memoryPressure.map { MemoryPressureMonitor(target: memory, policy: $0, pool: shared) }
     }
 
-    /// Stops the pressure monitor, publishes the disk tier's queued writes, closes it and shuts
-    /// the source's client down.
+    /// Stops the pressure monitor, publishes the disk tier's queued writes (on the pool, and on
+    /// the calling thread when no drain runs), closes it and shuts the source's client down.
     public func shutdown() async {
         monitor?.stop()
         cache.disk?.flush()

@@ -8,7 +8,7 @@ import Musl
 /// keys, how many bytes they take and which variant shapes they are.
 ///
 /// Use it to inspect a directory that a running tier (in this or another process) may be
-/// using — `strata stats` does. Unlike ``DiskTier/init(directory:configuration:)``, which
+/// using — `strata stats` does. Unlike ``DiskTier/init(directory:configuration:pool:)``, which
 /// creates the directory, deletes abandoned temporary files, watches it and may evict, taking
 /// an inventory never creates, deletes, renames or writes anything: it opens the directory
 /// read-only, lists its names (`getdents64`, as the tier builds its index) and, with

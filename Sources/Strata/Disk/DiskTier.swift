@@ -52,7 +52,8 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
 /// - **Stores** are atomic (temporary file with `O_EXCL|O_NOFOLLOW`, `fsync`, `rename`, directory
 ///   `fsync`) and enforce the byte limit before publishing, evicting least-recently-used files.
 ///   ``store(_:forKey:mode:isWholeOriginal:sourceVersion:)`` is write-behind through a bounded queue drained by
-///   a dedicated thread; a full queue drops the store, it never blocks.
+///   one job at a time on the prefetch lane of a ``BlockingPool`` (the engine's when given, else
+///   the tier's own one-thread pool); a full queue drops the store, it never blocks.
 /// - Eviction, ``remove(key:)`` and ``removeAll()`` delete a name only while it still holds the
 ///   file (device and inode) they meant to delete, so a store of the same variant published in
 ///   between survives.
@@ -62,8 +63,9 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
 ///
 /// Recency lives in memory only: after a restart every existing file is equally old (they are
 /// evicted in directory order until used again). Thread-safe; all blocking work runs on the
-/// caller's thread (hits, ``storeSynchronously(_:forKey:mode:isWholeOriginal:sourceVersion:)``) or on the tier's
-/// own two threads (writer, watcher), never on Swift's cooperative pool unless the caller is.
+/// caller's thread (hits, ``storeSynchronously(_:forKey:mode:isWholeOriginal:sourceVersion:)``, a ``flush()`` that
+/// helps), on the writer pool (write-behind) or on the tier's watcher thread, never on Swift's
+/// cooperative pool unless the caller is.
 public final class DiskTier: Sendable {
     /// When a hit verifies the pixel checksum (XXH3-64 over all pixel bytes, ≈ 1 ms for a
     /// 16 MB image on this class of machine, bound by memory bandwidth — 15× the cost of the
@@ -96,9 +98,9 @@ public final class DiskTier: Sendable {
         /// letting the kernel's fault-around map 16 pages per fault when the pixels are read
         /// (133 µs vs 77 µs for a 16 MB file), so off by default.
         public var populateMappings: Bool = false
-        /// Maximum number of stores waiting for the writer thread. Default 64.
+        /// Maximum number of write-behind stores waiting to be published. Default 64.
         public var writeQueueCapacity: Int = 64
-        /// Maximum pixel bytes waiting for the writer thread. Default 256 MiB.
+        /// Maximum pixel bytes of write-behind stores waiting to be published. Default 256 MiB.
         public var writeQueueByteLimit: Int = 256 << 20
         /// `fsync` files and the directory on publish (the crash guarantee). Default true.
         public var durable: Bool = true
@@ -181,16 +183,24 @@ public final class DiskTier: Sendable {
     public static var maximumKeyLength: Int { DiskIndex.headerAllowance - DiskFileHeader.fixedLength }
 
     /// Opens (creating if needed) the cache directory at `directory`, builds the index from its
-    /// names and starts the watcher and writer threads.
+    /// names and starts the watcher thread.
+    ///
+    /// `pool`: where write-behind stores are published, one drain job at a time on its prefetch
+    /// lane (give it the engine's pool, as `ConfiguredImageCache` does, to start no writer thread);
+    /// `nil` starts a private one-thread pool (`strata-disk-w`), stopped on ``close()``. The tier
+    /// never shuts a given pool down; once that pool is shut down, stores are published on the
+    /// thread that calls ``store(_:forKey:mode:isWholeOriginal:sourceVersion:)``.
     ///
     /// Cost: one `readdir` pass over the directory (≈ 1 s per million files).
-    public init(directory: String, configuration: Configuration = Configuration()) throws(DiskTierError) {
+    public init(
+        directory: String, configuration: Configuration = Configuration(), pool: BlockingPool<Void>? = nil
+    ) throws(DiskTierError) {
         do {
             try configuration.validate()
         } catch {
             throw .invalidConfiguration(error)
         }
-        core = try Core(path: directory, configuration: configuration)
+        core = try Core(path: directory, configuration: configuration, pool: pool)
     }
 
     deinit { core.close() }
@@ -208,7 +218,7 @@ public final class DiskTier: Sendable {
         if limit < old { core.evictToLimit() }
     }
 
-    /// The directory's path, as given to ``init(directory:configuration:)``.
+    /// The directory's path, as given to ``init(directory:configuration:pool:)``.
     public var directory: String { core.requestedPath }
 
     /// The best variant of `key` for `query` (``VariantMatcher``'s rule over the in-memory
@@ -242,8 +252,9 @@ public final class DiskTier: Sendable {
         core.contains(digest: ImageEntityID(hashing: key), query: query)
     }
 
-    /// Queues `image` for publishing on the writer thread; returns at once. Returns false when
-    /// the queue is full (the store is dropped and counted) or the tier is closed.
+    /// Queues `image` for publishing on the writer pool; returns at once (but see
+    /// ``init(directory:configuration:pool:)`` for a pool shut down). Returns false when the
+    /// queue is full (the store is dropped and counted) or the tier is closed.
     /// `isWholeOriginal` (a `fit` image that is the original at full size) is kept in the file's
     /// name, so that the index serves it to every `fit` box that contains it.
     @discardableResult
@@ -292,10 +303,13 @@ public final class DiskTier: Sendable {
     public var statistics: Statistics { core.statistics() }
 
     /// Waits until every store queued before this call has been written (or dropped on error).
+    /// When no drain is running (its job still queued on the pool), the calling thread publishes
+    /// the queue up to this call itself, so a flush on a thread of the pool never deadlocks.
     public func flush() { core.flush() }
 
-    /// Drains the write queue, stops the threads and closes the directory. Idempotent; also
-    /// done when the tier is deallocated. Later calls fail with ``DiskTierError/closed`` or miss.
+    /// Drains the write queue (as ``flush()`` does), stops the watcher and a private writer
+    /// pool, and closes the directory. Idempotent; also done when the tier is deallocated. Later
+    /// calls fail with ``DiskTierError/closed`` or miss.
     public func close() { core.close() }
 
     // MARK: Hooks for tests and benchmarks
@@ -323,6 +337,10 @@ public final class DiskTier: Sendable {
     package func observeExternalRemovals(_ body: @escaping @Sendable (ImageEntityID, VariantDescriptor) -> Void) {
         core.externalRemovalObserver.withLock { $0 = body }
     }
+
+    /// Whether the tier started a writer pool of its own (no pool was given): a thread named
+    /// `strata-disk-w-0`.
+    package var ownsWriterThread: Bool { core.ownsWriter }
 
     /// Index entries examined so far to choose eviction victims.
     package var evictionExamined: Int { core.evictionExamined.load(ordering: .relaxed) }

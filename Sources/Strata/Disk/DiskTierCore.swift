@@ -7,10 +7,12 @@ import Logging
 import Synchronization
 
 extension DiskTier {
-    /// The shared state behind a ``DiskTier``, referenced by its writer and watcher threads.
+    /// The shared state behind a ``DiskTier``, referenced by its watcher thread and its drain
+    /// jobs.
     ///
     /// One concern per file: this one holds the state, opening and closing;
-    /// `DiskTierCore+Lookup` serves hits, `+Publish` the write queue and the atomic publish,
+    /// `DiskTierCore+Lookup` serves hits, `+WriteQueue` the write-behind queue and its drain,
+    /// `+Publish` the atomic publish,
     /// `+Eviction` the byte limit and every deletion by name, `+Watcher` inotify, rescans and
     /// recovery of a deleted directory.
     final class Core: Sendable {
@@ -39,8 +41,14 @@ extension DiskTier {
         let byteLimit: Atomic<Int>
         let logger: Logger
         let state: Lock<State>
-        /// Write-behind stores waiting for the writer thread (``Queue``).
+        /// Write-behind stores waiting to be published (``Queue``).
         let queue = Lock(Queue())
+        /// Where the queue's drain jobs run (prefetch lane): the pool the tier was given, or
+        /// its private one-thread pool (``ownsWriter``).
+        let writer: BlockingPool<Void>
+        /// The tier started ``writer`` itself (no pool was given): it is shut down on close.
+        let ownsWriter: Bool
+        /// The watcher thread (joined on close).
         let threads = Lock<[OSThread]>([])
         let closeOnce = Atomic<Bool>(false)
         let temporaryCounter = Atomic<Int>(0)
@@ -87,7 +95,10 @@ extension DiskTier {
         /// Index entries looked at to choose eviction victims (the work of choosing them).
         let evictionExamined = Atomic<Int>(0)
 
-        init(path requested: String, configuration: Configuration) throws(DiskTierError) {
+        /// The private writer pool's name (its thread is `strata-disk-w-0`).
+        static let privateWriterName = "strata-disk-w"
+
+        init(path requested: String, configuration: Configuration, pool: BlockingPool<Void>?) throws(DiskTierError) {
             self.requestedPath = requested
             self.configuration = configuration
             self.byteLimit = Atomic(configuration.byteLimit)
@@ -121,6 +132,17 @@ extension DiskTier {
             } catch {
                 throw .io(error)
             }
+            if let pool {
+                writer = pool
+                ownsWriter = false
+            } else {
+                do {
+                    writer = try BlockingPool(width: 1, prefetchWidth: 1, name: Self.privateWriterName, makeContext: {})
+                } catch {
+                    throw .io(error)
+                }
+                ownsWriter = true
+            }
             var inotify: Inotify?
             if configuration.useInotify {
                 do {
@@ -141,24 +163,17 @@ extension DiskTier {
             try startThreads()
         }
 
-        /// Starts the writer and the watcher; when the second cannot start, stops the first
-        /// (nothing is queued yet) so that no thread outlives the failed init.
+        /// Starts the watcher; when it cannot start, stops the private writer pool (nothing is
+        /// queued yet) so that no thread outlives the failed init.
         private func startThreads() throws(DiskTierError) {
-            let writer: OSThread
-            do {
-                writer = try OSThread(name: "strata-disk-w") { [self] in writerLoop() }
-            } catch {
-                throw .io(error)
-            }
             do {
                 control.withLock { $0.running = true }
                 let watcher = try OSThread(name: "strata-disk-i") { [self] in watcherLoop() }
-                threads.withLock { $0 = [writer, watcher] }
+                threads.withLock { $0 = [watcher] }
             } catch {
                 control.withLock { $0.running = false }
                 _ = closeOnce.exchange(true, ordering: .acquiringAndReleasing)
-                stopWriter()
-                writer.join()
+                if ownsWriter { writer.shutdown() }
                 throw .io(error)
             }
         }
@@ -204,11 +219,14 @@ extension DiskTier {
             return stats
         }
 
-        /// Drains the write queue, stops both threads, and removes the inotify watches (so that
-        /// no events queue up for a closed tier). The descriptors close when the core goes away.
+        /// Drains the write queue (helping on the calling thread when no drain runs), stops the
+        /// watcher and the private writer pool, and removes the inotify watches (so that no
+        /// events queue up for a closed tier). The descriptors close when the core goes away.
+        /// Safe on a thread of the writer pool: it never waits for a job queued behind it.
         func close() {
             guard !closeOnce.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            stopWriter()
+            closeQueue()
+            if ownsWriter { writer.shutdown() }
             control.withLock { $0.stopping = true }
             control.broadcast()
             wake()

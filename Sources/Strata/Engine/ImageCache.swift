@@ -113,9 +113,11 @@ public final class ImageCache: Sendable {
 
     /// An engine over the given tiers (each optional). `source` is where originals come from;
     /// without it only cached images are served. `pool`: the threads for every blocking job —
-    /// pass the pool the tables and the source were given to run everything on one pool (its
-    /// widths become ``Options/width`` and ``Options/prefetchWidth``); `nil` starts the
-    /// engine's own. Throws when `options` are out of range or the system refuses a thread.
+    /// pass the pool the tables, the source and the disk tier (its write-behind) were given to
+    /// run everything on one pool (its widths become ``Options/width`` and
+    /// ``Options/prefetchWidth``); `nil` starts the engine's own. The engine builds no tier, so a
+    /// disk tier made without a pool keeps its own writer thread. Throws when `options` are out
+    /// of range or the system refuses a thread.
     public init(
         memory: ImageMemoryTier? = ImageMemoryTier(), disk: DiskTier? = nil, tables: ImageTableCache? = nil,
         source: (any ImageSource)?, render: RenderSettings = .init(), options: Options = .init(),

@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Synchronization
 
 /// One sample of the Linux memory signals the memory tier reacts to. `nil` = not available.
 public struct MemoryPressureReading: Sendable, Hashable {
@@ -184,87 +183,4 @@ extension String {
         while let c = s.first, c.isWhitespace { s = s.dropFirst() }
         return String(s)
     }
-}
-
-/// Trims a ``MemoryTrimmable`` (the memory tier) when the Linux memory signals say so.
-///
-/// Polls a ``MemoryPressureSensor`` every `policy.interval` on its own thread (file reads are
-/// blocking calls; they stay off Swift's cooperative pool) and applies
-/// ``MemoryPressurePolicy/trimTarget(for:cacheCost:)``. It is off (``isActive`` false, no
-/// thread) when the sensor finds none of the files. Stops on ``stop()`` or when released.
-public final class MemoryPressureMonitor: Sendable {
-    private final class Runner: Sendable {
-        let stopped = Atomic<Bool>(false)
-        let joined = Atomic<Bool>(false)
-        /// The polling thread's `pthread_self()`, so that a stop from the thread itself (the
-        /// target released during a trim and releasing the monitor) does not join itself.
-        let threadID = Atomic<UInt>(0)
-        let trims = Atomic<Int>(0)
-    }
-
-    private let runner = Runner()
-    private let thread: OSThread?
-    /// Whether a polling thread is running (false when no signal exists or the thread could
-    /// not be started).
-    public var isActive: Bool { thread != nil && !runner.stopped.load(ordering: .acquiring) }
-
-    /// Starts polling unless `sensor` finds no signal at all.
-    public init(
-        target: some MemoryTrimmable, policy: MemoryPressurePolicy = MemoryPressurePolicy(),
-        sensor: MemoryPressureSensor = MemoryPressureSensor()
-    ) {
-        do { try policy.validate() } catch { preconditionFailure("memory pressure policy: \(error); call validate() first") }
-        let first = sensor.read()
-        guard first.cgroupCurrent != nil || first.someAvg10 != nil || first.fullAvg10 != nil else {
-            thread = nil
-            return
-        }
-        let runner = self.runner
-        weak let weakTarget = target
-        let interval = policy.interval
-        let nanoseconds = Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000)
-        thread = try? OSThread(name: "strata-mempress") {
-            runner.threadID.store(UInt(pthread_self()), ordering: .releasing)
-            while !runner.stopped.load(ordering: .acquiring) {
-                guard let target = weakTarget else { return }
-                if Self.poll(target: target, policy: policy, reading: sensor.read()) {
-                    runner.trims.add(1, ordering: .relaxed)
-                }
-                // Sleep in slices so stop() takes effect promptly.
-                var left = nanoseconds
-                while left > 0, !runner.stopped.load(ordering: .acquiring) {
-                    let slice = Swift.min(left, 50_000_000)
-                    var ts = timespec(tv_sec: 0, tv_nsec: slice)
-                    nanosleep(&ts, nil)
-                    left -= slice
-                }
-            }
-        }
-    }
-
-    /// Applies one decision; returns whether it trimmed. Exposed for tests with injected readings.
-    @discardableResult
-    public static func poll(
-        target: some MemoryTrimmable, policy: MemoryPressurePolicy,
-        reading: MemoryPressureReading
-    ) -> Bool {
-        guard let cost = policy.trimTarget(for: reading, cacheCost: target.totalCost) else { return false }
-        target.trim(toCost: cost)
-        return true
-    }
-
-    /// How many times the monitor has trimmed its target.
-    public var trimCount: Int { runner.trims.load(ordering: .relaxed) }
-
-    /// Stops polling and waits for the thread to exit (within about 50 ms plus one sample).
-    public func stop() {
-        runner.stopped.store(true, ordering: .releasing)
-        if let thread, runner.threadID.load(ordering: .acquiring) != UInt(pthread_self()),
-            runner.joined.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-        {
-            thread.join()
-        }
-    }
-
-    deinit { stop() }
 }

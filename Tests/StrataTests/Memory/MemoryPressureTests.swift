@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Testing
 @testable import Strata
+import StrataTestSupport
 
 @Suite("MemoryPressure")
 struct MemoryPressureTests {
@@ -102,13 +103,67 @@ struct MemoryPressureTests {
                 interval: .milliseconds(10)),
             sensor: sensor)
         #expect(monitor.isActive)
-        var waited = 0
-        while monitor.trimCount == 0, waited < 500 {
-            try await Task.sleep(for: .milliseconds(10))
-            waited += 1
-        }
+        #expect(monitor.ownsThread)
+        #expect(await eventually { monitor.trimCount > 0 })
         monitor.stop()
         #expect(monitor.trimCount > 0)
         #expect(cache.totalCost <= 5_000)
+    }
+
+    /// A cache that notes the name of each thread that trims it.
+    final class NamingTarget: MemoryTrimmable {
+        let cache = MemoryCache<Int, Int>(costLimit: 10_000)
+        let trimmers = Lock<[String]>([])
+        var totalCost: Int { cache.totalCost }
+        func trim(toCost cost: Int) {
+            let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
+            trimmers.withLock { $0.append(name.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            cache.trim(toCost: cost)
+        }
+    }
+
+    @Test("Given a pool, the monitor starts no thread: its samples and trims run as jobs on the pool")
+    func monitorOnAPool() async throws {
+        let root = try fakeTree()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let sensor = MemoryPressureSensor(
+            procSelfCgroup: root + "/self-cgroup", cgroupMounts: [root + "/cg"],
+            pressureFile: root + "/pressure")
+        let pool = try BlockingPool<Void>(width: 1, name: "test-mp-pool") {}
+        defer { pool.shutdown() }
+        let jobs = Lock(0)
+        pool.observeJobStarts { _, _ in jobs.withLock { $0 += 1 } }
+        let target = NamingTarget()
+        for k in 0..<100 { target.cache.insert(k, forKey: k, cost: 100) }
+        let monitor = MemoryPressureMonitor(
+            target: target,
+            policy: MemoryPressurePolicy(
+                cgroupHighWatermark: nil, someAvg10Threshold: 10, psiTrimShare: 0.5, interval: .milliseconds(10)),
+            sensor: sensor, pool: pool)
+        #expect(monitor.isActive)
+        #expect(!monitor.ownsThread)
+        #expect(await eventually { monitor.trimCount > 0 })
+        monitor.stop()
+        #expect(!monitor.isActive)
+        #expect(target.cache.totalCost <= 5_000)
+        let trimmers = target.trimmers.withLock { $0 }
+        #expect(!trimmers.isEmpty && trimmers.allSatisfy { $0.hasPrefix("test-mp-pool-") }, "\(trimmers)")
+        #expect(jobs.withLock { $0 } >= monitor.trimCount)
+    }
+
+    @Test("A monitor on a pool stops polling when the pool shuts down")
+    func monitorEndsWithItsPool() async throws {
+        let root = try fakeTree()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let sensor = MemoryPressureSensor(
+            procSelfCgroup: root + "/self-cgroup", cgroupMounts: [root + "/cg"],
+            pressureFile: root + "/pressure")
+        let pool = try BlockingPool<Void>(width: 1, name: "test-mp-down") {}
+        let cache = MemoryCache<Int, Int>(costLimit: 10_000)
+        let monitor = MemoryPressureMonitor(
+            target: cache, policy: MemoryPressurePolicy(interval: .milliseconds(10)), sensor: sensor, pool: pool)
+        #expect(monitor.isActive)
+        pool.shutdown()
+        #expect(await eventually { !monitor.isActive })
     }
 }
