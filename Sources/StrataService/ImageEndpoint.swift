@@ -139,6 +139,7 @@ struct ImageEndpoint: Sendable {
         let ifNoneMatch = request.headers[values: .ifNoneMatch]
         var extra = HTTPFields()
         if choice.negotiated { extra[.vary] = "Accept" }
+        if let dpr = parameters.dprText { extra[Self.contentDPR] = dpr }
         if format == .raw {
             return raw(served, key: key, extra: extra, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
         }
@@ -229,5 +230,6 @@ struct ImageEndpoint: Sendable {
     }
 
     static let bytesPerRow = HTTPField.Name("X-Strata-Bytes-Per-Row")!
+    static let contentDPR = HTTPField.Name(ImageParameters.contentDPR)!
     static let style = HTTPField.Name("X-Strata-Style")!
 }

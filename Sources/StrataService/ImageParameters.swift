@@ -42,13 +42,28 @@ public struct ImageParameters: Sendable, Hashable {
     public var format: ResponseFormat?
     public var quality: Int?
     public var exact: Bool
+    /// The device pixel ratio the box was multiplied by (`dpr`, lowered when the product would
+    /// pass `http.maxDimension`); `nil` when the request named none. Answered as `Content-DPR`.
+    public var dpr: Double?
 
     /// The route's prefix.
     static let prefix = "/images/"
 
+    /// `Content-DPR`: the device pixel ratio an answer was sized for.
+    static let contentDPR = "Content-DPR"
+
+    /// ``dpr`` as `Content-DPR` writes it: at most three decimals, no trailing zeros (`2`, `1.5`).
+    var dprText: String? {
+        guard let dpr else { return nil }
+        var text = String(format: "%.3f", dpr)
+        while text.hasSuffix("0") { text.removeLast() }
+        if text.hasSuffix(".") { text.removeLast() }
+        return text
+    }
+
     /// The query's parameter names.
     enum Name: Int, CaseIterable {
-        case w, h, mode, tolerance, format, quality, exact, signature, keyID, expiry
+        case w, h, mode, tolerance, format, quality, exact, signature, keyID, expiry, dpr
 
         var text: String {
             switch self {
@@ -62,6 +77,7 @@ public struct ImageParameters: Sendable, Hashable {
             case .signature: return URLSigner.parameter
             case .keyID: return URLSigner.keyIDParameter
             case .expiry: return URLSigner.expiryParameter
+            case .dpr: return "dpr"
             }
         }
 
@@ -79,6 +95,7 @@ public struct ImageParameters: Sendable, Hashable {
             case UInt8(ascii: "q"): name = .quality
             case UInt8(ascii: "e"): name = bytes.count == 3 ? .expiry : .exact
             case UInt8(ascii: "k"): name = .keyID
+            case UInt8(ascii: "d"): name = .dpr
             case URLSigner.parameter.utf8.first: name = .signature
             default: return nil
             }
@@ -91,7 +108,7 @@ public struct ImageParameters: Sendable, Hashable {
     public init(path: Substring, query: Substring?, maxDimension: Int) throws(ServiceError) {
         key = try Self.key(fromPath: path)
         // One slot per known name, filled in a single pass over the query's bytes.
-        var values = InlineArray<10, Substring?>(repeating: nil)
+        var values = InlineArray<11, Substring?>(repeating: nil)
         var rest = (query ?? "").utf8[...]
         while !rest.isEmpty {
             let ampersand = rest.firstIndex(of: UInt8(ascii: "&")) ?? rest.endIndex
@@ -102,7 +119,7 @@ public struct ImageParameters: Sendable, Hashable {
             let nameBytes = pair[..<(equals ?? pair.endIndex)]
             guard let name = Name(nameBytes) else {
                 throw .badParameter(
-                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, mode, tolerance, format, quality, exact")
+                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, dpr, mode, tolerance, format, quality, exact")
             }
             guard values[name.rawValue] == nil else { throw .badParameter("parameter \(name.text) is given twice") }
             values[name.rawValue] = Self.decoded(equals.map { Substring(pair[pair.index(after: $0)...]) } ?? "")
@@ -115,8 +132,21 @@ public struct ImageParameters: Sendable, Hashable {
             }
             return value
         }
-        let width = try dimension(.w)
-        let height = try dimension(.h)
+        var width = try dimension(.w)
+        var height = try dimension(.h)
+        if let text = value(.dpr) {
+            guard let ratio = Double(text), (1...4).contains(ratio), (ratio * 2).rounded() == ratio * 2 else {
+                throw .badParameter("dpr=\(text): expected a device pixel ratio from 1 to 4, in steps of 0.5")
+            }
+            // The named sides times the ratio, lowered so that neither passes the maximum.
+            let named = Swift.max(width ?? 1, height ?? 1)
+            let factor = Swift.min(ratio, Double(maxDimension) / Double(named))
+            func scaled(_ side: Int?) -> Int? {
+                side.map { Swift.min(maxDimension, Swift.max(1, Int((Double($0) * factor).rounded()))) }
+            }
+            (width, height) = (scaled(width), scaled(height))
+            dpr = factor
+        }
         switch value(.mode) {
         case nil, "fit": mode = .fit
         case "fill": mode = .fill

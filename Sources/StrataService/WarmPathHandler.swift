@@ -122,6 +122,11 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var bytes = allocator.buffer(capacity: warm.head.readableBytes + 160)
         bytes.writeImmutableBuffer(warm.head)
         if warm.negotiated { bytes.writeStaticString("Vary: Accept\r\n") }
+        if let dpr = prepared.parameters.dprText {
+            bytes.writeStaticString("Content-DPR: ")
+            bytes.writeString(dpr)
+            bytes.writeStaticString("\r\n")
+        }
         bytes.writeStaticString("Server-Timing: ")
         EncodedResponder.writeTiming(started: started, engine: engineDone, encode: nil, into: &bytes)
         bytes.writeStaticString("\r\nDate: ")

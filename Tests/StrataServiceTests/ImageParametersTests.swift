@@ -20,6 +20,22 @@ struct ImageParametersTests {
         }
     }
 
+    @Test func dprMultipliesTheBoxWithinTheMaximum() throws {
+        let doubled = try Self.parse("a.jpg", "w=300&h=200&dpr=2")
+        #expect(doubled.box == PixelSize(width: 600, height: 400) && doubled.dpr == 2 && doubled.dprText == "2")
+        let half = try Self.parse("a.jpg", "w=301&dpr=1.5")
+        #expect(half.box == PixelSize(width: 452, height: 4000) && half.dprText == "1.5")
+        // Capped: the ratio is lowered so the larger side fits http.maxDimension (4000 here),
+        // the box keeps its shape, and Content-DPR says the ratio used.
+        let capped = try Self.parse("a.jpg", "w=2500&h=1000&mode=fill&dpr=4")
+        #expect(capped.box == PixelSize(width: 4000, height: 1600) && capped.dpr == 1.6 && capped.dprText == "1.6")
+        #expect(try Self.parse("a.jpg", "w=4000&dpr=3").box.width == 4000)
+        #expect(try Self.parse("a.jpg", "w=300").dpr == nil)
+        for bad in ["0.5", "1.25", "4.5", "two", "", "-1"] {
+            #expect(Self.refusal("a.jpg", Substring("w=10&dpr=\(bad)"))?.contains("dpr=") == true, "dpr=\(bad)")
+        }
+    }
+
     @Test func everyParameterIsRead() throws {
         let p = try Self.parse("jpeg/a.jpg", "w=300&h=200&mode=fill&tolerance=0.1&format=webp&quality=55&exact=1")
         #expect(p.key == "jpeg/a.jpg")

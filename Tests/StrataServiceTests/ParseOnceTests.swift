@@ -96,4 +96,20 @@ struct ParseOnceTests {
         #expect(handOff.take(for: "/images/0?w=1") == nil)
         #expect(handOff.take(for: "/images/\(PreparedHandOff.capacity)?w=1") != nil)
     }
+
+    /// `dpr` multiplies the box: the answer is the variant of the larger box, and says its ratio
+    /// in `Content-DPR` on the ordinary path and on the warm path alike.
+    @Test func dprAnswersCarryContentDPR() async throws {
+        let server = try await TestServer.start(disk: false)
+        let target = "/images/jpeg/kite-800x500-gray.jpg?w=150&dpr=2&format=jpeg"
+        for tier in ["source", "encoded"] {
+            let answer = try await server.get(target)
+            #expect(answer.status == 200 && answer.header("X-Strata-Tier") == tier)
+            #expect(answer.header("Content-DPR") == "2" && answer.header("X-Strata-Width") == "300", "\(answer.headers)")
+        }
+        // The same variant as w=300: served warm, without Content-DPR.
+        let plain = try await server.get("/images/jpeg/kite-800x500-gray.jpg?w=300&format=jpeg")
+        #expect(plain.header("X-Strata-Tier") == "encoded" && plain.header("Content-DPR") == nil)
+        try await server.stop()
+    }
 }
