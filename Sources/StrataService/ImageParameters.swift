@@ -119,7 +119,8 @@ public struct ImageParameters: Sendable, Hashable {
             let nameBytes = pair[..<(equals ?? pair.endIndex)]
             guard let name = Name(nameBytes) else {
                 throw .badParameter(
-                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, dpr, mode, tolerance, format, quality, exact")
+                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, dpr, mode, tolerance, format, quality, exact"
+                )
             }
             guard values[name.rawValue] == nil else { throw .badParameter("parameter \(name.text) is given twice") }
             values[name.rawValue] = Self.decoded(equals.map { Substring(pair[pair.index(after: $0)...]) } ?? "")
