@@ -4,6 +4,10 @@ import NIOCore
 import Strata
 import StrataConfiguration
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `GET /images/{key}?…`: checks the signature and the parameters, asks the engine (after the
 /// shared load shedding), negotiates the format, and hands the answer — validator, 304,
 /// encoded cache, encode — to the ``EncodedResponder`` that IIIF tiles share; raw rows are
@@ -56,13 +60,13 @@ struct ImageEndpoint: Sendable {
     }
 
     /// Checks the signature (when signing is on) and parses the target.
-    func prepare(target signed: Substring) throws(ServiceError) -> Prepared {
+    func prepare(target signed: Substring, now: Int = Int(time(nil))) throws(ServiceError) -> Prepared {
         probes.targetParsed?(signed)
         var target = signed
         var expires: Int?
         if let signer {
             do {
-                (target, expires) = try signer.verify(target)
+                (target, expires) = try signer.verify(target, now: now)
             } catch {
                 throw Self.refusal(error)
             }

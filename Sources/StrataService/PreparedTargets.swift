@@ -26,10 +26,11 @@ final class PreparedTargets {
 
     /// `target` checked by `endpoint` (from the memo when it was seen before), or why
     /// `endpoint` refuses it.
-    func prepared(_ target: String, by endpoint: ImageEndpoint) -> PreparedHandOff.Parse {
+    /// `now`: Unix seconds, for signatures that expire.
+    func prepared(_ target: String, by endpoint: ImageEndpoint, now: Int = Int(time(nil))) -> PreparedHandOff.Parse {
         if let known = entries[target] {
             // A memoized signature may have expired since.
-            if let expires = known.expires, Int(time(nil)) > expires {
+            if let expires = known.expires, now > expires {
                 entries[target] = nil
                 return .failure(ImageEndpoint.refusal(.expired))
             }
@@ -37,7 +38,7 @@ final class PreparedTargets {
         }
         let prepared: ImageEndpoint.Prepared
         do {
-            prepared = try endpoint.prepare(target: Substring(target))
+            prepared = try endpoint.prepare(target: Substring(target), now: now)
         } catch {
             return .failure(error)
         }

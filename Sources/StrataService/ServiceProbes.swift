@@ -5,11 +5,15 @@ struct ServiceProbes: Sendable {
     var targetParsed: (@Sendable (Substring) -> Void)?
     /// A scan of a variant's alpha bytes for format negotiation.
     var transparencyScanned: (@Sendable () -> Void)?
+    /// A deep health check (``DeepHealth``) starting.
+    var deepHealthChecked: (@Sendable () -> Void)?
 
     init(
-        targetParsed: (@Sendable (Substring) -> Void)? = nil, transparencyScanned: (@Sendable () -> Void)? = nil
+        targetParsed: (@Sendable (Substring) -> Void)? = nil, transparencyScanned: (@Sendable () -> Void)? = nil,
+        deepHealthChecked: (@Sendable () -> Void)? = nil
     ) {
         self.targetParsed = targetParsed
         self.transparencyScanned = transparencyScanned
+        self.deepHealthChecked = deepHealthChecked
     }
 }

@@ -13,6 +13,7 @@ struct ServiceResponder: HTTPResponder {
     let images: ImageEndpoint
     let iiif: IIIFEndpoint
     let purge: PurgeEndpoint
+    let health: DeepHealth
     let cache: ImageCache
     let encoded: EncodedCache
     let metrics: ServiceMetrics
@@ -48,7 +49,16 @@ struct ServiceResponder: HTTPResponder {
             switch path {
             case "/healthz":
                 route = "healthz"
-                response = Self.answer("text/plain", ByteBuffer(string: "ok\n"))
+                if let deep = request.uri.queryParameters["deep"], deep == "1" || deep == "true" {
+                    let report = await health.report()
+                    if let failure = report.failure {
+                        response = ServiceError(.serviceUnavailable, "unhealthy", "\(failure.part): \(failure.message)").response()
+                    } else {
+                        response = Self.answer("text/plain", ByteBuffer(string: "ok: render, encode, disk\n"))
+                    }
+                } else {
+                    response = Self.answer("text/plain", ByteBuffer(string: "ok\n"))
+                }
             case "/stats":
                 route = "stats"
                 response = Self.answer(

@@ -75,6 +75,7 @@ public final class StrataServer: Service, Sendable {
             iiif: IIIFEndpoint(
                 cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder),
             purge: PurgeEndpoint(cache: configured.cache, encoded: encoded, originals: originals, adminToken: settings.adminToken),
+            health: DeepHealth(cache: configured.cache, probes: probes),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
         let host = settings.host
         let onListening = self.onListening

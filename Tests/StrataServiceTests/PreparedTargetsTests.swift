@@ -52,6 +52,24 @@ struct PreparedTargetsTests {
         #expect(signedMemo.prepared(good, by: signed).accepted?.request.key.string == "jpeg/a.jpg")
         #expect(signedMemo.prepared(String(forged), by: signed).accepted == nil)
         #expect(signedMemo.count == 1)
+
+        // An expiring signature: accepted and kept before `exp`, refused once it has passed —
+        // also when the memo holds it.
+        let keys = try #require(URLSigner(keys: ["k1": "0123456789abcdef-k1"], defaultKey: nil))
+        let expiring = ImageEndpoint(
+            cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, signer: keys,
+            responder: responder)
+        let url = try #require(keys.sign("/images/jpeg/a.jpg?w=10", keyID: "k1", expires: 2_000_000_000))
+        let expiringMemo = PreparedTargets(capacity: 8)
+        #expect(expiringMemo.prepared(url, by: expiring, now: 1_999_999_999).accepted?.expires == 2_000_000_000)
+        #expect(expiringMemo.prepared(url, by: expiring, now: 2_000_000_000).accepted != nil)
+        #expect(expiringMemo.count == 1)
+        if case .failure(let refusal) = expiringMemo.prepared(url, by: expiring, now: 2_000_000_001) {
+            #expect(refusal.code == "expired_signature")
+        } else {
+            Issue.record("an expired signature was served from the memo")
+        }
+        #expect(expiringMemo.count == 0)
         try await server.stop()
     }
 }

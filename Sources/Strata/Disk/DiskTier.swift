@@ -302,6 +302,11 @@ public final class DiskTier: Sendable {
     /// Current counters.
     public var statistics: Statistics { core.statistics() }
 
+    /// Writes and deletes one page in the directory now (blocking: a health check's proof that
+    /// stores can land); throws what a store would meet — a full or read-only disk, a
+    /// permission, a closed tier.
+    public func probeWrite() throws(DiskTierError) { try core.probeWrite() }
+
     /// Waits until every store queued before this call has been written (or dropped on error).
     /// When no drain is running (its job still queued on the pool), the calling thread publishes
     /// the queue up to this call itself, so a flush on a thread of the pool never deadlocks.

@@ -21,6 +21,21 @@ extension DiskTier.Core {
         return UInt64(try file.status().st_ino)
     }
 
+    /// Proves the directory takes a store now: writes one page to a new temporary file (which the
+    /// index and the watcher ignore), `fsync`s it when durable, and deletes it.
+    func probeWrite() throws(DiskTierError) {
+        guard let directory = state.withLock({ $0.closed ? nil : $0.directory }) else { throw .closed }
+        let name = DiskTemporaryName.next(
+            for: ImageEntityID(high: 0, low: 0), counter: temporaryCounter.add(1, ordering: .relaxed).newValue
+        ).string
+        do throws(SystemCallError) {
+            defer { try? directory.resource.unlink(name) }
+            _ = try writeTemporary([UInt8](repeating: 0, count: 4096), named: name, in: directory.resource)
+        } catch {
+            throw .io(error)
+        }
+    }
+
     /// Writes `image` to a temporary file (`O_EXCL | O_NOFOLLOW`), `fsync`s it, renames it over
     /// its name and indexes it (one step under the name's lock), then `fsync`s the directory.
     /// Evicts first, so that the byte limit holds before the file becomes visible. On failure

@@ -326,6 +326,20 @@ public final class ImageCache: Sendable {
         }
     }
 
+    /// Decodes and resamples `bytes` for `request` with the engine's renderers on its threads,
+    /// keeping nothing and counting nothing: a health check's proof that the render path works
+    /// (the caches bypassed).
+    public func renderUncached(_ bytes: [UInt8], request: RenderRequest) async throws(ImageCacheError) -> PixelImage {
+        let outcome = try await onPool(Self.unkeyed, lane: FlightLane(.urgent)) { [renderers, pool] in
+            renderers.withRenderer(pool: pool) { renderer in Result { () throws(ImageDecodingError) in try renderer.render(bytes, request: request) } }
+        }
+        do {
+            return try outcome.get()
+        } catch {
+            throw .decoding(key: "(health check)", error)
+        }
+    }
+
     /// The key of work that has none (``runOnEngineThreads(lane:_:)``'s errors name no key).
     static let unkeyed = CacheKey("")
 

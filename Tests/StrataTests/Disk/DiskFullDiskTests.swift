@@ -3,6 +3,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 /// The disk tier on a real, small file system: full (ENOSPC), read-only (EROFS), and its
 /// directory replaced by a file. It reports a typed error, keeps serving what it has, leaves

@@ -3,6 +3,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 /// Image tables on a small, real file system that fills up: a store that cannot reserve its
 /// entry fails with a typed error (never SIGBUS through the mapping), leaves its entry a miss,

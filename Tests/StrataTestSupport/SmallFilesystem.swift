@@ -1,26 +1,24 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import Strata
-import StrataTestSupport
 
 /// A tmpfs of a few MiB mounted for one test (needs root, or CAP_SYS_ADMIN), unmounted at the
 /// end: a real file system that fills up (ENOSPC) and can be made read-only (EROFS).
-final class SmallFilesystem {
-    let path: String
+package final class SmallFilesystem {
+    package let path: String
 
     /// Whether this process may mount a tmpfs (tried once); the tests that need one are skipped
     /// with a message otherwise.
-    static let canMount: Bool = {
+    package static let canMount: Bool = {
         guard let probe = SmallFilesystem(megabytes: 1) else { return false }
         _ = probe
         return true
     }()
 
-    static let skipMessage = "mounting a tmpfs needs root (CAP_SYS_ADMIN); skipped"
+    package static let skipMessage = "mounting a tmpfs needs root (CAP_SYS_ADMIN); skipped"
 
     /// Mounts a tmpfs of `megabytes` MiB on a fresh directory; `nil` when mounting fails.
-    init?(megabytes: Int) {
+    package init?(megabytes: Int) {
         var template = Array("/tmp/strata-smallfs-XXXXXX".utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else { return nil }
         path = String(cString: made)
@@ -36,12 +34,12 @@ final class SmallFilesystem {
     }
 
     /// Remounts read-only (`true`) or read-write.
-    func remount(readOnly: Bool) -> Bool {
+    package func remount(readOnly: Bool) -> Bool {
         Self.command("/bin/mount", ["-o", readOnly ? "remount,ro" : "remount,rw", path])
     }
 
     /// Free bytes left.
-    var freeBytes: Int {
+    package var freeBytes: Int {
         var s = statvfs()
         guard statvfs(path, &s) == 0 else { return 0 }
         return Int(s.f_bavail) * Int(s.f_frsize)
@@ -50,7 +48,7 @@ final class SmallFilesystem {
     /// Writes a file of `bytes` bytes at `name` (fewer when the file system fills first);
     /// returns how many were written.
     @discardableResult
-    func ballast(_ name: String, bytes: Int) -> Int {
+    package func ballast(_ name: String, bytes: Int) -> Int {
         let fd = open(path + "/" + name, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         guard fd >= 0 else { return 0 }
         defer { close(fd) }
