@@ -331,7 +331,9 @@ public final class ImageCache: Sendable {
     /// (the caches bypassed).
     public func renderUncached(_ bytes: [UInt8], request: RenderRequest) async throws(ImageCacheError) -> PixelImage {
         let outcome = try await onPool(Self.unkeyed, lane: FlightLane(.urgent)) { [renderers, pool] in
-            renderers.withRenderer(pool: pool) { renderer in Result { () throws(ImageDecodingError) in try renderer.render(bytes, request: request) } }
+            renderers.withRenderer(pool: pool) { renderer in
+                Result { () throws(ImageDecodingError) in try renderer.render(bytes, request: request) }
+            }
         }
         do {
             return try outcome.get()
