@@ -12,18 +12,21 @@ public enum ColourConversion {
     /// `opaque`: no pixel has alpha below 255 (skips the un-premultiply). In
     /// ``ColourOutput/original`` RGB pixels are left as they are (the answers embed the profile);
     /// gray ones are converted, since answers are RGB.
-    static func convert(_ image: inout PixelImage, from colour: EmbeddedColour, gray: Bool, output: ColourOutput, opaque: Bool) {
+    static func convert(
+        _ image: inout PixelImage, from colour: EmbeddedColour, gray: Bool, output: ColourOutput, opaque: Bool,
+        transforms: ColourTransforms = .shared
+    ) {
         precondition(image.style == .bgra32Premultiplied, "ColourConversion: pixels must be bgra32Premultiplied")
         let profile: ColourProfile
         switch colour {
         case .none: return
         case .unusable(let problem):
-            ignored(problem)
+            ignored(problem, transforms: transforms)
             return
         case .profile(let embedded): profile = embedded
         }
         let layout: ColourTransforms.Layout = gray ? .grayInBGRA : .bgra
-        switch ColourTransforms.shared.prepared(for: profile, layout: layout) {
+        switch transforms.prepared(for: profile, layout: layout) {
         case .identity:
             ColourStatistics.count(\.identities)
         case .unusable:
@@ -50,7 +53,7 @@ public enum ColourConversion {
         switch colour {
         case .none: return false
         case .unusable(let problem):
-            ignored(problem)
+            ignored(problem, transforms: .shared)
             return false
         case .profile(let profile):
             guard case .transform(let transform) = ColourTransforms.shared.prepared(for: profile, layout: .cmyk(inverted: inverted))
@@ -76,9 +79,9 @@ public enum ColourConversion {
 
     /// Counts and logs a profile the container made unusable (Little CMS's refusals are logged
     /// once per profile by ``ColourTransforms``).
-    private static func ignored(_ problem: ColourProfileProblem) {
+    private static func ignored(_ problem: ColourProfileProblem, transforms: ColourTransforms) {
         ColourStatistics.count(\.profilesIgnored)
-        ColourTransforms.shared.logger.warning(
+        transforms.logger.warning(
             "an embedded ICC profile is ignored; the image is taken as sRGB", metadata: ["problem": "\(problem)"])
     }
 }

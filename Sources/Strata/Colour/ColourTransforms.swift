@@ -59,14 +59,16 @@ public final class ColourTransforms: Sendable {
     /// a CMYK one a few hundred).
     public let capacity: Int
     private let state = Lock(State())
-    let logger = Logger(label: "strata.colour")
+    /// Where ignored profiles are reported (a warning with the profile's digest and the problem).
+    public let logger: Logger
 
     /// The one set of transforms renders use.
     public static let shared = ColourTransforms()
 
-    public init(capacity: Int = 64) {
+    public init(capacity: Int = 64, logger: Logger = Logger(label: "strata.colour")) {
         precondition(capacity > 0, "ColourTransforms: capacity must be ≥ 1")
         self.capacity = capacity
+        self.logger = logger
     }
 
     /// Transforms held now.
