@@ -23,7 +23,10 @@ final class PreparedTargets {
     /// `target` checked by `endpoint` (from the memo when it was seen before), or why
     /// `endpoint` refuses it.
     func prepared(_ target: String, by endpoint: ImageEndpoint) -> PreparedHandOff.Parse {
-        if let known = entries[target] { return .success(known) }
+        // A target memoized before a reload changed `color.output` is prepared again.
+        if let known = entries[target], known.request.key.colourOutput == endpoint.responder.colour.current {
+            return .success(known)
+        }
         let prepared: ImageEndpoint.Prepared
         do {
             prepared = try endpoint.prepare(target: Substring(target))
