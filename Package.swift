@@ -163,7 +163,7 @@ let package = Package(
         .testTarget(
             name: "StrataServiceTests",
             dependencies: [
-                "Strata", "StrataConfiguration", "StrataService",
+                "Strata", "StrataConfiguration", "StrataService", "StrataTestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
