@@ -25,8 +25,22 @@ package enum ColourFixtures {
 
     private static let d65 = cmsCIExyY(x: 0.3127, y: 0.3290, Y: 1)
 
-    /// The bytes of a profile of `kind`.
+    /// Profiles made so far: Little CMS stamps a profile with the time it was made, so each
+    /// kind is made once per process and the same bytes are returned after.
+    private static let made = Lock<[Kind: [UInt8]]>([:])
+
+    /// The bytes of a profile of `kind` (the same bytes on every call).
     package static func profile(_ kind: Kind) -> [UInt8] {
+        if let known = made.withLock({ $0[kind] }) { return known }
+        let bytes = make(kind)
+        return made.withLock { map in
+            if let raced = map[kind] { return raced }
+            map[kind] = bytes
+            return bytes
+        }
+    }
+
+    private static func make(_ kind: Kind) -> [UInt8] {
         switch kind {
         case .swappedMatrix:
             return matrix(red: (0.21, 0.71), green: (0.64, 0.33), blue: (0.15, 0.06), gamma: 1.8)

@@ -43,6 +43,22 @@ public enum ImageEncoder {
         }
     }
 
+    /// `encoded` (a JPEG, WebP or PNG file of `format`) with `profile` embedded as
+    /// ``encode(_:as:quality:profile:)`` embeds it, the compressed data untouched: tags a file
+    /// without re-encoding it (a file that already has a profile gets a second one; tag
+    /// untagged files). Throws when libwebp's mux refuses the file.
+    public static func embedding(_ profile: ColourProfile, in encoded: [UInt8], format: ImageFormat) throws(ImageEncodingError) -> [UInt8] {
+        switch format {
+        case .jpeg: return EmbeddedProfiles.embed(profile, inJPEG: encoded)
+        case .png: return PNGColourChunks.embed(profile, inPNG: encoded)
+        case .webp:
+            guard let tagged = EmbeddedProfiles.embed(profile, inWebP: encoded) else {
+                throw ImageEncodingError(.encoderFailed("libwebp's mux refused the file or the ICC profile"), format: .webp)
+            }
+            return tagged
+        }
+    }
+
     private static func encodeJPEG(_ image: PixelImage, quality: Int) throws(ImageEncodingError) -> [UInt8] {
         guard image.width <= 65_500, image.height <= 65_500 else {
             throw ImageEncodingError(.tooLarge(image.size, maximumSide: 65_500), format: .jpeg)

@@ -32,6 +32,26 @@ public struct ColourProfile: Sendable, Hashable, CustomStringConvertible {
         self.space = ColourSpace(signature: Array(bytes[16..<20]))
     }
 
+    /// Little CMS's sRGB profile (v4, a few hundred bytes).
+    public static let sRGB: ColourProfile = try! ColourProfile(bytes: LittleCMS.Profile.sRGB.serialised()!)
+
+    /// An RGB profile Little CMS makes from a white point and primaries (CIE xy) and a pure
+    /// gamma (`nil`: sRGB's tone curve), e.g. Display P3 is white (0.3127, 0.3290), red (0.680,
+    /// 0.320), green (0.265, 0.690), blue (0.150, 0.060) with sRGB's curve; `nil` when Little
+    /// CMS cannot make it. For tagging test and benchmark images.
+    public static func rgb(
+        white: (Double, Double), red: (Double, Double), green: (Double, Double), blue: (Double, Double), gamma: Double?
+    ) -> ColourProfile? {
+        guard let made = LittleCMS.Profile.rgb(white: white, red: red, green: green, blue: blue, gamma: gamma),
+            let bytes = made.serialised()
+        else { return nil }
+        return try? ColourProfile(bytes: bytes)
+    }
+
+    /// Display P3 (Apple's wide gamut, every iPhone photo since 2016) as Little CMS makes it.
+    public static let displayP3: ColourProfile = rgb(
+        white: (0.3127, 0.3290), red: (0.680, 0.320), green: (0.265, 0.690), blue: (0.150, 0.060), gamma: nil)!
+
     public static func == (a: ColourProfile, b: ColourProfile) -> Bool { a.digest == b.digest && a.bytes == b.bytes }
     public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
 
