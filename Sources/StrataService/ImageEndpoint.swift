@@ -71,7 +71,8 @@ struct ImageEndpoint: Sendable {
             path: path[path.utf8.index(path.startIndex, offsetBy: ImageParameters.prefix.utf8.count)...], query: query,
             maxDimension: settings.maxDimension)
         let request = ImageRequest(
-            key: CacheKey(parameters.key, colour: responder.colour.current), box: parameters.box, mode: parameters.mode, tolerance: parameters.tolerance,
+            key: CacheKey(parameters.key, colour: responder.colour.current), box: parameters.box, mode: parameters.mode,
+            tolerance: parameters.tolerance,
             exactSize: parameters.exact)
         return Prepared(parameters: parameters, request: request)
     }

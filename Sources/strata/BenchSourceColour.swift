@@ -40,7 +40,8 @@ extension BenchSourceCommand {
             let untagged = median(times[0])
             for (index, variant) in variants.enumerated() {
                 let ms = median(times[index])
-                rows.append(ColourRow(file: file, target: target, variant: variant.name, thumbnail_ms: ms, ratio_to_untagged: ms / untagged))
+                rows.append(
+                    ColourRow(file: file, target: target, variant: variant.name, thumbnail_ms: ms, ratio_to_untagged: ms / untagged))
             }
         }
         return rows

@@ -144,7 +144,9 @@ package enum ColourFixtures {
 
     private static func clutProfile(
         space: cmsColorSpaceSignature, inputs: UInt32, grid: UInt32, cargo: cmsHTRANSFORM,
-        sampler: @escaping @convention(c) (UnsafePointer<cmsUInt16Number>?, UnsafeMutablePointer<cmsUInt16Number>?, UnsafeMutableRawPointer?) -> cmsInt32Number
+        sampler:
+            @escaping @convention(c) (UnsafePointer<cmsUInt16Number>?, UnsafeMutablePointer<cmsUInt16Number>?, UnsafeMutableRawPointer?) ->
+            cmsInt32Number
     ) -> [UInt8] {
         let profile = cmsCreateProfilePlaceholder(nil)!
         defer { cmsCloseProfile(profile) }

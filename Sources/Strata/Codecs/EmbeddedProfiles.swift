@@ -29,7 +29,10 @@ enum EmbeddedProfiles {
         case 0:
             return .unusable(.malformedContainer("the ICC_PROFILE chunks are incomplete or misnumbered"))
         default:
-            return .unusable(.malformedContainer("the header cannot be read: \(String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))"))
+            return .unusable(
+                .malformedContainer(
+                    "the header cannot be read: \(String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))"
+                ))
         }
     }
 

@@ -22,7 +22,9 @@ enum LittleCMS {
 
     /// Little CMS pixel format words (the `TYPE_*` macros, which Swift does not import).
     enum Format {
-        static func word(space: Int32, channels: UInt32, extra: UInt32, doSwap: Bool = false, swapFirst: Bool = false, flavor: Bool = false)
+        static func word(
+            space: Int32, channels: UInt32, extra: UInt32, doSwap: Bool = false, swapFirst: Bool = false, flavor: Bool = false
+        )
             -> UInt32
         {
             UInt32(space) << 16 | (swapFirst ? 1 << 14 : 0) | (flavor ? 1 << 13 : 0) | (doSwap ? 1 << 10 : 0) | extra << 7
@@ -108,7 +110,9 @@ enum LittleCMS {
         /// An RGB profile made by Little CMS from a white point and primaries (CIE xy) and a
         /// tone curve: a pure gamma, or sRGB's curve when `gamma` is nil (a PNG's `cHRM` and
         /// `gAMA`, `cmsCreateRGBProfileTHR`).
-        static func rgb(white: (Double, Double), red: (Double, Double), green: (Double, Double), blue: (Double, Double), gamma: Double?)
+        static func rgb(
+            white: (Double, Double), red: (Double, Double), green: (Double, Double), blue: (Double, Double), gamma: Double?
+        )
             -> Profile?
         {
             var whitePoint = cmsCIExyY(x: white.0, y: white.1, Y: 1)

@@ -87,7 +87,8 @@ struct IIIFEndpoint: Sendable {
             let output = try request.size.resolve(region: region.size, limits: settings, version: request.version)
             let colour = responder.colour.current
             let engineRequest = ImageRequest(
-                key: CacheKey(key, colour: colour), box: IIIFRendering.engineBox(original: original.size, region: region, output: output), mode: .fit)
+                key: CacheKey(key, colour: colour), box: IIIFRendering.engineBox(original: original.size, region: region, output: output),
+                mode: .fit)
             try responder.admit(unless: cache.cachedImage(for: engineRequest) != nil)
             let served: CachedImage
             do {

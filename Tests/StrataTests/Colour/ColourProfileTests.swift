@@ -62,7 +62,8 @@ struct ColourProfileTests {
         var bytes = try Self.jpeg(tagged: nil)
         var segments: [UInt8] = []
         for index in 0..<chunks {
-            let slice = profile[(index * EmbeddedProfiles.jpegChunkCapacity)..<min(profile.count, (index + 1) * EmbeddedProfiles.jpegChunkCapacity)]
+            let slice = profile[
+                (index * EmbeddedProfiles.jpegChunkCapacity)..<min(profile.count, (index + 1) * EmbeddedProfiles.jpegChunkCapacity)]
             let length = slice.count + 16
             segments += [0xFF, 0xE2, UInt8(length >> 8), UInt8(length & 0xFF)] + EmbeddedProfiles.jpegChunkName
             segments += [UInt8(index + 1), UInt8(chunks)] + slice
