@@ -151,3 +151,47 @@ struct ColourRenderTests {
         }
     }
 }
+
+extension ColourRenderTests {
+    @Test("transparent pixels are converted as straight colour, their alpha kept", arguments: [ImageFormat.png, .webp])
+    func transparency(format: ImageFormat) throws {
+        let profile = ColourFixtures.profile(.swappedMatrix)
+        var photo = ColourFixtures.photo(Self.size)
+        let stride = photo.bytesPerRow
+        photo.withUnsafeMutableBytes { raw in
+            for y in 0..<Self.size.height {
+                for x in 0..<Self.size.width { raw[y * stride + 4 * x + 3] = UInt8(40 + 215 * x / Self.size.width) }
+            }
+            PixelOps.premultiply(raw.baseAddress!, size: Self.size, stride: stride)
+        }
+        let bytes = try ImageEncoder.encode(photo, as: format, quality: 100, profile: try ColourProfile(bytes: profile))
+        var whole = try ImageDecoder().decode(bytes)
+        let wholeStride = whole.bytesPerRow
+        whole.withUnsafeMutableBytes { PixelOps.unpremultiply($0.baseAddress!, size: Self.size, stride: wholeStride) }
+        var converted = ColourFixtures.convertedToSRGB(whole, from: profile)
+        let convertedStride = converted.bytesPerRow
+        converted.withUnsafeMutableBytes { PixelOps.premultiply($0.baseAddress!, size: Self.size, stride: convertedStride) }
+        let reference = ImageRenderer().resize(converted, box: Self.box, mode: .fit)
+        let rendered = try ImageRenderer().render(bytes, request: RenderRequest(box: Self.box))
+        #expect(ColourFixtures.psnr(rendered, reference) >= 40)
+        // Alpha is carried: the same as the untagged image's render.
+        let untagged = try ImageRenderer().render(
+            try ImageEncoder.encode(photo, as: format, quality: 100), request: RenderRequest(box: Self.box))
+        let alpha = { (image: PixelImage) in ColourFixtures.packedBytes(image).enumerated().filter { $0.offset % 4 == 3 }.map(\.element) }
+        let sameAlpha = alpha(rendered) == alpha(untagged)
+        #expect(sameAlpha)
+    }
+}
+
+extension ColourRenderTests {
+    @Test("the HP sRGB IEC61966-2.1 profile of a fixture photo is recognised as sRGB (no transform)")
+    func hpSRGB() throws {
+        let bytes = Fixtures.bytes("jpeg/path-2560x1600.jpg")
+        let profile = try #require(try ImageDecoder().readHeader(bytes).colour.profile)
+        #expect(profile.bytes.count == 3144)
+        guard case .identity = ColourTransforms.shared.prepared(for: profile, layout: .bgra) else {
+            Issue.record("the HP sRGB profile was not recognised as sRGB")
+            return
+        }
+    }
+}
