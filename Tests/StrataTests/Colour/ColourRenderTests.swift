@@ -76,8 +76,12 @@ struct ColourRenderTests {
             for overlap in [true, false] {
                 let renderer = ImageRenderer(resampleThreads: 2)
                 renderer.overlapsDecode = overlap
+                // However small, overlapped (the conversion runs on each chunk) or in bands.
+                renderer.resampler.overlapWork = 0
+                renderer.resampler.parallelWork = 0
                 let rendered = try renderer.render(bytes, request: RenderRequest(box: box))
                 #expect(ColourFixtures.psnr(rendered, reference) >= 40, "box \(box), overlap \(overlap)")
+                if box.width < 640 { #expect(renderer.lastRenderOverlapped == overlap) }
             }
         }
     }
