@@ -52,11 +52,19 @@ let package = Package(
             providers: [.apt(["libjpeg62-turbo-dev"])]),
         .target(name: "CStrataJPEG", dependencies: ["CJPEG"]),
         .systemLibrary(
-            name: "CWebP", pkgConfig: "libwebp libwebpdemux",
+            name: "CWebP", pkgConfig: "libwebp libwebpdemux libwebpmux",
             providers: [.apt(["libwebp-dev"])]),
         .systemLibrary(
             name: "CPNG", pkgConfig: "libpng",
             providers: [.apt(["libpng-dev"])]),
+        // Little CMS 2: ICC profiles and colour transforms (Sources/Strata/Colour).
+        .systemLibrary(
+            name: "CLCMS2", pkgConfig: "lcms2",
+            providers: [.apt(["liblcms2-dev"])]),
+        // zlib: a PNG's iCCP chunk is deflated (read and written by Codecs/PNGColourChunks).
+        .systemLibrary(
+            name: "CZlib", pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(
             name: "CXXHash", pkgConfig: "libxxhash",
             providers: [.apt(["libxxhash-dev"])]),
@@ -67,7 +75,8 @@ let package = Package(
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CXXHash", "CStrataLinux", "CStrataSIMD",
+                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CLCMS2", "CZlib", "CXXHash", "CStrataLinux",
+                "CStrataSIMD",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -128,7 +137,8 @@ let package = Package(
         // Helpers shared by the test targets (fixtures, child processes, the built `strata`,
         // polling, a capturing log handler); public API of Strata only, so it builds in release.
         .target(
-            name: "StrataTestSupport", dependencies: ["Strata", .product(name: "Logging", package: "swift-log")],
+            name: "StrataTestSupport",
+            dependencies: ["Strata", "CLCMS2", "CTurboJPEG", "CZlib", .product(name: "Logging", package: "swift-log")],
             path: "Tests/StrataTestSupport"),
         .testTarget(
             name: "StrataTests",

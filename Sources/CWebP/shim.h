@@ -3,4 +3,5 @@
 #include <webp/decode.h>
 #include <webp/encode.h>
 #include <webp/demux.h>
+#include <webp/mux.h>
 #endif

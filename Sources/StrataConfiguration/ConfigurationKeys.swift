@@ -100,6 +100,10 @@ extension StrataConfiguration {
             "source.resampleThreads", "2",
             "Threads one large resample may use (bands of rows, never more than the cores; `cores` = all); above 1 a progressive JPEG also decodes on two threads while a core is idle. 1 keeps each render on one thread."
         ),
+        .init(
+            "color.output", "srgb", reloads: true,
+            "`srgb`: embedded ICC profiles are converted to sRGB (Little CMS); `original`: RGB pixels keep their profile's colours and every answer embeds it (gray and CMYK are still converted)."
+        ),
         .init("source.directory", nil, "Directory of originals (keys are paths below it); exclusive with `source.http.baseURL`."),
         .init("source.http.baseURL", nil, "HTTP(S) origin of originals: the key's segments are appended, percent-encoded."),
         .init("source.http.connectTimeout", "5s", "Connecting to the origin."),

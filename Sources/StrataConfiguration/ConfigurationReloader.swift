@@ -8,7 +8,8 @@ import Strata
 /// and re-reads it on `SIGHUP`; this one watches the provider's snapshots). On each change the
 /// whole configuration is read again from every source and checked:
 /// - valid: the reloadable settings (tolerance, memory limits, disk byte limit, lane widths)
-///   are applied with ``ImageCache/reconfigure(_:)``; other keys that changed are logged as
+///   are applied with ``ImageCache/reconfigure(_:)``, then `onApply` gets the whole
+///   configuration (`strata serve` applies `color.output` there); other keys that changed are logged as
 ///   needing a restart;
 /// - invalid: the error is logged with its key, value and origin, and every value in force
 ///   stays as it was.
@@ -19,12 +20,17 @@ public final class ConfigurationReloader: Service, Sendable {
     /// The configuration in force (the last one applied).
     let applied: Lock<StrataConfiguration>
     let counts = Lock<(applied: Int, refused: Int)>((0, 0))
+    /// Called with each configuration applied, after the engine's settings (the service's own
+    /// reloadable settings, such as `color.output`).
+    let onApply: (@Sendable (StrataConfiguration) -> Void)?
 
     public init(
-        layers: ConfigurationLayers, engine: ImageCache, initial: StrataConfiguration, logger: Logger = Logger(label: "strata.config")
+        layers: ConfigurationLayers, engine: ImageCache, initial: StrataConfiguration, logger: Logger = Logger(label: "strata.config"),
+        onApply: (@Sendable (StrataConfiguration) -> Void)? = nil
     ) {
         self.layers = layers
         self.engine = engine
+        self.onApply = onApply
         self.logger = logger
         self.applied = Lock(initial)
     }
@@ -64,6 +70,7 @@ public final class ConfigurationReloader: Service, Sendable {
             counts.withLock { $0.refused += 1 }
             return error
         }
+        onApply?(next)
         let previous = applied.withLock { state in
             defer { state = next }
             return state

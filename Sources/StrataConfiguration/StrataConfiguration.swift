@@ -41,6 +41,8 @@ public struct StrataConfiguration: Sendable {
     /// How originals are rendered (`source.maxPixels`, `source.decodeHeadroom`,
     /// `source.resampleThreads`).
     public var render: RenderSettings
+    /// `color.output`: the colours variants are rendered in (``ColourOutput``); reloads.
+    public var colourOutput: ColourOutput = .srgb
     public var source: SourceSetting
     public var revalidateAfter: Duration?
     public var negativeTTL: Duration
@@ -106,6 +108,7 @@ public struct StrataConfiguration: Sendable {
             maxPixels: try reader.integer("source.maxPixels", min: 1),
             decodeHeadroom: try reader.number("source.decodeHeadroom", in: 1...64),
             resampleThreads: try reader.threads("source.resampleThreads"))
+        colourOutput = try reader.choice("color.output", ColourOutput.allCases.map { ($0.rawValue, $0) })
         let directory = try reader.path("source.directory")
         let origin = try HTTPSource.Configuration.read(from: &reader)
         switch (directory, origin) {

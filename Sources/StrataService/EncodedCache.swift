@@ -28,15 +28,19 @@ struct EncodedKey: Hashable, Sendable {
     let version: UInt64
     let format: ResponseFormat
     let quality: Int
+    /// `original` answers embed the original's profile; their validator says so (`-icc`).
+    var colour: ColourOutput = .srgb
     var derivation: String = ""
 
     /// The strong validator of these bytes, one format for `/images` and IIIF:
-    /// `"{source version, hex}-{variant}-{format}[-q{quality}][-{derivation}]"`, the quality
-    /// only for JPEG and WebP, the derivation's commas written `;` (clients and
+    /// `"{source version, hex}-{variant}-{format}[-q{quality}][-icc][-{derivation}]"`, the quality
+    /// only for JPEG and WebP, `-icc` for `color.output` `original`, the derivation's commas
+    /// written `;` (clients and
     /// ``FormatNegotiation`` split `If-None-Match` on commas; canonical forms have no `;`).
     var etag: String {
         var tag = "\"\(String(version, radix: 16))-\(variant)-\(format.rawValue)"
         if quality > 0 { tag += "-q\(quality)" }
+        if colour == .original { tag += "-icc" }
         if !derivation.isEmpty { tag += "-" + String(derivation.map { $0 == "," ? ";" : $0 }) }
         return tag + "\""
     }

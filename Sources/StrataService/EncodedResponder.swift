@@ -32,12 +32,20 @@ struct EncodedResponder: Sendable {
     let settings: HTTPServiceSettings
     let metrics: ServiceMetrics
     let probes: ServiceProbes
+    /// `color.output` in force (read when a request's key is made).
+    let colour: ColourChoice
+    /// The profiles `original` answers embed.
+    let originalProfiles = OriginalProfiles()
     /// Whether the configured field values (`http.cacheControl`, `http.nodeName`) are legal
     /// field values, which a ready-made head needs.
     private let legalConfiguredValues: Bool
 
-    init(cache: ImageCache, encoded: EncodedCache, settings: HTTPServiceSettings, metrics: ServiceMetrics, probes: ServiceProbes) {
+    init(
+        cache: ImageCache, encoded: EncodedCache, settings: HTTPServiceSettings, metrics: ServiceMetrics, probes: ServiceProbes,
+        colour: ColourChoice = ColourChoice(.srgb)
+    ) {
         self.cache = cache
+        self.colour = colour
         self.encoded = encoded
         self.settings = settings
         self.metrics = metrics
@@ -111,10 +119,13 @@ struct EncodedResponder: Sendable {
         let derive = work.derive
         let format = work.key.format.imageFormat ?? .jpeg
         let quality = work.key.quality
+        let profile =
+            work.key.colour == .original
+            ? await originalProfiles.profile(for: work.key.key, version: work.served.variant.sourceVersion, cache: cache) : nil
         let result: Result<[UInt8], ImageEncodingError>
         do {
             result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> [UInt8] in
-                try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality)
+                try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality, profile: profile)
             }
         } catch {
             throw ServiceError(error)

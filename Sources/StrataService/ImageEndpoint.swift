@@ -84,7 +84,8 @@ struct ImageEndpoint: Sendable {
             path: path[path.utf8.index(path.startIndex, offsetBy: ImageParameters.prefix.utf8.count)...], query: query,
             maxDimension: settings.maxDimension)
         let request = ImageRequest(
-            key: CacheKey(parameters.key), box: parameters.box, mode: parameters.mode, tolerance: parameters.tolerance,
+            key: CacheKey(parameters.key, colour: responder.colour.current), box: parameters.box, mode: parameters.mode,
+            tolerance: parameters.tolerance,
             exactSize: parameters.exact)
         return Prepared(parameters: parameters, request: request, expires: expires)
     }
@@ -130,7 +131,8 @@ struct ImageEndpoint: Sendable {
         }
         let engineDone = ContinuousClock.now
         let parameters = prepared.parameters
-        let choice = choose(parameters, served: served, accept: request.headers[values: .accept])
+        let colour = prepared.request.key.colourOutput
+        let choice = choose(parameters, colour: colour, served: served, accept: request.headers[values: .accept])
         let format: ResponseFormat
         if let chosen = choice.format {
             format = chosen
@@ -139,7 +141,7 @@ struct ImageEndpoint: Sendable {
             // pixels on the engine's threads (the answer looks its encoding up afterwards).
             format = try await responder.hasTransparency(served.image) ? .png : .jpeg
         }
-        let key = encodedKey(parameters, served, format, choice.quality)
+        let key = encodedKey(parameters, colour, served, format, choice.quality)
         let ifNoneMatch = request.headers[values: .ifNoneMatch]
         var extra = HTTPFields()
         if choice.negotiated { extra[.vary] = "Accept" }
@@ -185,10 +187,12 @@ struct ImageEndpoint: Sendable {
     }
 
     /// The encoded cache's key of `served` in `format` (quality only for the lossy formats).
-    func encodedKey(_ parameters: ImageParameters, _ served: CachedImage, _ format: ResponseFormat, _ quality: Int) -> EncodedKey {
+    func encodedKey(
+        _ parameters: ImageParameters, _ colour: ColourOutput, _ served: CachedImage, _ format: ResponseFormat, _ quality: Int
+    ) -> EncodedKey {
         EncodedKey(
             key: parameters.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
-            quality: format == .jpeg || format == .webp ? quality : 0)
+            quality: format == .jpeg || format == .webp ? quality : 0, colour: colour)
     }
 
     /// Format negotiation and the encoded-cache lookup, shared by the route and the warm path.
@@ -196,7 +200,7 @@ struct ImageEndpoint: Sendable {
     /// this variant; else undecided (`format` `nil`): the route scans the pixels for alpha on
     /// the engine's threads (PNG with alpha, JPEG without), and the warm path passes the
     /// request on. Never scans pixels itself: it runs on event loops.
-    func choose(_ parameters: ImageParameters, served: CachedImage, accept: [String]) -> Choice {
+    func choose(_ parameters: ImageParameters, colour: ColourOutput, served: CachedImage, accept: [String]) -> Choice {
         let negotiated = parameters.format == nil
         var quality = parameters.quality ?? settings.quality
         var format = parameters.format ?? .jpeg
@@ -204,8 +208,8 @@ struct ImageEndpoint: Sendable {
         if negotiated {
             if FormatNegotiation.accepts("image/webp", in: accept) {
                 format = .webp
-            } else if let hit = encoded.value(for: encodedKey(parameters, served, .jpeg, quality))
-                ?? encoded.value(for: encodedKey(parameters, served, .png, quality))
+            } else if let hit = encoded.value(for: encodedKey(parameters, colour, served, .jpeg, quality))
+                ?? encoded.value(for: encodedKey(parameters, colour, served, .png, quality))
             {
                 // A cached JPEG or PNG of this variant already says whether it has alpha.
                 cachedEncoding = hit
@@ -215,7 +219,7 @@ struct ImageEndpoint: Sendable {
             }
         }
         if format == .png || format == .raw { quality = 0 }
-        let hit = format == .raw ? nil : (cachedEncoding ?? encoded.value(for: encodedKey(parameters, served, format, quality)))
+        let hit = format == .raw ? nil : (cachedEncoding ?? encoded.value(for: encodedKey(parameters, colour, served, format, quality)))
         return Choice(format: format, quality: quality, negotiated: negotiated, hit: hit)
     }
 
@@ -226,7 +230,7 @@ struct ImageEndpoint: Sendable {
     func warmEncoding(
         for prepared: Prepared, served: CachedImage, accept: [String], ifNoneMatch: [String]
     ) -> (image: EncodedImage, head: ByteBuffer, negotiated: Bool)? {
-        let choice = choose(prepared.parameters, served: served, accept: accept)
+        let choice = choose(prepared.parameters, colour: prepared.request.key.colourOutput, served: served, accept: accept)
         guard let hit = choice.hit, let head = hit.head, !FormatNegotiation.matches(etag: hit.etag, ifNoneMatch: ifNoneMatch) else {
             return nil
         }

@@ -28,7 +28,8 @@ final class PreparedTargets {
     /// `endpoint` refuses it.
     /// `now`: Unix seconds, for signatures that expire.
     func prepared(_ target: String, by endpoint: ImageEndpoint, now: Int = Int(time(nil))) -> PreparedHandOff.Parse {
-        if let known = entries[target] {
+        // A target memoized before a reload changed `color.output` is prepared again.
+        if let known = entries[target], known.request.key.colourOutput == endpoint.responder.colour.current {
             // A memoized signature may have expired since.
             if let expires = known.expires, now > expires {
                 entries[target] = nil

@@ -6,8 +6,9 @@ import NIOCore
 import Strata
 
 /// `DELETE /images/{key}` and `DELETE /iiif/{2|3}/{identifier}`: drops every variant of a key
-/// from every tier (memory, disk files, image-table entries, the remembered "not found"), its
-/// encodings from the encoded cache and its original's size from the IIIF memo. Other processes
+/// from every tier (memory, disk files, image-table entries, the remembered "not found"), in
+/// both colour outputs, its encodings from the encoded cache, and its original's size and
+/// profile from the IIIF and colour memos. Other processes
 /// sharing the disk directory drop their memory copies as the files go (inotify).
 ///
 /// Authorised by `Authorization: Bearer {http.adminToken}`, compared in constant time; without
@@ -18,13 +19,15 @@ struct PurgeEndpoint: Sendable {
     let cache: ImageCache
     let encoded: EncodedCache
     let originals: IIIFOriginals
+    let profiles: OriginalProfiles
     /// SHA-256 of `http.adminToken`; `nil` when none is configured.
     private let tokenDigest: [UInt8]?
 
-    init(cache: ImageCache, encoded: EncodedCache, originals: IIIFOriginals, adminToken: String?) {
+    init(cache: ImageCache, encoded: EncodedCache, originals: IIIFOriginals, profiles: OriginalProfiles, adminToken: String?) {
         self.cache = cache
         self.encoded = encoded
         self.originals = originals
+        self.profiles = profiles
         self.tokenDigest = adminToken.map { Array(SHA256.hash(data: Data($0.utf8))) }
     }
 
@@ -48,9 +51,11 @@ struct PurgeEndpoint: Sendable {
         } catch {
             return error.response()
         }
-        await cache.remove(key: CacheKey(key))
+        // Both colour choices' variants (`color.output` may have changed since they were made).
+        for colour in ColourOutput.allCases { await cache.remove(key: CacheKey(key, colour: colour)) }
         let encodings = encoded.remove(key: key)
         originals.forget(key)
+        profiles.forget(key)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let json = (try? encoder.encode(Purged(key: key, encodings: encodings))) ?? Data("{}".utf8)

@@ -16,7 +16,9 @@ typealias Timer = CoreMetrics.Timer
 /// `strata_http_images_total{tier}` (which tier answered an image: memory, disk, table, source,
 /// encoded), `strata_http_warm_total` (image answers the warm path wrote on the event loop,
 /// ``WarmPathHandler``), `strata_http_shed_total`, and gauges `strata_encoded_cache_bytes`,
-/// `strata_encoded_cache_entries`, `strata_encoded_cache_hits`. Every series, the engine's
+/// `strata_encoded_cache_entries`, `strata_encoded_cache_hits`, `strata_colour_profiles_ignored`
+/// (embedded ICC profiles ignored as bad: the images were taken as sRGB) and
+/// `strata_colour_conversions` (renders converted through a profile), both since the start. Every series, the engine's
 /// included, carries a `node` label (`http.nodeName`; ``NodeLabelledMetricsFactory``).
 /// Cost: per request, two dictionary reads and three atomic adds; instruments are made once.
 public final class ServiceMetrics: Sendable {
@@ -36,6 +38,9 @@ public final class ServiceMetrics: Sendable {
     let encodedBytes: Gauge
     let encodedEntries: Gauge
     let encodedHits: Gauge
+    /// ``ColourStatistics`` (process-wide counts), published with the other gauges.
+    let colourProfilesIgnored: Gauge
+    let colourConversions: Gauge
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), node: String) {
         self.registry = registry
@@ -72,6 +77,8 @@ public final class ServiceMetrics: Sendable {
         encodedBytes = Gauge(label: "strata_encoded_cache_bytes", factory: factory)
         encodedEntries = Gauge(label: "strata_encoded_cache_entries", factory: factory)
         encodedHits = Gauge(label: "strata_encoded_cache_hits", factory: factory)
+        colourProfilesIgnored = Gauge(label: "strata_colour_profiles_ignored", factory: factory)
+        colourConversions = Gauge(label: "strata_colour_conversions", factory: factory)
     }
 
     /// Counts one response of `route` and its duration.

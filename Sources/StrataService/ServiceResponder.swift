@@ -75,6 +75,9 @@ struct ServiceResponder: HTTPResponder {
                     metrics.encodedEntries.record(stats.count)
                     metrics.encodedHits.record(Int(stats.hits))
                 }
+                let colour = ColourStatistics.current
+                metrics.colourProfilesIgnored.record(colour.profilesIgnored)
+                metrics.colourConversions.record(colour.conversions)
                 response = Self.answer("text/plain; version=0.0.4; charset=utf-8", ByteBuffer(bytes: metrics.exposition()))
             default:
                 route = "other"

@@ -6,7 +6,8 @@ import Strata
 /// coalesced, source fetches and decodes, resamples, revalidations, negative hits, render-aheads, errors by
 /// kind), `tiers` (hits, misses, entries, bytes, evictions per tier present), `memory`
 /// (limits), `disk` (limit and file-level counters, when there is a disk tier), `encoded`
-/// (the encoded cache), `queues` (jobs waiting per lane), `uptimeSeconds`.
+/// (the encoded cache), `queues` (jobs waiting per lane), `colour` (``ColourStatistics``:
+/// profiles ignored, conversions, identities, transforms built), `uptimeSeconds`.
 /// Cost: one statistics read per tier (each a lock or a few atomics).
 struct ServiceStatistics: Encodable {
     struct Engine: Encodable {
@@ -38,6 +39,7 @@ struct ServiceStatistics: Encodable {
     var disk: Disk?
     var encoded: Encoded?
     var queues: Queues
+    var colour: ColourStatistics
     var uptimeSeconds: Double
 
     init(node: String, cache: ImageCache, encoded encodedCache: EncodedCache, uptime: Duration) {
@@ -72,6 +74,7 @@ struct ServiceStatistics: Encodable {
             Encoded(hits: Int($0.hits), misses: Int($0.misses), entries: $0.count, bytes: $0.totalCost, costLimit: $0.costLimit)
         }
         queues = Queues(urgent: stats.queues.urgent, prefetch: stats.queues.prefetch)
+        colour = .current
         uptimeSeconds = Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18
     }
 

@@ -28,6 +28,8 @@ public final class StrataServer: Service, Sendable {
     let onListening: @Sendable (_ host: String, _ port: Int) async -> Void
     let started = ContinuousClock.now
     let probes: ServiceProbes
+    /// `color.output` in force: new requests read it; ``apply(_:)`` changes it.
+    let colour: ColourChoice
 
     /// Builds the engine from `configuration` (its metrics go to this server's registry).
     /// `onListening` is called once the socket is bound, with the port (useful with
@@ -51,11 +53,22 @@ public final class StrataServer: Service, Sendable {
         self.iiifSettings = configuration.iiif
         self.logger = logger
         self.onListening = onListening
+        self.colour = ColourChoice(configuration.colourOutput)
         configured = try ConfiguredImageCache(configuration, logger: logger, metricsFactory: metrics.factory)
         encoded = EncodedCache(costLimit: configuration.http.encodedCacheCostLimit)
     }
 
     public var cache: ImageCache { configured.cache }
+
+    /// Applies the settings of a reloaded configuration that the service itself holds
+    /// (`color.output`; the engine's are ``ImageCache/reconfigure(_:)``'s): new requests use
+    /// them. Pass it as the reloader's `onApply`.
+    public func apply(_ configuration: StrataConfiguration) {
+        if colour.current != configuration.colourOutput {
+            logger.info("color.output changed", metadata: ["value": "\(configuration.colourOutput.rawValue)"])
+        }
+        colour.set(configuration.colourOutput)
+    }
 
     public func run() async throws {
         if !settings.signsURLs {
@@ -65,7 +78,7 @@ public final class StrataServer: Service, Sendable {
         }
         let metrics = self.metrics
         let encodedResponder = EncodedResponder(
-            cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics, probes: probes)
+            cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics, probes: probes, colour: colour)
         let signer = URLSigner(keys: settings.signingKeys, defaultKey: settings.signingKey)
         let images = ImageEndpoint(
             cache: configured.cache, encoded: encoded, settings: settings, signer: signer, responder: encodedResponder)
@@ -74,7 +87,9 @@ public final class StrataServer: Service, Sendable {
             images: images,
             iiif: IIIFEndpoint(
                 cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder),
-            purge: PurgeEndpoint(cache: configured.cache, encoded: encoded, originals: originals, adminToken: settings.adminToken),
+            purge: PurgeEndpoint(
+                cache: configured.cache, encoded: encoded, originals: originals, profiles: encodedResponder.originalProfiles,
+                adminToken: settings.adminToken),
             health: DeepHealth(cache: configured.cache, probes: probes),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
         let host = settings.host

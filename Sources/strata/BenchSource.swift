@@ -13,7 +13,9 @@ struct BenchSourceCommand: ParsableCommand {
             tier: header, shrink-on-load decode, Lanczos-3, file bytes already in memory), \
             decode_full_ms (bare library full decode into a reused buffer: the anchor) and, for \
             JPEG, decode_scaled_ms (bare decode at the DCT scale the tier chose: the floor). \
-            Medians of --runs runs. Use a release build.
+            Medians of --runs runs. Then the colour rows: the first JPEG rendered untagged, \
+            tagged sRGB and tagged Display P3 (converted after the resample, and before it), \
+            interleaved, with ratios to the untagged render. Use a release build.
             """
     )
 
@@ -104,11 +106,19 @@ struct BenchSourceCommand: ParsableCommand {
                         decode_scaled_ms: header.format == .jpeg ? median(scaledTimes) : nil))
             }
         }
+        var colour: [ColourRow] = []
+        if let first = paths.first(where: { $0.lowercased().hasSuffix(".jpg") || $0.lowercased().hasSuffix(".jpeg") }) {
+            let bytes = try FileDescriptor(open: first, flags: O_RDONLY).readAll()
+            colour = try colourRows(file: (first as NSString).lastPathComponent, bytes: bytes)
+        }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
-            struct Output: Codable { var results: [Row] }
-            print(String(decoding: try encoder.encode(Output(results: rows)), as: UTF8.self))
+            struct Output: Codable {
+                var results: [Row]
+                var colour: [ColourRow]
+            }
+            print(String(decoding: try encoder.encode(Output(results: rows, colour: colour)), as: UTF8.self))
         } else {
             func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0) }
             print(pad("file", 38), pad("fmt", 5), pad("size", 10), "target  thumb_ms  full_ms  scaled_ms  thumb/scaled  thumb/full")
@@ -120,6 +130,7 @@ struct BenchSourceCommand: ParsableCommand {
                     String(format: "%6d %9.2f %8.2f", r.target, r.thumbnail_ms, r.decode_full_ms),
                     scaled, ratio, String(format: "%11.2f", r.thumbnail_ms / r.decode_full_ms))
             }
+            Self.printColour(colour)
         }
     }
 }

@@ -65,7 +65,8 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             fail("\(error)", code: 2)
         }
-        let reloader = ConfigurationReloader(layers: layers, engine: server.cache, initial: configuration, logger: logger)
+        let reloader = ConfigurationReloader(
+            layers: layers, engine: server.cache, initial: configuration, logger: logger, onApply: { [server] in server.apply($0) })
         let group = ServiceGroup(
             configuration: .init(
                 services: [

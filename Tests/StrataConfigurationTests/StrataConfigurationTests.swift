@@ -106,6 +106,7 @@ struct StrataConfigurationTests {
         #expect(configuration.revalidateAfter == nil)
         #expect(configuration.urgentWidth == Processors.online)
         #expect(configuration.source == .none)
+        #expect(configuration.colourOutput == .srgb)
     }
 
     /// Every key of the README's table is read by the code, and every key the code reads is in
@@ -149,6 +150,7 @@ struct StrataConfigurationTests {
             (["--source-http-base-url", "ftp://origin/"], "source.http.baseURL"),
             (["--source-http-headers", "no colon here"], "source.http.headers"),
             (["--http-node-name", "node 1"], "http.nodeName"),
+            (["--color-output", "wide"], "color.output"),
             (["--http-node-name", String(repeating: "n", count: 65)], "http.nodeName"),
         ] {
             let error = await #expect(throws: ConfigurationError.self) {

@@ -63,6 +63,17 @@ struct PurgeTests {
         try await server.stop()
     }
 
+    @Test func bothColourOutputsArePurged() async throws {
+        let server = try await TestServer.start(["http.adminToken": Self.token, "color.output": "original"])
+        #expect(try await server.get(Self.target).header("X-Strata-Tier") == "source")
+        let original = CacheKey(Self.key, colour: .original)
+        #expect(server.cache.memory?.records(forKey: original).isEmpty == false)
+        #expect(try await server.get("/images/\(Self.key)", headers: Self.bearer, method: .DELETE).status == 200)
+        #expect(server.cache.memory?.records(forKey: original).isEmpty == true)
+        #expect(server.encodedEntries == 0)
+        try await server.stop()
+    }
+
     @Test func anIIIFIdentifierIsPurgedByItsBaseURI() async throws {
         let server = try await TestServer.start(["http.adminToken": Self.token])
         let identifier = Self.key.replacingOccurrences(of: "/", with: "%2F")

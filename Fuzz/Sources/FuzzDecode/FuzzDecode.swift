@@ -11,6 +11,12 @@ import Glibc
 /// A second renderer overlaps every JPEG decode with its resample (rows handed over as they
 /// are decoded) and decodes progressive JPEGs on two threads, where the first decodes them
 /// whole: it must give the same bytes, or throw as well.
+///
+/// Profiles are fed too: renders alternate between `color.output` sRGB and original, so an
+/// input's embedded profile (seeds: tagged files) goes through Little CMS; and every input is
+/// also embedded, as an ICC profile (its first 4 bytes set to its length, as a profile's header
+/// says), into a small JPEG (APP2 chunks) and PNG (`iCCP`), which must render whatever the
+/// profile is: a bad profile is ignored, never an error.
 nonisolated(unsafe) let renderer: ImageRenderer = {
     let renderer = ImageRenderer(limits: DecodingLimits(maxPixels: 1_000_000))
     renderer.decoder.splitsProgressiveJPEG = false
@@ -32,8 +38,18 @@ let requests = [
     RenderRequest(box: PixelSize(width: 64, height: 64)),
     RenderRequest(box: PixelSize(width: 200, height: 120), mode: .fill),
     RenderRequest(box: PixelSize(width: 1, height: 1)),
-    RenderRequest(box: PixelSize(width: 300, height: 500), mode: .fill, allowUpscale: true),
+    RenderRequest(box: PixelSize(width: 300, height: 500), mode: .fill, allowUpscale: true, colour: .original),
+    RenderRequest(box: PixelSize(width: 48, height: 48), colour: .original),
 ]
+
+/// Small untagged images the inputs are embedded into as profiles.
+let carriers: [(ImageFormat, [UInt8])] = {
+    var image = PixelImage(width: 24, height: 16)
+    image.withUnsafeMutableBytes { raw in
+        for i in 0..<raw.count { raw[i] = i % 4 == 3 ? 255 : UInt8(truncatingIfNeeded: i &* 37) }
+    }
+    return [ImageFormat.jpeg, .png].map { format in (format, try! ImageEncoder.encode(image, as: format, quality: 90)) }
+}()
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzDecode(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
@@ -55,9 +71,27 @@ public func fuzzDecode(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
         // A typed error for bad input: fine; the overlapped render must fail too.
         require((try? overlapping.render(bytes, request: request)) == nil, "the overlapped render of a failing input succeeded")
     }
+    fuzzProfile(bytes, request: request)
     renderer.decoder.releaseScratch()
     overlapping.decoder.releaseScratch()
     return 0
+}
+
+/// The input embedded as a profile into each carrier: the render must succeed, and an encode
+/// that embeds an accepted profile must read it back byte for byte.
+func fuzzProfile(_ bytes: UnsafeRawBufferPointer, request: RenderRequest) {
+    var profileBytes = Array(bytes)
+    if profileBytes.count >= 4 {
+        let n = UInt32(truncatingIfNeeded: profileBytes.count)
+        profileBytes.replaceSubrange(0..<4, with: [UInt8(n >> 24), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)])
+    }
+    guard let profile = try? ColourProfile(bytes: profileBytes) else { return }
+    for (format, carrier) in carriers {
+        guard let tagged = try? ImageEncoder.embedding(profile, in: carrier, format: format) else { continue }
+        let header = try? renderer.decoder.readHeader(tagged)
+        require(header?.colour.profile == profile, "\(format): the embedded profile does not read back")
+        require((try? renderer.render(tagged, request: request)) != nil, "\(format): a render with a bad profile failed")
+    }
 }
 
 /// Whether two images of one size and style hold the same pixel bytes (padding aside).

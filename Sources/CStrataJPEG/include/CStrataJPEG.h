@@ -78,4 +78,15 @@ void strata_jpeg_rows_abort(strata_jpeg_rows *reader);
 /// The last error's message (empty when none).
 const char *strata_jpeg_rows_message(const strata_jpeg_rows *reader);
 
+/// Reads the ICC profile of the JPEG of `size` bytes at `data` with libjpeg-turbo's
+/// `jpeg_read_icc_profile` (every APP2 `ICC_PROFILE` chunk, in sequence order), parsing the
+/// header only. Returns 1 with `*icc` (malloc'd: free it with `strata_jpeg_free`) and
+/// `*icc_size` set; 0 when the file has no profile or its chunks are malformed (missing,
+/// duplicated or misnumbered); -1 when the header cannot be read (message in `message`, at
+/// least JMSG_LENGTH_MAX bytes).
+int strata_jpeg_read_icc(const uint8_t *data, size_t size, uint8_t **icc, unsigned int *icc_size, char *message);
+
+/// Frees what `strata_jpeg_read_icc` allocated.
+void strata_jpeg_free(void *pointer);
+
 #endif

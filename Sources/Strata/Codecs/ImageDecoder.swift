@@ -43,7 +43,12 @@ import CTurboJPEG
 ///   WebPAnimDecoder) at the full canvas size (no scaled decode): a still preview is what a
 ///   thumbnail cache can serve, and an error would make such sources unusable.
 /// - **CMYK/YCCK JPEG**: files with an Adobe APP14 marker are taken as inverted (Photoshop's
-///   polarity), files without it as straight CMYK; converted with R = (255−C)(255−K)/255.
+///   polarity), files without it as straight CMYK. With a CMYK profile they are converted to
+///   sRGB by Little CMS (``ColourConversion``) at the decoded size, in every ``ColourOutput``;
+///   without one (or with an unusable one), naively with R = (255−C)(255−K)/255, as most
+///   viewers show untagged CMYK.
+/// - **Colour**: the embedded profile is read with the header (``ImageHeader/colour``); the
+///   RGB and gray conversions happen after the resample (``ImageRenderer``), not here.
 public final class ImageDecoder {
     public let limits: DecodingLimits
     /// Scratch buffers up to this many bytes are kept between decodes (default 64 MiB).
@@ -133,15 +138,19 @@ public final class ImageDecoder {
             let markers = Metadata.jpegMarkers(bytes)
             header = ImageHeader(
                 format: .jpeg, codedSize: h.size, orientation: markers.orientation,
-                isGrayscale: h.colorspace == TJCS_GRAY.rawValue)
+                isGrayscale: h.colorspace == TJCS_GRAY.rawValue,
+                isCMYK: h.colorspace == TJCS_CMYK.rawValue || h.colorspace == TJCS_YCCK.rawValue,
+                colour: markers.hasICCProfile ? EmbeddedProfiles.jpeg(bytes) : .none)
         case .webp:
             let f = try WebPCodec.features(bytes)
             header = ImageHeader(
                 format: .webp, codedSize: f.size, orientation: Metadata.webpOrientation(bytes),
-                hasAlpha: f.hasAlpha, isAnimated: f.isAnimated)
+                hasAlpha: f.hasAlpha, isAnimated: f.isAnimated, colour: EmbeddedProfiles.webp(bytes))
         case .png:
             let f = try PNGCodec.features(bytes)
-            header = ImageHeader(format: .png, codedSize: f.size, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale)
+            header = ImageHeader(
+                format: .png, codedSize: f.size, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale,
+                colour: PNGColourChunks.colour(bytes))
         }
         try check(header)
         return header
@@ -329,7 +338,11 @@ public final class ImageDecoder {
         if isCMYK {
             // Adobe-marked files (APP14) store inverted CMYK, as Photoshop writes them.
             let inverted = Metadata.jpegMarkers(bytes).adobeTransform != nil
-            PixelOps.cmykToBGRA(buffer, size: coded, stride: scratchStride, inverted: inverted)
+            if !ColourConversion.convertCMYK(
+                buffer, size: coded, stride: scratchStride, inverted: inverted, colour: header.colour)
+            {
+                PixelOps.cmykToBGRA(buffer, size: coded, stride: scratchStride, inverted: inverted)
+            }
         }
         PixelOps.orient(
             from: buffer, codedSize: coded, sourceStride: scratchStride, gray: isGray,

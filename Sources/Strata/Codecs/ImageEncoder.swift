@@ -8,21 +8,54 @@ import CTurboJPEG
 /// - WebP and PNG get straight (un-premultiplied) colour; alpha is written only when some
 ///   pixel is not opaque. WebP quality 100 means lossless.
 ///
+/// - `profile` (``ColourOutput/original`` answers) is embedded byte for byte: JPEG APP2
+///   `ICC_PROFILE` chunks after the JFIF segment, the WebP `ICCP` chunk (an extended file, via
+///   libwebp's mux), the PNG `iCCP` chunk after `IHDR`. Not for gray8 images (an RGB profile
+///   cannot describe a grayscale file).
+///
 /// Cost: one conversion pass into a temporary buffer (except JPEG from BGRA/BGRx/gray) plus
-/// the library's encode. Thread-safe: every call uses its own library state.
+/// the library's encode; with a profile, one copy of the encoded bytes (and the profile's
+/// deflate for PNG). Thread-safe: every call uses its own library state.
 public enum ImageEncoder {
-    /// Encodes `image` as `format`; `quality` (1...100) applies to JPEG and WebP.
-    public static func encode(_ image: PixelImage, as format: ImageFormat, quality: Int = 85) throws(ImageEncodingError) -> [UInt8] {
+    /// Encodes `image` as `format`; `quality` (1...100) applies to JPEG and WebP; `profile`, when
+    /// given, is embedded (see the type's discussion).
+    public static func encode(
+        _ image: PixelImage, as format: ImageFormat, quality: Int = 85, profile: ColourProfile? = nil
+    ) throws(ImageEncodingError) -> [UInt8] {
         let quality = min(100, max(1, quality))
+        let profile = image.style == .gray8 ? nil : profile
         switch format {
         case .jpeg:
-            return try encodeJPEG(image, quality: quality)
+            let encoded = try encodeJPEG(image, quality: quality)
+            return profile.map { EmbeddedProfiles.embed($0, inJPEG: encoded) } ?? encoded
         case .webp:
             let (pixels, _) = PixelOps.straightBGRA(image)
-            return try WebPCodec.encode(straightBGRA: pixels, size: image.size, quality: quality, lossless: quality >= 100)
+            let encoded = try WebPCodec.encode(straightBGRA: pixels, size: image.size, quality: quality, lossless: quality >= 100)
+            guard let profile else { return encoded }
+            guard let tagged = EmbeddedProfiles.embed(profile, inWebP: encoded) else {
+                throw ImageEncodingError(.encoderFailed("libwebp's mux refused the ICC profile"), format: .webp)
+            }
+            return tagged
         case .png:
             let (pixels, hasAlpha) = PixelOps.straightBGRA(image)
-            return try PNGCodec.encode(straightBGRA: pixels, size: image.size, alpha: hasAlpha)
+            let encoded = try PNGCodec.encode(straightBGRA: pixels, size: image.size, alpha: hasAlpha)
+            return profile.map { PNGColourChunks.embed($0, inPNG: encoded) } ?? encoded
+        }
+    }
+
+    /// `encoded` (a JPEG, WebP or PNG file of `format`) with `profile` embedded as
+    /// ``encode(_:as:quality:profile:)`` embeds it, the compressed data untouched: tags a file
+    /// without re-encoding it (a file that already has a profile gets a second one; tag
+    /// untagged files). Throws when libwebp's mux refuses the file.
+    public static func embedding(_ profile: ColourProfile, in encoded: [UInt8], format: ImageFormat) throws(ImageEncodingError) -> [UInt8] {
+        switch format {
+        case .jpeg: return EmbeddedProfiles.embed(profile, inJPEG: encoded)
+        case .png: return PNGColourChunks.embed(profile, inPNG: encoded)
+        case .webp:
+            guard let tagged = EmbeddedProfiles.embed(profile, inWebP: encoded) else {
+                throw ImageEncodingError(.encoderFailed("libwebp's mux refused the file or the ICC profile"), format: .webp)
+            }
+            return tagged
         }
     }
 

@@ -12,10 +12,14 @@ public struct ImageHeader: Sendable, Hashable {
     public var isGrayscale: Bool
     /// An animated WebP; Strata decodes its first frame (at full size).
     public var isAnimated: Bool
+    /// A CMYK or YCCK JPEG (its profile, if any, is applied by the decoder).
+    public var isCMYK: Bool
+    /// The embedded ICC profile (JPEG APP2, WebP `ICCP`, PNG `iCCP` or `cHRM`), if any.
+    public var colour: EmbeddedColour
 
     public init(
         format: ImageFormat, codedSize: PixelSize, orientation: Int = 1, hasAlpha: Bool = false,
-        isGrayscale: Bool = false, isAnimated: Bool = false
+        isGrayscale: Bool = false, isAnimated: Bool = false, isCMYK: Bool = false, colour: EmbeddedColour = .none
     ) {
         self.format = format
         self.codedSize = codedSize
@@ -26,6 +30,8 @@ public struct ImageHeader: Sendable, Hashable {
         self.hasAlpha = hasAlpha
         self.isGrayscale = isGrayscale
         self.isAnimated = isAnimated
+        self.isCMYK = isCMYK
+        self.colour = colour
     }
 
     /// Whether the orientation swaps width and height (EXIF 5–8).

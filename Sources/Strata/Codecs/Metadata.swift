@@ -1,5 +1,6 @@
 /// Bounds-checked readers for the metadata Strata needs from the containers: the EXIF
-/// orientation (JPEG APP1, WebP `EXIF` chunk) and the Adobe APP14 transform of a JPEG.
+/// orientation (JPEG APP1, WebP `EXIF` chunk), the Adobe APP14 transform of a JPEG and whether
+/// it has APP2 `ICC_PROFILE` chunks (read by ``EmbeddedProfiles``).
 /// Malformed metadata never traps: it reads as "absent".
 enum Metadata {
     /// What the JPEG markers before the first scan say.
@@ -7,6 +8,8 @@ enum Metadata {
         var orientation = 1
         /// The Adobe APP14 transform byte (0 = none/CMYK, 1 = YCbCr, 2 = YCCK), `nil` without APP14.
         var adobeTransform: Int?
+        /// Whether an APP2 segment starts with `ICC_PROFILE\0`.
+        var hasICCProfile = false
     }
 
     /// Walks the JPEG segments from SOI up to SOS (or the end of the data).
@@ -40,6 +43,8 @@ enum Metadata {
                 payload[4] == 0x65
             {  // "Adobe"
                 result.adobeTransform = Int(payload[11])
+            } else if marker == 0xE2, payload.count >= 14, Array(payload[0..<12]) == EmbeddedProfiles.jpegChunkName {
+                result.hasICCProfile = true
             }
             i += length
         }

@@ -54,6 +54,9 @@ enum PNGCodec {
             throw ImageDecodingError(.corrupt("PNG is \(image.width)x\(image.height), expected \(expectedSize)"), format: .png)
         }
         image.format = UInt32(PNG_FORMAT_BGRA)
+        // A 16-bit file without gAMA or sRGB is sRGB-encoded, as every writer of such files
+        // means it (libpng's simplified API would otherwise take it as linear).
+        image.flags |= UInt32(PNG_IMAGE_FLAG_16BIT_sRGB)
         let ok = png_image_finish_read(&image, nil, destination, Int32(stride), nil)
         if ok == 0 {
             let error = failure(&image)

@@ -182,6 +182,31 @@ enum PixelOps {
         }
     }
 
+    /// Un-premultiplies BGRA rows in place (alpha 0 leaves zeros), so that a colour transform
+    /// sees straight colour.
+    static func unpremultiply(_ base: UnsafeMutableRawPointer, size: PixelSize, stride: Int) {
+        for y in 0..<size.height {
+            let p = (base + y * stride).assumingMemoryBound(to: UInt8.self)
+            for x in 0..<size.width {
+                let q = p + 4 * x
+                let a = UInt32(q[3])
+                if a == 255 || a == 0 { continue }
+                let half = a / 2
+                q[0] = UInt8(min(255, (UInt32(q[0]) * 255 + half) / a))
+                q[1] = UInt8(min(255, (UInt32(q[1]) * 255 + half) / a))
+                q[2] = UInt8(min(255, (UInt32(q[2]) * 255 + half) / a))
+            }
+        }
+    }
+
+    /// Sets every alpha byte of BGRA rows to 255.
+    static func setOpaque(_ base: UnsafeMutableRawPointer, size: PixelSize, stride: Int) {
+        for y in 0..<size.height {
+            let p = (base + y * stride).assumingMemoryBound(to: UInt8.self)
+            for x in 0..<size.width { p[4 * x + 3] = 255 }
+        }
+    }
+
     /// Converts any ``PixelStyle`` image to tightly packed, straight (un-premultiplied) BGRA.
     /// Returns the bytes and whether any pixel is not opaque.
     static func straightBGRA(_ image: PixelImage) -> (bytes: [UInt8], hasAlpha: Bool) {

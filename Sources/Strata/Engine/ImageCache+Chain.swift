@@ -319,6 +319,8 @@ extension ImageCache {
         _ bytes: [UInt8], key: CacheKey, request: RenderRequest, lane: FlightLane
     ) throws(ImageCacheError) -> (image: PixelImage, originalSize: PixelSize) {
         counters.sourceDecodes.add(1, ordering: .relaxed)
+        var request = request
+        request.colour = key.colourOutput  // the key says which colours its variants hold
         let renderStart = ContinuousClock.now
         defer { metrics.render.recordInterval(since: renderStart) }
         do {
@@ -352,7 +354,7 @@ extension ImageCache {
         let fetchStart = ContinuousClock.now
         let data: SourceData
         do {
-            data = try await source.fetch(key: key.string)
+            data = try await source.fetch(key: key.sourceKey)
         } catch {
             if case .notFound = error.reason { rememberMissing(key) }
             throw ImageCacheError(error)
@@ -367,7 +369,7 @@ extension ImageCache {
     func fetchBlocking(_ key: CacheKey, from source: any BlockingImageSource) throws(ImageCacheError) -> SourceData {
         let fetchStart = ContinuousClock.now
         do {
-            let data = try source.fetchBlocking(key: key.string)
+            let data = try source.fetchBlocking(key: key.sourceKey)
             metrics.sourceFetch.recordInterval(since: fetchStart)
             return data
         } catch {

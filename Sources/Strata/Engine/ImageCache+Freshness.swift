@@ -20,15 +20,15 @@ extension ImageCache {
         if let files = blockingSource {
             return try await onPool(key, lane: FlightLane(.prefetch)) { () throws(ImageCacheError) -> String in
                 do throws(SourceError) {
-                    return try files.versionBlocking(key: key.string)
+                    return try files.versionBlocking(key: key.sourceKey)
                 } catch {
                     throw ImageCacheError(error)
                 }
             }
         }
         do {
-            if let token = try await source.version(key: key.string) { return token }
-            return try await source.fetch(key: key.string).version
+            if let token = try await source.version(key: key.sourceKey) { return token }
+            return try await source.fetch(key: key.sourceKey).version
         } catch {
             throw ImageCacheError(error)
         }

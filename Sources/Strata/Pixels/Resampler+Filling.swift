@@ -31,9 +31,13 @@ extension Resampler {
     /// (checked). `source` must stay valid, and rows once published unchanged, until this
     /// returns. When `fill` throws, the helper is stopped and waited for before the error is
     /// rethrown; `destination`'s bytes are then unspecified.
+    ///
+    /// `finish`, when given, runs on each chunk's rows right after they are written, by the
+    /// thread that wrote them (the helper does it while it waits for decoded rows).
     func resample<E: Error>(
         filling source: UnsafePointer<UInt8>, sourceSize: PixelSize, sourceStride: Int, style: PixelStyle,
-        region: SourceRect, into destination: inout PixelImage, fill: (_ publish: (Int) -> Void) throws(E) -> Void
+        region: SourceRect, into destination: inout PixelImage, finish: RowsFinish? = nil,
+        fill: (_ publish: (Int) -> Void) throws(E) -> Void
     ) throws(E) {
         precondition(destination.style == style, "resample keeps the style")
         precondition(
@@ -56,7 +60,7 @@ extension Resampler {
                 h: h, v: v, style: style, source: source, sourceStride: sourceStride,
                 destination: dst.baseAddress!.assumingMemoryBound(to: UInt8.self),
                 destinationStride: destinationStride, width: width, outputRows: outputRows, chunkRows: chunkRows,
-                chunks: chunks, progress: progress)
+                chunks: chunks, progress: progress, finish: finish)
             let helperBox = UncheckedResampler(helper)
             // Refused (a shut-down pool): this thread does all the chunks, and `joinHelper`
             // finds the helper never started.
@@ -167,6 +171,7 @@ private struct FillWork: @unchecked Sendable {
     let chunkRows: Int
     let chunks: Int
     let progress: FillProgress
+    let finish: Resampler.RowsFinish?
 
     /// Takes chunks until none is left: with `waiting`, each once the source rows it reads are
     /// published: up to the furthest window end of its rows (not always the last row's: an
@@ -187,6 +192,8 @@ private struct FillWork: @unchecked Sendable {
             resampler.run(
                 h, v, style: style, rows: rows, source: source, sourceStride: sourceStride, into: destination,
                 destinationStride: destinationStride, width: width, keepingRing: !first)
+            finish?(
+                destination + rows.lowerBound * destinationStride, PixelSize(width: width, height: rows.count), destinationStride)
             first = false
         }
     }

@@ -128,6 +128,16 @@ public final class Resampler {
     /// that fall outside the source are dropped and the rest renormalised, so a region that
     /// touches the image border does not darken it.
     public func resample(_ source: PixelImage, region: SourceRect, into destination: inout PixelImage) {
+        resample(source, region: region, into: &destination, finish: nil)
+    }
+
+    /// Work on finished output rows, run by the thread that wrote them, right after (a colour
+    /// conversion while the rows are in cache, in the same bands): the first row, the size of
+    /// the block of rows, the stride.
+    typealias RowsFinish = @Sendable (_ rows: UnsafeMutablePointer<UInt8>, _ size: PixelSize, _ stride: Int) -> Void
+
+    /// ``resample(_:region:into:)``, then `finish` on each band's rows as the band ends.
+    func resample(_ source: PixelImage, region: SourceRect, into destination: inout PixelImage, finish: RowsFinish?) {
         precondition(
             source.style == destination.style,
             "resample keeps the style: convert with PixelConversion first")
@@ -148,6 +158,10 @@ public final class Resampler {
         if h.isShift && v.isShift {
             // Integer-aligned 1:1 (e.g. a source no larger than the box): a plain row copy.
             copy(source, x: h.starts[0], y: v.starts[0], into: &destination)
+            if let finish {
+                let stride = destination.bytesPerRow, size = destination.size
+                destination.withUnsafeMutableBytes { finish($0.baseAddress!.assumingMemoryBound(to: UInt8.self), size, stride) }
+            }
             return
         }
         let bands = bandCount(h, v, channels: channels)
@@ -162,6 +176,7 @@ public final class Resampler {
                     run(
                         h, v, style: style, rows: 0..<outputRows, source: srcBase, sourceStride: sourceStride,
                         into: dstBase, destinationStride: destinationStride, width: width)
+                    finish?(dstBase, PixelSize(width: width, height: outputRows), destinationStride)
                     return
                 }
                 // Bands of output rows through `forkJoin`, each with its own scratch (this
@@ -172,10 +187,13 @@ public final class Resampler {
                     workers: [self] + helpers.prefix(bands - 1), source: srcBase, destination: dstBase)
                 for worker in split.workers { worker.usesAVX2 = usesAVX2 }
                 forkJoin.forEach(bands) { band in
+                    let rows = outputRows * band / bands..<outputRows * (band + 1) / bands
                     split.workers[band].run(
-                        h, v, style: style, rows: outputRows * band / bands..<outputRows * (band + 1) / bands,
-                        source: split.source, sourceStride: sourceStride, into: split.destination,
-                        destinationStride: destinationStride, width: width)
+                        h, v, style: style, rows: rows, source: split.source, sourceStride: sourceStride,
+                        into: split.destination, destinationStride: destinationStride, width: width)
+                    finish?(
+                        split.destination + rows.lowerBound * destinationStride, PixelSize(width: width, height: rows.count),
+                        destinationStride)
                 }
             }
         }

@@ -1,5 +1,5 @@
-/// What the source tier is asked to produce: an exact output for a box, a content mode and a
-/// pixel style.
+/// What the source tier is asked to produce: an exact output for a box, a content mode, a
+/// pixel style and the colours (``ColourOutput``).
 public struct RenderRequest: Hashable, Sendable {
     public var box: PixelSize
     public var mode: ContentMode
@@ -7,17 +7,30 @@ public struct RenderRequest: Hashable, Sendable {
     /// Enlarge a source smaller than the box (off by default: a small source is returned at its
     /// own size for `fit`, or as the largest box-aspect crop for `fill`).
     public var allowUpscale: Bool
+    /// sRGB (default: an embedded profile is converted) or the original's colour space.
+    public var colour: ColourOutput
 
-    public init(box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default, allowUpscale: Bool = false) {
+    public init(
+        box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default, allowUpscale: Bool = false,
+        colour: ColourOutput = .srgb
+    ) {
         self.box = box
         self.mode = mode
         self.style = style
         self.allowUpscale = allowUpscale
+        self.colour = colour
     }
 }
 
 /// Turns encoded bytes into the exact requested image: header check → shrink-on-load decode
-/// (JPEG DCT scaling, WebP scaled decode) → Lanczos-3 resample → style conversion.
+/// (JPEG DCT scaling, WebP scaled decode) → Lanczos-3 resample → colour conversion of an
+/// embedded profile (``ColourConversion``) → style conversion.
+///
+/// The colour conversion runs after the resample, on the output's rows, by the thread that
+/// wrote them as each band (or, overlapped with a JPEG decode, each chunk) ends: `strata bench
+/// source` measured it there at a fraction of its cost on the decoded (larger) image, and its
+/// result is within 40 dB of a conversion of the whole image (tests hold every profile kind to
+/// that). CMYK is converted by the decoder, before the resample (the resampler works on BGRA).
 ///
 /// Not thread-safe: one renderer per running job (the engine keeps a free list of them). It
 /// reuses its decode buffer between calls, because page-faulting a fresh multi-megabyte buffer
@@ -54,6 +67,9 @@ public final class ImageRenderer {
     }
     /// Whether the last render overlapped its decode and resample (for tests).
     private(set) var lastRenderOverlapped = false
+    /// Converts colour on the decoded image, before the resample, instead of on the output
+    /// (off; `strata bench source` measures both). A JPEG then decodes without the overlap.
+    @_spi(Benchmarks) public var convertsColourBeforeResample = false
     public let decoder: ImageDecoder
     let resampler = Resampler()
     private var scratch: PixelStorage?
@@ -111,6 +127,7 @@ public final class ImageRenderer {
         {
             var output = PixelImage(uninitializedWidth: decodedSize.width, height: decodedSize.height, style: .bgra32Premultiplied)
             try decoder.decode(bytes, header: header, minimumSize: minimum, into: &output)
+            convertColour(&output, header: header, request: request)
             return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
         }
 
@@ -126,18 +143,41 @@ public final class ImageRenderer {
         // decoder writes in place) and moved back afterwards, even when decoding throws.
         var decoded = takeScratchImage(decodedSize)
         defer { scratch = decoded.storage }
-        if overlapsDecode
+        // The colour conversion runs on each band or chunk of output rows as the resampler
+        // writes them (hidden in the overlapped decode's slack), unless measured before it.
+        let converter = convertsColourBeforeResample ? nil : rowConverter(header: header, request: request)
+        let finish = converter?.rowsFinish
+        if overlapsDecode && !convertsColourBeforeResample
             && resampler.overlapsFill(
                 sourceSize: decodedSize, region: region, destinationSize: sizing.output, style: .bgra32Premultiplied)
             && decoder.decodesJPEGInRows(bytes, header: header)
         {
             lastRenderOverlapped = true
-            try decodeAndResample(bytes, header: header, minimum: minimum, region: region, decoded: &decoded, into: &output)
+            try decodeAndResample(
+                bytes, header: header, minimum: minimum, region: region, decoded: &decoded, into: &output, finish: finish)
         } else {
             try decoder.decode(bytes, header: header, minimumSize: minimum, into: &decoded)
-            resampler.resample(decoded, region: region, into: &output)
+            if convertsColourBeforeResample { convertColour(&decoded, header: header, request: request) }
+            resampler.resample(decoded, region: region, into: &output, finish: finish)
         }
         return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
+    }
+
+    /// What converts the output's rows for `request.colour`, `nil` when nothing is to be done
+    /// (CMYK was the decoder's).
+    private func rowConverter(header: ImageHeader, request: RenderRequest) -> ColourConversion.RowConverter? {
+        guard !header.isCMYK else { return nil }
+        return ColourConversion.converter(
+            from: header.colour, gray: header.isGrayscale, output: request.colour, opaque: !header.hasAlpha)
+    }
+
+    /// The embedded profile applied to the whole of `image` for `request.colour` (CMYK was the
+    /// decoder's).
+    private func convertColour(_ image: inout PixelImage, header: ImageHeader, request: RenderRequest) {
+        guard !header.isCMYK else { return }
+        ColourConversion.convert(
+            &image, from: header.colour, gray: header.isGrayscale, output: request.colour, opaque: !header.hasAlpha,
+            threads: resampleThreads, forkJoin: forkJoin)
     }
 
     /// The JPEG decode and the resample at once: the resampler's helper reduces the rows the
@@ -145,7 +185,7 @@ public final class ImageRenderer {
     /// ``Resampler/resample(filling:sourceSize:sourceStride:style:region:into:fill:)``).
     private func decodeAndResample(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimum: PixelSize, region: SourceRect,
-        decoded: inout PixelImage, into output: inout PixelImage
+        decoded: inout PixelImage, into output: inout PixelImage, finish: Resampler.RowsFinish?
     ) throws(ImageDecodingError) {
         let size = decoded.size, stride = decoded.bytesPerRow
         // Steps of about 1/64 of the image: the helper trails the decoder by little, and a step
@@ -155,7 +195,7 @@ public final class ImageRenderer {
             let base = raw.baseAddress!
             try resampler.resample(
                 filling: UnsafePointer(base.assumingMemoryBound(to: UInt8.self)), sourceSize: size, sourceStride: stride,
-                style: .bgra32Premultiplied, region: region, into: &output
+                style: .bgra32Premultiplied, region: region, into: &output, finish: finish
             ) { (publish: (Int) -> Void) throws(ImageDecodingError) in
                 let decodedInRows = try decoder.decodeJPEGInRows(
                     bytes, header: header, minimumSize: minimum, into: base, stride: stride, rowsPerStep: rowsPerStep,

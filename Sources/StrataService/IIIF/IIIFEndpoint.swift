@@ -85,8 +85,10 @@ struct IIIFEndpoint: Sendable {
             let original = try await originals.original(for: key, cache: cache)
             let region = try request.region.resolve(in: original.size)
             let output = try request.size.resolve(region: region.size, limits: settings, version: request.version)
+            let colour = responder.colour.current
             let engineRequest = ImageRequest(
-                key: CacheKey(key), box: IIIFRendering.engineBox(original: original.size, region: region, output: output), mode: .fit)
+                key: CacheKey(key, colour: colour), box: IIIFRendering.engineBox(original: original.size, region: region, output: output),
+                mode: .fit)
             try responder.admit(unless: cache.cachedImage(for: engineRequest) != nil)
             let served: CachedImage
             do {
@@ -101,7 +103,7 @@ struct IIIFEndpoint: Sendable {
             let canonical = Self.canonical(request, base: base, region: region, original: originalSize, output: output)
             let tileKey = EncodedKey(
                 key: key, variant: served.variant.descriptor, version: served.sourceVersion.stamp, format: format.responseFormat,
-                quality: format == .png ? 0 : http.quality,
+                quality: format == .png ? 0 : http.quality, colour: colour,
                 derivation: String(request.version.rawValue) + canonical.dropFirst(base.count))
             var extra = Self.cors
             extra[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""

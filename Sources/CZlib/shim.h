@@ -1,0 +1,4 @@
+#ifndef STRATA_CZLIB_SHIM_H
+#define STRATA_CZLIB_SHIM_H
+#include <zlib.h>
+#endif
