@@ -56,7 +56,7 @@ struct ServeThreadsTests {
 
         let all = try Self.threadNames(of: process.processIdentifier)
         print("strata serve threads: \(all.sorted())")
-        // The event loops run the service and, taken over, Swift's async code too.
+        // The event loops run the service.
         #expect(all.contains { $0.hasPrefix("NIO-") }, "\(all.sorted())")
         let names = all.filter { $0.hasPrefix("strata-") }
         let others = names.filter { !$0.hasPrefix("strata-engine-") && $0 != "strata-disk-i" }
