@@ -30,6 +30,9 @@ public struct ImageEntityID: Hashable, Sendable, CustomStringConvertible {
     /// The identity of `key` (computed when the key was made: no hashing here).
     public init(_ key: CacheKey) { self = key.entityID }
 
+    /// One word: the bits are a SHA-256's, already uniform.
+    public func hash(into hasher: inout Hasher) { hasher.combine(low) }
+
     /// The first 16 bytes of the SHA-256 of `bytes`.
     package init(hashingBytes bytes: UnsafeRawBufferPointer) {
         (high, low) = KeyHash.sha256(bytes) { digest in

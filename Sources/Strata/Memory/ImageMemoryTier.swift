@@ -88,7 +88,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// The variants held of one image: its key (compared on every lookup, so that two keys with
     /// one ``ImageEntityID`` could never share images) and their records.
     struct Held {
-        var key: CacheKey
+        var key: String
         var variants: [ImageVariant]
     }
 
@@ -113,7 +113,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
         /// The variants of `key`, when its image is held.
         func variants(of key: CacheKey) -> [ImageVariant]? {
-            guard let held = images[key.entityID], held.key.string == key.string else { return nil }
+            guard let held = images[key.entityID], held.key == key.string else { return nil }
             return held.variants
         }
     }
@@ -209,7 +209,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     private static func lookup(
         _ state: borrowing State, _ key: CacheKey, _ query: SizeQuery
     ) -> (image: PixelImage, variant: ImageVariant)? {
-        guard let held = state.images[key.entityID], held.key.string == key.string,
+        guard let held = state.images[key.entityID], held.key == key.string,
             let best = ImageVariant.bestMatch(in: held.variants, for: query)
         else { return nil }
         let vkey = VariantKey(entity: key.entityID, variant: best.descriptor)
@@ -246,7 +246,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         var released: [PixelImage] = []
         let admitted = exclusive { state -> Bool in
             let cost = Self.cost(of: image, fileMappingShare: state.configuration.fileMappingShare)
-            if let held = state.images[key.entityID], held.key.string != key.string {
+            if let held = state.images[key.entityID], held.key != key.string {
                 // Another key with this identity (a SHA-256 prefix collision): it leaves.
                 for variant in held.variants {
                     if let image = state.cache.remove(VariantKey(entity: key.entityID, variant: variant.descriptor)) {
@@ -263,7 +263,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
                     state.images[key.entityID]!.variants[at] = variant
                 }
             } else {
-                state.images[key.entityID, default: Held(key: key, variants: [])].variants.append(variant)
+                state.images[key.entityID, default: Held(key: key.string, variants: [])].variants.append(variant)
             }
             var gone: [VariantKey] = []
             let admitted = state.cache.insert(image, forKey: vkey, cost: cost) { evictedKey, evictedImage in
@@ -290,7 +290,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     private func drop(_ entity: ImageEntityID, of key: CacheKey?, where predicate: (ImageVariant) -> Bool) -> Int {
         var released: [PixelImage] = []
         exclusive { state in
-            guard let held = state.images[entity], key == nil || held.key.string == key!.string else { return }
+            guard let held = state.images[entity], key == nil || held.key == key!.string else { return }
             for variant in held.variants where predicate(variant) {
                 let vkey = VariantKey(entity: entity, variant: variant.descriptor)
                 if let image = state.cache.remove(vkey) { released.append(image) }
