@@ -115,34 +115,19 @@ struct PurgeTests {
         try await server.stop()
     }
 
-    /// Runs the built `strata` with `arguments`; its exit status and standard output.
-    static func strata(_ arguments: [String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try #require(strataExecutable()))
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("STRATA_") }
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
-    }
-
     @Test func strataPurgeEmptiesACacheDirectoryOffline() throws {
         let scratch = makeScratchDirectory("purge-cli")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let cache = scratch + "/disk"
         let get = ["get", Self.key, "--size", "100x100", "--source", fixturesDirectory, "--cache", cache]
-        #expect(try Self.strata(get).1.hasPrefix("source"))
-        #expect(try Self.strata(get).1.hasPrefix("disk"))
+        #expect(try runStrata(get).1.hasPrefix("source"))
+        #expect(try runStrata(get).1.hasPrefix("disk"))
         let other = ["get", "jpeg/path-2560x1600.jpg", "--size", "64x64", "--source", fixturesDirectory, "--cache", cache]
-        #expect(try Self.strata(other).0 == 0)
-        let purged = try Self.strata(["purge", Self.key, "--cache", cache])
+        #expect(try runStrata(other).0 == 0)
+        let purged = try runStrata(["purge", Self.key, "--cache", cache])
         #expect(purged.0 == 0 && purged.1 == "purged \(Self.key)\n")
-        #expect(try Self.strata(get).1.hasPrefix("source"), "the purged key was still on disk")
-        #expect(try Self.strata(other).1.hasPrefix("disk"), "another key was purged too")
-        #expect(try Self.strata(["purge", Self.key]).0 == 2, "no tier configured: an error")
+        #expect(try runStrata(get).1.hasPrefix("source"), "the purged key was still on disk")
+        #expect(try runStrata(other).1.hasPrefix("disk"), "another key was purged too")
+        #expect(try runStrata(["purge", Self.key]).0 == 2, "no tier configured: an error")
     }
 }

@@ -44,17 +44,8 @@ struct SigningTests {
     }
 
     @Test func strataSignPrintsAURLTheServerAccepts() throws {
-        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: exe)
-        process.arguments = ["sign", "http://127.0.0.1:8080" + Self.target, "--http-signing-key", Self.key]
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("STRATA_") }
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let (status, printed) = try runStrata(["sign", "http://127.0.0.1:8080" + Self.target, "--http-signing-key", Self.key])
+        #expect(status == 0)
         let url = printed.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(url == "http://127.0.0.1:8080" + URLSigner(key: Self.key).sign(Self.target))
     }
@@ -114,17 +105,10 @@ struct SigningTests {
     }
 
     @Test func strataSignWithAKeyIDAndAnExpiry() throws {
-        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: exe)
-        process.arguments = ["sign", Self.target, "--http-signing-keys", "\(Self.old),\(Self.new)", "--key-id", "new", "--expires", "1h"]
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("STRATA_") }
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let (status, printed) = try runStrata([
+            "sign", Self.target, "--http-signing-keys", "\(Self.old),\(Self.new)", "--key-id", "new", "--expires", "1h",
+        ])
+        #expect(status == 0)
         let url = printed.trimmingCharacters(in: .whitespacesAndNewlines)
         let signer = try #require(URLSigner(keys: ["new": "fedcba9876543210-new-key"], defaultKey: nil))
         let checked = try signer.verify(Substring(url))

@@ -182,14 +182,7 @@ public final class ImageCache: Sendable {
     /// resilient `ContinuousClock.Instant`), so this function keeps none.
     @inline(__always)
     func image(for request: ImageRequest, ticket: CoalescerTicket?) async throws(ImageCacheError) -> CachedImage {
-        let started = Self.monotonicNanoseconds()
-        counters.requests.add(1, ordering: .relaxed)
-        do {
-            try validate(request)
-        } catch {
-            countFailure(error)
-            throw error
-        }
+        let started = try admitted(request)
         if let memory, !request.exactSize, options.revalidateAfter == nil {
             do throws(MemoryMiss) {
                 return try servePlainMemoryHit(request, from: memory, since: started)
@@ -206,14 +199,7 @@ public final class ImageCache: Sendable {
     /// memory again — one memory lookup for the request (an `exactSize` request still looks
     /// for a larger variant to resample, which ``cachedImage(for:)`` does not return).
     public func image(for request: ImageRequest, memoryHit: CachedImage?) async throws(ImageCacheError) -> CachedImage {
-        let started = Self.monotonicNanoseconds()
-        counters.requests.add(1, ordering: .relaxed)
-        do {
-            try validate(request)
-        } catch {
-            countFailure(error)
-            throw error
-        }
+        let started = try admitted(request)
         let hit = memoryHit ?? (request.exactSize ? exactSizeSearch(request) : nil)
         return try await image(for: request, after: hit, ticket: nil, since: started)
     }
@@ -239,6 +225,21 @@ public final class ImageCache: Sendable {
     public func countMemoryHit() {
         counters.requests.add(1, ordering: .relaxed)
         record(.memory, since: Self.monotonicNanoseconds())
+    }
+
+    /// Counts `request` and checks it (a refusal is counted as a failure); returns when it
+    /// started (``monotonicNanoseconds()``).
+    @inline(__always)
+    func admitted(_ request: ImageRequest) throws(ImageCacheError) -> Int64 {
+        let started = Self.monotonicNanoseconds()
+        counters.requests.add(1, ordering: .relaxed)
+        do {
+            try validate(request)
+        } catch {
+            countFailure(error)
+            throw error
+        }
+        return started
     }
 
     func validate(_ request: ImageRequest) throws(ImageCacheError) {
