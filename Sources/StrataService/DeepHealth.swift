@@ -43,8 +43,10 @@ final class DeepHealth: Sendable {
         guard let task else { return state.withLock { $0.last! } }
         let report = await task.value
         state.withLock { s in
-            s.last = report
-            s.running = nil
+            // Callers sharing a check all end here: only the first clears it, and a later
+            // check's report is never replaced by this older one.
+            if s.running == task { s.running = nil }
+            if s.last.map({ $0.at < report.at }) ?? true { s.last = report }
         }
         return report
     }
