@@ -111,7 +111,7 @@ final class ProgressiveJPEGSplit {
     }
 }
 
-/// What the two halves and the merge bands share. Unchecked: `concurrentPerform` returns only
+/// What the two halves and the merge bands share. Unchecked: `ForkJoin.forEach` returns only
 /// when every iteration has finished; half 0 uses only the luma reader, file and plane, half 1
 /// only the chroma ones; the merge bands read both planes and write disjoint destination rows.
 private struct Halves: @unchecked Sendable {

@@ -116,7 +116,7 @@ public enum ColourConversion {
         }
     }
 
-    /// The rows the bands share. Unchecked: `concurrentPerform` returns only when every band
+    /// The rows the bands share. Unchecked: `ForkJoin.forEach` returns only when every band
     /// has finished, and the bands write disjoint rows.
     private struct Rows: @unchecked Sendable {
         let base: UnsafeMutableRawPointer

@@ -382,7 +382,7 @@ public final class Resampler {
     }
 }
 
-/// What the bands of one split resample share. Unchecked: `concurrentPerform` returns only when
+/// What the bands of one split resample share. Unchecked: `ForkJoin.forEach` returns only when
 /// every band has finished, band `i` uses only `workers[i]` (its own scratch) and writes only
 /// its own output rows, and the source is only read.
 private struct Bands: @unchecked Sendable {
