@@ -40,3 +40,10 @@ package func waitFor(_ pid: pid_t) -> Int32 {
     if status & 0x7F == 0 { return (status >> 8) & 0xFF }
     return 128 + (status & 0x7F)
 }
+
+/// The name of the calling thread (`/proc/thread-self/comm`, at most 15 bytes), or "" when it
+/// cannot be read.
+package func currentThreadName() -> String {
+    let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+    return comm.hasSuffix("\n") ? String(comm.dropLast()) : comm
+}

@@ -116,8 +116,8 @@ struct MemoryPressureTests {
         let trimmers = Lock<[String]>([])
         var totalCost: Int { cache.totalCost }
         func trim(toCost cost: Int) {
-            let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
-            trimmers.withLock { $0.append(name.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            let name = currentThreadName()
+            trimmers.withLock { $0.append(name) }
             cache.trim(toCost: cost)
         }
     }

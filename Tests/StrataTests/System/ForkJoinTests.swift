@@ -7,12 +7,6 @@ import StrataTestSupport
 
 @Suite("ForkJoin", .timeLimit(.minutes(1)))
 struct ForkJoinTests {
-    /// The name of the calling thread.
-    static func threadName() -> String {
-        let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
-        return comm.hasSuffix("\n") ? String(comm.dropLast()) : comm
-    }
-
     /// A one-shot latch for blocking threads.
     final class Latch: Sendable {
         private let isOpen = Lock(false)
@@ -34,7 +28,7 @@ struct ForkJoinTests {
             let latch = Latch()
             ForkJoin.pool(pool, lane: lane).forEach(4) { part in
                 runs.withLock { $0[part, default: 0] += 1 }
-                names.withLock { _ = $0.insert(Self.threadName()) }
+                names.withLock { _ = $0.insert(currentThreadName()) }
                 // Part 0 waits until another part has started on another thread, so helpers
                 // must run beside the caller (the pool has idle threads; the suite's time limit
                 // fails a fork that ran every part on one thread).
@@ -61,7 +55,7 @@ struct ForkJoinTests {
                 let late = returned.load(ordering: .acquiring)
                 #expect(!late)
                 runs.add(1, ordering: .relaxed)
-                threads.withLock { _ = $0.insert(Self.threadName()) }
+                threads.withLock { _ = $0.insert(currentThreadName()) }
             }
             returned.store(true, ordering: .releasing)
             done.open()

@@ -5,6 +5,7 @@ import Testing
 import Glibc
 #endif
 @testable import Strata
+import StrataTestSupport
 
 @Suite struct OSThreadTests {
     /// What a thread learned about itself.
@@ -111,8 +112,7 @@ import Glibc
     func namesAreCutAtACharacterBoundary(name: String) throws {
         let named = Atomic<Int>(0)
         let thread = try OSThread(name: name) {
-            let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
-            let got = comm.hasSuffix("\n") ? String(comm.dropLast()) : comm
+            let got = currentThreadName()
             if name.hasPrefix(got) && got.utf8.count <= 15 && !got.isEmpty {
                 named.store(1, ordering: .relaxed)
             } else {

@@ -173,7 +173,7 @@ struct DeclineFamily: ImageTableCacheDelegate {
         try await cache.deleteImage(for: entities[0].id)
         let threads = Lock<[String]>([])
         try cache.table(named: "thumb100").hooks.afterCompactingEntry.withLock {
-            $0 = { _ in threads.withLock { $0.append(ScriptedSource.currentThreadName()) } }
+            $0 = { _ in threads.withLock { $0.append(currentThreadName()) } }
         }
         try await cache.compact(formatName: "thumb100")
         let names = threads.withLock { $0 }
@@ -196,7 +196,7 @@ struct DeclineFamily: ImageTableCacheDelegate {
         try storePattern(other, 15)
         let threads = Lock<[String]>([])
         try cache.table(named: "thumb100").hooks.duringIndexScan.withLock {
-            $0 = { threads.withLock { $0.append(ScriptedSource.currentThreadName()) } }
+            $0 = { threads.withLock { $0.append(currentThreadName()) } }
         }
         let image = try await cache.image(for: entity, formatName: "thumb100")
         #expect(TableTestPattern.matches(image, n: 15, version: 1))

@@ -52,11 +52,6 @@ final class ScriptedSource: Sendable {
     let drawingThreads = Lock<[String]>([])
     let gate = TestGate()
 
-    static func currentThreadName() -> String {
-        let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
-        return comm.hasSuffix("\n") ? String(comm.dropLast()) : comm
-    }
-
     func entity(_ n: Int, _ behaviour: Behaviour, version: UInt64 = 1) -> ImageTableEntity {
         let pattern = SourceProbe().entity(n, version: version)
         return ImageTableEntity(
@@ -77,7 +72,7 @@ final class ScriptedSource: Sendable {
                 return try await pattern.source.load(size)
             },
             process: { [self] source, canvas in
-                drawingThreads.withLock { $0.append(Self.currentThreadName()) }
+                drawingThreads.withLock { $0.append(currentThreadName()) }
                 try pattern.process(source, &canvas)
             })
     }
