@@ -41,8 +41,17 @@ public struct HTTPServiceSettings: Sendable, Equatable {
 
     /// A key id: 1…32 letters, digits, `-` or `_` (it is written into URLs as it is).
     static func isValidKeyID(_ id: Substring) -> Bool {
-        (1...32).contains(id.utf8.count)
-            && id.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 45 || $0 == 95 }
+        isName(id, maxBytes: 32, punctuation: "-_")
+    }
+
+    /// Whether `text` is 1…`maxBytes` bytes, each an ASCII letter, a digit or one of
+    /// `punctuation`.
+    static func isName(_ text: Substring, maxBytes: Int, punctuation: String) -> Bool {
+        (1...maxBytes).contains(text.utf8.count)
+            && text.utf8.allSatisfy { byte in
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || punctuation.utf8.contains(byte)
+            }
     }
 }
 
@@ -96,11 +105,7 @@ extension HTTPServiceSettings {
 
     /// Whether `name` can be an HTTP header value and a Prometheus label value as it is.
     static func isValidNodeName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 64
-            && name.utf8.allSatisfy { byte in
-                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
-                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "-._:".utf8.contains(byte)
-            }
+        isName(Substring(name), maxBytes: 64, punctuation: "-._:")
     }
 
     /// The machine's host name, or `strata` when it has none usable as a node name.

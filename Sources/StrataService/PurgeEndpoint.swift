@@ -59,9 +59,7 @@ struct PurgeEndpoint: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let json = (try? encoder.encode(Purged(key: key, encodings: encodings))) ?? Data("{}".utf8)
-        return Response(
-            status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(bytes: json)))
+        return ServiceResponder.answer("application/json", ByteBuffer(bytes: json))
     }
 
     /// The key a purge path names: `/images/{key}` (as an image URL spells it, no query) or an

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Strata
+import StrataConfiguration
 import StrataService
 
 /// `strata sign URL [--config FILE] [--KEY VALUE …]`
@@ -23,22 +24,23 @@ struct SignCommand: AsyncParsableCommand {
     @Option(name: .customLong("key-id"), help: "Sign with this key of http.signingKeys (adds kid=); default: http.signingKey.")
     var keyID: String?
 
-    @Option(help: "Make the URL expire after this long (adds exp=, Unix seconds), e.g. 90s, 15m, 1h, 7d.")
+    @Option(
+        help:
+            "Make the URL expire after this long (adds exp=, Unix seconds): a duration as the configuration writes them, 90s, 15m, 1h, 7d.")
     var expires: String?
 
     @OptionGroup var configurationOptions: ConfigurationOptions
 
     func validate() throws {
         if let expires, Self.seconds(expires) == nil {
-            throw ValidationError("--expires \(expires): expected a duration such as 90s, 15m, 1h or 7d")
+            throw ValidationError("--expires \(expires): expected a duration of at least a second, such as 90s, 15m, 1h or 7d")
         }
     }
 
-    /// Seconds in `text`: a whole number with the unit s, m, h or d.
+    /// Whole seconds in `text` (``ConfigurationUnits/duration(_:)``), at least one; `nil` otherwise.
     static func seconds(_ text: String) -> Int? {
-        let units = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
-        guard let unit = text.last.flatMap({ units[String($0)] }), let count = Int(text.dropLast()), count > 0 else { return nil }
-        return count * unit
+        guard let duration = ConfigurationUnits.duration(text), duration >= .seconds(1) else { return nil }
+        return Int(duration.components.seconds)
     }
 
     func run() async throws {
