@@ -26,12 +26,13 @@ final class PreparedTargets {
 
     /// `target` checked by `endpoint` (from the memo when it was seen before), or why
     /// `endpoint` refuses it.
-    /// `now`: Unix seconds, for signatures that expire.
-    func prepared(_ target: String, by endpoint: ImageEndpoint, now: Int = Int(time(nil))) -> PreparedHandOff.Parse {
+    /// `now`: Unix seconds, for signatures that expire (read only when one does; default: the
+    /// clock).
+    func prepared(_ target: String, by endpoint: ImageEndpoint, now: Int? = nil) -> PreparedHandOff.Parse {
         // A target memoized before a reload changed `color.output` is prepared again.
         if let known = entries[target], known.request.key.colourOutput == endpoint.responder.colour.current {
             // A memoized signature may have expired since.
-            if let expires = known.expires, now > expires {
+            if let expires = known.expires, (now ?? Int(time(nil))) > expires {
                 entries[target] = nil
                 return .failure(ImageEndpoint.refusal(.expired))
             }
@@ -39,7 +40,7 @@ final class PreparedTargets {
         }
         let prepared: ImageEndpoint.Prepared
         do {
-            prepared = try endpoint.prepare(target: Substring(target), now: now)
+            prepared = try endpoint.prepare(target: Substring(target), now: now ?? Int(time(nil)))
         } catch {
             return .failure(error)
         }
