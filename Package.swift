@@ -65,6 +65,18 @@ let package = Package(
         .systemLibrary(
             name: "CZlib", pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]),
+        // AVIF (libavif: dav1d decodes, aom encodes), HEIC/HEIF (libheif with libde265), GIF
+        // (giflib, which ships no pkg-config file: its header and library are in the default paths;
+        // libavif's pkg-config file adds -DAVIF_DLL, which SwiftPM refuses, so it is found the same way).
+        .systemLibrary(
+            name: "CAVIF",
+            providers: [.apt(["libavif-dev"])]),
+        .systemLibrary(
+            name: "CHeif", pkgConfig: "libheif",
+            providers: [.apt(["libheif-dev"])]),
+        .systemLibrary(
+            name: "CGIF",
+            providers: [.apt(["libgif-dev"])]),
         .systemLibrary(
             name: "CXXHash", pkgConfig: "libxxhash",
             providers: [.apt(["libxxhash-dev"])]),
@@ -75,7 +87,8 @@ let package = Package(
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CLCMS2", "CZlib", "CXXHash", "CStrataLinux",
+                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CAVIF", "CHeif", "CGIF", "CLCMS2", "CZlib", "CXXHash",
+                "CStrataLinux",
                 "CStrataSIMD",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

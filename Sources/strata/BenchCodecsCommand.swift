@@ -91,7 +91,7 @@ struct BenchCodecsCommand: ParsableCommand {
             }
             if encode {
                 let image = try decoder.decode(input, minimumSize: PixelSize(width: 1024, height: 1024))
-                for format in ImageFormat.allCases {
+                for format in ImageEncoder.formats {
                     cases.append(
                         Case(name: "encode \(format.displayName) q85 \(image.size)") {
                             _ = try ImageEncoder.encode(image, as: format)

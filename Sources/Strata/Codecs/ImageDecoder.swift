@@ -151,6 +151,8 @@ public final class ImageDecoder {
             header = ImageHeader(
                 format: .png, codedSize: f.size, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale,
                 colour: PNGColourChunks.colour(bytes))
+        case .avif, .heic, .gif:
+            throw ImageDecodingError(.unsupported("\(format.displayName) decoding is not built yet"), format: format)
         }
         try check(header)
         return header
@@ -215,7 +217,7 @@ public final class ImageDecoder {
             // reduce of the full decode is no worse. Such a scale decodes in full.
             if 2 * w > full.width || 2 * h > full.height { return full }
             return PixelSize(width: max(1, min(w, full.width)), height: max(1, min(h, full.height)))
-        case .png:
+        case .png, .avif, .heic, .gif:
             return header.size
         }
     }
@@ -265,6 +267,8 @@ public final class ImageDecoder {
                 try decodeWebP(bytes, header: header, size: size, into: out, stride: stride)
             case .png:
                 try decodePNG(bytes, header: header, into: out, stride: stride)
+            case .avif, .heic, .gif:
+                throw ImageDecodingError(.unsupported("\(header.format.displayName) decoding is not built yet"), format: header.format)
             }
         }
     }
@@ -476,6 +480,8 @@ public final class ImageDecoder {
                 try WebPCodec.decode(bytes, codedSize: f.size, size: size, into: dst.baseAddress!, stride: stride)
             case .png:
                 try PNGCodec.decode(bytes, expectedSize: size, into: dst.baseAddress!, stride: stride)
+            case .avif, .heic, .gif:
+                throw ImageDecodingError(.unsupported("\(format.displayName) decoding is not built yet"), format: format)
             }
         }
     }

@@ -17,6 +17,9 @@ import CTurboJPEG
 /// the library's encode; with a profile, one copy of the encoded bytes (and the profile's
 /// deflate for PNG). Thread-safe: every call uses its own library state.
 public enum ImageEncoder {
+    /// The formats ``encode(_:as:quality:profile:)`` writes (the others throw).
+    public static let formats: [ImageFormat] = [.jpeg, .webp, .png]
+
     /// Encodes `image` as `format`; `quality` (1...100) applies to JPEG and WebP; `profile`, when
     /// given, is embedded (see the type's discussion).
     public static func encode(
@@ -40,6 +43,10 @@ public enum ImageEncoder {
             let (pixels, hasAlpha) = PixelOps.straightBGRA(image)
             let encoded = try PNGCodec.encode(straightBGRA: pixels, size: image.size, alpha: hasAlpha)
             return profile.map { PNGColourChunks.embed($0, inPNG: encoded) } ?? encoded
+        case .avif:
+            throw ImageEncodingError(.encoderFailed("AVIF encoding is not built yet"), format: .avif)
+        case .heic, .gif:
+            throw ImageEncodingError(.unsupportedFormat, format: format)
         }
     }
 
@@ -56,6 +63,10 @@ public enum ImageEncoder {
                 throw ImageEncodingError(.encoderFailed("libwebp's mux refused the file or the ICC profile"), format: .webp)
             }
             return tagged
+        case .avif:
+            throw ImageEncodingError(.encoderFailed("AVIF encoding is not built yet"), format: .avif)
+        case .heic, .gif:
+            throw ImageEncodingError(.unsupportedFormat, format: format)
         }
     }
 

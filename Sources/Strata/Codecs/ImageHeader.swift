@@ -112,6 +112,8 @@ public struct ImageEncodingError: Error, Sendable, Hashable, CustomStringConvert
         case tooLarge(PixelSize, maximumSide: Int)
         /// The library failed; the string is its message.
         case encoderFailed(String)
+        /// Strata reads this format but does not write it (HEIC, GIF).
+        case unsupportedFormat
     }
 
     public var reason: Reason
@@ -128,6 +130,8 @@ public struct ImageEncodingError: Error, Sendable, Hashable, CustomStringConvert
             return "cannot encode a \(size) image as \(format.displayName): at most \(maximumSide) pixels per side; resize it first"
         case .encoderFailed(let message):
             return "\(format.displayName) encoder failed: \(message)"
+        case .unsupportedFormat:
+            return "Strata does not encode \(format.displayName); choose JPEG, WebP, PNG or AVIF"
         }
     }
 }
