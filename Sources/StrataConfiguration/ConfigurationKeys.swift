@@ -159,6 +159,10 @@ extension StrataConfiguration {
         .init("iiif.maxHeight", "4096", "IIIF Image API: tallest image a request may produce (`maxHeight`)."),
         .init("iiif.maxArea", "16777216", "IIIF Image API: most pixels a request may produce (`maxArea`)."),
         .init("iiif.tileSize", "512", "IIIF Image API: side of the square tiles `info.json` advertises."),
+        .init(
+            "iiif.squareGravity", "center",
+            "IIIF Image API: where the `square` region sits in a non-square image (`center`, `north`…`southwest`, `fp:X,Y` or `smart`, as `/images`' `gravity=`)."
+        ),
     ]
 
     /// The key named `name`, if Strata reads it.

@@ -14,6 +14,9 @@ public struct IIIFSettings: Sendable, Equatable {
     public var maxArea = 16_777_216
     /// Side of the square tiles advertised in `info.json`.
     public var tileSize = 512
+    /// Where the `square` region sits in a non-square image (`center`, a compass point,
+    /// `fp:X,Y` or `smart`).
+    public var squareGravity: Gravity = .center
 
     public init() {}
 }
@@ -26,6 +29,16 @@ extension IIIFSettings {
         settings.maxHeight = try reader.integer("iiif.maxHeight", min: 1)
         settings.maxArea = try reader.integer("iiif.maxArea", min: 1)
         settings.tileSize = try reader.integer("iiif.tileSize", min: 16)
+        if let text = try reader.string("iiif.squareGravity") {
+            guard let gravity = Gravity(parsing: text) else {
+                throw reader.error(
+                    "iiif.squareGravity",
+                    reason:
+                        "must be center, north, south, east, west, northeast, northwest, southeast, southwest, smart or fp:X,Y (X and Y in 0…1)"
+                )
+            }
+            settings.squareGravity = gravity
+        }
         return settings
     }
 }

@@ -84,7 +84,8 @@ struct ImageEndpoint: Sendable {
             path: path[path.utf8.index(path.startIndex, offsetBy: ImageParameters.prefix.utf8.count)...], query: query,
             maxDimension: settings.maxDimension)
         let request = ImageRequest(
-            key: CacheKey(parameters.key, colour: responder.colour.current), box: parameters.box, mode: parameters.mode,
+            key: CacheKey(parameters.key, colour: responder.colour.current, gravity: parameters.gravity), box: parameters.box,
+            mode: parameters.mode,
             tolerance: parameters.tolerance,
             exactSize: parameters.exact)
         return Prepared(parameters: parameters, request: request, expires: expires)
@@ -192,7 +193,8 @@ struct ImageEndpoint: Sendable {
     ) -> EncodedKey {
         EncodedKey(
             key: parameters.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
-            quality: format == .jpeg || format == .webp ? quality : 0, colour: colour)
+            quality: format == .jpeg || format == .webp ? quality : 0, colour: colour,
+            derivation: parameters.gravity == .center ? "" : "gravity=\(parameters.gravity)")
     }
 
     /// Format negotiation and the encoded-cache lookup, shared by the route and the warm path.

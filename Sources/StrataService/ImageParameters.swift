@@ -45,6 +45,8 @@ public struct ImageParameters: Sendable, Hashable {
     /// The device pixel ratio the box was multiplied by (`dpr`, lowered when the product would
     /// pass `http.maxDimension`); `nil` when the request named none. Answered as `Content-DPR`.
     public var dpr: Double?
+    /// Where a `fill` crop sits (`gravity=`; `center` when the request names none).
+    public var gravity: Gravity = .center
 
     /// The route's prefix.
     static let prefix = "/images/"
@@ -63,7 +65,7 @@ public struct ImageParameters: Sendable, Hashable {
 
     /// The query's parameter names.
     enum Name: Int, CaseIterable {
-        case w, h, mode, tolerance, format, quality, exact, signature, keyID, expiry, dpr
+        case w, h, mode, tolerance, format, quality, exact, signature, keyID, expiry, dpr, gravity
 
         var text: String {
             switch self {
@@ -78,6 +80,7 @@ public struct ImageParameters: Sendable, Hashable {
             case .keyID: return URLSigner.keyIDParameter
             case .expiry: return URLSigner.expiryParameter
             case .dpr: return "dpr"
+            case .gravity: return "gravity"
             }
         }
 
@@ -96,6 +99,7 @@ public struct ImageParameters: Sendable, Hashable {
             case UInt8(ascii: "e"): name = bytes.count == 3 ? .expiry : .exact
             case UInt8(ascii: "k"): name = .keyID
             case UInt8(ascii: "d"): name = .dpr
+            case UInt8(ascii: "g"): name = .gravity
             case URLSigner.parameter.utf8.first: name = .signature
             default: return nil
             }
@@ -108,7 +112,7 @@ public struct ImageParameters: Sendable, Hashable {
     public init(path: Substring, query: Substring?, maxDimension: Int) throws(ServiceError) {
         key = try Self.key(fromPath: path)
         // One slot per known name, filled in a single pass over the query's bytes.
-        var values = InlineArray<11, Substring?>(repeating: nil)
+        var values = InlineArray<12, Substring?>(repeating: nil)
         var rest = (query ?? "").utf8[...]
         while !rest.isEmpty {
             let ampersand = rest.firstIndex(of: UInt8(ascii: "&")) ?? rest.endIndex
@@ -119,7 +123,7 @@ public struct ImageParameters: Sendable, Hashable {
             let nameBytes = pair[..<(equals ?? pair.endIndex)]
             guard let name = Name(nameBytes) else {
                 throw .badParameter(
-                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, dpr, mode, tolerance, format, quality, exact"
+                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, dpr, mode, gravity, tolerance, format, quality, exact"
                 )
             }
             guard values[name.rawValue] == nil else { throw .badParameter("parameter \(name.text) is given twice") }
@@ -152,6 +156,15 @@ public struct ImageParameters: Sendable, Hashable {
         case nil, "fit": mode = .fit
         case "fill": mode = .fill
         case let other?: throw .badParameter("mode=\(other): expected fit or fill")
+        }
+        if let text = value(.gravity) {
+            guard let parsed = Gravity(parsing: text) else {
+                throw .badParameter(
+                    "gravity=\(text): expected center, north, south, east, west, northeast, northwest, southeast, southwest, smart or fp:X,Y (X and Y in 0…1)"
+                )
+            }
+            guard mode == .fill else { throw .badParameter("gravity=\(text) places a crop: it needs mode=fill") }
+            gravity = parsed
         }
         switch (width, height) {
         case (nil, nil): throw .badParameter("give w, h or both (the box, in pixels)")

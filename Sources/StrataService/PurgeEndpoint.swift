@@ -51,8 +51,9 @@ struct PurgeEndpoint: Sendable {
         } catch {
             return error.response()
         }
-        // Both colour choices' variants (`color.output` may have changed since they were made).
-        for colour in ColourOutput.allCases { await cache.remove(key: CacheKey(key, colour: colour)) }
+        // Both colour choices' variants (`color.output` may have changed since they were made),
+        // each with every gravity a client can name.
+        await cache.remove(keys: CacheKey.allDerived(from: key))
         let encodings = encoded.remove(key: key)
         originals.forget(key)
         profiles.forget(key)

@@ -45,7 +45,8 @@ struct PurgeCommand: AsyncParsableCommand {
         } catch {
             fail("purge: \(error)", code: 2)
         }
-        await configured.cache.remove(key: CacheKey(key))
+        // Every derived key: both colour choices, each gravity a client can name.
+        await configured.cache.remove(keys: CacheKey.allDerived(from: key))
         print("purged \(key)")
         await configured.shutdown()
     }

@@ -36,6 +36,18 @@ struct ImageParametersTests {
         }
     }
 
+    @Test func gravityIsReadForFillOnly() throws {
+        #expect(try Self.parse("a.jpg", "w=10&h=10&mode=fill").gravity == .center)
+        #expect(try Self.parse("a.jpg", "w=10&h=10&mode=fill&gravity=northeast").gravity == .northeast)
+        #expect(try Self.parse("a.jpg", "w=10&h=10&mode=fill&gravity=smart").gravity == .smart)
+        #expect(try Self.parse("a.jpg", "w=10&h=10&mode=fill&gravity=fp:0.25,0.9").gravity == .focalPoint(x: 25, y: 90))
+        #expect(try Self.parse("a.jpg", "w=10&h=10&mode=fill&gravity=fp%3A0.25%2C0.9").gravity == .focalPoint(x: 25, y: 90))
+        #expect(Self.refusal("a.jpg", "w=10&h=10&gravity=north")?.contains("needs mode=fill") == true)
+        for bad in ["up", "fp:2,0", "fp:0.5", "Smart", ""] {
+            #expect(Self.refusal("a.jpg", Substring("w=10&h=10&mode=fill&gravity=\(bad)"))?.contains("gravity=") == true, "\(bad)")
+        }
+    }
+
     @Test func everyParameterIsRead() throws {
         let p = try Self.parse("jpeg/a.jpg", "w=300&h=200&mode=fill&tolerance=0.1&format=webp&quality=55&exact=1")
         #expect(p.key == "jpeg/a.jpg")

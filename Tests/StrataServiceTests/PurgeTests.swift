@@ -74,6 +74,28 @@ struct PurgeTests {
         try await server.stop()
     }
 
+    @Test func everyGravityIsPurged() async throws {
+        let server = try await TestServer.start(["http.adminToken": Self.token])
+        let crops = ["smart", "north", "fp:0.12,0.87"].map { "/images/\(Self.key)?w=120&h=120&mode=fill&format=jpeg&gravity=\($0)" }
+        var etags: Set<String> = []
+        for crop in crops {
+            let answer = try await server.get(crop)
+            #expect(answer.status == 200 && answer.header("X-Strata-Tier") == "source", "\(crop): \(answer.text)")
+            etags.insert(answer.header("ETag") ?? "")
+        }
+        #expect(etags.count == crops.count, "each gravity has its own validator: \(etags)")
+        for crop in crops { #expect(try await server.get(crop).header("X-Strata-Tier") == "encoded") }
+        let start = ContinuousClock.now
+        #expect(try await server.get("/images/\(Self.key)", headers: Self.bearer, method: .DELETE).status == 200)
+        print("purge of every derived key: \(ContinuousClock.now - start)")
+        #expect(server.encodedEntries == 0)
+        for gravity in [Gravity.smart, .north, .focalPoint(x: 12, y: 87)] {
+            #expect(server.cache.memory?.records(forKey: CacheKey(Self.key, colour: .srgb, gravity: gravity)).isEmpty == true)
+        }
+        for crop in crops { #expect(try await server.get(crop).header("X-Strata-Tier") == "source") }
+        try await server.stop()
+    }
+
     @Test func anIIIFIdentifierIsPurgedByItsBaseURI() async throws {
         let server = try await TestServer.start(["http.adminToken": Self.token])
         let identifier = Self.key.replacingOccurrences(of: "/", with: "%2F")

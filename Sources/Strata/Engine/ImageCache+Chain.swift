@@ -320,7 +320,9 @@ extension ImageCache {
     ) throws(ImageCacheError) -> (image: PixelImage, originalSize: PixelSize) {
         counters.sourceDecodes.add(1, ordering: .relaxed)
         var request = request
-        request.colour = key.colourOutput  // the key says which colours its variants hold
+        request.colour = key.colourOutput  // the key says which colours and crop its variants hold
+        request.gravity = key.gravity
+        if request.gravity == .smart, request.mode == .fill { request.smartFocus = heldSmartFocus(key, request: request) }
         let renderStart = ContinuousClock.now
         defer { metrics.render.recordInterval(since: renderStart) }
         do {
@@ -332,6 +334,23 @@ extension ImageCache {
         } catch {
             throw .decoding(key: key.string, error)
         }
+    }
+
+    /// The smart crop's focus from a small `fit` variant of the centred key that memory holds
+    /// (about ``Saliency/mapSide`` pixels a side, any size from 0.5× to 2× of it), or `nil`: the
+    /// renderer then chooses it from its own decode. A hit costs one memory lookup and a
+    /// saliency map; the original is never decoded for it.
+    func heldSmartFocus(_ key: CacheKey, request: RenderRequest) -> CropFocus? {
+        guard let memory else { return nil }
+        let side = Saliency.mapSide
+        let query = SizeQuery(box: PixelSize(width: side, height: side), mode: .fit, style: .default, tolerance: 0.5)
+        guard let (small, _) = memory.image(forKey: key.centred, matching: query) else { return nil }
+        // The crop's share of each side, as the render will plan it (from the small variant's
+        // aspect, which is the original's).
+        let plan = SizingPlan(source: small.size, box: request.box, mode: .fill, allowUpscale: true)
+        return Saliency.focus(
+            of: small, cropWidth: plan.sourceRect.width / Double(small.width),
+            cropHeight: plan.sourceRect.height / Double(small.height))
     }
 
     /// Counts one source fetch.

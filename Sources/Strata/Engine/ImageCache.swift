@@ -264,6 +264,18 @@ public final class ImageCache: Sendable {
         await removeBelowMemory(key)
     }
 
+    /// Drops every variant of each of `keys` from every tier, as ``remove(key:)`` does, with
+    /// the tiers below memory in one job: for a purge that reaches every derived key of a
+    /// source key (``CacheKey/allDerived(from:)``).
+    public func remove(keys: [CacheKey]) async {
+        guard let first = keys.first else { return }
+        for key in keys { memory?.remove(key) }
+        negative.withLock { negative in for key in keys { negative.remove(key) } }
+        let below = tiers.filter { $0.servingTier != .memory }
+        guard !below.isEmpty else { return }
+        await onPoolOrHere(first) { for key in keys { for tier in below { tier.remove(key) } } }
+    }
+
     /// Drops `key` from every tier below memory (each tier's ``CacheTier/remove(_:)``), in one
     /// job (``onPoolOrHere(_:_:)``): a removal is never skipped.
     func removeBelowMemory(_ key: CacheKey) async {

@@ -72,18 +72,20 @@ public struct SizingPlan: Hashable, Sendable {
     /// The size of the produced image.
     public var output: PixelSize
     /// The part of the source that is scaled onto `output` (the whole source for `fit`,
-    /// a centred crop for `fill`).
+    /// a crop centred on the focus for `fill`).
     public var sourceRect: SourceRect
 
     /// Plans sizing `source` into `box` with `mode`.
     ///
     /// - `fit`: the largest size with the source's aspect that fits in the box (sides rounded,
     ///   at least 1 pixel).
-    /// - `fill`: exactly the box; the source is centre-cropped to the box's aspect.
+    /// - `fill`: exactly the box; the source is cropped to the box's aspect, the crop centred on
+    ///   `focus` (0…1 of each side; ``CropFocus/center`` by default) and then moved inside the
+    ///   source (see ``Gravity``).
     ///
     /// Unless `allowUpscale` is set, a source smaller than the box is not enlarged: `fit`
     /// returns the source size, `fill` returns the largest box-aspect crop of the source.
-    public init(source: PixelSize, box: PixelSize, mode: ContentMode, allowUpscale: Bool = false) {
+    public init(source: PixelSize, box: PixelSize, mode: ContentMode, allowUpscale: Bool = false, focus: CropFocus = .center) {
         precondition(!source.isEmpty && !box.isEmpty, "sizes must be positive")
         let sw = Double(source.width), sh = Double(source.height)
         let bw = Double(box.width), bh = Double(box.height)
@@ -112,8 +114,18 @@ public struct SizingPlan: Hashable, Sendable {
             var cw = sw, ch = sh
             if sw / sh > outAspect { cw = min(sw, sh * outAspect) } else { ch = min(sh, sw / outAspect) }
             output = out
-            sourceRect = SourceRect(x: (sw - cw) / 2, y: (sh - ch) / 2, width: cw, height: ch)
+            sourceRect = SourceRect(
+                x: Self.origin(focus.x, side: sw, crop: cw), y: Self.origin(focus.y, side: sh, crop: ch), width: cw, height: ch)
         }
+    }
+
+    /// Where a crop of `crop` along a side of `side` starts when centred on `focus` (0…1) and kept
+    /// inside the side. The centre (0.5) gives exactly `(side − crop) / 2`, as before gravity.
+    @inline(__always)
+    static func origin(_ focus: Double, side: Double, crop: Double) -> Double {
+        let slack = side - crop
+        if focus == 0.5 { return slack / 2 }
+        return Swift.min(slack, Swift.max(0, focus * side - crop / 2))
     }
 
     /// `x` (≥ 0) rounded by `rule` to a side of 1…`limit` pixels. Compared in `Double` first:

@@ -9,17 +9,27 @@ public struct RenderRequest: Hashable, Sendable {
     public var allowUpscale: Bool
     /// sRGB (default: an embedded profile is converted) or the original's colour space.
     public var colour: ColourOutput
+    /// Where a `fill` crop sits (``Gravity/center`` by default).
+    public var gravity: Gravity
+    /// For ``Gravity/smart``: the focus already chosen (by the engine, from a small variant the
+    /// tiers hold); `nil` lets the renderer choose it from its own shrink-on-load decode.
+    public var smartFocus: CropFocus?
 
     public init(
         box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default, allowUpscale: Bool = false,
-        colour: ColourOutput = .srgb
+        colour: ColourOutput = .srgb, gravity: Gravity = .center, smartFocus: CropFocus? = nil
     ) {
         self.box = box
         self.mode = mode
         self.style = style
         self.allowUpscale = allowUpscale
         self.colour = colour
+        self.gravity = gravity
+        self.smartFocus = smartFocus
     }
+
+    /// The focus a `fill` crop is centred on, `nil` while a smart one is still to be chosen.
+    var focus: CropFocus? { gravity.focus ?? smartFocus }
 }
 
 /// Turns encoded bytes into the exact requested image: header check → shrink-on-load decode
@@ -86,8 +96,12 @@ public final class ImageRenderer {
 
     /// The decode plan for `header` and `request`: the output geometry and the minimum decoded
     /// size that shrink-on-load must keep.
+    /// A smart crop whose focus is not chosen yet is planned centred (its size, and so the decode,
+    /// do not depend on where it goes).
     public func plan(for header: ImageHeader, request: RenderRequest) -> (sizing: SizingPlan, minimumDecode: PixelSize) {
-        let sizing = SizingPlan(source: header.size, box: request.box, mode: request.mode, allowUpscale: request.allowUpscale)
+        let sizing = SizingPlan(
+            source: header.size, box: request.box, mode: request.mode, allowUpscale: request.allowUpscale,
+            focus: request.focus ?? .center)
         // Output pixels per source pixel along each side of the source region.
         let sx = Double(sizing.output.width) / sizing.sourceRect.width
         let sy = Double(sizing.output.height) / sizing.sourceRect.height
@@ -116,15 +130,19 @@ public final class ImageRenderer {
     private func render(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, request: RenderRequest
     ) throws(ImageDecodingError) -> PixelImage {
-        let (sizing, minimum) = plan(for: header, request: request)
+        let planned = plan(for: header, request: request)
+        var sizing = planned.sizing
+        let minimum = planned.minimumDecode
         let decodedSize = decoder.decodedSize(for: header, minimumSize: minimum)
         lastRenderOverlapped = false
+        let whole = SourceRect(x: 0, y: 0, width: Double(header.size.width), height: Double(header.size.height))
+        // A smart crop still to place: chosen from this render's own decode (the whole image at
+        // the shrink-on-load size), so that decode cannot overlap the resample.
+        let choosesFocus = request.mode == .fill && request.focus == nil && sizing.sourceRect != whole
 
         // Shrink-on-load already produced the exact output (a small source, or a scale that
         // lands on it): decode straight into the output, no scratch and no resample.
-        if decodedSize == sizing.output
-            && sizing.sourceRect == SourceRect(x: 0, y: 0, width: Double(header.size.width), height: Double(header.size.height))
-        {
+        if decodedSize == sizing.output && sizing.sourceRect == whole {
             var output = PixelImage(uninitializedWidth: decodedSize.width, height: decodedSize.height, style: .bgra32Premultiplied)
             try decoder.decode(bytes, header: header, minimumSize: minimum, into: &output)
             convertColour(&output, header: header, request: request)
@@ -134,9 +152,11 @@ public final class ImageRenderer {
         // The plan's source rectangle, in decoded pixels.
         let fx = Double(decodedSize.width) / Double(header.size.width)
         let fy = Double(decodedSize.height) / Double(header.size.height)
-        let region = SourceRect(
-            x: sizing.sourceRect.x * fx, y: sizing.sourceRect.y * fy,
-            width: sizing.sourceRect.width * fx, height: sizing.sourceRect.height * fy)
+        func region(of sizing: SizingPlan) -> SourceRect {
+            SourceRect(
+                x: sizing.sourceRect.x * fx, y: sizing.sourceRect.y * fy,
+                width: sizing.sourceRect.width * fx, height: sizing.sourceRect.height * fy)
+        }
         var output = PixelImage(uninitializedWidth: sizing.output.width, height: sizing.output.height, style: .bgra32Premultiplied)
 
         // The scratch storage is moved into `decoded` (so the image is its sole owner and the
@@ -147,18 +167,26 @@ public final class ImageRenderer {
         // writes them (hidden in the overlapped decode's slack), unless measured before it.
         let converter = convertsColourBeforeResample ? nil : rowConverter(header: header, request: request)
         let finish = converter?.rowsFinish
-        if overlapsDecode && !convertsColourBeforeResample
+        if overlapsDecode && !convertsColourBeforeResample && !choosesFocus
             && resampler.overlapsFill(
-                sourceSize: decodedSize, region: region, destinationSize: sizing.output, style: .bgra32Premultiplied)
+                sourceSize: decodedSize, region: region(of: sizing), destinationSize: sizing.output, style: .bgra32Premultiplied)
             && decoder.decodesJPEGInRows(bytes, header: header)
         {
             lastRenderOverlapped = true
             try decodeAndResample(
-                bytes, header: header, minimum: minimum, region: region, decoded: &decoded, into: &output, finish: finish)
+                bytes, header: header, minimum: minimum, region: region(of: sizing), decoded: &decoded, into: &output,
+                finish: finish)
         } else {
             try decoder.decode(bytes, header: header, minimumSize: minimum, into: &decoded)
             if convertsColourBeforeResample { convertColour(&decoded, header: header, request: request) }
-            resampler.resample(decoded, region: region, into: &output, finish: finish)
+            if choosesFocus {
+                let focus = Saliency.focus(
+                    of: decoded, cropWidth: sizing.sourceRect.width / whole.width,
+                    cropHeight: sizing.sourceRect.height / whole.height)
+                sizing = SizingPlan(
+                    source: header.size, box: request.box, mode: request.mode, allowUpscale: request.allowUpscale, focus: focus)
+            }
+            resampler.resample(decoded, region: region(of: sizing), into: &output, finish: finish)
         }
         return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
     }

@@ -83,7 +83,8 @@ struct IIIFEndpoint: Sendable {
             // render unless memory holds the level.
             try responder.admit(unless: originals.knows(key))
             let original = try await originals.original(for: key, cache: cache)
-            let region = try request.region.resolve(in: original.size)
+            let focus = request.region == .square ? try await squareFocus(key, size: original.size) : .center
+            let region = try request.region.resolve(in: original.size, squareFocus: focus)
             let output = try request.size.resolve(region: region.size, limits: settings, version: request.version)
             let colour = responder.colour.current
             let engineRequest = ImageRequest(
@@ -117,6 +118,25 @@ struct IIIFEndpoint: Sendable {
             let reply = try await responder.answer(work, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
             return (reply.response, reply.tier)
         }
+    }
+
+    /// Where `square` sits in the image `key` of `size` (`iiif.squareGravity`). `smart` reads the
+    /// saliency of a small `fit` variant of the whole image, asked of the engine like any other
+    /// (a memory hit once a viewer has shown its thumbnail), off the event loops.
+    private func squareFocus(_ key: String, size: PixelSize) async throws(ServiceError) -> CropFocus {
+        if let focus = settings.squareGravity.focus { return focus }
+        guard size.width != size.height else { return .center }
+        let side = Saliency.mapSide
+        let small: CachedImage
+        do {
+            small = try await cache.image(
+                for: ImageRequest(
+                    key: CacheKey(key, colour: responder.colour.current), box: PixelSize(width: side, height: side), tolerance: 0.5))
+        } catch {
+            throw ServiceError(error)
+        }
+        let crop = Double(min(size.width, size.height))
+        return Saliency.focus(of: small.image, cropWidth: crop / Double(size.width), cropHeight: crop / Double(size.height))
     }
 
     /// The canonical URI of an image request (Image API 3.0 §4.7, 2.1 §4.7): the region as

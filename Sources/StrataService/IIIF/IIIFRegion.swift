@@ -38,7 +38,8 @@ public enum IIIFRegion: Sendable, Hashable {
     /// The region in whole pixels of an original of `size`: a region that crosses the right
     /// or bottom edge is clipped to it; one that starts outside the image is a 400.
     /// Percentages are rounded to the nearest pixel.
-    public func resolve(in size: PixelSize) throws(ServiceError) -> IIIFRect {
+    /// `square` is the largest square, centred on `squareFocus` and kept inside the image.
+    public func resolve(in size: PixelSize, squareFocus: CropFocus = .center) throws(ServiceError) -> IIIFRect {
         let (W, H) = (size.width, size.height)
         let x: Int, y: Int, w: Int, h: Int
         switch self {
@@ -46,7 +47,12 @@ public enum IIIFRegion: Sendable, Hashable {
             return IIIFRect(x: 0, y: 0, width: W, height: H)
         case .square:
             let side = min(W, H)
-            return IIIFRect(x: (W - side) / 2, y: (H - side) / 2, width: side, height: side)
+            func origin(_ focus: Double, _ length: Int) -> Int {
+                let slack = length - side
+                if focus == 0.5 { return slack / 2 }
+                return min(slack, max(0, Int((focus * Double(length) - Double(side) / 2).rounded())))
+            }
+            return IIIFRect(x: origin(squareFocus.x, W), y: origin(squareFocus.y, H), width: side, height: side)
         case .pixels(let px, let py, let pw, let ph):
             (x, y, w, h) = (px, py, pw, ph)
         case .percent(let px, let py, let pw, let ph):
