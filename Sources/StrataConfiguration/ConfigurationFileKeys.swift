@@ -14,18 +14,23 @@ enum ConfigurationFileKeys {
             throw ConfigurationError(key: "config", value: path, reason: "the file's top level must be a mapping of keys")
         }
         var leaves: [String] = []
-        collect(node, prefix: "", into: &leaves)
+        try collect(node, prefix: "", into: &leaves)
         return leaves
     }
 
-    private static func collect(_ node: Node, prefix: String, into leaves: inout [String]) {
+    private static func collect(_ node: Node, prefix: String, into leaves: inout [String]) throws(ConfigurationError) {
+        if case .sequence(let items) = node, items.contains(where: { $0.scalar == nil }) {
+            // `- thumb: w=256` is a mapping in YAML, not the string `thumb: w=256`.
+            throw ConfigurationError(
+                key: prefix, reason: "expected a list of strings; quote an entry that holds `: ` (- \"thumb: w=256 h=256\")")
+        }
         guard case .mapping(let mapping) = node else {
             leaves.append(prefix)
             return
         }
         for (key, value) in mapping {
             let name = key.string ?? "\(key)"
-            collect(value, prefix: prefix.isEmpty ? name : "\(prefix).\(name)", into: &leaves)
+            try collect(value, prefix: prefix.isEmpty ? name : "\(prefix).\(name)", into: &leaves)
         }
     }
 }

@@ -143,6 +143,14 @@ extension StrataConfiguration {
             "http.adminToken", nil, secret: true,
             "Bearer token of `DELETE /images/{key}` and `DELETE /iiif/{2|3}/{identifier}` (purge a key from every tier); unset: those routes answer 404."
         ),
+        .init(
+            "http.presets", "", reloads: true, list: true,
+            "Named parameter sets of `/images`, each `name: parameters` (e.g. `thumb: w=256 h=256 mode=fill format=webp`), asked for as `?preset=thumb`; explicit parameters add to a preset (the same one with another value: 400). Checked at load by the query's parser."
+        ),
+        .init(
+            "http.presetsOnly", "false", reloads: true,
+            "`true`: `/images` answers `?preset=NAME` only (with `sig`, `kid`, `exp`; any other parameter: 400 listing the presets). IIIF routes are not restricted."
+        ),
         .init("http.cacheControl", "public, max-age=86400", "`Cache-Control` of image responses (empty: none)."),
         .init("http.maxDimension", "4096", "Largest `w` or `h` a request may ask for (400 beyond)."),
         .init(

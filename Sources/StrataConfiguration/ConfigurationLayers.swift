@@ -214,7 +214,8 @@ public struct ConfigurationLayers: Sendable {
         let leaves: [String]
         do {
             leaves = try ConfigurationFileKeys.leaves(ofFileAt: path)
-        } catch let error as ConfigurationError {
+        } catch var error as ConfigurationError {
+            error.origin = error.origin ?? "file \(path)"
             throw error
         } catch {
             throw .init(key: "config", value: path, reason: "cannot read the configuration file: \(error)")

@@ -7,7 +7,8 @@ import Strata
 /// Run it as a service beside ``ConfigurationLayers/fileProvider`` (the provider polls the file
 /// and re-reads it on `SIGHUP`; this one watches the provider's snapshots). On each change the
 /// whole configuration is read again from every source and checked:
-/// - valid: the reloadable settings (tolerance, memory limits, disk byte limit, lane widths)
+/// - valid (including `check`, the service's own checks, such as its presets' parameters):
+///   the reloadable settings (tolerance, memory limits, disk byte limit, lane widths)
 ///   are applied with ``ImageCache/reconfigure(_:)``, then `onApply` gets the whole
 ///   configuration (`strata serve` applies `color.output` there); other keys that changed are logged as
 ///   needing a restart;
@@ -23,13 +24,18 @@ public final class ConfigurationReloader: Service, Sendable {
     /// Called with each configuration applied, after the engine's settings (the service's own
     /// reloadable settings, such as `color.output`).
     let onApply: (@Sendable (StrataConfiguration) -> Void)?
+    /// Checks a read configuration further before anything is applied (`strata serve`: its
+    /// presets, parsed as `/images` parameters); an error refuses the reload.
+    let check: (@Sendable (StrataConfiguration) throws(ConfigurationError) -> Void)?
 
     public init(
         layers: ConfigurationLayers, engine: ImageCache, initial: StrataConfiguration, logger: Logger = Logger(label: "strata.config"),
+        check: (@Sendable (StrataConfiguration) throws(ConfigurationError) -> Void)? = nil,
         onApply: (@Sendable (StrataConfiguration) -> Void)? = nil
     ) {
         self.layers = layers
         self.engine = engine
+        self.check = check
         self.onApply = onApply
         self.logger = logger
         self.applied = Lock(initial)
@@ -59,6 +65,7 @@ public final class ConfigurationReloader: Service, Sendable {
         let next: StrataConfiguration
         do {
             next = try StrataConfiguration(from: layers)
+            try check?(next)
             try engine.reconfigure(next.reloadableSettings)
         } catch {
             // Logged first, counted after: whoever sees the count sees the log line too.

@@ -1,3 +1,4 @@
+import Foundation
 import Strata
 
 /// The settings of `strata serve` (the `http.*` keys): where it listens, how large an image
@@ -30,6 +31,12 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     public var encodedCacheCostLimit = 64 << 20
     /// Encoder quality when the request names none (JPEG, lossy WebP).
     public var quality = 80
+    /// Named parameter sets of `/images` (`http.presets`, each `name: parameters`), by name:
+    /// the text after the colon, as written (checked against the image parameters by the
+    /// service, which parses it with the query's own parser).
+    public var presets: [String: String] = [:]
+    /// Whether `/images` answers presets only (`?preset=NAME`, plus the signature's parameters).
+    public var presetsOnly = false
     /// This node's name (`X-Strata-Node`, the `node` label of `/stats` and `/metrics`): tells
     /// the nodes of a cluster apart. Letters, digits and `-._:`, at most 64 bytes.
     public var nodeName = HTTPServiceSettings.hostName()
@@ -85,6 +92,12 @@ extension HTTPServiceSettings {
                 throw reader.error("http.signingKeys", reason: "key id \(String(id).debugDescription) is listed twice")
             }
         }
+        settings.presets = try readPresets(from: &reader)
+        settings.presetsOnly = try reader.bool("http.presetsOnly")
+        if settings.presetsOnly, settings.presets.isEmpty {
+            throw reader.error(
+                "http.presetsOnly", reason: "is true but http.presets lists no preset: every /images request would be refused")
+        }
         settings.cacheControl = try reader.string("http.cacheControl") ?? ""
         settings.maxDimension = try reader.integer("http.maxDimension", min: 1)
         settings.maxQueue = try reader.integer("http.maxQueue", min: 0)
@@ -101,6 +114,38 @@ extension HTTPServiceSettings {
             settings.nodeName = name
         }
         return settings
+    }
+
+    /// `http.presets`: entries `name: parameters`, the name 1…32 letters, digits, `-` or `_`
+    /// (it is written into URLs as it is), each name once, the parameters not empty. The
+    /// parameters themselves are checked by the service (``HTTPServiceSettings/presets``).
+    static func readPresets(from reader: inout KeyReader) throws(ConfigurationError) -> [String: String] {
+        var presets: [String: String] = [:]
+        for entry in try reader.list("http.presets") {
+            let parts = entry.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = parts.first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            guard parts.count == 2, isValidPresetName(Substring(name)) else {
+                throw reader.error(
+                    "http.presets",
+                    reason:
+                        "expected entries `name: parameters` (e.g. `thumb: w=256 h=256 mode=fill`), the name 1…32 letters, digits, `-` or `_` (got \(entry.debugDescription))"
+                )
+            }
+            let parameters = parts[1].trimmingCharacters(in: .whitespaces)
+            guard !parameters.isEmpty else {
+                throw reader.error(
+                    "http.presets", reason: "preset \(name.debugDescription) names no parameters (e.g. `\(name): w=256 h=256`)")
+            }
+            guard presets.updateValue(parameters, forKey: name) == nil else {
+                throw reader.error("http.presets", reason: "preset \(name.debugDescription) is listed twice")
+            }
+        }
+        return presets
+    }
+
+    /// A preset's name: 1…32 letters, digits, `-` or `_` (a key id's characters).
+    static func isValidPresetName(_ name: Substring) -> Bool {
+        isValidKeyID(name)
     }
 
     /// Whether `name` can be an HTTP header value and a Prometheus label value as it is.

@@ -25,6 +25,8 @@ struct ImageEndpoint: Sendable {
     let settings: HTTPServiceSettings
     let signer: URLSigner?
     let responder: EncodedResponder
+    /// `http.presets` in force (replaced on reload by ``StrataServer/apply(_:)``).
+    var presets = PresetChoice(.none)
 
     var probes: ServiceProbes { responder.probes }
 
@@ -38,6 +40,9 @@ struct ImageEndpoint: Sendable {
         /// When the URL's signature expires (`exp=`, Unix seconds); checked again each time a
         /// memoized parse is reused (``PreparedTargets``).
         var expires: Int? = nil
+        /// The ``PresetChoice/generation`` it was parsed under: a memoized parse of another
+        /// generation is parsed again (``PreparedTargets``).
+        var presetGeneration = 0
     }
 
     /// What a memory lookup made before the route found.
@@ -59,7 +64,8 @@ struct ImageEndpoint: Sendable {
         }
     }
 
-    /// Checks the signature (when signing is on) and parses the target.
+    /// Checks the signature (when signing is on), resolves a preset (``ImagePresets``) and
+    /// parses the target.
     func prepare(target signed: Substring, now: Int = Int(time(nil))) throws(ServiceError) -> Prepared {
         probes.targetParsed?(signed)
         var target = signed
@@ -80,15 +86,16 @@ struct ImageEndpoint: Sendable {
         guard path.utf8.starts(with: ImageParameters.prefix.utf8) else {
             throw ServiceError(.notFound, "not_found", "image URLs are /images/{key}?w=…&h=…")
         }
+        let (presets, generation) = self.presets.current
         let parameters = try ImageParameters(
-            path: path[path.utf8.index(path.startIndex, offsetBy: ImageParameters.prefix.utf8.count)...], query: query,
-            maxDimension: settings.maxDimension)
+            path: path[path.utf8.index(path.startIndex, offsetBy: ImageParameters.prefix.utf8.count)...],
+            query: try presets.resolve(query), maxDimension: settings.maxDimension)
         let request = ImageRequest(
             key: CacheKey(parameters.key, colour: responder.colour.current, gravity: parameters.gravity), box: parameters.box,
             mode: parameters.mode,
             tolerance: parameters.tolerance,
             exactSize: parameters.exact)
-        return Prepared(parameters: parameters, request: request, expires: expires)
+        return Prepared(parameters: parameters, request: request, expires: expires, presetGeneration: generation)
     }
 
     /// The 403 of a refused signature.

@@ -29,8 +29,11 @@ final class PreparedTargets {
     /// `now`: Unix seconds, for signatures that expire (read only when one does; default: the
     /// clock).
     func prepared(_ target: String, by endpoint: ImageEndpoint, now: Int? = nil) -> PreparedHandOff.Parse {
-        // A target memoized before a reload changed `color.output` is prepared again.
-        if let known = entries[target], known.request.key.colourOutput == endpoint.responder.colour.current {
+        // A target memoized before a reload changed `color.output` or the presets is prepared
+        // again.
+        if let known = entries[target], known.request.key.colourOutput == endpoint.responder.colour.current,
+            known.presetGeneration == endpoint.presets.generation
+        {
             // A memoized signature may have expired since.
             if let expires = known.expires, (now ?? Int(time(nil))) > expires {
                 entries[target] = nil

@@ -10,9 +10,9 @@ import StrataConfiguration
 /// `strata serve`: the engine behind HTTP (Hummingbird 2), as a swift-service-lifecycle
 /// `Service`.
 ///
-/// Routes: `GET /images/{key}?w=&h=&mode=&tolerance=&format=&quality=&exact=` (the image;
-/// see ``ImageParameters``), `GET /metrics` (Prometheus text: the engine's and the HTTP
-/// metrics), `GET /iiif/3/…` and `GET /iiif/2/…` (the IIIF Image API, ``IIIFRoute``), `GET /healthz`, `GET /stats` (per-tier JSON). Run it in a `ServiceGroup`: on
+/// Routes: `GET /images/{key}?w=&h=&mode=&tolerance=&format=&quality=&exact=` or
+/// `?preset=NAME` (the image; see ``ImageParameters`` and ``ImagePresets``), `GET /metrics`
+/// (Prometheus text: the engine's and the HTTP metrics), `GET /iiif/3/…` and `GET /iiif/2/…` (the IIIF Image API, ``IIIFRoute``), `GET /healthz`, `GET /stats` (per-tier JSON). Run it in a `ServiceGroup`: on
 /// graceful shutdown (SIGTERM, SIGINT) it stops accepting connections, lets in-flight requests
 /// finish, then flushes the disk tier's write-behind queue and closes the engine's tiers and
 /// its HTTP origin client (``ConfiguredImageCache/shutdown()``).
@@ -30,6 +30,9 @@ public final class StrataServer: Service, Sendable {
     let probes: ServiceProbes
     /// `color.output` in force: new requests read it; ``apply(_:)`` changes it.
     let colour: ColourChoice
+    /// `http.presets` and `http.presetsOnly` in force: new requests read them; ``apply(_:)``
+    /// changes them.
+    let presets: PresetChoice
 
     /// Builds the engine from `configuration` (its metrics go to this server's registry).
     /// `onListening` is called once the socket is bound, with the port (useful with
@@ -54,20 +57,50 @@ public final class StrataServer: Service, Sendable {
         self.logger = logger
         self.onListening = onListening
         self.colour = ColourChoice(configuration.colourOutput)
+        self.presets = PresetChoice(try ImagePresets(configuration))
         configured = try ConfiguredImageCache(configuration, logger: logger, metricsFactory: metrics.factory)
         encoded = EncodedCache(costLimit: configuration.http.encodedCacheCostLimit)
     }
 
     public var cache: ImageCache { configured.cache }
 
+    /// Checks what the service itself reads of a configuration beyond its keys' syntax: each
+    /// preset of `http.presets` parsed as `/images` parameters, with the `http.maxDimension` in
+    /// force (it changes only with a restart). Pass it as the reloader's `check`, so a bad
+    /// preset refuses the reload (naming `http.presets` and the preset) before anything applies.
+    public func check(_ configuration: StrataConfiguration) throws(ConfigurationError) {
+        _ = try presets(of: configuration)
+    }
+
+    /// The presets of `configuration`, checked against the `http.maxDimension` in force.
+    private func presets(of configuration: StrataConfiguration) throws(ConfigurationError) -> ImagePresets {
+        var running = configuration
+        running.http.maxDimension = settings.maxDimension
+        return try ImagePresets(running)
+    }
+
     /// Applies the settings of a reloaded configuration that the service itself holds
-    /// (`color.output`; the engine's are ``ImageCache/reconfigure(_:)``'s): new requests use
-    /// them. Pass it as the reloader's `onApply`.
+    /// (`color.output`, `http.presets`, `http.presetsOnly`; the engine's are
+    /// ``ImageCache/reconfigure(_:)``'s): new requests use them. Pass it as the reloader's
+    /// `onApply` (after ``check(_:)`` as its `check`).
     public func apply(_ configuration: StrataConfiguration) {
         if colour.current != configuration.colourOutput {
             logger.info("color.output changed", metadata: ["value": "\(configuration.colourOutput.rawValue)"])
         }
         colour.set(configuration.colourOutput)
+        do {
+            if presets.set(try presets(of: configuration)) {
+                logger.info(
+                    "http.presets changed",
+                    metadata: [
+                        "presets": "\(configuration.http.presets.keys.sorted().joined(separator: ", "))",
+                        "presetsOnly": "\(configuration.http.presetsOnly)",
+                    ])
+            }
+        } catch {
+            // Only when `check` was not run first: the presets in force stay.
+            logger.error("http.presets refused; the presets in force stay", metadata: ["error": "\(error)"])
+        }
     }
 
     public func run() async throws {
@@ -81,7 +114,8 @@ public final class StrataServer: Service, Sendable {
             cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics, probes: probes, colour: colour)
         let signer = URLSigner(keys: settings.signingKeys, defaultKey: settings.signingKey)
         let images = ImageEndpoint(
-            cache: configured.cache, encoded: encoded, settings: settings, signer: signer, responder: encodedResponder)
+            cache: configured.cache, encoded: encoded, settings: settings, signer: signer, responder: encodedResponder,
+            presets: presets)
         let originals = IIIFOriginals()
         let responder = ServiceResponder(
             images: images,

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Strata
 import StrataConfiguration
+import StrataService
 
 /// `strata config [--config FILE] [--KEY VALUE …]`: every effective value and where it came from.
 struct ConfigCommand: AsyncParsableCommand {
@@ -10,8 +11,8 @@ struct ConfigCommand: AsyncParsableCommand {
         discussion: """
             One line per key: `KEY = VALUE (ORIGIN)`, the origin being `default`, `file PATH`, \
             `environment STRATA_…` or `command line --…`. Secrets (origin headers) print as \
-            <redacted>. The values are checked as an engine would check them: a bad value or an \
-            unknown key prints one line naming it and exits with status 2.
+            <redacted>. The values are checked as an engine would check them (http.presets as \
+            `strata serve` parses them): a bad value or an unknown key prints one line naming it and exits with status 2.
             """
     )
 
@@ -26,6 +27,12 @@ struct ConfigCommand: AsyncParsableCommand {
             return
         }
         let (_, configuration) = await options.load()
+        do {
+            // The presets parsed as `strata serve` parses them (as /images parameters).
+            _ = try ImagePresets(configuration)
+        } catch {
+            fail("\(error)", code: 2)
+        }
         let width = configuration.resolved.map(\.key.name.count).max() ?? 0
         for entry in configuration.resolved {
             let name = entry.key.name.padding(toLength: width, withPad: " ", startingAt: 0)

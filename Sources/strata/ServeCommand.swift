@@ -66,7 +66,9 @@ struct ServeCommand: AsyncParsableCommand {
             fail("\(error)", code: 2)
         }
         let reloader = ConfigurationReloader(
-            layers: layers, engine: server.cache, initial: configuration, logger: logger, onApply: { [server] in server.apply($0) })
+            layers: layers, engine: server.cache, initial: configuration, logger: logger,
+            check: { [server] configuration throws(ConfigurationError) in try server.check(configuration) },
+            onApply: { [server] in server.apply($0) })
         let group = ServiceGroup(
             configuration: .init(
                 services: [

@@ -72,4 +72,36 @@ struct PreparedTargetsTests {
         #expect(expiringMemo.count == 0)
         try await server.stop()
     }
+
+    /// A memoized target is never answered with the meaning of presets a reload replaced: the
+    /// memo parses again a target kept under another generation.
+    @Test func presetsReplacedByAReloadAreNotServedFromTheMemo() async throws {
+        let server = try await TestServer.start()
+        let responder = EncodedResponder(
+            cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, metrics: ServiceMetrics(node: "test"),
+            probes: ServiceProbes())
+        let choice = PresetChoice(try ImagePresets(definitions: ["thumb": "w=120 h=90"], only: false, maxDimension: 4096))
+        let endpoint = ImageEndpoint(
+            cache: server.cache, encoded: server.server.encoded, settings: server.server.settings, signer: nil,
+            responder: responder, presets: choice)
+        let memo = PreparedTargets(capacity: 8)
+        let thumb = "/images/jpeg/a.jpg?preset=thumb"
+        let plain = "/images/jpeg/a.jpg?w=10"
+        #expect(memo.prepared(thumb, by: endpoint).accepted?.request.box == PixelSize(width: 120, height: 90))
+        #expect(memo.prepared(plain, by: endpoint).accepted != nil)
+        #expect(memo.count == 2)
+        choice.set(try ImagePresets(definitions: ["thumb": "w=60 h=40"], only: false, maxDimension: 4096))
+        #expect(memo.prepared(thumb, by: endpoint).accepted?.request.box == PixelSize(width: 60, height: 40))
+        // Presets-only from now on: the plain target, memoized before, is refused.
+        choice.set(try ImagePresets(definitions: ["thumb": "w=60 h=40"], only: true, maxDimension: 4096))
+        if case .failure(let refusal) = memo.prepared(plain, by: endpoint) {
+            #expect(refusal.code == "presets_only")
+        } else {
+            Issue.record("a target memoized before presets-only was served from the memo")
+        }
+        // A preset removed: unknown from now on.
+        choice.set(try ImagePresets(definitions: ["hero": "w=1200"], only: false, maxDimension: 4096))
+        #expect((try? memo.prepared(thumb, by: endpoint).get()) == nil)
+        try await server.stop()
+    }
 }
