@@ -14,6 +14,8 @@ struct ImagePresetsTests {
         "thumb": "w=256 h=256 mode=fill format=webp",
         "hero": "w=1200&quality=70",
         "webp": "format=webp quality=60",
+        "card": "w=400 h=300 mode=fill gravity=smart format=webp",
+        "focus": "w=400 h=300 mode=fill gravity=fp:0.2%2C0.8",
     ]
 
     static func presets(_ definitions: [String: String] = definitions, only: Bool = false) throws -> ImagePresets {
@@ -38,6 +40,9 @@ struct ImagePresetsTests {
         let presets = try Self.presets()
         #expect(try Self.parse("preset=thumb", presets) == (try Self.parse("w=256&h=256&mode=fill&format=webp", .none)))
         #expect(try Self.parse("preset=hero", presets) == (try Self.parse("w=1200&quality=70", .none)))
+        #expect(try Self.parse("preset=card", presets).gravity == .smart)
+        #expect(try Self.parse("preset=focus", presets).gravity == .focalPoint(x: 20, y: 80))
+        #expect(Self.refusal("preset=card&gravity=north", presets)?.code == "preset_conflict")
         // A query without a preset is the query itself.
         #expect(try Self.parse("w=10&h=20", presets) == (try Self.parse("w=10&h=20", .none)))
         #expect(try presets.resolve("w=10&presets=1") == "w=10&presets=1", "only `preset` itself names a preset")
@@ -71,7 +76,7 @@ struct ImagePresetsTests {
     @Test func anUnknownPresetIsA400ListingTheKnownOnes() throws {
         let error = try #require(Self.refusal("preset=thumbs&w=10", try Self.presets()))
         #expect(error.status == .badRequest && error.code == "unknown_preset")
-        #expect(error.message.contains("\"thumbs\"") && error.message.contains("hero, thumb, webp"), "\(error.message)")
+        #expect(error.message.contains("\"thumbs\"") && error.message.contains("card, focus, hero, thumb, webp"), "\(error.message)")
         let none = try #require(Self.refusal("preset=thumb", .none))
         #expect(none.code == "unknown_preset" && none.message.contains("no presets"), "\(none.message)")
         let twice = try #require(Self.refusal("preset=thumb&preset=hero", try Self.presets()))
