@@ -30,8 +30,18 @@ struct GetCommand: AsyncParsableCommand {
     @Option(help: "The bounding box, WxH.", transform: PixelSize.parseOption)
     var size: PixelSize
 
-    @Option(help: "fit (inside the box, default) or fill (cover the box and centre-crop).")
+    @Option(help: "fit (inside the box, default) or fill (cover the box and crop).")
     var mode: ContentMode = .fit
+
+    @Option(
+        help: "Where a fill crop sits: center (default), north…southwest, fp:X,Y (0…1) or smart.",
+        transform: { text in
+            guard let gravity = Gravity(parsing: text) else {
+                throw ValidationError("--gravity: \(text) is not center, north…southwest, fp:X,Y or smart")
+            }
+            return gravity
+        })
+    var gravity: Gravity = .center
 
     @Option(help: "Size tolerance, 0...1 (default 0.2): a cached variant within it is served as it is.")
     var tolerance: Double?
@@ -52,6 +62,7 @@ struct GetCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let tolerance, !(0...1).contains(tolerance) { throw ValidationError("--tolerance must be within 0...1") }
+        if gravity != .center && mode != .fill { throw ValidationError("--gravity places a crop: it needs --mode fill") }
         guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1…100") }
         if let out, OutputFormat(path: out) == nil {
             throw ValidationError("--out must end in .png, .webp, .jpg or .jpeg")
@@ -74,7 +85,8 @@ struct GetCommand: AsyncParsableCommand {
             fail("\(key): \(error)", code: 2)
         }
         let engine = configured.cache
-        let request = ImageRequest(key: CacheKey(key), box: size, mode: mode, tolerance: tolerance)
+        let request = ImageRequest(
+            key: CacheKey(key, colour: configuration.colourOutput, gravity: gravity), box: size, mode: mode, tolerance: tolerance)
         let started = ContinuousClock.now
         let served: CachedImage
         do {

@@ -21,7 +21,7 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "bench",
         abstract: "Benchmark Strata's tiers (build with -c release).",
         subcommands: [
-            BenchSourceCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
+            BenchSourceCommand.self, BenchGravityCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
             BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self, BenchEngineCommand.self, BenchNegativeCommand.self,
         ]
     )

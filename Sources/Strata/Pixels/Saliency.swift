@@ -50,11 +50,6 @@ public enum Saliency {
             self.values = values ?? [Float](repeating: 0, count: width * height)
         }
 
-        subscript(x: Int, y: Int) -> Float {
-            get { values[y * width + x] }
-            set { values[y * width + x] = newValue }
-        }
-
         /// The sum of each column (`alongColumns`) or of each row.
         func sums(alongColumns: Bool) -> [Float] {
             var out = [Float](repeating: 0, count: alongColumns ? width : height)
@@ -123,52 +118,72 @@ public enum Saliency {
         var luma = [Float](repeating: 0, count: w * h)
         for i in 0..<(w * h) { luma[i] = 0.299 * image.r[i] + 0.587 * image.g[i] + 0.114 * image.b[i] }
         var map = Map(width: w, height: h)
-        for y in 0..<h {
-            for x in 0..<w {
-                let i = y * w + x
-                // Sobel, with the border clamped.
-                let xm = max(0, x - 1), xp = min(w - 1, x + 1), ym = max(0, y - 1), yp = min(h - 1, y + 1)
-                func l(_ x: Int, _ y: Int) -> Float { luma[y * w + x] }
-                let gx = (l(xp, ym) + 2 * l(xp, y) + l(xp, yp)) - (l(xm, ym) + 2 * l(xm, y) + l(xm, yp))
-                let gy = (l(xm, yp) + 2 * l(x, yp) + l(xp, yp)) - (l(xm, ym) + 2 * l(x, ym) + l(xp, ym))
-                let edge = min(255, (abs(gx) + abs(gy)) / 4)
-                let r = image.r[i], g = image.g[i], b = image.b[i]
-                let chroma = max(r, g, b) - min(r, g, b)
-                let saturation = max(0, chroma - neutralChroma) * (255 / (255 - neutralChroma))
-                var skin: Float = 0
-                let sum = r + g + b
-                if sum > 0, r > g, g > b, luma[i] > 60, luma[i] < 240 {
-                    let nr = r / sum, ng = g / sum
-                    if nr > 0.36 && nr < 0.47 && ng > 0.28 && ng < 0.36 { skin = skinWeight }
+        luma.withUnsafeBufferPointer { l in
+            image.r.withUnsafeBufferPointer { rs in
+                image.g.withUnsafeBufferPointer { gs in
+                    image.b.withUnsafeBufferPointer { bs in
+                        map.values.withUnsafeMutableBufferPointer { out in
+                            for y in 0..<h {
+                                // Rows above and below, the border clamped.
+                                let up = max(0, y - 1) * w, row = y * w, down = min(h - 1, y + 1) * w
+                                for x in 0..<w {
+                                    let xm = max(0, x - 1), xp = min(w - 1, x + 1)
+                                    let gx = (l[up + xp] + 2 * l[row + xp] + l[down + xp]) - (l[up + xm] + 2 * l[row + xm] + l[down + xm])
+                                    let gy = (l[down + xm] + 2 * l[down + x] + l[down + xp]) - (l[up + xm] + 2 * l[up + x] + l[up + xp])
+                                    let edge = min(255, (abs(gx) + abs(gy)) / 4)
+                                    let i = row + x
+                                    let r = rs[i], g = gs[i], b = bs[i]
+                                    let chroma = max(r, g, b) - min(r, g, b)
+                                    let saturation = max(0, chroma - neutralChroma) * (255 / (255 - neutralChroma))
+                                    var skin: Float = 0
+                                    let sum = r + g + b
+                                    if sum > 0, r > g, g > b, l[i] > 60, l[i] < 240 {
+                                        let nr = r / sum, ng = g / sum
+                                        if nr > 0.36 && nr < 0.47 && ng > 0.28 && ng < 0.36 { skin = skinWeight }
+                                    }
+                                    out[i] = edge + saturation + skin
+                                }
+                            }
+                        }
+                    }
                 }
-                map.values[i] = edge + saturation + skin
             }
         }
         let radius = max(1, max(w, h) / 64)
-        for _ in 0..<2 { map = boxBlur(map, radius: radius) }
+        for _ in 0..<2 { boxBlur(&map, radius: radius) }
         return map
     }
 
-    /// A separable box blur of `radius` (the border clamped).
-    static func boxBlur(_ map: Map, radius: Int) -> Map {
-        var horizontal = Map(width: map.width, height: map.height)
-        let span = Float(2 * radius + 1)
-        for y in 0..<map.height {
-            for x in 0..<map.width {
-                var s: Float = 0
-                for dx in -radius...radius { s += map[min(map.width - 1, max(0, x + dx)), y] }
-                horizontal[x, y] = s / span
+    /// A separable box blur of `radius` in place (the border clamped): a running sum along each
+    /// row, then along each column.
+    static func boxBlur(_ map: inout Map, radius: Int) {
+        let w = map.width, h = map.height
+        let scale = 1 / Float(2 * radius + 1)
+        var line = [Float](repeating: 0, count: max(w, h))
+        map.values.withUnsafeMutableBufferPointer { v in
+            line.withUnsafeMutableBufferPointer { line in
+                // Rows: the sum of the `2r + 1` values around x, indices clamped.
+                for y in 0..<h {
+                    let row = y * w
+                    for x in 0..<w { line[x] = v[row + x] }
+                    var sum: Float = 0
+                    for dx in -radius...radius { sum += line[min(w - 1, max(0, dx))] }
+                    for x in 0..<w {
+                        v[row + x] = sum * scale
+                        sum += line[min(w - 1, x + radius + 1)] - line[max(0, x - radius)]
+                    }
+                }
+                for x in 0..<w {
+                    for y in 0..<h { line[y] = v[y * w + x] }
+                    var sum: Float = 0
+                    for dy in -radius...radius { sum += line[min(h - 1, max(0, dy))] }
+                    for y in 0..<h {
+                        v[y * w + x] = sum * scale
+                        sum += line[min(h - 1, y + radius + 1)] - line[max(0, y - radius)]
+                    }
+                }
             }
         }
-        var out = Map(width: map.width, height: map.height)
-        for y in 0..<map.height {
-            for x in 0..<map.width {
-                var s: Float = 0
-                for dy in -radius...radius { s += horizontal[x, min(map.height - 1, max(0, y + dy))] }
-                out[x, y] = s / span
-            }
-        }
-        return out
     }
 
     /// The centre (0…1) of the window of `fraction` of `profile`'s length with the largest sum;

@@ -77,6 +77,8 @@ public final class ImageRenderer {
     }
     /// Whether the last render overlapped its decode and resample (for tests).
     private(set) var lastRenderOverlapped = false
+    /// The focus the last smart render chose (`nil` when it chose none), for the crop benchmark.
+    package private(set) var lastSmartFocus: CropFocus?
     /// Converts colour on the decoded image, before the resample, instead of on the output
     /// (off; `strata bench source` measures both). A JPEG then decodes without the overlap.
     @_spi(Benchmarks) public var convertsColourBeforeResample = false
@@ -135,6 +137,7 @@ public final class ImageRenderer {
         let minimum = planned.minimumDecode
         let decodedSize = decoder.decodedSize(for: header, minimumSize: minimum)
         lastRenderOverlapped = false
+        lastSmartFocus = nil
         let whole = SourceRect(x: 0, y: 0, width: Double(header.size.width), height: Double(header.size.height))
         // A smart crop still to place: chosen from this render's own decode (the whole image at
         // the shrink-on-load size), so that decode cannot overlap the resample.
@@ -167,6 +170,12 @@ public final class ImageRenderer {
         // writes them (hidden in the overlapped decode's slack), unless measured before it.
         let converter = convertsColourBeforeResample ? nil : rowConverter(header: header, request: request)
         let finish = converter?.rowsFinish
+        if choosesFocus && overlapsDecode && !convertsColourBeforeResample && decoder.decodesJPEGInRows(bytes, header: header),
+            let cover = try smartCoverRender(bytes, header: header, minimum: minimum, sizing: sizing, decoded: &decoded, finish: finish)
+        {
+            lastRenderOverlapped = true
+            return request.style == .bgra32Premultiplied ? cover : PixelConversion.convert(cover, to: request.style)
+        }
         if overlapsDecode && !convertsColourBeforeResample && !choosesFocus
             && resampler.overlapsFill(
                 sourceSize: decodedSize, region: region(of: sizing), destinationSize: sizing.output, style: .bgra32Premultiplied)
@@ -183,12 +192,55 @@ public final class ImageRenderer {
                 let focus = Saliency.focus(
                     of: decoded, cropWidth: sizing.sourceRect.width / whole.width,
                     cropHeight: sizing.sourceRect.height / whole.height)
+                lastSmartFocus = focus
                 sizing = SizingPlan(
                     source: header.size, box: request.box, mode: request.mode, allowUpscale: request.allowUpscale, focus: focus)
             }
             resampler.resample(decoded, region: region(of: sizing), into: &output, finish: finish)
         }
         return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
+    }
+
+    /// A smart crop that keeps the decode overlapped with the resample: the whole decoded image
+    /// is resampled, as its rows arrive, to the crop's scale (the box's cover), the saliency is
+    /// read from that, and the crop is copied out of it — whole pixels of the cover, so only
+    /// where the crop starts is rounded. The resampler's helper does about sides ÷ crop more
+    /// work, hidden behind the decode; `nil` when the geometry does not overlap (the caller then
+    /// decodes, reads the saliency and resamples the crop).
+    private func smartCoverRender(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimum: PixelSize, sizing: SizingPlan,
+        decoded: inout PixelImage, finish: Resampler.RowsFinish?
+    ) throws(ImageDecodingError) -> PixelImage? {
+        let out = sizing.output
+        let scale = Double(out.width) / sizing.sourceRect.width
+        let coverSize = PixelSize(
+            width: max(out.width, SizingPlan.side(Double(header.size.width) * scale, atMost: Int.max)),
+            height: max(out.height, SizingPlan.side(Double(header.size.height) * scale, atMost: Int.max)))
+        let all = SourceRect(x: 0, y: 0, width: Double(decoded.width), height: Double(decoded.height))
+        guard
+            resampler.overlapsFill(
+                sourceSize: decoded.size, region: all, destinationSize: coverSize, style: .bgra32Premultiplied)
+        else { return nil }
+        var cover = PixelImage(uninitializedWidth: coverSize.width, height: coverSize.height, style: .bgra32Premultiplied)
+        try decodeAndResample(bytes, header: header, minimum: minimum, region: all, decoded: &decoded, into: &cover, finish: finish)
+        let focus = Saliency.focus(
+            of: cover, cropWidth: Double(out.width) / Double(coverSize.width),
+            cropHeight: Double(out.height) / Double(coverSize.height))
+        lastSmartFocus = focus
+        let x = Int(SizingPlan.origin(focus.x, side: Double(coverSize.width), crop: Double(out.width)).rounded())
+        let y = Int(SizingPlan.origin(focus.y, side: Double(coverSize.height), crop: Double(out.height)).rounded())
+        let left = min(x, coverSize.width - out.width), top = min(y, coverSize.height - out.height)
+        var output = PixelImage(uninitializedWidth: out.width, height: out.height, style: .bgra32Premultiplied)
+        let sourceStride = cover.bytesPerRow, stride = output.bytesPerRow, rowBytes = out.width * 4
+        cover.withUnsafeBytes { src in
+            output.withUnsafeMutableBytes { dst in
+                for row in 0..<out.height {
+                    (dst.baseAddress! + row * stride).copyMemory(
+                        from: src.baseAddress! + (top + row) * sourceStride + left * 4, byteCount: rowBytes)
+                }
+            }
+        }
+        return output
     }
 
     /// What converts the output's rows for `request.colour`, `nil` when nothing is to be done
