@@ -8,8 +8,11 @@
 /// - **saturation**: chroma (max − min of R, G, B) above a neutral threshold (coloured objects
 ///   on dull backgrounds);
 /// - **skin tones**: pixels whose normalised r and g fall in the skin-tone range with
-///   R > G > B and a mid luma, weighted above the other two (faces and people).
-/// The sum is blurred (two box passes) and the crop, which spans the whole image along one
+///   R > G > B and a mid luma, weighted above the other two (faces and people) — less as they
+///   cover more of the image, and not at all past a quarter of it (then they are a colour:
+///   autumn leaves, sand, a warm cast).
+/// Each cue counts where it exceeds its own mean over the image (a cue present everywhere
+/// decides nothing); their sum is blurred (two box passes) and the crop, which spans the whole image along one
 /// axis, slides along the other: the window with the largest sum wins (the one nearer the
 /// centre on a tie), and its centre is the focus.
 ///
@@ -117,12 +120,14 @@ public enum Saliency {
         let w = image.width, h = image.height
         var luma = [Float](repeating: 0, count: w * h)
         for i in 0..<(w * h) { luma[i] = 0.299 * image.r[i] + 0.587 * image.g[i] + 0.114 * image.b[i] }
-        var map = Map(width: w, height: h)
+        let n = w * h
+        // Three planes: edges, saturation, skin.
+        var cues = [Float](repeating: 0, count: 3 * n)
         luma.withUnsafeBufferPointer { l in
             image.r.withUnsafeBufferPointer { rs in
                 image.g.withUnsafeBufferPointer { gs in
                     image.b.withUnsafeBufferPointer { bs in
-                        map.values.withUnsafeMutableBufferPointer { out in
+                        cues.withUnsafeMutableBufferPointer { out in
                             for y in 0..<h {
                                 // Rows above and below, the border clamped.
                                 let up = max(0, y - 1) * w, row = y * w, down = min(h - 1, y + 1) * w
@@ -141,11 +146,34 @@ public enum Saliency {
                                         let nr = r / sum, ng = g / sum
                                         if nr > 0.36 && nr < 0.47 && ng > 0.28 && ng < 0.36 { skin = skinWeight }
                                     }
-                                    out[i] = edge + saturation + skin
+                                    out[i] = edge
+                                    out[n + i] = saturation
+                                    out[2 * n + i] = skin
                                 }
                             }
                         }
                     }
+                }
+            }
+        }
+        // What stands out: each cue above its own mean over the image, so that a cue present
+        // everywhere (texture, an all-orange autumn scene, a warm cast that reads as skin)
+        // decides nothing and the rarer, stronger parts decide.
+        var map = Map(width: w, height: h)
+        cues.withUnsafeBufferPointer { c in
+            map.values.withUnsafeMutableBufferPointer { out in
+                var means: [Float] = [0, 0, 0]
+                for cue in 0..<3 {
+                    var sum: Float = 0
+                    for i in 0..<n { sum += c[cue * n + i] }
+                    means[cue] = sum / Float(n)
+                }
+                // Skin tones over a large share of the image are a colour (autumn leaves, sand,
+                // a warm cast), not people: their weight falls to nothing at a quarter.
+                let skinShare = means[2] / skinWeight
+                let skinScale = max(0, 1 - skinShare / 0.25)
+                for i in 0..<n {
+                    out[i] = max(0, c[i] - means[0]) + max(0, c[n + i] - means[1]) + c[2 * n + i] * skinScale
                 }
             }
         }
