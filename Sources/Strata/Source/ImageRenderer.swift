@@ -205,8 +205,9 @@ public final class ImageRenderer {
     /// is resampled, as its rows arrive, to the crop's scale (the box's cover), the saliency is
     /// read from that, and the crop is copied out of it — whole pixels of the cover, so only
     /// where the crop starts is rounded. The resampler's helper does about sides ÷ crop more
-    /// work, hidden behind the decode; `nil` when the geometry does not overlap (the caller then
-    /// decodes, reads the saliency and resamples the crop).
+    /// work, hidden behind the decode; `nil` when the geometry does not overlap or the cover has
+    /// more than twice the answer's pixels (the caller then decodes, reads the saliency and
+    /// resamples the crop).
     private func smartCoverRender(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimum: PixelSize, sizing: SizingPlan,
         decoded: inout PixelImage, finish: Resampler.RowsFinish?
@@ -216,6 +217,9 @@ public final class ImageRenderer {
         let coverSize = PixelSize(
             width: max(out.width, SizingPlan.side(Double(header.size.width) * scale, atMost: Int.max)),
             height: max(out.height, SizingPlan.side(Double(header.size.height) * scale, atMost: Int.max)))
+        // A crop much narrower than the image (a portrait box from a landscape photo) would make
+        // the helper resample more than twice the answer's pixels: more than the overlap hides.
+        guard coverSize.pixelCount <= 2 * out.pixelCount else { return nil }
         let all = SourceRect(x: 0, y: 0, width: Double(decoded.width), height: Double(decoded.height))
         guard
             resampler.overlapsFill(
