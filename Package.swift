@@ -39,6 +39,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.0.0"),
         // NIOHTTPTypes: the warm path's channel handler speaks Hummingbird's HTTP parts.
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.20.0"),
+        // `swift package generate-documentation` (Scripts/docs.sh): the DocC catalogs.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
         // C libraries: one systemLibrary target each, a tiny shim header, found with pkg-config.

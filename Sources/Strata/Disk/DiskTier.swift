@@ -14,7 +14,7 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
     case invalidImage(key: String, reason: String)
     /// The tier was closed.
     case closed
-    /// A setting is out of range (``Configuration/validate()``); nothing was opened.
+    /// A setting is out of range (``DiskTier/Configuration/validate()``); nothing was opened.
     case invalidConfiguration(ConfigurationError)
 
     public var description: String {
@@ -238,7 +238,7 @@ public final class DiskTier: Sendable {
     /// ``hit(forKey:matching:)`` when it can be served without waiting for the disk: the file's
     /// name resolves from the dentry cache (`openat2` with `RESOLVE_CACHED`, Linux 5.12+) and
     /// the bytes to check are in the page cache (`preadv2` with `RWF_NOWAIT`); otherwise
-    /// ``CachedLookup/wouldWait``. A few syscalls and no wait for the disk, so an async caller
+    /// ``TierLookup/wouldWait``. A few syscalls and no wait for the disk, so an async caller
     /// may call it on Swift's cooperative pool and hop to a blocking thread only for `.wouldWait`
     /// (the engine does). The kernel may start readahead for the bytes `RWF_NOWAIT` misses
     /// (without waiting for it), so a file can turn warm by itself just after. On kernels without

@@ -404,7 +404,7 @@ extension BlockingPool: LaneTicket.Scheduler {
 
 /// Why ``BlockingPool`` work did not produce a result.
 ///
-/// `Failure` is the error type of the job's body (`Never` for ``BlockingPool/submit(_:)``).
+/// `Failure` is the error type of the job's body (`Never` for ``BlockingPool/submit(lane:_:)``).
 public enum BlockingPoolError<Failure: Error>: Error, CustomStringConvertible {
     /// The pool had been shut down: the job was not queued and never ran.
     case shutDown

@@ -2,7 +2,7 @@
 ///
 /// Use it where several callers may ask for the same expensive result at the same time (a
 /// decode, a source load, a table fill) and should share one run of the work rather than each
-/// doing it. ``run(group:descriptor:priority:joining:work:)`` joins an operation already in
+/// doing it. ``run(group:descriptor:priority:joining:ticket:work:)`` joins an operation already in
 /// flight whose descriptor the caller accepts, or starts a new one. Modelled on Nuke's
 /// `ImagePipeline`:
 /// - every caller waits on its own and may leave on its own: cancelling its task makes its call
@@ -27,7 +27,7 @@ public final class Coalescer<
 >: Sendable {
     typealias Outcome = Result<(value: Value, joined: Bool), CoalescerError<Failure>>
 
-    /// One call of ``run(group:descriptor:priority:joining:work:)``. Its mutable fields are
+    /// One call of ``run(group:descriptor:priority:joining:ticket:work:)``. Its mutable fields are
     /// guarded by the coalescer's lock. Its continuation is resumed exactly once, by whoever
     /// removes it from its operation's `waiters` under the lock: the operation finishing, the
     /// call's own cancellation, or ``cancelAll(group:where:)``.
@@ -265,7 +265,7 @@ public final class CoalescerTicket: @unchecked Sendable {
 ///
 /// `Failure` is the error type of the shared work.
 public enum CoalescerError<Failure: Error>: Error, CustomStringConvertible {
-    /// The calling task was cancelled, or ``Coalescer/cancelAll(group:)`` cancelled its group.
+    /// The calling task was cancelled, or ``Coalescer/cancelAll(group:where:)`` cancelled its group.
     case cancelled
     /// The shared work threw this error (every waiter of the operation gets it).
     case failed(Failure)

@@ -7,7 +7,7 @@ import Synchronization
 /// Eviction is ``MemoryCache``'s W-TinyLFU; the per-key index lives under the same lock as the
 /// policy, so an evicted variant leaves the index in the same critical section. Images pushed
 /// out are released after the lock is dropped (releasing a mapped image is a `munmap` or a
-/// table-slot unpin). Lookups take no lock while no writer holds it (``ReaderBias``): hits on
+/// table-slot unpin). Lookups take no lock while no writer holds it (`ReaderBias`): hits on
 /// many threads proceed side by side, and so do misses; inserts, removals and trims wait for
 /// the lookups inside to leave.
 ///
@@ -181,7 +181,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     /// is the whole original — which then serves any `fit` box containing it unless the query
     /// allows upscaling — and when it was fetched), or `nil`. Counts a hit or a miss. Allocates
     /// nothing on a miss. Takes no lock unless a writer holds the tier at that moment (see
-    /// ``ReaderBias``).
+    /// `ReaderBias`).
     public func entry(
         forKey key: CacheKey, matching query: SizeQuery
     ) -> (image: PixelImage, variant: ImageVariant)? {

@@ -82,7 +82,7 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   (default 10 %) is refused: it would flush most of the cache for one entry.
 /// - Concurrency: the keys are split by hash into *stripes*, each a W-TinyLFU policy (index,
 ///   window, probation, protected, frequency sketch) behind its own ``Lock``. Hits take no
-///   lock: each stripe is read-biased (``ReaderBias``), so a hit counts itself on its
+///   lock: each stripe is read-biased (`ReaderBias`), so a hit counts itself on its
 ///   processor's line, reads the index while no writer holds the stripe, and records the hit in
 ///   the entry's atomic hit state; writers (inserts, removals, and misses when the sketch is
 ///   due to halve) take the lock and wait for the readers inside to leave — a read-mostly load

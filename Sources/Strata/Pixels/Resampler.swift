@@ -65,7 +65,7 @@ public final class Resampler {
     public var forkJoin: ForkJoin = .dispatch
 
     /// How many threads one resample may use (default 1). With more, a resample of at least
-    /// ``parallelWork`` multiply-adds a band is split into bands of output rows that run in
+    /// `parallelWork` multiply-adds a band is split into bands of output rows that run in
     /// parallel through ``forkJoin`` (this thread takes bands too), each band
     /// with scratch of its own. The result is the same bytes. It lowers one image's latency on
     /// a machine with idle cores; it cannot raise the throughput of a machine whose cores are
@@ -200,7 +200,7 @@ public final class Resampler {
     }
 
     /// How many bands one resample is split into: 1 unless ``threads`` allows more and the work
-    /// (multiply-adds, all channels) is at least ``parallelWork`` a band; never more bands than
+    /// (multiply-adds, all channels) is at least `parallelWork` a band; never more bands than
     /// output rows.
     func bandCount(_ h: ResamplerTable, _ v: ResamplerTable, channels: Int) -> Int {
         let threads = Swift.min(self.threads, maximumBands)

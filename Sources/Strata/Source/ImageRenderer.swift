@@ -120,7 +120,7 @@ public final class ImageRenderer {
         try renderWithOriginalSize(bytes, request: request).image
     }
 
-    /// ``render(_:request:)`` that also says the original's size (after EXIF orientation):
+    /// `render(_:request:)` that also says the original's size (after EXIF orientation):
     /// the result is the whole original when its size is that and the mode is `fit`.
     public func renderWithOriginalSize(
         _ bytes: UnsafeRawBufferPointer, request: RenderRequest

@@ -6,7 +6,7 @@ import Musl
 
 /// An inotify instance (`inotify_init1`): its watches and the events read from it. Owns its
 /// descriptor, closed when the last reference goes away. Every call retries `EINTR`, names the
-/// path in its error and can be failed by a ``SyscallFaults`` rule.
+/// path in its error and can be failed by a `SyscallFaults` rule.
 ///
 /// One inode has one watch per instance, whatever path reached it: adding a watch on
 /// `dir/.` or on the parent of `/` returns the watch of `dir` or `/`, and without

@@ -12,7 +12,7 @@ import CStrataLinux
 ///
 /// `State` lives in the same 64-byte-aligned allocation as the lock word (one cache miss reaches
 /// both; no false sharing with a neighbour's lock). ThreadSanitizer is told about every acquire
-/// and release (``ThreadSanitizerHooks``), so `swift test --sanitize=thread` sees the ordering.
+/// and release (`ThreadSanitizerHooks`), so `swift test --sanitize=thread` sees the ordering.
 ///
 /// Waiting: ``withLock(waitingUntil:_:)`` sleeps, with the lock released, until a predicate on the
 /// state holds; whoever changes the state so that it may hold calls ``signal()`` or
@@ -20,7 +20,7 @@ import CStrataLinux
 public final class Lock<State: ~Copyable>: @unchecked Sendable {
     /// [lock word][condition sequence][waiter count] … padding … [State] at `stateOffset`.
     @usableFromInline let base: UnsafeMutableRawPointer
-    /// ``ThreadSanitizerHooks``, read once: a global's lazy-initialisation check on every
+    /// `ThreadSanitizerHooks`, read once: a global's lazy-initialisation check on every
     /// acquire would cost as much as the uncontended lock itself.
     @usableFromInline let tsanAcquire: ThreadSanitizerHooks.Hook?
     @usableFromInline let tsanRelease: ThreadSanitizerHooks.Hook?

@@ -19,6 +19,9 @@ public struct MappedRegion: ~Copyable, @unchecked Sendable {
     /// Maps `length` bytes of `file` from `offset` (a multiple of the page size).
     ///
     /// - Parameters:
+    ///   - file: The open file to map (it may be closed once mapped).
+    ///   - length: Bytes to map (more than 0).
+    ///   - offset: Where the mapping starts in the file, a multiple of the page size.
     ///   - writable: `PROT_READ | PROT_WRITE` and `MAP_SHARED` (writes reach the file) instead
     ///     of `PROT_READ` and `MAP_SHARED`.
     ///   - populate: `MAP_POPULATE`: build the page tables for every page now (one syscall

@@ -68,7 +68,7 @@ public enum Syscall {
 }
 
 extension Syscall {
-    /// Throws the errno a ``SyscallFaults`` rule injects for `call` on `path`, if any. One relaxed
+    /// Throws the errno a `SyscallFaults` rule injects for `call` on `path`, if any. One relaxed
     /// atomic load when no rule is installed.
     @inlinable
     public static func injectedFault(_ call: String, _ path: String?) throws(SystemCallError) {
