@@ -109,11 +109,12 @@ struct StrataConfigurationTests {
         #expect(configuration.colourOutput == .srgb)
     }
 
-    /// Every key of the README's table is read by the code, and every key the code reads is in
-    /// the table, with the same environment variable, default and reload column.
-    @Test func theReadmeTableListsExactlyTheKeysTheCodeReads() async throws {
+    /// Every key of the table in docs/Configuration.md is read by the code, and every key the
+    /// code reads is in the table, with the same environment variable, default and reload column.
+    @Test func theConfigurationTableListsExactlyTheKeysTheCodeReads() async throws {
         let readme = try String(
-            contentsOf: Fixtures.directory.deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+            contentsOf: Fixtures.directory.deletingLastPathComponent().appendingPathComponent("docs/Configuration.md"),
+            encoding: .utf8)
         let rows = readme.split(separator: "\n").filter { $0.hasPrefix("| `") && $0.contains("| `STRATA_") }
         let documented = rows.map { row in
             row.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
@@ -122,10 +123,10 @@ struct StrataConfigurationTests {
         // What the code reads: a full read records every key it asks for, once.
         let read = try StrataConfiguration(from: try await ConfigurationLayers(environment: [:])).resolved.map(\.key.name)
         #expect(Set(read).count == read.count, "each key is read once")
-        #expect(names == StrataConfiguration.keys.map(\.name), "README rows, in order, are the listed keys")
-        #expect(Set(read) == Set(names), "the code reads exactly the README's keys")
+        #expect(names == StrataConfiguration.keys.map(\.name), "the table's rows, in order, are the listed keys")
+        #expect(Set(read) == Set(names), "the code reads exactly the table's keys")
         let table = StrataConfiguration.markdownTable.split(separator: "\n").dropFirst(2).map(String.init)
-        #expect(rows.map(String.init) == table, "README rows match `strata config --table`")
+        #expect(rows.map(String.init) == table, "the table's rows match `strata config --table`")
     }
 
     @Test func badValuesNameTheKeyTheValueAndTheOrigin() async throws {

@@ -76,7 +76,7 @@ struct PresetsServerTests {
         // kid, exp and sig are the URL's own: a preset with them is served.
         let answer = try await server.get(try #require(signer.sign(Self.kite + "?preset=thumb", keyID: "k1", expires: now + 600)))
         #expect(answer.status == 200 && Self.size(answer) == "120x90", "\(answer.text)")
-        // IIIF has its own syntax and is not restricted (README: http.presetsOnly).
+        // IIIF has its own syntax and is not restricted (docs/HTTP.md: http.presetsOnly).
         let tile = try await server.get("/iiif/3/jpeg%2Fkite-800x500-gray.jpg/full/100,/0/default.jpg")
         #expect(tile.status == 200, "\(tile.text)")
         try await server.stop()

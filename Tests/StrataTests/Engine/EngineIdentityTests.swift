@@ -42,7 +42,7 @@ struct EngineIdentityTests {
         let format = ImageTableFormat(
             name: "avatar-100", family: "avatar", size: PixelSize(width: 100, height: 100), mode: .fill, maximumCount: 16)
         let tables = try ImageTableCache(directory: scratch.path, formats: [format])
-        // Filled the way the README shows, with the id derived from the string key.
+        // Filled the way docs/Library.md shows, with the id derived from the string key.
         let pixels = PixelImage(width: 100, height: 100)
         let entity = ImageTableEntity(
             id: ImageEntityID(hashing: "user/42"), sourceVersion: 1,

@@ -3,8 +3,8 @@ import Testing
 @testable import Strata
 import StrataTestSupport
 
-/// The README's quick start, run statement for statement as written (paths swapped for
-/// temporary ones), with checks of what its comments promise, so the README cannot drift from
+/// The quick start of docs/Library.md, run statement for statement as written (paths swapped for
+/// temporary ones), with checks of what its comments promise, so the docs cannot drift from
 /// the API or from what the calls really do.
 @Suite struct QuickStartTests {
     @Test func readmeQuickStartWorks() async throws {
@@ -23,7 +23,7 @@ import StrataTestSupport
             FileManager.default.createFile(
                 atPath: photos + "/2024/dunes.jpg", contents: Data(Fixtures.bytes("jpeg/eveningglow-1024x640-progressive.jpg"))))
 
-        // --- README: Quick start ---
+        // --- docs/Library.md: Quick start ---
         let cache = try ImageCache(
             disk: try DiskTier(directory: scratch + "/cache"),
             source: try DirectorySource(root: photos))
@@ -55,7 +55,7 @@ import StrataTestSupport
         let fresh = try ImageCache(disk: try DiskTier(directory: scratch + "/cache"), source: try DirectorySource(root: photos))
         #expect(try await fresh.image(for: ImageRequest(key: "2024/beach.jpg", box: PixelSize(width: 256, height: 256))).tier == .disk)
 
-        // --- README: The tiers on their own ---
+        // --- docs/Library.md: The tiers on their own ---
         let originals = try DirectorySource(root: photos)
         let image = try ImageRenderer().render(
             try await originals.fetch(key: "2024/beach.jpg").bytes, request: RenderRequest(box: PixelSize(width: 512, height: 512)))
