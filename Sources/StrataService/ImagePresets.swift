@@ -14,7 +14,7 @@ import Synchronization
 ///
 /// Checked when built (at start and on each reload), so a bad preset is a configuration error
 /// naming `http.presets` and the preset, never a 400 at request time. Cost per parse (not per
-/// memoized target, ``PreparedTargets``): one scan of the query for `preset=`; with a preset, a
+/// memoized target, `PreparedTargets`): one scan of the query for `preset=`; with a preset, a
 /// dictionary lookup and the merged query (one string).
 public struct ImagePresets: Sendable, Equatable {
     /// The query parameter naming a preset.

@@ -8,18 +8,18 @@ typealias Gauge = CoreMetrics.Gauge
 typealias Timer = CoreMetrics.Timer
 
 /// The service's Prometheus registry and its HTTP instruments. The engine's swift-metrics
-/// (``ImageCache``'s counters, timers and gauges) are made through the same factory, so one
+/// (`ImageCache`'s counters, timers and gauges) are made through the same factory, so one
 /// `GET /metrics` scrape shows both.
 ///
 /// HTTP names: `strata_http_requests_total{route,status}`,
 /// `strata_http_request_duration_seconds{route}` (a histogram),
 /// `strata_http_images_total{tier}` (which tier answered an image: memory, disk, table, source,
 /// encoded), `strata_http_warm_total` (image answers the warm path wrote on the event loop,
-/// ``WarmPathHandler``), `strata_http_shed_total`, and gauges `strata_encoded_cache_bytes`,
+/// `WarmPathHandler`), `strata_http_shed_total`, and gauges `strata_encoded_cache_bytes`,
 /// `strata_encoded_cache_entries`, `strata_encoded_cache_hits`, `strata_colour_profiles_ignored`
 /// (embedded ICC profiles ignored as bad: the images were taken as sRGB) and
 /// `strata_colour_conversions` (renders converted through a profile), both since the start. Every series, the engine's
-/// included, carries a `node` label (`http.nodeName`; ``NodeLabelledMetricsFactory``).
+/// included, carries a `node` label (`http.nodeName`; `NodeLabelledMetricsFactory`).
 /// Cost: per request, two dictionary reads and three atomic adds; instruments are made once.
 public final class ServiceMetrics: Sendable {
     /// What `/metrics` writes.

@@ -15,7 +15,7 @@ import StrataConfiguration
 /// (Prometheus text: the engine's and the HTTP metrics), `GET /iiif/3/…` and `GET /iiif/2/…` (the IIIF Image API, ``IIIFRoute``), `GET /healthz`, `GET /stats` (per-tier JSON). Run it in a `ServiceGroup`: on
 /// graceful shutdown (SIGTERM, SIGINT) it stops accepting connections, lets in-flight requests
 /// finish, then flushes the disk tier's write-behind queue and closes the engine's tiers and
-/// its HTTP origin client (``ConfiguredImageCache/shutdown()``).
+/// its HTTP origin client (`ConfiguredImageCache.shutdown()`).
 ///
 /// Cost: one engine, one encoded cache (`http.encodedCacheSize`), Hummingbird's event loops.
 public final class StrataServer: Service, Sendable {
@@ -81,7 +81,7 @@ public final class StrataServer: Service, Sendable {
 
     /// Applies the settings of a reloaded configuration that the service itself holds
     /// (`color.output`, `http.presets`, `http.presetsOnly`; the engine's are
-    /// ``ImageCache/reconfigure(_:)``'s): new requests use them. Pass it as the reloader's
+    /// `ImageCache.reconfigure(_:)`'s): new requests use them. Pass it as the reloader's
     /// `onApply` (after ``check(_:)`` as its `check`).
     public func apply(_ configuration: StrataConfiguration) {
         if colour.current != configuration.colourOutput {

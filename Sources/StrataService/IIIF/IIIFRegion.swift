@@ -3,7 +3,7 @@ import Strata
 /// The region parameter of an IIIF image request: `full`, `square`, `x,y,w,h` (pixels of the
 /// original) or `pct:x,y,w,h` (percentages of its sides). The same syntax in 2.1 and 3.0.
 ///
-/// Parsing is pure and allocation-light; ``resolve(in:)`` turns it into whole pixels of a
+/// Parsing is pure and allocation-light; ``resolve(in:squareFocus:)`` turns it into whole pixels of a
 /// given original, clipped at the right and bottom edges as the specification says.
 public enum IIIFRegion: Sendable, Hashable {
     case full
