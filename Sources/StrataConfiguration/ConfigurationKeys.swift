@@ -153,8 +153,11 @@ extension StrataConfiguration {
         .init("http.quality", "80", "Encoder quality when a request names none (JPEG, lossy WebP; 100: lossless WebP)."),
         .init(
             "http.avifQuality", "60",
-            "AVIF encoder quality when a request names none (1…100, libavif's scale: 60 looks like JPEG's 80 at about half the bytes)."),
-        .init("http.avifSpeed", "8", "AVIF encoder speed, 0 (smallest files, slowest) … 10 (fastest)."),
+            "AVIF encoder quality when a request names none (1…100, libavif's scale; 60: about JPEG 80's SSIM at half its bytes)."),
+        .init(
+            "http.avifSpeed", "7",
+            "AVIF encoder speed, 0 (smallest files, slowest) … 10 (fastest); 7 takes ~170 ms for a 1024 px photo, 9 ~35 ms for 7 % more bytes."
+        ),
         .init(
             "http.formats", "avif, webp, jpeg, png", list: true,
             "Formats of answers without `format=`, most preferred first: `avif`/`webp` when `Accept` names them, `jpeg` for opaque pixels (or any, without `png`), `png`; jpeg or png must be listed."

@@ -27,7 +27,7 @@ extension BenchCodecsCommand {
         var ratios: (atAVIFSSIM: [Double], atJPEGSSIM: [Double], atDefaults: [Double]) = ([], [], [])
         var defaultSpeedMs: [Double] = []
         print(
-            "AVIF figures: answers fit 1024x1024; JPEG q\(jpegQuality); AVIF q\(avifQuality) speed \(avifSpeed) "
+            "AVIF figures: answers fit 1024x1024; JPEG q\(jpegQuality); AVIF q\(avifQuality) speed \(avifSpeed) tune \(avifTune) "
                 + "(quantizer \(AVIFCodec.quantizer(forQuality: avifQuality))), \(AVIFCodec.threads) thread(s); SSIM on luma, 11x11 Gaussian"
         )
         for path in avifFiles {
@@ -62,8 +62,8 @@ extension BenchCodecsCommand {
             } else {
                 print("  AVIF at JPEG's SSIM: not reached at q100")
             }
-            let speeds = try timeSpeeds(answer)
-            defaultSpeedMs.append(speeds)
+            let milliseconds = try timeSpeeds(answer)
+            if max(answer.width, answer.height) == 1024 { defaultSpeedMs.append(milliseconds) }
         }
         func mean(_ values: [Double]) -> Double { values.isEmpty ? .nan : values.reduce(0, +) / Double(values.count) }
         print(
@@ -73,8 +73,8 @@ extension BenchCodecsCommand {
                 mean(ratios.atJPEGSSIM), mean(ratios.atDefaults)))
         print(
             String(
-                format: "mean AVIF encode of a 1024 px answer at speed %d, %d thread(s): %.1f ms", avifSpeed, AVIFCodec.threads,
-                mean(defaultSpeedMs)))
+                format: "mean AVIF encode of a 1024 px answer (%d of them) at speed %d, %d thread(s): %.1f ms", defaultSpeedMs.count,
+                avifSpeed, AVIFCodec.threads, mean(defaultSpeedMs)))
     }
 
     /// The photos of `Fixtures/jpeg` (the files given, if any).
@@ -94,7 +94,7 @@ extension BenchCodecsCommand {
     }
 
     func encodeAVIF(_ image: PixelImage, quality: Int, speed: Int, threads: Int = AVIFCodec.threads) throws -> Encoded {
-        let bytes = try AVIFCodec.encode(image, quality: quality, speed: speed, threads: threads)
+        let bytes = try AVIFCodec.encode(image, quality: quality, speed: speed, threads: threads, tune: avifTune)
         return Encoded(bytes: bytes.count, ssim: SSIM.of(image, try Self.decodeWithAvifdec(bytes)))
     }
 
@@ -132,7 +132,7 @@ extension BenchCodecsCommand {
         for _ in 0..<max(1, avifIterations) {
             for (index, c) in cases.enumerated() {
                 let elapsed = try clock.measure {
-                    _ = try AVIFCodec.encode(image, quality: avifQuality, speed: c.speed, threads: c.threads)
+                    _ = try AVIFCodec.encode(image, quality: avifQuality, speed: c.speed, threads: c.threads, tune: avifTune)
                 }
                 samples[index].append(Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15)
             }

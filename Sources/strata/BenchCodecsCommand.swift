@@ -33,6 +33,9 @@ struct BenchCodecsCommand: ParsableCommand {
     @Option(help: "--avif: the AVIF speed compared (http.avifSpeed).")
     var avifSpeed = AVIFCodec.defaultSpeed
 
+    @Option(help: "--avif: aom's tune, ssim or psnr.")
+    var avifTune = AVIFCodec.tune
+
     @Option(parsing: .upToNextOption, help: "--avif: the speeds timed.")
     var avifSpeeds = [6, 7, 8, 9]
 

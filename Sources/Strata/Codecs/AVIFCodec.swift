@@ -14,21 +14,31 @@ import CAVIF
 ///   1.0's mapping of its later `quality` setting), used as both the smallest and the largest
 ///   quantizer: constant-quality coding.
 /// - Speed 0…10 (slowest…fastest), libavif's scale; ``defaultSpeed`` is the service's default.
+/// - aom tuned for SSIM (``tune``: libavif 1.0's default for aom; 0.11 leaves aom's PSNR
+///   tuning, which spends bytes on noise and blurs less of what the eye notices).
 /// - Threads: ``threads`` aom threads per encode. The service encodes on the engine's pool,
 ///   one encode per pool thread, so each encode stays single-threaded (measured: a second
-///   thread saves little on one 1024 px image and costs other requests a core).
+///   thread saves nothing on a 1024 px answer — one tile — and would take a core from other
+///   requests).
 ///
 /// Cost: one conversion to YUV (libyuv) and the AV1 encode, which dominates — hundreds of
 /// milliseconds for a 1024 px photo at the default speed (see the README's figures). Every
 /// call has its own libavif objects; thread-safe.
 public enum AVIFCodec {
-    /// The encoder speed `strata serve` uses when `http.avifSpeed` is not set (measured: the
-    /// README's AVIF figures).
-    public static let defaultSpeed = 8
-    /// The quality AVIF answers get when the request names none (`http.avifQuality`).
+    /// The encoder speed `strata serve` uses when `http.avifSpeed` is not set. Measured
+    /// (`strata bench codecs --avif`, 1024 px answers of the Fixtures photos, README's figures):
+    /// speed 7 makes 0.55× JPEG's bytes at equal SSIM in about 170 ms; 6 saves 5 % more for
+    /// 1.8× the time, 9 is 5× faster for 7 % more bytes, and 8 is erratic (one photo at 2.6×
+    /// speed 7's bytes). An encode is paid once per encoding (coalesced, then cached).
+    public static let defaultSpeed = 7
+    /// The quality AVIF answers get when the request names none (`http.avifQuality`): its
+    /// mean SSIM over the Fixtures photos (0.970) is JPEG quality 80's (0.973), at 0.49× the
+    /// bytes.
     public static let defaultQuality = 60
     /// aom threads per encode (``AVIFCodec``'s discussion).
     public static let threads = 1
+    /// aom's distortion metric (its `tune` option).
+    public static let tune = "ssim"
     /// The largest side aom encodes.
     public static let maximumSide = 65_536
 
@@ -40,19 +50,19 @@ public enum AVIFCodec {
     /// `image` as ``ImageEncoder/encode(_:as:quality:profile:speed:)`` encodes it, on `threads`
     /// aom threads (`strata bench codecs --avif` compares thread counts).
     @_spi(Benchmarks) public static func encode(
-        _ image: PixelImage, quality: Int, speed: Int, threads: Int
+        _ image: PixelImage, quality: Int, speed: Int, threads: Int, tune: String = tune
     ) throws(ImageEncodingError) -> [UInt8] {
         let (pixels, hasAlpha) = PixelOps.straightBGRA(image)
         return try encode(
             straightBGRA: pixels, size: image.size, alpha: hasAlpha, gray: image.style == .gray8, quality: quality, speed: speed,
-            profile: nil, threads: threads)
+            profile: nil, threads: threads, tune: tune)
     }
 
     /// Encodes straight (un-premultiplied), tightly packed BGRA; `alpha`: write an alpha plane
     /// (some pixel is not opaque); `gray`: the pixels are gray (B = G = R), write 4:0:0.
     static func encode(
         straightBGRA pixels: [UInt8], size: PixelSize, alpha: Bool, gray: Bool, quality: Int, speed: Int,
-        profile: ColourProfile?, threads: Int = threads
+        profile: ColourProfile?, threads: Int = threads, tune: String = tune
     ) throws(ImageEncodingError) -> [UInt8] {
         guard size.width <= maximumSide, size.height <= maximumSide else {
             throw ImageEncodingError(.tooLarge(size, maximumSide: maximumSide), format: .avif)
@@ -97,6 +107,7 @@ public enum AVIFCodec {
         encoder.pointee.maxQuantizer = quantizer
         encoder.pointee.minQuantizerAlpha = quantizer / 2
         encoder.pointee.maxQuantizerAlpha = quantizer / 2
+        avifEncoderSetCodecSpecificOption(encoder, "tune", tune)
         var output = avifRWData()
         let written = avifEncoderWrite(encoder, image, &output)
         defer { avifRWDataFree(&output) }
