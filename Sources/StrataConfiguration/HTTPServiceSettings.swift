@@ -37,6 +37,15 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     public var presets: [String: String] = [:]
     /// Whether `/images` answers presets only (`?preset=NAME`, plus the signature's parameters).
     public var presetsOnly = false
+    /// Encoder quality of AVIF answers when the request names none (libavif's scale:
+    /// ``AVIFCodec/quantizer(forQuality:)``).
+    public var avifQuality = AVIFCodec.defaultQuality
+    /// AVIF encoder speed, 0 (smallest files, slowest) … 10 (fastest).
+    public var avifSpeed = AVIFCodec.defaultSpeed
+    /// The formats an answer without `format=` may take, most preferred first (`http.formats`):
+    /// AVIF and WebP when `Accept` names them, JPEG for opaque pixels (or always, when PNG is
+    /// not listed), PNG (``negotiableFormats``).
+    public var formats: [ImageFormat] = [.avif, .webp, .jpeg, .png]
     /// This node's name (`X-Strata-Node`, the `node` label of `/stats` and `/metrics`): tells
     /// the nodes of a cluster apart. Letters, digits and `-._:`, at most 64 bytes.
     public var nodeName = HTTPServiceSettings.hostName()
@@ -106,6 +115,15 @@ extension HTTPServiceSettings {
         let quality = try reader.integer("http.quality", min: 1)
         guard quality <= 100 else { throw reader.error("http.quality", reason: "expected 1…100") }
         settings.quality = quality
+        let avifQuality = try reader.integer("http.avifQuality", min: 1)
+        guard avifQuality <= 100 else { throw reader.error("http.avifQuality", reason: "expected 1…100") }
+        settings.avifQuality = avifQuality
+        let avifSpeed = try reader.integer("http.avifSpeed", min: 0)
+        guard avifSpeed <= 10 else {
+            throw reader.error("http.avifSpeed", reason: "expected 0 (smallest files, slowest) … 10 (fastest)")
+        }
+        settings.avifSpeed = avifSpeed
+        settings.formats = try readFormats(from: &reader)
         if let name = try reader.string("http.nodeName") {
             guard Self.isValidNodeName(name) else {
                 throw reader.error(
@@ -146,6 +164,31 @@ extension HTTPServiceSettings {
     /// A preset's name: 1…32 letters, digits, `-` or `_` (a key id's characters).
     static func isValidPresetName(_ name: Substring) -> Bool {
         isValidKeyID(name)
+    }
+
+    /// The formats negotiation may answer in.
+    public static let negotiableFormats: [ImageFormat] = [.avif, .webp, .jpeg, .png]
+
+    /// `http.formats`: formats of ``negotiableFormats``, each once, JPEG or PNG among them (an
+    /// answer every client decodes).
+    static func readFormats(from reader: inout KeyReader) throws(ConfigurationError) -> [ImageFormat] {
+        let names = Self.negotiableFormats.map(\.rawValue).joined(separator: ", ")
+        var formats: [ImageFormat] = []
+        for entry in try reader.list("http.formats") {
+            guard let format = ImageFormat(rawValue: entry.lowercased()), Self.negotiableFormats.contains(format) else {
+                throw reader.error(
+                    "http.formats", reason: "\(entry.debugDescription) is not a format answers are negotiated in: use \(names)")
+            }
+            guard !formats.contains(format) else {
+                throw reader.error("http.formats", reason: "\(entry.debugDescription) is listed twice")
+            }
+            formats.append(format)
+        }
+        guard formats.contains(.jpeg) || formats.contains(.png) else {
+            throw reader.error(
+                "http.formats", reason: "list jpeg or png (or both): the answer for a client that accepts neither AVIF nor WebP")
+        }
+        return formats
     }
 
     /// Whether `name` can be an HTTP header value and a Prometheus label value as it is.

@@ -31,28 +31,34 @@ struct EncodedKey: Hashable, Sendable {
     /// `original` answers embed the original's profile; their validator says so (`-icc`).
     var colour: ColourOutput = .srgb
     var derivation: String = ""
+    /// The AVIF encoder's speed (`http.avifSpeed`), which changes the bytes; `nil` for the
+    /// other formats.
+    var speed: Int? = nil
 
     /// The strong validator of these bytes, one format for `/images` and IIIF:
-    /// `"{source version, hex}-{variant}-{format}[-q{quality}][-icc][-{derivation}]"`, the quality
-    /// only for JPEG and WebP, `-icc` for `color.output` `original`, the derivation's commas
-    /// written `;` (clients and
+    /// `"{source version, hex}-{variant}-{format}[-q{quality}][-s{speed}][-icc][-{derivation}]"`,
+    /// the quality only for JPEG, WebP and AVIF, the speed only for AVIF, `-icc` for
+    /// `color.output` `original`, the derivation's commas written `;` (clients and
     /// ``FormatNegotiation`` split `If-None-Match` on commas; canonical forms have no `;`).
     var etag: String {
         var tag = "\"\(String(version, radix: 16))-\(variant)-\(format.rawValue)"
         if quality > 0 { tag += "-q\(quality)" }
+        if let speed { tag += "-s\(speed)" }
         if colour == .original { tag += "-icc" }
         if !derivation.isEmpty { tag += "-" + String(derivation.map { $0 == "," ? ";" : $0 }) }
         return tag + "\""
     }
 }
 
-/// The service's second cache level: encoded JPEG/WebP/PNG bytes of variants the engine
+/// The service's second cache level: encoded JPEG/WebP/PNG/AVIF bytes of variants the engine
 /// served, so that a warm request is two hash lookups (the engine's memory tier, then this)
 /// and a write, with no encode. Decoded and encoded images are kept apart because one decoded
 /// variant serves several encodings, and because a decoded variant is what the tolerance
 /// search matches, while encoded bytes are only ever reused for exactly the same variant.
 ///
-/// Cost-limited (``MemoryCache``, TinyLFU admission), thread-safe. A `ByteBuffer` body is
+/// Each encoding is inserted once, by the one encode that concurrent requests for it share
+/// (``EncodedResponder/encodes``). Cost-limited (``MemoryCache``, TinyLFU admission),
+/// thread-safe. A `ByteBuffer` body is
 /// shared, not copied, by every response that sends it.
 final class EncodedCache: Sendable {
     private let cache: MemoryCache<EncodedKey, EncodedImage>?

@@ -4,6 +4,10 @@ import NIOCore
 import Strata
 import StrataConfiguration
 
+/// The encodes in flight, keyed by encoding: the engine's ``Coalescer``, one operation per
+/// ``EncodedKey`` that every request for it joins.
+typealias EncodeCoalescer = Coalescer<EncodedKey, Void, Int, EncodedImage, ServiceError>
+
 /// An image answer, ready to write, with the tier label for metrics.
 struct ImageReply: Sendable {
     var status: HTTPResponse.Status
@@ -19,13 +23,15 @@ struct ImageReply: Sendable {
 /// The one way the service answers with encoded image bytes, for `/images` and IIIF alike:
 /// load shedding before the engine (``admit(unless:)``), the strong validator (``EncodedKey/etag``),
 /// `If-None-Match` → 304, the encoded cache, the encode (after a IIIF tile's cut) on the
-/// engine's threads and its insertion, and the answer's fields — one builder
+/// engine's threads — one per encoding however many requests ask for it at once: the others
+/// wait for it (``encodes``, the engine's ``Coalescer``) — and its one insertion, and the
+/// answer's fields — one builder
 /// (``fields(etag:size:format:)``) for the ordinary answers and for the warm path's ready-made
 /// head (``warmHead(_:length:)``).
 ///
 /// Cost of an encoded-cache answer: one lookup (none when the caller looked it up) and its
-/// five fields; of a miss: a job on the engine's urgent lane (cut, encode) and an
-/// insertion.
+/// five fields; of a miss: a coalescer hand-off, and for the request that starts the encode a
+/// second lookup, a job on the engine's urgent lane (cut, encode) and an insertion.
 struct EncodedResponder: Sendable {
     let cache: ImageCache
     let encoded: EncodedCache
@@ -36,15 +42,19 @@ struct EncodedResponder: Sendable {
     let colour: ColourChoice
     /// The profiles `original` answers embed.
     let originalProfiles = OriginalProfiles()
+    /// Encodes in flight, one per encoding (``EncodedKey``): a request whose encoding another
+    /// is making waits for it rather than encoding it again (``answer(_:ifNoneMatch:started:engineDone:)``).
+    let encodes: EncodeCoalescer
     /// Whether the configured field values (`http.cacheControl`, `http.nodeName`) are legal
     /// field values, which a ready-made head needs.
     private let legalConfiguredValues: Bool
 
     init(
         cache: ImageCache, encoded: EncodedCache, settings: HTTPServiceSettings, metrics: ServiceMetrics, probes: ServiceProbes,
-        colour: ColourChoice = ColourChoice(.srgb)
+        colour: ColourChoice = ColourChoice(.srgb), encodes: EncodeCoalescer = EncodeCoalescer()
     ) {
         self.cache = cache
+        self.encodes = encodes
         self.colour = colour
         self.encoded = encoded
         self.settings = settings
@@ -98,7 +108,8 @@ struct EncodedResponder: Sendable {
     }
 
     /// The answer to `work`: 304 when `If-None-Match` names its validator, else the encoded
-    /// cache's bytes, else a fresh encode (kept in the encoded cache).
+    /// cache's bytes, else a fresh encode (kept in the encoded cache), shared with the requests
+    /// for the same encoding that arrive while it runs.
     func answer(
         _ work: Work, ifNoneMatch: [String], started: ContinuousClock.Instant, engineDone: ContinuousClock.Instant
     ) async throws(ServiceError) -> ImageReply {
@@ -115,17 +126,46 @@ struct EncodedResponder: Sendable {
             headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: nil)
             return ImageReply(status: .ok, headers: headers, body: hit.body, tier: "encoded")
         }
+        let made: (value: EncodedImage, joined: Bool)
+        do {
+            made = try await encodes.run(group: work.key, descriptor: (), priority: 0, joining: { _ in true }) {
+                [self] _ async throws(ServiceError) -> EncodedImage in
+                try await encode(work, etag: etag, fields: fields)
+            }
+        } catch {
+            switch error {
+            case .failed(let failure): throw failure
+            case .cancelled: throw ServiceError(.serviceUnavailable, "cancelled", "the request was cancelled", retryAfter: 1)
+            }
+        }
+        if made.joined { metrics.encodesJoined.increment() }
+        headers.append(contentsOf: fields)
+        headers[Self.tier] = work.served.tier.rawValue
+        headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: .now)
+        return ImageReply(status: .ok, headers: headers, body: made.value.body, tier: work.served.tier.rawValue)
+    }
+
+    /// The shared part of ``answer(_:ifNoneMatch:started:engineDone:)``'s miss, run once per
+    /// encoding however many requests wait for it (``encodes``): the encoded cache's entry when
+    /// an encode that finished meanwhile left one, else the encode on the engine's threads and
+    /// its one insertion.
+    private func encode(_ work: Work, etag: String, fields: HTTPFields) async throws(ServiceError) -> EncodedImage {
+        if let done = encoded.value(for: work.key) { return done }
         let image = work.served.image
         let derive = work.derive
         let format = work.key.format.imageFormat ?? .jpeg
         let quality = work.key.quality
+        let speed = work.key.speed ?? settings.avifSpeed
         let profile =
             work.key.colour == .original
             ? await originalProfiles.profile(for: work.key.key, version: work.served.variant.sourceVersion, cache: cache) : nil
+        await probes.encodeStarting?()
+        let probe = probes.encodeRunning
         let result: Result<[UInt8], ImageEncodingError>
         do {
             result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> [UInt8] in
-                try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality, profile: profile)
+                probe?()
+                return try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality, profile: profile, speed: speed)
             }
         } catch {
             throw ServiceError(error)
@@ -137,15 +177,12 @@ struct EncodedResponder: Sendable {
         case .failure(let error):
             throw ServiceError(.internalServerError, "encode_failed", "\(work.key.key.debugDescription): \(error)")
         }
-        encoded.insert(
-            EncodedImage(
-                body: body, format: work.key.format, etag: etag, size: work.size,
-                head: work.warm ? warmHead(fields, length: body.readableBytes) : nil),
-            for: work.key)
-        headers.append(contentsOf: fields)
-        headers[Self.tier] = work.served.tier.rawValue
-        headers[Self.serverTiming] = Self.timing(started: started, engine: engineDone, encode: .now)
-        return ImageReply(status: .ok, headers: headers, body: body, tier: work.served.tier.rawValue)
+        metrics.encoded(work.key.format)
+        let made = EncodedImage(
+            body: body, format: work.key.format, etag: etag, size: work.size,
+            head: work.warm ? warmHead(fields, length: body.readableBytes) : nil)
+        encoded.insert(made, for: work.key)
+        return made
     }
 
     /// A 304: the route's fields and the 200's (`fields`) but `Content-Type`.

@@ -3,6 +3,33 @@ import Strata
 /// The small HTTP rules of an image response: `Accept` negotiation, `If-None-Match`
 /// matching, and whether an image needs an alpha channel. Pure functions.
 enum FormatNegotiation {
+    /// What `Accept` and `http.formats` choose before the pixels are looked at.
+    enum Outcome: Equatable {
+        case format(ResponseFormat)
+        /// JPEG for opaque pixels, PNG for translucent ones: a scan of the pixels (or a cached
+        /// encoding of them) tells which.
+        case byAlpha
+    }
+
+    /// The answer's format for a request without `format=`: the first of `formats`
+    /// (`http.formats`, most preferred first) that applies — AVIF and WebP when `Accept` names
+    /// `image/avif`, `image/webp` (``accepts(_:in:)``); JPEG, unless PNG comes later in the list
+    /// (then ``Outcome/byAlpha``); PNG. JPEG when none applies (the configuration lists JPEG or
+    /// PNG, so only a list built in code gets there). Cost: a scan of `Accept` per listed AVIF
+    /// or WebP before the one chosen.
+    static func negotiate(_ formats: [ImageFormat], accept: [String]) -> Outcome {
+        for (index, format) in formats.enumerated() {
+            switch format {
+            case .avif: if accepts("image/avif", in: accept) { return .format(.avif) }
+            case .webp: if accepts("image/webp", in: accept) { return .format(.webp) }
+            case .jpeg: return formats[(index + 1)...].contains(.png) ? .byAlpha : .format(.jpeg)
+            case .png: return .format(.png)
+            case .heic, .gif: continue
+            }
+        }
+        return .format(.jpeg)
+    }
+
     /// Whether `Accept` names `type` (lower case) explicitly with a non-zero q-value
     /// (`image/*` does not count: a browser that says only that may not decode WebP).
     static func accepts(_ type: String, in accept: [String]) -> Bool {

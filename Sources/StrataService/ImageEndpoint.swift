@@ -149,7 +149,7 @@ struct ImageEndpoint: Sendable {
             // pixels on the engine's threads (the answer looks its encoding up afterwards).
             format = try await responder.hasTransparency(served.image) ? .png : .jpeg
         }
-        let key = encodedKey(parameters, colour, served, format, choice.quality)
+        let key = encodedKey(parameters, colour, served, format)
         let ifNoneMatch = request.headers[values: .ifNoneMatch]
         var extra = HTTPFields()
         if choice.negotiated { extra[.vary] = "Accept" }
@@ -184,52 +184,54 @@ struct ImageEndpoint: Sendable {
         return ImageReply(status: .ok, headers: headers, body: body, tier: tier)
     }
 
-    /// The encoding a request gets: its format and quality (from the URL, else negotiated
-    /// from `Accept`), and the encoded cache's bytes of it when they are there.
+    /// The encoding a request gets: its format (from the URL, else negotiated from `Accept`),
+    /// and the encoded cache's bytes of it when they are there.
     struct Choice {
         /// `nil`: negotiated, and only a scan of the pixels for alpha can tell PNG from JPEG.
         var format: ResponseFormat?
-        var quality: Int
         var negotiated: Bool
         var hit: EncodedImage?
     }
 
-    /// The encoded cache's key of `served` in `format` (quality only for the lossy formats).
-    func encodedKey(
-        _ parameters: ImageParameters, _ colour: ColourOutput, _ served: CachedImage, _ format: ResponseFormat, _ quality: Int
-    ) -> EncodedKey {
+    /// The quality `format` is encoded at: the request's, else `http.avifQuality` (AVIF) or
+    /// `http.quality`; 0 for the formats without one.
+    func quality(_ parameters: ImageParameters, _ format: ResponseFormat) -> Int {
+        guard format.hasQuality else { return 0 }
+        return parameters.quality ?? (format == .avif ? settings.avifQuality : settings.quality)
+    }
+
+    /// The encoded cache's key of `served` in `format`.
+    func encodedKey(_ parameters: ImageParameters, _ colour: ColourOutput, _ served: CachedImage, _ format: ResponseFormat) -> EncodedKey {
         EncodedKey(
             key: parameters.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
-            quality: format == .jpeg || format == .webp ? quality : 0, colour: colour,
-            derivation: parameters.gravity == .center ? "" : "gravity=\(parameters.gravity)")
+            quality: quality(parameters, format), colour: colour,
+            derivation: parameters.gravity == .center ? "" : "gravity=\(parameters.gravity)",
+            speed: format == .avif ? settings.avifSpeed : nil)
     }
 
     /// Format negotiation and the encoded-cache lookup, shared by the route and the warm path.
-    /// Without `format`: WebP when `Accept` allows it; else the JPEG or PNG already cached for
-    /// this variant; else undecided (`format` `nil`): the route scans the pixels for alpha on
-    /// the engine's threads (PNG with alpha, JPEG without), and the warm path passes the
-    /// request on. Never scans pixels itself: it runs on event loops.
+    /// Without `format`: the first of `http.formats` that `Accept` allows
+    /// (``FormatNegotiation/negotiate(_:accept:)``: AVIF, then WebP, then JPEG or PNG by
+    /// default); where that is JPEG-or-PNG by alpha, the JPEG or PNG already cached for this
+    /// variant; else undecided (`format` `nil`): the route scans the pixels for alpha on the
+    /// engine's threads (PNG with alpha, JPEG without), and the warm path passes the request
+    /// on. Never scans pixels itself: it runs on event loops.
     func choose(_ parameters: ImageParameters, colour: ColourOutput, served: CachedImage, accept: [String]) -> Choice {
-        let negotiated = parameters.format == nil
-        var quality = parameters.quality ?? settings.quality
-        var format = parameters.format ?? .jpeg
-        var cachedEncoding: EncodedImage?
-        if negotiated {
-            if FormatNegotiation.accepts("image/webp", in: accept) {
-                format = .webp
-            } else if let hit = encoded.value(for: encodedKey(parameters, colour, served, .jpeg, quality))
-                ?? encoded.value(for: encodedKey(parameters, colour, served, .png, quality))
-            {
-                // A cached JPEG or PNG of this variant already says whether it has alpha.
-                cachedEncoding = hit
-                format = hit.format
-            } else {
-                return Choice(format: nil, quality: quality, negotiated: true, hit: nil)
-            }
+        if let format = parameters.format {
+            let hit = format == .raw ? nil : encoded.value(for: encodedKey(parameters, colour, served, format))
+            return Choice(format: format, negotiated: false, hit: hit)
         }
-        if format == .png || format == .raw { quality = 0 }
-        let hit = format == .raw ? nil : (cachedEncoding ?? encoded.value(for: encodedKey(parameters, colour, served, format, quality)))
-        return Choice(format: format, quality: quality, negotiated: negotiated, hit: hit)
+        switch FormatNegotiation.negotiate(settings.formats, accept: accept) {
+        case .format(let format):
+            return Choice(format: format, negotiated: true, hit: encoded.value(for: encodedKey(parameters, colour, served, format)))
+        case .byAlpha:
+            // A cached JPEG or PNG of this variant already says whether it has alpha.
+            guard
+                let hit = encoded.value(for: encodedKey(parameters, colour, served, .jpeg))
+                    ?? encoded.value(for: encodedKey(parameters, colour, served, .png))
+            else { return Choice(format: nil, negotiated: true, hit: nil) }
+            return Choice(format: hit.format, negotiated: true, hit: hit)
+        }
     }
 
     /// What the warm path sends for a request whose variant memory holds: the cached encoding

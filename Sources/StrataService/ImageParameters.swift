@@ -4,7 +4,18 @@ import Strata
 /// The encodings an image can be sent in. `raw` is the BGRA (or the variant's style) rows as
 /// the engine holds them.
 public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
-    case webp, jpeg, png, raw
+    case webp, jpeg, png, avif, raw
+
+    /// The response format of an encoder's format (`nil`: one answers are never encoded in).
+    init?(_ format: ImageFormat) {
+        switch format {
+        case .webp: self = .webp
+        case .jpeg: self = .jpeg
+        case .png: self = .png
+        case .avif: self = .avif
+        case .heic, .gif: return nil
+        }
+    }
 
     /// The encoder's format (`nil` for `raw`).
     var imageFormat: ImageFormat? {
@@ -12,6 +23,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         case .webp: return .webp
         case .jpeg: return .jpeg
         case .png: return .png
+        case .avif: return .avif
         case .raw: return nil
         }
     }
@@ -21,9 +33,13 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         case .webp: return "image/webp"
         case .jpeg: return "image/jpeg"
         case .png: return "image/png"
+        case .avif: return "image/avif"
         case .raw: return "application/octet-stream"
         }
     }
+
+    /// Whether requests choose its quality (`quality=`): the lossy encodings.
+    var hasQuality: Bool { self == .jpeg || self == .webp || self == .avif }
 }
 
 /// What an image URL asks for — `/images/{key}?w=&h=&mode=&tolerance=&format=&quality=&exact=`
@@ -182,7 +198,7 @@ public struct ImageParameters: Sendable, Hashable {
         }
         if let text = value(.format) {
             guard let value = ResponseFormat(rawValue: String(text)) else {
-                throw .badParameter("format=\(text): expected webp, jpeg, png or raw")
+                throw .badParameter("format=\(text): expected avif, webp, jpeg, png or raw")
             }
             format = value
         }

@@ -15,7 +15,10 @@ typealias Timer = CoreMetrics.Timer
 /// `strata_http_request_duration_seconds{route}` (a histogram),
 /// `strata_http_images_total{tier}` (which tier answered an image: memory, disk, table, source,
 /// encoded), `strata_http_warm_total` (image answers the warm path wrote on the event loop,
-/// `WarmPathHandler`), `strata_http_shed_total`, and gauges `strata_encoded_cache_bytes`,
+/// `WarmPathHandler`), `strata_http_shed_total`, `strata_http_encodes_total{format}` (encodes
+/// run: one per encoding however many requests asked for it at once) and
+/// `strata_http_encodes_joined_total` (requests that waited for another's encode,
+/// `EncodedResponder`), and gauges `strata_encoded_cache_bytes`,
 /// `strata_encoded_cache_entries`, `strata_encoded_cache_hits`, `strata_colour_profiles_ignored`
 /// (embedded ICC profiles ignored as bad: the images were taken as sRGB) and
 /// `strata_colour_conversions` (renders converted through a profile), both since the start. Every series, the engine's
@@ -35,6 +38,8 @@ public final class ServiceMetrics: Sendable {
     private let tiers: [String: Counter]
     let shed: Counter
     let warm: Counter
+    private let encodes: [ResponseFormat: Counter]
+    let encodesJoined: Counter
     let encodedBytes: Gauge
     let encodedEntries: Gauge
     let encodedHits: Gauge
@@ -73,6 +78,12 @@ public final class ServiceMetrics: Sendable {
         }
         self.tiers = tiers
         shed = Counter(label: "strata_http_shed_total", factory: factory)
+        var encodes: [ResponseFormat: Counter] = [:]
+        for format in ResponseFormat.allCases where format != .raw {
+            encodes[format] = Counter(label: "strata_http_encodes_total", dimensions: [("format", format.rawValue)], factory: factory)
+        }
+        self.encodes = encodes
+        encodesJoined = Counter(label: "strata_http_encodes_joined_total", factory: factory)
         warm = Counter(label: "strata_http_warm_total", factory: factory)
         encodedBytes = Gauge(label: "strata_encoded_cache_bytes", factory: factory)
         encodedEntries = Gauge(label: "strata_encoded_cache_entries", factory: factory)
@@ -94,6 +105,9 @@ public final class ServiceMetrics: Sendable {
 
     /// Counts an image answered by `tier`.
     func served(by tier: String) { tiers[tier]?.increment() }
+
+    /// Counts one encode run in `format`.
+    func encoded(_ format: ResponseFormat) { encodes[format]?.increment() }
 
     /// The Prometheus text exposition of everything registered.
     func exposition() -> [UInt8] { registry.emitToBuffer() }

@@ -7,13 +7,21 @@ struct ServiceProbes: Sendable {
     var transparencyScanned: (@Sendable () -> Void)?
     /// A deep health check (``DeepHealth``) starting.
     var deepHealthChecked: (@Sendable () -> Void)?
+    /// An encode about to be handed to the engine's threads, awaited in the task that every
+    /// request for the encoding waits on (tests count encodes and hold one back).
+    var encodeStarting: (@Sendable () async -> Void)?
+    /// An encode running, on the thread that runs it.
+    var encodeRunning: (@Sendable () -> Void)?
 
     init(
         targetParsed: (@Sendable (Substring) -> Void)? = nil, transparencyScanned: (@Sendable () -> Void)? = nil,
-        deepHealthChecked: (@Sendable () -> Void)? = nil
+        deepHealthChecked: (@Sendable () -> Void)? = nil, encodeStarting: (@Sendable () async -> Void)? = nil,
+        encodeRunning: (@Sendable () -> Void)? = nil
     ) {
         self.targetParsed = targetParsed
         self.transparencyScanned = transparencyScanned
         self.deepHealthChecked = deepHealthChecked
+        self.encodeStarting = encodeStarting
+        self.encodeRunning = encodeRunning
     }
 }

@@ -24,6 +24,8 @@ public final class StrataServer: Service, Sendable {
     public let settings: HTTPServiceSettings
     public let iiifSettings: IIIFSettings
     let encoded: EncodedCache
+    /// The encodes in flight (``EncodedResponder/encodes``).
+    let encodes = EncodeCoalescer()
     let logger: Logger
     let onListening: @Sendable (_ host: String, _ port: Int) async -> Void
     let started = ContinuousClock.now
@@ -111,7 +113,8 @@ public final class StrataServer: Service, Sendable {
         }
         let metrics = self.metrics
         let encodedResponder = EncodedResponder(
-            cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics, probes: probes, colour: colour)
+            cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics, probes: probes, colour: colour,
+            encodes: encodes)
         let signer = URLSigner(keys: settings.signingKeys, defaultKey: settings.signingKey)
         let images = ImageEndpoint(
             cache: configured.cache, encoded: encoded, settings: settings, signer: signer, responder: encodedResponder,

@@ -9,7 +9,7 @@ import Strata
 struct BenchCodecsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "codecs",
-        abstract: "Time JPEG/WebP decoding (bare, full, DCT/WebP scaled, fresh vs reused buffers) and encoding."
+        abstract: "Time JPEG/WebP decoding (bare, full, DCT/WebP scaled, fresh vs reused buffers) and encoding; AVIF figures (--avif)."
     )
 
     @Option(help: "Timed rounds (the median is reported).")
@@ -18,11 +18,36 @@ struct BenchCodecsCommand: ParsableCommand {
     @Flag(help: "Also time the encoders (slow: WebP and PNG take seconds per large image).")
     var encode = false
 
-    @Argument(help: "Image files (default: the large fixtures).")
-    var files: [String] = [
-        "Fixtures/jpeg/path-2560x1600.jpg", "Fixtures/jpeg/fallenleaf-2048x1280-420.jpg",
-        "Fixtures/webp/path-2560x1600.webp",
+    @Flag(
+        help:
+            "Instead: the AVIF figures for 1024 px answers of the photos in Fixtures/jpeg (bytes against JPEG at equal SSIM, encode ms per speed; needs avifdec, Debian's libavif-bin)."
+    )
+    var avif = false
+
+    @Option(help: "--avif: the JPEG quality compared (the service's http.quality).")
+    var jpegQuality = 80
+
+    @Option(help: "--avif: the AVIF quality compared (http.avifQuality).")
+    var avifQuality = AVIFCodec.defaultQuality
+
+    @Option(help: "--avif: the AVIF speed compared (http.avifSpeed).")
+    var avifSpeed = AVIFCodec.defaultSpeed
+
+    @Option(help: "--avif: aom's tune, ssim or psnr.")
+    var avifTune = AVIFCodec.tune
+
+    @Option(parsing: .upToNextOption, help: "--avif: the speeds timed.")
+    var avifSpeeds = [6, 7, 8, 9]
+
+    @Option(help: "--avif: timed rounds per speed (the median is reported).")
+    var avifIterations = 5
+
+    static let defaultFiles = [
+        "Fixtures/jpeg/path-2560x1600.jpg", "Fixtures/jpeg/fallenleaf-2048x1280-420.jpg", "Fixtures/webp/path-2560x1600.webp",
     ]
+
+    @Argument(help: "Image files (default: the large fixtures; with --avif, the photos of Fixtures/jpeg).")
+    var files: [String] = Self.defaultFiles
 
     struct Case {
         var name: String
@@ -32,6 +57,7 @@ struct BenchCodecsCommand: ParsableCommand {
     }
 
     func run() throws {
+        if avif { return try runAVIFFigures() }
         for path in files {
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw ValidationError("cannot read \(path)")

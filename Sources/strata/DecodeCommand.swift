@@ -8,7 +8,7 @@ struct DecodeCommand: ParsableCommand {
         commandName: "decode",
         abstract: "Decode an image through the source tier and write PNG, WebP or JPEG.",
         discussion: """
-            The output format follows the --out extension (.png, .webp, .jpg/.jpeg). Prints the \
+            The output format follows the --out extension (.png, .webp, .jpg/.jpeg, .avif). Prints the \
             output size. On bad input prints one line naming the file and the reason, exits with \
             status 1 (bad image) or 2 (cannot read or write a file), and writes no output file.
             """
@@ -42,7 +42,7 @@ struct DecodeCommand: ParsableCommand {
         guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1…100") }
         guard maxPixels > 0 else { throw ValidationError("--max-pixels must be positive") }
         if let out, OutputFormat(path: out) == nil {
-            throw ValidationError("--out must end in .png, .webp, .jpg or .jpeg")
+            throw ValidationError("--out must end in .png, .webp, .jpg, .jpeg or .avif")
         }
     }
 
@@ -76,13 +76,14 @@ struct DecodeCommand: ParsableCommand {
 
 /// Output formats the CLI writes, chosen by file extension.
 enum OutputFormat {
-    case png, webp, jpeg
+    case png, webp, jpeg, avif
 
     init?(path: String) {
         switch (path as NSString).pathExtension.lowercased() {
         case "png": self = .png
         case "webp": self = .webp
         case "jpg", "jpeg": self = .jpeg
+        case "avif": self = .avif
         default: return nil
         }
     }
@@ -92,6 +93,7 @@ enum OutputFormat {
         case .png: return .png
         case .webp: return .webp
         case .jpeg: return .jpeg
+        case .avif: return .avif
         }
     }
 }

@@ -75,8 +75,12 @@ struct ImageEndpointTests {
 
     @Test func acceptNegotiatesTheFormat() async throws {
         let server = try await TestServer.start()
-        let webp = try await server.get(
+        let avif = try await server.get(
             "\(Self.photo)?w=300&h=300", headers: [("Accept", "image/avif,image/webp,image/apng,image/*,*/*;q=0.8")])
+        #expect(avif.header("Content-Type") == "image/avif")
+        #expect(avif.header("Vary") == "Accept")
+        #expect(ImageFormatDetector.detect(avif.body) == .avif)
+        let webp = try await server.get("\(Self.photo)?w=300&h=300", headers: [("Accept", "image/webp,image/apng,image/*,*/*;q=0.8")])
         #expect(webp.header("Content-Type") == "image/webp")
         #expect(webp.header("Vary") == "Accept")
         #expect(Array(webp.body[8..<12]) == Array("WEBP".utf8))

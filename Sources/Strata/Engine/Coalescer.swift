@@ -205,6 +205,9 @@ public final class Coalescer<
     /// Number of operations in flight (for tests and gauges).
     public var operationCount: Int { state.withLock { $0.operations.count } }
 
+    /// Number of calls waiting, for all the operations in flight (for tests and gauges).
+    public var waitingCallCount: Int { state.withLock { $0.operations.values.reduce(0) { $0 + $1.waiters.count } } }
+
     /// The task of operation `id` is done: forget the operation, then hand the result to the
     /// waiters still registered (none when the last one left or ``cancelAll(group:where:)`` ran).
     private func finish(_ id: UInt64, _ result: Result<Value, Failure>) {

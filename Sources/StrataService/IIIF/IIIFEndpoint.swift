@@ -104,8 +104,9 @@ struct IIIFEndpoint: Sendable {
             let canonical = Self.canonical(request, base: base, region: region, original: originalSize, output: output)
             let tileKey = EncodedKey(
                 key: key, variant: served.variant.descriptor, version: served.sourceVersion.stamp, format: format.responseFormat,
-                quality: format == .png ? 0 : http.quality, colour: colour,
-                derivation: String(request.version.rawValue) + canonical.dropFirst(base.count))
+                quality: format == .png ? 0 : format == .avif ? http.avifQuality : http.quality, colour: colour,
+                derivation: String(request.version.rawValue) + canonical.dropFirst(base.count),
+                speed: format == .avif ? http.avifSpeed : nil)
             var extra = Self.cors
             extra[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
             let size = rotation.swapsSides ? PixelSize(width: output.height, height: output.width) : output

@@ -40,7 +40,7 @@ enum IIIFInfo {
             document["maxWidth"] = settings.maxWidth
             document["maxHeight"] = settings.maxHeight
             document["maxArea"] = settings.maxArea
-            document["extraFormats"] = ["png", "webp"]
+            document["extraFormats"] = ["png", "webp", "avif"]
             document["extraQualities"] = ["color", "gray", "bitonal"]
             document["extraFeatures"] = features3
         case .v2:

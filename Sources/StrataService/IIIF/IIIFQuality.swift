@@ -16,13 +16,13 @@ public enum IIIFQuality: String, Sendable, Hashable, CaseIterable {
 }
 
 /// The format of an IIIF image request, the extension of its last segment: `jpg`, `png`,
-/// `webp`. Other IIIF formats (`tif`, `gif`, `jp2`, `pdf`) are a 400. Pure.
+/// `webp`, `avif`. Other IIIF formats (`tif`, `gif`, `jp2`, `pdf`) are a 400. Pure.
 public enum IIIFFormat: String, Sendable, Hashable, CaseIterable {
-    case jpg, png, webp
+    case jpg, png, webp, avif
 
     public init(parsing text: Substring) throws(ServiceError) {
         guard let value = IIIFFormat(rawValue: String(text)) else {
-            throw ServiceError(.badRequest, "bad_format", "format \(String(text).debugDescription): expected jpg, png or webp")
+            throw ServiceError(.badRequest, "bad_format", "format \(String(text).debugDescription): expected jpg, png, webp or avif")
         }
         self = value
     }
@@ -33,6 +33,7 @@ public enum IIIFFormat: String, Sendable, Hashable, CaseIterable {
         case .jpg: return .jpeg
         case .png: return .png
         case .webp: return .webp
+        case .avif: return .avif
         }
     }
 
@@ -42,6 +43,7 @@ public enum IIIFFormat: String, Sendable, Hashable, CaseIterable {
         case .jpg: return .jpeg
         case .png: return .png
         case .webp: return .webp
+        case .avif: return .avif
         }
     }
 
@@ -50,6 +52,7 @@ public enum IIIFFormat: String, Sendable, Hashable, CaseIterable {
         case .jpg: return "image/jpeg"
         case .png: return "image/png"
         case .webp: return "image/webp"
+        case .avif: return "image/avif"
         }
     }
 }

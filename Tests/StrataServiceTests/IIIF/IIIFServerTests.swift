@@ -35,7 +35,7 @@ struct IIIFServerTests {
         #expect(tiles.first?["width"] as? Int == 512)
         #expect(tiles.first?["scaleFactors"] as? [Int] == [1, 2, 4])
         #expect((info["sizes"] as? [[String: Any]])?.isEmpty == false)
-        #expect(info["extraFormats"] as? [String] == ["png", "webp"])
+        #expect(info["extraFormats"] as? [String] == ["png", "webp", "avif"])
         #expect((info["extraQualities"] as? [String])?.contains("gray") == true)
         #expect((info["extraFeatures"] as? [String])?.contains("mirroring") == true)
 
