@@ -15,7 +15,8 @@ struct AVIFAnswerTests {
         let prefix = "\(name){\(labels.isEmpty ? "" : labels + ",")node=\"\(server.nodeName)\"} "
         let text = try await server.get("/metrics").text
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return 0 }
-        return try #require(Int(Double(line.dropFirst(prefix.count)) ?? -1), "\(line)")
+        let value = try #require(Double(line.dropFirst(prefix.count)), "\(line)")
+        return Int(value)
     }
 
     @Test func formatAVIFAnswersAnAVIFOfTheVariant() async throws {
