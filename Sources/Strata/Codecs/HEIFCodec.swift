@@ -19,8 +19,11 @@ import CHeif
 ///   libheif 1.15's `heif-enc -t` point-samples (its 256 px thumbnail of a 1024 px photo is
 ///   about 22 dB from a Lanczos reduction of the primary image, in the tests).
 /// - **Limits**: the caller checks the primary image's size against ``DecodingLimits`` before
-///   any decode; libheif's own per-side limit is set to the same pixel count (at most 2¹⁶),
-///   and it refuses grids and tiles beyond that.
+///   any decode. libheif's own limit is per side, checked on each `ispe` when the file is read
+///   (set to the pixel limit, at most 2¹⁶) and on a grid's or overlay's canvas when it is
+///   decoded (set then to the decoded item's longer side, so a canvas larger than its `ispe` is
+///   refused; one as long as the longer side on both sides is not: an elongated image's grid can
+///   still claim that square).
 enum HEIFCodec {
     struct Features {
         /// The displayed size (libheif applies the transformations).
@@ -142,14 +145,14 @@ enum HEIFCodec {
     ) throws(ImageDecodingError) {
         let file = try File(bytes, maxPixels: maxPixels)
         if displayedSize(file.primary) == size {
-            try decode(file.primary, size: size, into: destination, stride: stride)
+            try decode(file.primary, in: file, size: size, into: destination, stride: stride)
             return
         }
         var outcome: Result<Void, ImageDecodingError>?
         file.forEachThumbnail { handle in
             guard displayedSize(handle) == size else { return false }
             do throws(ImageDecodingError) {
-                try decode(handle, size: size, into: destination, stride: stride)
+                try decode(handle, in: file, size: size, into: destination, stride: stride)
                 outcome = .success(())
             } catch {
                 outcome = .failure(error)
@@ -163,8 +166,13 @@ enum HEIFCodec {
     }
 
     private static func decode(
-        _ handle: OpaquePointer, size: PixelSize, into destination: UnsafeMutableRawPointer, stride: Int
+        _ handle: OpaquePointer, in file: File, size: PixelSize, into destination: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
+        // A grid's or overlay's canvas comes from its own descriptor, not from the `ispe` the
+        // header was checked by, and libheif holds it to its per-side limit only: that limit is
+        // the item's own longer side, so a canvas larger than the item says is refused.
+        let side = max(heif_image_handle_get_ispe_width(handle), heif_image_handle_get_ispe_height(handle))
+        heif_context_set_maximum_image_size_limit(file.context, max(1, min(side, 1 << 16)) + 1)
         let alpha = heif_image_handle_has_alpha_channel(handle) != 0
         let premultiplied = heif_image_handle_is_premultiplied_alpha(handle) != 0
         guard let options = heif_decoding_options_alloc() else {

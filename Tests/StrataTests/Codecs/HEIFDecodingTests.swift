@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import Strata
 import StrataTestSupport
@@ -127,6 +128,20 @@ struct HEIFDecodingTests {
         #expect(header.hasAlpha && header.thumbnails.isEmpty)
         let withAlpha = try tools.heifenc(tools.png(try decodeFixture("webp/cups-640x400-alpha.webp")), ["-q", "90", "-t", "160"])
         #expect(try ImageDecoder().readHeader(withAlpha).thumbnails == [PixelSize(width: 160, height: 100)])
+    }
+
+    @Test("a grid whose canvas is larger than its ispe is refused before libheif allocates it (a FuzzHEIF input)")
+    func gridCanvasBeyondISPE() throws {
+        let url = Fixtures.directory.deletingLastPathComponent().appendingPathComponent(
+            "Fuzz/Corpus/FuzzHEIF/regression-grid-canvas-beyond-ispe")
+        let bytes = try [UInt8](Data(contentsOf: url))
+        let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: 1_000_000))
+        let header = try decoder.readHeader(bytes)
+        #expect(header.size == PixelSize(width: 48, height: 32) && header.thumbnails == [PixelSize(width: 24, height: 16)])
+        #expect(try decoder.decode(bytes).size == header.size)
+        // The thumbnail item is a grid whose descriptor claims a canvas of about 2 GB.
+        let error = decodingError { _ = try decoder.decode(bytes, minimumSize: PixelSize(width: 24, height: 16)) }
+        #expect(error?.format == .heic, "\(String(describing: error))")
     }
 
     @Test("truncated, damaged and oversized files throw typed errors")
