@@ -152,7 +152,9 @@ let package = Package(
         // polling, a capturing log handler); public API of Strata only, so it builds in release.
         .target(
             name: "StrataTestSupport",
-            dependencies: ["Strata", "CLCMS2", "CTurboJPEG", "CZlib", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "Strata", "CLCMS2", "CTurboJPEG", "CZlib", "CHeif", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/StrataTestSupport"),
         .testTarget(
             name: "StrataTests",

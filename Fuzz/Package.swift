@@ -14,7 +14,7 @@ let package = Package(
     name: "StrataFuzz",
     platforms: [.macOS(.v15)],
     dependencies: [.package(path: "..")],
-    targets: ["FuzzDecode", "FuzzDiskFile", "FuzzImageTable", "FuzzSizing"].map {
+    targets: ["FuzzDecode", "FuzzDiskFile", "FuzzImageTable", "FuzzSizing", "FuzzAVIF", "FuzzHEIF", "FuzzGIF"].map {
         .executableTarget(name: $0, dependencies: [strata])
     },
     swiftLanguageModes: [.v6]

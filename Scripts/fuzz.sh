@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing FuzzAVIF FuzzHEIF FuzzGIF)
 scratch=.build-fuzz
 
 ./Scripts/install-deps.sh >/dev/null

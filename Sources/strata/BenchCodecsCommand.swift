@@ -4,12 +4,14 @@ import Strata
 
 /// `strata bench codecs`: decode and encode timings of the source tier's codecs, as ratios
 /// against the bare full-size library decode into a reused buffer (the anchor) measured in
-/// the same run. Cases are interleaved (one run of each per round) so that load from other
+/// the same run, and the source tier's whole render (`ImageRenderer`: shrink-on-load decode —
+/// a HEIF's embedded thumbnail when one covers it —, Lanczos, colour) to 256 and 1024 px. Cases are interleaved (one run of each per round) so that load from other
 /// processes affects them alike; the median of the rounds is reported.
 struct BenchCodecsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "codecs",
-        abstract: "Time JPEG/WebP decoding (bare, full, DCT/WebP scaled, fresh vs reused buffers) and encoding; AVIF figures (--avif)."
+        abstract:
+            "Time decoding (bare, full, DCT/WebP scaled, HEIF thumbnails, fresh vs reused buffers), renders and encoding; AVIF figures (--avif)."
     )
 
     @Option(help: "Timed rounds (the median is reported).")
@@ -114,6 +116,16 @@ struct BenchCodecsCommand: ParsableCommand {
                             try decoder.decode(input, minimumSize: plan.output, into: &out)
                         })
                 }
+            }
+            let renderer = ImageRenderer()
+            for target in [256, 1024] {
+                let request = RenderRequest(box: PixelSize(width: target, height: target))
+                let (_, minimum) = renderer.plan(for: header, request: request)
+                let size = decoder.decodedSize(for: header, minimumSize: minimum)
+                cases.append(
+                    Case(name: "render fit \(target) (ImageRenderer, decode -> \(size))") {
+                        _ = try renderer.render(input, request: request)
+                    })
             }
             if encode {
                 let image = try decoder.decode(input, minimumSize: PixelSize(width: 1024, height: 1024))

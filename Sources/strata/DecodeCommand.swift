@@ -14,7 +14,7 @@ struct DecodeCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "The encoded image (JPEG or WebP; detected from its bytes).")
+    @Argument(help: "The encoded image (JPEG, WebP, PNG, AVIF, HEIC or GIF; detected from its bytes).")
     var input: String
 
     @Option(help: "The bounding box, WxH.", transform: PixelSize.parseOption)

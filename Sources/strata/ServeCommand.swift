@@ -79,8 +79,9 @@ struct ServeCommand: AsyncParsableCommand {
         try await group.run()
     }
 
-    /// Keys to show in the example URLs: the two largest JPEG or WebP originals of a source
-    /// directory (the first 1000 files looked at).
+    /// Keys to show in the example URLs: the two largest originals of a source directory whose
+    /// extension is an image's (``OriginalsListing/imageExtensions``; the first 1000 files
+    /// looked at).
     static func exampleKeys(_ source: StrataConfiguration.SourceSetting) -> [String] {
         guard case .directory(let root) = source,
             let walker = FileManager.default.enumerator(atPath: root)
@@ -90,7 +91,10 @@ struct ServeCommand: AsyncParsableCommand {
         while let path = walker.nextObject() as? String, looked < 1000 {
             looked += 1
             let lower = path.lowercased()
-            guard lower.hasSuffix(".jpg") || lower.hasSuffix(".webp"), !lower.contains("broken") else { continue }
+            let suffix = lower.split(separator: ".").last.map(String.init) ?? ""
+            guard lower.contains("."), OriginalsListing.imageExtensions.contains(suffix), !lower.contains("broken") else {
+                continue
+            }
             let size = (walker.fileAttributes?[.size] as? NSNumber)?.intValue ?? 0
             candidates.append((path, size))
         }

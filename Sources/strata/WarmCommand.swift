@@ -21,9 +21,9 @@ struct WarmCommand: AsyncParsableCommand {
 
             Which files: DIR is walked recursively; names starting with a dot (files and \
             directories), symbolic links and anything that is not a regular file are skipped. A \
-            file whose extension is .jpg, .jpeg, .png or .webp (any case) is requested; any \
-            other file only when its first bytes are a JPEG, PNG or WebP signature. Skipped files \
-            are counted in the summary.
+            file whose extension is .jpg, .jpeg, .png, .webp, .avif, .heic, .heif or .gif (any \
+            case) is requested; any other file only when its first bytes are the signature of one \
+            of those formats. Skipped files are counted in the summary.
 
             Progress goes to standard error: a bar with done/total, images/s and the time left \
             when it is a terminal, else one line at most every second. The summary goes to \
@@ -125,7 +125,7 @@ struct WarmCommand: AsyncParsableCommand {
 /// were skipped.
 struct OriginalsListing {
     /// Extensions always requested (any case); other files only when their magic says image.
-    static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "webp"]
+    static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "webp", "avif", "heic", "heif", "gif"]
 
     var keys: [String] = []
     var skipped = 0

@@ -7,8 +7,10 @@ import Darwin
 #endif
 import CTurboJPEG
 
-/// Decodes JPEG (libjpeg-turbo), WebP (libwebp) and PNG (libpng) into premultiplied BGRA,
-/// applying the EXIF orientation, with shrink-on-load (JPEG DCT scaling, WebP scaled decode).
+/// Decodes JPEG (libjpeg-turbo), WebP (libwebp), PNG (libpng), AVIF (libavif with dav1d),
+/// HEIC/HEIF (libheif with libde265) and GIF (giflib) into premultiplied BGRA, applying the
+/// orientation (EXIF; AVIF `irot`/`imir`), with shrink-on-load (JPEG DCT scaling, WebP scaled
+/// decode, HEIF embedded thumbnails).
 ///
 /// The format is detected from the bytes. The header is read first and the pixel limit
 /// (``DecodingLimits``) checked before any pixel memory is allocated. Truncated or corrupt
@@ -47,6 +49,10 @@ import CTurboJPEG
 ///   sRGB by Little CMS (``ColourConversion``) at the decoded size, in every ``ColourOutput``;
 ///   without one (or with an unusable one), naively with R = (255−C)(255−K)/255, as most
 ///   viewers show untagged CMYK.
+/// - **AVIF, HEIF, GIF** (``AVIFCodec``, ``HEIFCodec``, ``GIFCodec``): 10/12-bit reduced to
+///   8; animated AVIF and GIF decode their first frame (a GIF's composed on its logical
+///   screen); a HEIF decodes an embedded thumbnail instead of the primary image when one covers
+///   the minimum size (``decodedSize(for:minimumSize:)``).
 /// - **Colour**: the embedded profile is read with the header (``ImageHeader/colour``); the
 ///   RGB and gray conversions happen after the resample (``ImageRenderer``), not here.
 public final class ImageDecoder {
@@ -77,7 +83,7 @@ public final class ImageDecoder {
         case none
     }
 
-    private let jpeg = TurboJPEGDecompressor()
+    let jpeg = TurboJPEGDecompressor()
     /// Made on the first split progressive decode.
     private var progressiveSplit: ProgressiveJPEGSplit?
     /// Whether the last JPEG decode was split over two threads (for tests).
@@ -151,8 +157,18 @@ public final class ImageDecoder {
             header = ImageHeader(
                 format: .png, codedSize: f.size, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale,
                 colour: PNGColourChunks.colour(bytes))
-        case .avif, .heic, .gif:
-            throw ImageDecodingError(.unsupported("\(format.displayName) decoding is not built yet"), format: format)
+        case .avif:
+            let f = try AVIFCodec.features(bytes, maxPixels: limits.maxPixels)
+            header = ImageHeader(
+                format: .avif, codedSize: f.size, orientation: f.orientation, hasAlpha: f.hasAlpha,
+                isGrayscale: f.isGrayscale, isAnimated: f.isAnimated, colour: f.colour)
+        case .heic:
+            let f = try HEIFCodec.features(bytes, maxPixels: limits.maxPixels)
+            header = ImageHeader(
+                format: .heic, codedSize: f.size, hasAlpha: f.hasAlpha, colour: f.colour, thumbnails: f.thumbnails)
+        case .gif:
+            let f = try GIFCodec.features(bytes, maxPixels: limits.maxPixels)
+            header = ImageHeader(format: .gif, codedSize: f.size, hasAlpha: f.hasAlpha, isAnimated: f.isAnimated)
         }
         try check(header)
         return header
@@ -190,7 +206,8 @@ public final class ImageDecoder {
     /// whose result covers `minimumSize` on both sides; WebP: `minimumSize` grown to the
     /// image's aspect (libwebp scales to any size) when that is at most half the full size, else
     /// the full size (a larger scaled decode is slower than the full one); PNG and animated
-    /// WebP: the full size.
+    /// WebP: the full size. HEIF: the smallest embedded thumbnail (``ImageHeader/thumbnails``)
+    /// that covers `minimumSize` on both sides, else the full size. AVIF and GIF: the full size.
     /// Never larger than the full size; `nil` means the full size.
     public func decodedSize(for header: ImageHeader, minimumSize: PixelSize?) -> PixelSize {
         guard let minimumSize, !minimumSize.isEmpty else { return header.size }
@@ -217,7 +234,9 @@ public final class ImageDecoder {
             // reduce of the full decode is no worse. Such a scale decodes in full.
             if 2 * w > full.width || 2 * h > full.height { return full }
             return PixelSize(width: max(1, min(w, full.width)), height: max(1, min(h, full.height)))
-        case .png, .avif, .heic, .gif:
+        case .heic:
+            return header.thumbnails.first { $0.width >= minimumSize.width && $0.height >= minimumSize.height } ?? header.size
+        case .png, .avif, .gif:
             return header.size
         }
     }
@@ -267,8 +286,12 @@ public final class ImageDecoder {
                 try decodeWebP(bytes, header: header, size: size, into: out, stride: stride)
             case .png:
                 try decodePNG(bytes, header: header, into: out, stride: stride)
-            case .avif, .heic, .gif:
-                throw ImageDecodingError(.unsupported("\(header.format.displayName) decoding is not built yet"), format: header.format)
+            case .avif:
+                try decodeAVIF(bytes, header: header, into: out, stride: stride)
+            case .heic:
+                try HEIFCodec.decode(bytes, size: size, maxPixels: limits.maxPixels, into: out, stride: stride)
+            case .gif:
+                try GIFCodec.decode(bytes, size: header.codedSize, maxPixels: limits.maxPixels, into: out, stride: stride)
             }
         }
     }
@@ -438,51 +461,25 @@ public final class ImageDecoder {
             to: out, destinationStride: stride, orientation: header.orientation)
     }
 
+    private func decodeAVIF(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, into out: UnsafeMutableRawPointer, stride: Int
+    ) throws(ImageDecodingError) {
+        let coded = header.codedSize
+        if header.orientation == 1 {
+            try AVIFCodec.decode(bytes, size: coded, maxPixels: limits.maxPixels, into: out, stride: stride)
+            return
+        }
+        let buffer = scratchBuffer(coded.width * 4 * coded.height)
+        try AVIFCodec.decode(bytes, size: coded, maxPixels: limits.maxPixels, into: buffer, stride: coded.width * 4)
+        PixelOps.orient(
+            from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+            to: out, destinationStride: stride, orientation: header.orientation)
+    }
+
     private func decodePNG(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader,
         into out: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
         try PNGCodec.decode(bytes, expectedSize: header.codedSize, into: out, stride: stride)
-    }
-
-    // MARK: Bare library calls (benchmarks)
-
-    /// The bare library decode the benchmarks time as their anchor and floor: one
-    /// `tjDecompress2` (JPEG, TJPF_BGRA, at `scale`, default 1/1) or one `WebPDecode`
-    /// (MODE_bgrA, scaled to `scale` of the coded size) straight into `destination`, with no
-    /// header check beyond the library's, no orientation and no colour conversion.
-    ///
-    /// `destination` must be bgra32Premultiplied; its size picks the scale (for JPEG it must be
-    /// the coded size scaled by a libjpeg-turbo factor, checked against `scale` when given; for
-    /// WebP any size). Reuse one destination across calls to time the library rather than page
-    /// faults. CMYK JPEGs come out as libjpeg-turbo's CMYK→RGB guess; use it for timing only.
-    public func decodeBare(
-        _ bytes: UnsafeRawBufferPointer, scale: JPEGScalingFactor? = nil,
-        into destination: inout PixelImage
-    ) throws(ImageDecodingError) {
-        guard let format = ImageFormatDetector.detect(bytes) else {
-            throw ImageDecodingError(.unrecognizedFormat, format: nil)
-        }
-        let size = destination.size, stride = destination.bytesPerRow
-        precondition(destination.style == .bgra32Premultiplied, "decodeBare: destination must be bgra32Premultiplied")
-        if let scale, format == .jpeg {
-            let h = try jpeg.readHeader(bytes)
-            precondition(
-                scale.scaled(h.size) == size,
-                "decodeBare: destination is \(size), \(scale) of the JPEG is \(scale.scaled(h.size))")
-        }
-        try destination.withUnsafeMutableBytes { (dst: UnsafeMutableRawBufferPointer) throws(ImageDecodingError) in
-            switch format {
-            case .jpeg:
-                try jpeg.decompress(bytes, scaledSize: size, pixelFormat: TJPF_BGRA, into: dst.baseAddress!, pitch: stride)
-            case .webp:
-                let f = try WebPCodec.features(bytes)
-                try WebPCodec.decode(bytes, codedSize: f.size, size: size, into: dst.baseAddress!, stride: stride)
-            case .png:
-                try PNGCodec.decode(bytes, expectedSize: size, into: dst.baseAddress!, stride: stride)
-            case .avif, .heic, .gif:
-                throw ImageDecodingError(.unsupported("\(format.displayName) decoding is not built yet"), format: format)
-            }
-        }
     }
 }

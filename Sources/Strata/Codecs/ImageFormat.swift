@@ -1,7 +1,7 @@
 /// The encoded image formats Strata knows.
 ///
-/// JPEG, WebP and PNG are decoded and encoded; AVIF, HEIC/HEIF and GIF are recognised by their
-/// magic bytes (see ``ImageFormatDetector``).
+/// All six are recognised by their magic bytes (see ``ImageFormatDetector``) and decoded
+/// (``ImageDecoder``); JPEG, WebP and PNG are encoded too (``ImageEncoder/formats``).
 public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case jpeg, webp, png, avif, heic, gif
 

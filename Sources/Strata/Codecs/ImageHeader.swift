@@ -10,16 +10,22 @@ public struct ImageHeader: Sendable, Hashable {
     public var orientation: Int
     public var hasAlpha: Bool
     public var isGrayscale: Bool
-    /// An animated WebP; Strata decodes its first frame (at full size).
+    /// An animated WebP, GIF or AVIF (image sequence); Strata decodes its first frame (at full
+    /// size).
     public var isAnimated: Bool
     /// A CMYK or YCCK JPEG (its profile, if any, is applied by the decoder).
     public var isCMYK: Bool
-    /// The embedded ICC profile (JPEG APP2, WebP `ICCP`, PNG `iCCP` or `cHRM`), if any.
+    /// The embedded ICC profile (JPEG APP2, WebP `ICCP`, PNG `iCCP` or `cHRM`, AVIF and HEIF
+    /// `colr`), or the colour an AVIF or HEIF `nclx` box names, if any.
     public var colour: EmbeddedColour
+    /// The (displayed) sizes of the embedded thumbnails a decode may use instead of the full
+    /// image, smallest first (HEIF only: see ``ImageDecoder/decodedSize(for:minimumSize:)``).
+    public var thumbnails: [PixelSize]
 
     public init(
         format: ImageFormat, codedSize: PixelSize, orientation: Int = 1, hasAlpha: Bool = false,
-        isGrayscale: Bool = false, isAnimated: Bool = false, isCMYK: Bool = false, colour: EmbeddedColour = .none
+        isGrayscale: Bool = false, isAnimated: Bool = false, isCMYK: Bool = false, colour: EmbeddedColour = .none,
+        thumbnails: [PixelSize] = []
     ) {
         self.format = format
         self.codedSize = codedSize
@@ -32,6 +38,7 @@ public struct ImageHeader: Sendable, Hashable {
         self.isAnimated = isAnimated
         self.isCMYK = isCMYK
         self.colour = colour
+        self.thumbnails = thumbnails
     }
 
     /// Whether the orientation swaps width and height (EXIF 5–8).
@@ -54,7 +61,7 @@ public struct DecodingLimits: Sendable, Hashable {
 /// the input (``ImageDecodingError/named(_:)``).
 public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Reason: Sendable, Hashable {
-        /// The bytes are not JPEG, WebP or PNG (or are empty).
+        /// The bytes are not JPEG, WebP, PNG, AVIF, HEIC/HEIF or GIF (or are empty).
         case unrecognizedFormat
         /// The data ends early (incomplete download or write).
         case truncated
@@ -90,7 +97,7 @@ public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvert
         let detail: String
         switch reason {
         case .unrecognizedFormat:
-            detail = "not a JPEG, WebP or PNG image (unrecognized first bytes); check that the source serves an image"
+            detail = "not a JPEG, WebP, PNG, AVIF, HEIC or GIF image (unrecognized first bytes); check that the source serves an image"
         case .truncated:
             detail = "\(what) is truncated (ends early); the file is incomplete, fetch or write it again"
         case .corrupt(let message):

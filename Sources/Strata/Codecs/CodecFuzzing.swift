@@ -1,0 +1,46 @@
+extension Fuzzing {
+    /// One decoder (1-megapixel limit) per harness process; libFuzzer runs inputs on one thread.
+    nonisolated(unsafe) private static let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: 1_000_000))
+    nonisolated(unsafe) private static let renderer = ImageRenderer(
+        limits: DecodingLimits(maxPixels: 1_000_000), resampleThreads: 1)
+
+    /// An AVIF, HEIF or GIF decoder over arbitrary bytes (the FuzzAVIF, FuzzHEIF and FuzzGIF
+    /// harnesses): inputs not of `format` are skipped. A header that reads is within the limit;
+    /// a decode at the full size and, when the header lists thumbnails (HEIF), at the smallest
+    /// one fills exactly that size or throws ``ImageDecodingError``; one input in four is also
+    /// rendered, within its box. The decoder is reused, so a failure must leave it usable for
+    /// the next input.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, as format: ImageFormat) {
+        guard bytes.count > 0, ImageFormatDetector.detect(bytes) == format else { return }
+        defer {
+            decoder.releaseScratch()
+            renderer.decoder.releaseScratch()
+        }
+        guard let header = try? decoder.readHeader(bytes) else {
+            require(
+                (try? renderer.render(bytes, request: RenderRequest(box: PixelSize(width: 16, height: 16)))) == nil,
+                "rendered an input whose header does not read")
+            return
+        }
+        require(header.format == format, "the header's format is not the detected one")
+        require(
+            header.size.pixelCount <= 1_000_000 && header.size.width > 0 && header.size.height > 0, "header beyond the limit")
+        var minimums: [PixelSize?] = [nil]
+        if let smallest = header.thumbnails.first { minimums.append(smallest) }
+        for minimum in minimums {
+            let size = decoder.decodedSize(for: header, minimumSize: minimum)
+            require(size.width <= header.size.width && size.height <= header.size.height, "decodedSize beyond the image")
+            require(minimum == nil || size == minimum, "a listed thumbnail is not the decoded size for itself")
+            var image = PixelImage(uninitializedWidth: size.width, height: size.height, style: .bgra32Premultiplied)
+            if (try? decoder.decode(bytes, header: header, minimumSize: minimum, into: &image)) != nil {
+                _ = image.withUnsafeBytes { $0.reduce(UInt8(0)) { $0 &+ $1 } }  // every byte readable
+            }
+        }
+        guard bytes.count % 4 == 0 else { return }
+        let box = PixelSize(width: 1 + bytes.count % 97, height: 1 + bytes.count % 61)
+        let mode: ContentMode = bytes.count % 8 == 0 ? .fit : .fill
+        if let image = try? renderer.render(bytes, request: RenderRequest(box: box, mode: mode)) {
+            require(image.width <= box.width && image.height <= box.height, "rendered beyond the box")
+        }
+    }
+}

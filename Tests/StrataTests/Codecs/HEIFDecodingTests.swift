@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+@testable import Strata
+import StrataTestSupport
+
+/// HEIC files made by `heif-enc` (libheif-examples) from the Fixtures at test time, or by
+/// libheif's encoder (``HEIFWriter``) where `irot`/`imir` are needed; references are
+/// `heif-convert`'s decodes of the same files.
+@Suite("HEIC decoding")
+struct HEIFDecodingTests {
+    static let photo = "jpeg/cups-320x200-rgb-reference.jpg"
+
+    @Test("the primary image's pixels are heif-convert's (≥ 40 dB) and close to the source")
+    func pixels() throws {
+        let tools = FormatTools()
+        let heic = try tools.heifenc(Fixtures.url(Self.photo).path)
+        let header = try ImageDecoder().readHeader(heic)
+        #expect(header.format == .heic)
+        #expect(header.size == PixelSize(width: 320, height: 200))
+        #expect(!header.hasAlpha && header.orientation == 1 && header.thumbnails.isEmpty)
+        let image = try ImageDecoder().decode(heic)
+        #expect(psnr(image, try tools.heifConvert(heic)) >= 40)
+        #expect(psnr(image, try decodeFixture(Self.photo)) >= 32)
+        #expect(image.pixelBytes(x: 10, y: 10)[3] == 255)
+    }
+
+    @Test("libheif applies irot/imir: the header is the displayed size with orientation 1", arguments: 1...8)
+    func orientation(_ n: Int) throws {
+        let stored = try storedPixels("jpeg/orientation-\(n).jpg")
+        let heic = try HEIFWriter.encode(stored, orientation: n, quality: nil)
+        let header = try ImageDecoder().readHeader(heic)
+        #expect(header.orientation == 1, "applied once, by libheif")
+        #expect(header.size == PixelSize(width: 160, height: 96))
+        let image = try ImageDecoder().decode(heic)
+        #expect(psnr(image, try decodeFixture("jpeg/orientation-reference-160x96.jpg")) >= 40)
+        #expect(psnr(image, try FormatTools().heifConvert(heic)) >= 40)
+    }
+
+    @Test("alpha is premultiplied and matches heif-convert's")
+    func alpha() throws {
+        let tools = FormatTools()
+        let source = try decodeFixture("webp/cups-640x400-alpha.webp")
+        let heic = try tools.heifenc(tools.png(source), ["-q", "95"])
+        #expect(try ImageDecoder().readHeader(heic).hasAlpha)
+        let image = try ImageDecoder().decode(heic)
+        #expect(image.pixelBytes(x: 0, y: 0)[3] == 0)
+        #expect(image.pixelBytes(x: 320, y: 200)[3] == 255)
+        var overflows = 0
+        image.withUnsafeBytes { raw in
+            for y in 0..<image.height {
+                for x in 0..<image.width {
+                    let o = y * image.bytesPerRow + 4 * x
+                    if raw[o] > raw[o + 3] || raw[o + 1] > raw[o + 3] || raw[o + 2] > raw[o + 3] { overflows += 1 }
+                }
+            }
+        }
+        #expect(overflows == 0)
+        let reference = try tools.heifConvert(heic)
+        #expect(psnr(image, reference) >= 40)
+        #expect(PixelDiff.compare(image, reference).max <= 2)
+    }
+
+    @Test("a 10-bit file is reduced to 8 bits")
+    func tenBit() throws {
+        let tools = FormatTools()
+        let source = try decodeFixture(Self.photo)
+        let png16 = tools.write(ColourFixtures.png(source, sixteenBit: true, profile: nil), suffix: "png")
+        let heic = try tools.heifenc(png16, ["-q", "95", "-b", "10"])
+        let image = try ImageDecoder().decode(heic)
+        #expect(psnr(image, try tools.heifConvert(heic)) >= 40)
+        #expect(psnr(image, source) >= 32)
+    }
+
+    @Test("an embedded ICC profile is handed to the colour step")
+    func iccProfile() throws {
+        let tools = FormatTools()
+        let profile = ColourFixtures.profile(.swappedMatrix)
+        let png = tools.write(ColourFixtures.png(try decodeFixture(Self.photo), profile: profile), suffix: "png")
+        let heic = try tools.heifenc(png)
+        #expect(try ImageDecoder().readHeader(heic).colour == .profile(try ColourProfile(bytes: profile)))
+    }
+
+    @Test("a thumbnail that covers the minimum size is decoded instead of the primary image")
+    func thumbnail() throws {
+        let tools = FormatTools()
+        let heic = try tools.heifenc(Fixtures.url("jpeg/eveningglow-1024x640-progressive.jpg").path, ["-q", "90", "-t", "256"])
+        let decoder = ImageDecoder()
+        let header = try decoder.readHeader(heic)
+        #expect(header.size == PixelSize(width: 1024, height: 640))
+        #expect(header.thumbnails == [PixelSize(width: 256, height: 160)])
+        #expect(decoder.decodedSize(for: header, minimumSize: PixelSize(width: 200, height: 100)) == PixelSize(width: 256, height: 160))
+        #expect(decoder.decodedSize(for: header, minimumSize: PixelSize(width: 300, height: 100)) == header.size)
+        #expect(decoder.decodedSize(for: header, minimumSize: nil) == header.size)
+        let small = try decoder.decode(heic, minimumSize: PixelSize(width: 256, height: 160))
+        #expect(small.size == PixelSize(width: 256, height: 160))
+        let full = try decoder.decode(heic)
+        let reduced = ImageRenderer().resize(full, box: PixelSize(width: 256, height: 160), mode: .fit)
+        // heif-enc's thumbnails are point-sampled (libheif 1.15 scales with nearest neighbour):
+        // about 22 dB against a Lanczos reduction of the full image, against about 10 for
+        // another picture (the same one upside down).
+        #expect(psnr(small, reduced) >= 19, "the thumbnail is the same picture")
+        var flipped = reduced
+        flipped.withUnsafeMutableBytes { raw in
+            for y in 0..<(reduced.height / 2) {
+                for x in 0..<(reduced.bytesPerRow) {
+                    raw.swapAt(y * reduced.bytesPerRow + x, (reduced.height - 1 - y) * reduced.bytesPerRow + x)
+                }
+            }
+        }
+        #expect(psnr(small, flipped) < 15)
+        // Through the renderer (headroom 2): a 128 px render uses it, a 200 px one does not.
+        let renderer = ImageRenderer()
+        let (_, minimum) = renderer.plan(for: header, request: RenderRequest(box: PixelSize(width: 128, height: 128)))
+        #expect(decoder.decodedSize(for: header, minimumSize: minimum) == PixelSize(width: 256, height: 160))
+        #expect(
+            try renderer.render(heic, request: RenderRequest(box: PixelSize(width: 128, height: 128))).size
+                == PixelSize(width: 128, height: 80))
+        let (_, larger) = renderer.plan(for: header, request: RenderRequest(box: PixelSize(width: 200, height: 200)))
+        #expect(decoder.decodedSize(for: header, minimumSize: larger) == header.size)
+    }
+
+    @Test("a thumbnail without the primary image's alpha is not used")
+    func thumbnailWithoutAlpha() throws {
+        let tools = FormatTools()
+        let heic = try tools.heifenc(
+            tools.png(try decodeFixture("webp/cups-640x400-alpha.webp")), ["-q", "90", "-t", "160", "--no-thumb-alpha"])
+        let header = try ImageDecoder().readHeader(heic)
+        #expect(header.hasAlpha && header.thumbnails.isEmpty)
+        let withAlpha = try tools.heifenc(tools.png(try decodeFixture("webp/cups-640x400-alpha.webp")), ["-q", "90", "-t", "160"])
+        #expect(try ImageDecoder().readHeader(withAlpha).thumbnails == [PixelSize(width: 160, height: 100)])
+    }
+
+    @Test("a grid whose canvas is larger than its ispe is refused before libheif allocates it (a FuzzHEIF input)")
+    func gridCanvasBeyondISPE() throws {
+        let url = Fixtures.directory.deletingLastPathComponent().appendingPathComponent(
+            "Fuzz/Corpus/FuzzHEIF/regression-grid-canvas-beyond-ispe")
+        let bytes = try [UInt8](Data(contentsOf: url))
+        let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: 1_000_000))
+        let header = try decoder.readHeader(bytes)
+        #expect(header.size == PixelSize(width: 48, height: 32) && header.thumbnails == [PixelSize(width: 24, height: 16)])
+        #expect(try decoder.decode(bytes).size == header.size)
+        // The thumbnail item is a grid whose descriptor claims a canvas of about 2 GB.
+        let error = decodingError { _ = try decoder.decode(bytes, minimumSize: PixelSize(width: 24, height: 16)) }
+        #expect(error?.format == .heic, "\(String(describing: error))")
+    }
+
+    @Test("truncated, damaged and oversized files throw typed errors")
+    func broken() throws {
+        let tools = FormatTools()
+        let heic = try tools.heifenc(Fixtures.url(Self.photo).path)
+        let decoder = ImageDecoder()
+        for cut in [40, heic.count / 3, heic.count * 2 / 3, heic.count - 10] {
+            let error = decodingError { _ = try decoder.decode(Array(heic.prefix(cut))) }
+            #expect(error?.format == .heic, "cut at \(cut): \(String(describing: error))")
+        }
+        var damaged = heic
+        for i in stride(from: heic.count / 2, to: heic.count - 4, by: 7) { damaged[i] ^= 0x5A }
+        _ = try? decoder.decode(damaged)  // pixels or a typed error; a crash fails the run
+        let bomb = try withISPE(heic, width: 60000, height: 60000)
+        #expect(decodingError { _ = try decoder.readHeader(bomb) }?.reason == .tooLarge(pixels: 3_600_000_000, limit: 100_000_000))
+        #expect(try decoder.decode(heic).size == PixelSize(width: 320, height: 200))
+    }
+}
