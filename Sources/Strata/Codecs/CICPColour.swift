@@ -1,4 +1,3 @@
-import Synchronization
 
 /// The colour of an AVIF or HEIF image that carries no ICC profile but an `nclx` `colr` box
 /// (ITU-T H.273 code points, "CICP"), as the colour step understands it:
@@ -72,7 +71,7 @@ enum CICPColour {
 
     /// The profiles made so far, by code points (a handful at most).
     private final class ProfileCache: Sendable {
-        private let made = Mutex<[Key: EmbeddedColour]>([:])
+        private let made = Lock<[Key: EmbeddedColour]>([:])
 
         func value(_ key: Key, make: () -> EmbeddedColour) -> EmbeddedColour {
             if let known = made.withLock({ $0[key] }) { return known }

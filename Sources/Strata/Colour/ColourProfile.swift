@@ -43,8 +43,12 @@ public struct ColourProfile: Sendable, Hashable, CustomStringConvertible {
         white: (Double, Double), red: (Double, Double), green: (Double, Double), blue: (Double, Double), gamma: Double?
     ) -> ColourProfile? {
         guard let made = LittleCMS.Profile.rgb(white: white, red: red, green: green, blue: blue, gamma: gamma),
-            let bytes = made.serialised()
+            var bytes = made.serialised(), bytes.count >= 36
         else { return nil }
+        // Little CMS stamps the header with the time it made the profile (bytes 24…35): zeroed,
+        // so that the same primaries always give the same bytes, digest and transform (a profile
+        // made from an AVIF's nclx a second later equals `displayP3`).
+        for i in 24..<36 { bytes[i] = 0 }
         return try? ColourProfile(bytes: bytes)
     }
 
