@@ -1,4 +1,3 @@
-
 /// The colour of an AVIF or HEIF image that carries no ICC profile but an `nclx` `colr` box
 /// (ITU-T H.273 code points, "CICP"), as the colour step understands it:
 /// - primaries BT.709/sRGB (1) or unspecified (2) with an SDR transfer: sRGB, nothing to convert;

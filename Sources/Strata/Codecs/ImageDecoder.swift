@@ -38,7 +38,7 @@ import CTurboJPEG
 ///   that it measured slower than the full decode (2560×1600 → 2048×1280: 37.9 against
 ///   24.0 ms), so the full decode is reduced by the Lanczos pass instead.
 /// - **Progressive JPEG** decodes on two threads when ``splitsProgressiveJPEG`` is on and a core
-///   is idle (``ProgressiveJPEGSplit``): 0.67–0.97× the time, the same bytes.
+///   is idle (`ProgressiveJPEGSplit`): 0.67–0.97× the time, the same bytes.
 /// - **Grayscale JPEG** decodes as TJPF_GRAY and is expanded here (0.78× the time of
 ///   libjpeg-turbo's own gray → BGRA conversion at 2048×1280).
 /// - **Animated WebP** decodes its *first frame* (composited on the canvas, via
@@ -49,7 +49,7 @@ import CTurboJPEG
 ///   sRGB by Little CMS (``ColourConversion``) at the decoded size, in every ``ColourOutput``;
 ///   without one (or with an unusable one), naively with R = (255−C)(255−K)/255, as most
 ///   viewers show untagged CMYK.
-/// - **AVIF, HEIF, GIF** (``AVIFCodec``, ``HEIFCodec``, ``GIFCodec``): 10/12-bit reduced to
+/// - **AVIF, HEIF, GIF** (``AVIFCodec``, `HEIFCodec`, `GIFCodec`): 10/12-bit reduced to
 ///   8; animated AVIF and GIF decode their first frame (a GIF's composed on its logical
 ///   screen); a HEIF decodes an embedded thumbnail instead of the primary image when one covers
 ///   the minimum size (``decodedSize(for:minimumSize:)``).
@@ -65,7 +65,7 @@ public final class ImageDecoder {
     /// luma's scans on one and its chroma's on the other, when the process has an idle core
     /// (default false; an ``ImageRenderer`` turns it on with more than one resample thread).
     /// The same bytes as one thread's decode, in about 0.67–0.97× its time and 1.1–1.4× its CPU
-    /// time (see ``ProgressiveJPEGSplit``). Baseline files are not affected.
+    /// time (see `ProgressiveJPEGSplit`). Baseline files are not affected.
     public var splitsProgressiveJPEG = false
     /// Where a split progressive decode runs its second half (``ForkJoin/dispatch`` unless the
     /// owner says otherwise: the engine's renderers use its pool, in the job's lane).
@@ -258,7 +258,7 @@ public final class ImageDecoder {
         try decode(bytes, header: header, minimumSize: minimumSize, into: &destination)
     }
 
-    /// Like ``decode(_:minimumSize:into:)`` with a header already read by ``readHeader(_:)``
+    /// Like `decode(_:minimumSize:into:)` with a header already read by `readHeader(_:)`
     /// from the same bytes.
     public func decode(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, minimumSize: PixelSize?,

@@ -1,5 +1,5 @@
 /// What an encoded image's header says, read without decoding pixels (see
-/// ``ImageDecoder/readHeader(_:)``).
+/// `ImageDecoder.readHeader(_:)`).
 public struct ImageHeader: Sendable, Hashable {
     public var format: ImageFormat
     /// The displayed size, after the EXIF orientation is applied (sides swapped for 5–8).
