@@ -1,7 +1,7 @@
 /// The encoded image formats Strata knows.
 ///
 /// All six are recognised by their magic bytes (see ``ImageFormatDetector``) and decoded
-/// (``ImageDecoder``); JPEG, WebP and PNG are encoded too (``ImageEncoder/formats``).
+/// (``ImageDecoder``); JPEG, WebP, PNG and AVIF are encoded too (``ImageEncoder/formats``).
 public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case jpeg, webp, png, avif, heic, gif
 
