@@ -82,11 +82,8 @@ struct BenchGravityCommand: ParsableCommand {
                 // The engine's other way: the saliency of a small variant memory holds, then a
                 // render with that focus.
                 let small = try renderer.render(bytes, request: RenderRequest(box: PixelSize(width: 192, height: 192)))
-                let plan = SizingPlan(source: small.size, box: box, mode: .fill, allowUpscale: true)
                 func held() throws {
-                    let focus = Saliency.focus(
-                        of: small, cropWidth: plan.sourceRect.width / Double(small.width),
-                        cropHeight: plan.sourceRect.height / Double(small.height))
+                    let focus = Saliency.focus(of: small, forFillOf: box)
                     _ = try renderer.render(bytes, request: RenderRequest(box: box, mode: .fill, gravity: .smart, smartFocus: focus))
                 }
                 _ = try renderer.render(bytes, request: centre)

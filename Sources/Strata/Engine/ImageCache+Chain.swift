@@ -345,12 +345,9 @@ extension ImageCache {
         let side = Saliency.mapSide
         let query = SizeQuery(box: PixelSize(width: side, height: side), mode: .fit, style: .default, tolerance: 0.5)
         guard let (small, _) = memory.image(forKey: key.centred, matching: query) else { return nil }
-        // The crop's share of each side, as the render will plan it (from the small variant's
-        // aspect, which is the original's).
-        let plan = SizingPlan(source: small.size, box: request.box, mode: .fill, allowUpscale: true)
-        return Saliency.focus(
-            of: small, cropWidth: plan.sourceRect.width / Double(small.width),
-            cropHeight: plan.sourceRect.height / Double(small.height))
+        // The crop's share of each side as the render will plan it (the small variant has the
+        // original's aspect).
+        return Saliency.focus(of: small, forFillOf: request.box)
     }
 
     /// Counts one source fetch.

@@ -41,6 +41,16 @@ public enum Saliency {
         return .center
     }
 
+    /// The focus of the most salient `fill` crop of `image` for `box` (the crop's share of each
+    /// side as a `fill` of `box` plans it): for a small variant standing in for its original,
+    /// whose aspect it shares.
+    public static func focus(of image: PixelImage, forFillOf box: PixelSize) -> CropFocus {
+        let plan = SizingPlan(source: image.size, box: box, mode: .fill, allowUpscale: true)
+        return focus(
+            of: image, cropWidth: plan.sourceRect.width / Double(image.width),
+            cropHeight: plan.sourceRect.height / Double(image.height))
+    }
+
     /// A grid of floats, row-major.
     struct Map {
         var width: Int
