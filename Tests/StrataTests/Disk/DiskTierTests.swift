@@ -172,8 +172,13 @@ struct DiskTierTests {
         cases.append(("other size", other))
         let name = DiskFileName(digest: ImageEntityID(hashing: "bad"), variant: VariantDescriptor(size: image.size)).string
         for (label, bytes) in cases {
-            let staged = scratch.parent + "/staged"
-            try Data(bytes).write(to: URL(fileURLWithPath: staged))
+            // Staged by a child `cp`: a descriptor this process wrote through could be held
+            // open by a child that another test spawns at that moment, and its last close,
+            // after the rename, is an IN_CLOSE_WRITE under the cache name (one invalid file
+            // written in place, counted as such: seen once in CI).
+            let written = scratch.parent + "/written", staged = scratch.parent + "/staged"
+            try Data(bytes).write(to: URL(fileURLWithPath: written))
+            try run("/bin/cp", [written, staged])
             #expect(rename(staged, scratch.path + "/" + name) == 0)
             #expect(waitUntil { tier.contains(key: "bad", matching: box) } != nil, "\(label)")
             #expect(try tier.image(forKey: "bad", matching: box) == nil, "\(label) was served")

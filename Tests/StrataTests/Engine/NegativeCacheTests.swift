@@ -7,7 +7,12 @@ import StrataTestSupport
 @Suite("Negative cache: bounded, O(1), expiring", .timeLimit(.minutes(3)))
 struct NegativeCacheTests {
     @Test func aMillionDistinctMissingKeysStayWithinTheCapacity() async throws {
-        let cache = try ImageCache(memory: ImageMemoryTier(), source: CountingSource())
+        // A TTL far longer than the flood: this test is about the capacity, and under load the
+        // flood has taken 44 s, so that the newest key could expire (default TTL 10 s) before
+        // it was checked.
+        var options = ImageCache.Options()
+        options.negativeTTL = .seconds(3600)
+        let cache = try ImageCache(memory: ImageMemoryTier(), source: CountingSource(), options: options)
         let capacity = cache.options.negativeCapacity
         // A million SHA-256s and inserts: on a thread of their own, not on the cooperative pool.
         try await offThePool("negative-flood") { for i in 0..<1_000_000 { cache.rememberMissing(CacheKey("missing/\(i)")) } }
