@@ -73,12 +73,15 @@ public struct URLSigner: Sendable {
 
     /// `target` (a path and query, or a whole URL) with `kid` (when `keyID` is given), `exp`
     /// (when `expires` is given, in Unix seconds) and `sig` appended; an existing `sig` is
-    /// replaced. Only the path and query are signed, so the same signature works behind any
-    /// host name. `nil` when this signer has no key `keyID`.
+    /// replaced, and existing `kid` and `exp` parameters are removed (``verify(_:now:)`` reads the
+    /// first of each, so a URL signed again must carry only the ones of this signature). Only
+    /// the path and query are signed, so the same signature works behind any host name. `nil`
+    /// when this signer has no key `keyID`.
     public func sign(_ url: String, keyID: String? = nil, expires: Int? = nil) -> String? {
         var text = Substring(url)
         if let range = Self.signatureRange(in: text) { text = text[..<range.lowerBound] }
         var (origin, target) = Self.split(text)
+        target = Self.removingSignerParameters(target)
         for (name, value) in [(Self.keyIDParameter, keyID), (Self.expiryParameter, expires.map(String.init))] {
             guard let value else { continue }
             target += "\(target.contains("?") ? "&" : "?")\(name)=\(value)"
@@ -115,6 +118,19 @@ public struct URLSigner: Sendable {
             return pair.dropFirst(name.count + 1)
         }
         return nil
+    }
+
+    /// `target` without its `kid=` and `exp=` parameters (as ``value(of:in:)`` finds them),
+    /// the rest of its query as it was; without `?` when nothing is left of the query.
+    static func removingSignerParameters(_ target: Substring) -> Substring {
+        guard let question = target.firstIndex(of: "?") else { return target }
+        let pairs = target[target.index(after: question)...].split(separator: "&", omittingEmptySubsequences: false)
+        let kept = pairs.filter { pair in
+            ![keyIDParameter, expiryParameter].contains { pair.hasPrefix($0) && pair.dropFirst($0.count).first == "=" }
+        }
+        guard kept.count < pairs.count else { return target }
+        let path = target[..<question]
+        return kept.isEmpty ? path : Substring(String(path) + "?" + kept.joined(separator: "&"))
     }
 
     /// The range of `?sig=…` / `&sig=…` when it ends the target.

@@ -81,6 +81,25 @@ struct SigningTests {
         }
     }
 
+    /// Signing a signed URL again replaces its `kid` and `exp` as well as its `sig` (found by
+    /// `FuzzURLSigner`): ``URLSigner/verify(_:now:)`` reads the first of each, so a URL re-signed
+    /// to extend its expiry kept the old one, and one re-signed with a new key was refused.
+    @Test func signingAgainReplacesKeyIDAndExpiry() throws {
+        let both = try #require(URLSigner(keys: ["old": "0123456789abcdef-old-key", "new": "fedcba9876543210-new-key"], defaultKey: nil))
+        let byOld = try #require(both.sign(Self.target, keyID: "old", expires: 1_000))
+        let again = try #require(both.sign(byOld, keyID: "new", expires: 2_000_000_000))
+        #expect(
+            again == Self.target + "&kid=new&exp=2000000000&sig="
+                + (both.signature(for: Substring(Self.target + "&kid=new&exp=2000000000"), keyID: "new") ?? ""))
+        #expect(try both.verify(Substring(again), now: 1_999_999_999).expires == 2_000_000_000)
+        // Parameters of the signer's own in the URL given are dropped too: only `--expires` expires.
+        let single = URLSigner(key: Self.key)
+        let given = single.sign("/images/a.jpg?exp=10&w=1&kid=x")
+        #expect(given.hasPrefix("/images/a.jpg?w=1&sig="))
+        #expect(try single.verify(Substring(given), now: 11).expires == nil)
+        #expect(try #require(single.sign("/images/a.jpg?exp=10", keyID: nil, expires: 20)).hasPrefix("/images/a.jpg?exp=20&sig="))
+    }
+
     @Test func theServerChecksKeyIDsAndExpiry() async throws {
         let server = try await TestServer.start(["http.signingKeys": "\(Self.old),\(Self.new)"])
         let signer = try #require(URLSigner(keys: ["old": "0123456789abcdef-old-key", "new": "fedcba9876543210-new-key"], defaultKey: nil))
