@@ -59,6 +59,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     dropping = true
                     output.write(NIOAny(answer), promise: nil)
                     output.writeAndFlush(NIOAny(body), promise: nil)
+                    keepEncoderInStep(context: context)
                     return
                 case .passOn(let parse):
                     if let parse { handOff.put(parse, for: head.uri) }
@@ -80,6 +81,26 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) { passedOn = max(0, passedOn - 1) }
         context.write(data, promise: promise)
+    }
+
+    /// An empty response, dropped before the socket, for NIO's response encoder to count.
+    private static let stepResponse = HTTPResponseHead(version: .http1_1, status: .ok, headers: ["content-length": "0"])
+
+    /// Keeps NIO's response encoder in step with the requests after a warm answer. The server
+    /// pipeline's decoder tells the encoder each request's method, and the encoder takes one
+    /// per response it encodes, to send responses to `HEAD` without a body; a warm answer is
+    /// written below the encoder, so without this its request's method would stay queued and
+    /// every later response would be framed for the request before it (a `HEAD`'s answer with
+    /// a body, the next `GET`'s without: a desynchronised connection). So an empty response
+    /// goes through the encoder, which takes the warm request's method (the only one queued:
+    /// no response is in progress when the warm path answers), and ``WarmPathOutput`` drops
+    /// the bytes it makes. Cost: one small encode per warm answer.
+    private func keepEncoderInStep(context: ChannelHandlerContext) {
+        guard let output = output?.handler as? WarmPathOutput else { return }
+        output.swallowing = true
+        context.write(wrapOutboundOut(.head(Self.stepResponse)), promise: nil)
+        context.write(wrapOutboundOut(.end(nil)), promise: nil)
+        output.swallowing = false
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -142,9 +163,20 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
 /// A pass-through placed in front of NIO's HTTP/1 response encoder: its context is where
 /// ``WarmPathHandler`` writes a whole answer as bytes, so that the bytes go straight to the
-/// socket in order with everything written before them.
+/// socket in order with everything written before them. While ``swallowing`` is set (only
+/// inside ``WarmPathHandler/keepEncoderInStep(context:)``), what the encoder writes is dropped.
 final class WarmPathOutput: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = ByteBuffer
+
+    var swallowing = false
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if swallowing {
+            promise?.succeed()
+        } else {
+            context.write(data, promise: promise)
+        }
+    }
 }
 
 /// Hummingbird's HTTP/1 child channel with the warm path added: after `HTTP1Channel` sets a

@@ -222,4 +222,72 @@ struct WarmPathTests {
         #expect(try await Self.warmAnswers(server) == before + 8 * rounds)
         try await server.stop()
     }
+
+    /// Sends `bytes` on a new connection and reads until the server closes it.
+    static func readToClose(port: Int, _ bytes: String) throws -> [UInt8] {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestStepFailure("socket: errno \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestStepFailure("connect: errno \(errno)") }
+        var timeout = timeval(tv_sec: 60, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let request = Array(bytes.utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == request.count else {
+            throw TestStepFailure("send: errno \(errno)")
+        }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = recv(fd, &chunk, chunk.count, 0)
+            guard n >= 0 else { throw TestStepFailure("recv: errno \(errno) after \(received.count) bytes") }
+            if n == 0 { return received }
+            received += chunk[0..<n]
+        }
+    }
+
+    /// A `HEAD` after a warm answer on the same connection (found by `FuzzWarmPath`): NIO's
+    /// response encoder learns each request's method from the decoder and takes one per response
+    /// to send a `HEAD`'s answer without a body; a warm answer is written below it, so its `GET`
+    /// stayed queued, the `HEAD`'s answer was framed as a `GET`'s (with a body) and the next
+    /// `GET`'s as a `HEAD`'s (without): the connection desynchronised. Each answer must be framed
+    /// for its own request.
+    @Test func aHeadAfterAWarmAnswerKeepsTheConnectionInStep() async throws {
+        let server = try await TestServer.start()
+        let port = server.port
+        let target = "/images/jpeg/kite-800x500-gray.jpg?w=120&h=120&format=jpeg"
+        let first = try await server.get(target)
+        #expect(first.status == 200)
+        let before = try await Self.warmAnswers(server)
+        let bytes = try await offThePool {
+            try Self.readToClose(
+                port: port,
+                "GET \(target) HTTP/1.1\r\nHost: t\r\n\r\nHEAD \(target) HTTP/1.1\r\nHost: t\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        }
+        #expect(try await Self.warmAnswers(server) == before + 1)
+        // Three responses: the warm GET's with its body, the HEAD's without one, /healthz's.
+        var rest = bytes[...]
+        var answers: [(head: String, body: [UInt8])] = []
+        for hasBody in [true, false, true] {
+            let end = try #require(rest.firstRange(of: Array("\r\n\r\n".utf8)), "\(String(decoding: bytes, as: UTF8.self))")
+            let head = String(decoding: rest[..<end.lowerBound], as: UTF8.self)
+            let length = hasBody ? try #require(Self.fields(head + "\r\n")["content-length"].flatMap { Int($0) }) : 0
+            try #require(rest.count - (end.upperBound - rest.startIndex) >= length, "\(String(decoding: bytes, as: UTF8.self))")
+            answers.append((head, Array(rest[end.upperBound..<(end.upperBound + length)])))
+            rest = rest[(end.upperBound + length)...]
+        }
+        #expect(rest.isEmpty, "left over: \(String(decoding: rest, as: UTF8.self))")
+        #expect(answers[0].head.contains("X-Strata-Tier: encoded") && answers[0].body == first.body)
+        // The routes answer GET only (405), without a body for a HEAD.
+        #expect(answers[1].head.hasPrefix("HTTP/1.1 405 "), "\(answers[1].head)")
+        #expect(String(decoding: answers[2].body, as: UTF8.self) == "ok\n", "\(String(decoding: bytes, as: UTF8.self))")
+        try await server.stop()
+    }
 }
