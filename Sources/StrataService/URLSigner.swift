@@ -84,10 +84,10 @@ public struct URLSigner: Sendable {
         target = Self.removingSignerParameters(target)
         for (name, value) in [(Self.keyIDParameter, keyID), (Self.expiryParameter, expires.map(String.init))] {
             guard let value else { continue }
-            target += "\(target.contains("?") ? "&" : "?")\(name)=\(value)"
+            target += "\(target.utf8.contains(UInt8(ascii: "?")) ? "&" : "?")\(name)=\(value)"
         }
         guard let signature = signature(for: target, keyID: keyID) else { return nil }
-        let separator = target.contains("?") ? "&" : "?"
+        let separator = target.utf8.contains(UInt8(ascii: "?")) ? "&" : "?"
         origin += target
         return "\(origin)\(separator)\(Self.parameter)=\(signature)"
     }
@@ -97,7 +97,7 @@ public struct URLSigner: Sendable {
     public func verify(_ target: Substring, now: Int = Int(time(nil))) throws(Refusal) -> (target: Substring, expires: Int?) {
         guard let range = Self.signatureRange(in: target) else { throw .missing }
         let signed = target[..<range.lowerBound]
-        let given = target[range].dropFirst(Self.parameter.count + 2)  // "&sig=" / "?sig="
+        let given = Substring(target[range].utf8.dropFirst(Self.parameter.utf8.count + 2))  // "&sig=" / "?sig="
         let keyID = Self.value(of: Self.keyIDParameter, in: signed)
         guard let secret = secrets[keyID.map(String.init) ?? ""] else { throw .unknownKey(keyID.map(String.init)) }
         guard let code = Self.decodeBase64URL(given),
@@ -111,40 +111,41 @@ public struct URLSigner: Sendable {
     }
 
     /// The value of the query parameter `name` in `target` (the first, undecoded), or `nil`.
+    /// Bytes, not Characters: a `&` after a prepended character (U+0600) is still a separator.
     static func value(of name: String, in target: Substring) -> Substring? {
-        guard let question = target.firstIndex(of: "?") else { return nil }
-        for pair in target[target.index(after: question)...].split(separator: "&") {
-            guard pair.hasPrefix(name), pair.dropFirst(name.count).first == "=" else { continue }
-            return pair.dropFirst(name.count + 1)
+        let bytes = target.utf8
+        guard let question = bytes.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        for pair in bytes[bytes.index(after: question)...].split(separator: UInt8(ascii: "&")) where isParameter(name, pair) {
+            return Substring(pair.dropFirst(name.utf8.count + 1))
         }
         return nil
+    }
+
+    /// Whether the query pair `pair` is `name=…`.
+    static func isParameter(_ name: String, _ pair: Substring.UTF8View) -> Bool {
+        pair.starts(with: name.utf8) && pair.dropFirst(name.utf8.count).first == UInt8(ascii: "=")
     }
 
     /// `target` without its `kid=` and `exp=` parameters (as ``value(of:in:)`` finds them),
     /// the rest of its query as it was; without `?` when nothing is left of the query.
     static func removingSignerParameters(_ target: Substring) -> Substring {
-        guard let question = target.firstIndex(of: "?") else { return target }
-        let pairs = target[target.index(after: question)...].split(separator: "&", omittingEmptySubsequences: false)
-        let kept = pairs.filter { pair in
-            ![keyIDParameter, expiryParameter].contains { pair.hasPrefix($0) && pair.dropFirst($0.count).first == "=" }
-        }
+        let bytes = target.utf8
+        guard let question = bytes.firstIndex(of: UInt8(ascii: "?")) else { return target }
+        let pairs = bytes[bytes.index(after: question)...].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false)
+        let kept = pairs.filter { pair in !isParameter(keyIDParameter, pair) && !isParameter(expiryParameter, pair) }
         guard kept.count < pairs.count else { return target }
         let path = target[..<question]
-        return kept.isEmpty ? path : Substring(String(path) + "?" + kept.joined(separator: "&"))
+        return kept.isEmpty ? path : Substring(String(path) + "?" + kept.map { String(Substring($0)) }.joined(separator: "&"))
     }
 
-    /// The range of `?sig=…` / `&sig=…` when it ends the target.
+    /// The range of `?sig=…` / `&sig=…` when it is the last parameter of the target (bytes, as
+    /// ``value(of:in:)``).
     static func signatureRange(in target: Substring) -> Range<Substring.Index>? {
-        guard let question = target.firstIndex(of: "?") else { return nil }
-        var search = target[question...]
-        var found: Range<Substring.Index>?
-        while let match = search.range(of: "\(parameter)=") {
-            let before = target.index(before: match.lowerBound)
-            if target[before] == "?" || target[before] == "&" { found = before..<target.endIndex }
-            search = target[match.upperBound...]
-        }
-        guard let found, !target[found].dropFirst().contains("&") else { return nil }
-        return found
+        let bytes = target.utf8
+        guard let question = bytes.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        let separator = bytes[question...].lastIndex(of: UInt8(ascii: "&")) ?? question
+        guard isParameter(parameter, bytes[bytes.index(after: separator)...]) else { return nil }
+        return separator..<target.endIndex
     }
 
     /// `http://host:port` and `/path?query` of a URL (or `""` and the target itself).

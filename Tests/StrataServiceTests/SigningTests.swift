@@ -98,6 +98,11 @@ struct SigningTests {
         #expect(given.hasPrefix("/images/a.jpg?w=1&sig="))
         #expect(try single.verify(Substring(given), now: 11).expires == nil)
         #expect(try #require(single.sign("/images/a.jpg?exp=10", keyID: nil, expires: 20)).hasPrefix("/images/a.jpg?exp=20&sig="))
+        // Parameters are found by bytes: a `&` after a prepended character (U+0600, which joins
+        // the next character into one Character) still separates them, so `exp` still expires.
+        let prepended = try #require(single.sign("/images/a.jpg?w=1&n=\u{600}", keyID: nil, expires: 20))
+        #expect(try single.verify(Substring(prepended), now: 20).expires == 20)
+        #expect(throws: URLSigner.Refusal.expired) { try single.verify(Substring(prepended), now: 21) }
     }
 
     @Test func theServerChecksKeyIDsAndExpiry() async throws {
