@@ -11,6 +11,8 @@ seconds="${1:-30}"
 shift || true
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing FuzzAVIF FuzzHEIF FuzzGIF)
+# The request parsers (their build adds NIO, Hummingbird and the configuration stack).
+[ $# -gt 0 ] || harnesses+=(FuzzImageParameters FuzzIIIF FuzzURLSigner FuzzConfigFile FuzzWarmPath)
 scratch=.build-fuzz
 
 ./Scripts/install-deps.sh >/dev/null

@@ -8,7 +8,11 @@ enum ConfigurationFileKeys {
     /// `memory: {costLimit: 1}` → `["memory.costLimit"]`. A flat dotted key (`memory.costLimit: 1`)
     /// counts as the same key. Sequences are leaves.
     static func leaves(ofFileAt path: String) throws -> [String] {
-        let text = try String(contentsOfFile: path, encoding: .utf8)
+        try leaves(of: try String(contentsOfFile: path, encoding: .utf8), path: path)
+    }
+
+    /// The leaves of the file `path` whose text is `text`.
+    static func leaves(of text: String, path: String) throws -> [String] {
         guard let node = try Yams.compose(yaml: text) else { return [] }
         guard case .mapping = node else {
             throw ConfigurationError(key: "config", value: path, reason: "the file's top level must be a mapping of keys")
@@ -22,7 +26,8 @@ enum ConfigurationFileKeys {
         if case .sequence(let items) = node, items.contains(where: { $0.scalar == nil }) {
             // `- thumb: w=256` is a mapping in YAML, not the string `thumb: w=256`.
             throw ConfigurationError(
-                key: prefix, reason: "expected a list of strings; quote an entry that holds `: ` (- \"thumb: w=256 h=256\")")
+                key: prefix.isEmpty ? "\"\"" : prefix,
+                reason: "expected a list of strings; quote an entry that holds `: ` (- \"thumb: w=256 h=256\")")
         }
         guard case .mapping(let mapping) = node else {
             leaves.append(prefix)

@@ -11,7 +11,11 @@ struct KeyReader {
     private var current: [String: (String, ConfigurationOrigin)] = [:]
 
     init(layers: ConfigurationLayers) {
-        self.layers = layers.snapshot()
+        self.init(snapshot: layers.snapshot())
+    }
+
+    init(snapshot: ConfigurationLayers.Snapshot) {
+        self.layers = snapshot
     }
 
     /// The key's raw value from the highest source, or its default. Records it.

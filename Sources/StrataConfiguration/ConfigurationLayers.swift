@@ -211,9 +211,14 @@ public struct ConfigurationLayers: Sendable {
 
     /// Every leaf key of the file names a key (a nested mapping per dot).
     static func checkFileKeys(_ path: String) throws(ConfigurationError) {
+        try checkFileKeys(path) { try ConfigurationFileKeys.leaves(ofFileAt: path) }
+    }
+
+    /// Every leaf key that `leaves` lists of the file `path` names a key.
+    static func checkFileKeys(_ path: String, leaves read: () throws -> [String]) throws(ConfigurationError) {
         let leaves: [String]
         do {
-            leaves = try ConfigurationFileKeys.leaves(ofFileAt: path)
+            leaves = try read()
         } catch var error as ConfigurationError {
             error.origin = error.origin ?? "file \(path)"
             throw error
@@ -222,7 +227,9 @@ public struct ConfigurationLayers: Sendable {
         }
         let known = StrataConfiguration.keys.map(\.name)
         for leaf in leaves where !known.contains(leaf) {
-            throw .init(key: leaf, reason: "unknown key; known: \(closest(to: leaf, in: known))", origin: "file \(path)")
+            // An empty key (`"": 1`) is named as YAML writes it, not as nothing.
+            throw .init(
+                key: leaf.isEmpty ? "\"\"" : leaf, reason: "unknown key; known: \(closest(to: leaf, in: known))", origin: "file \(path)")
         }
     }
 

@@ -66,7 +66,12 @@ public struct StrataConfiguration: Sendable {
 
     /// Reads and checks every key from `layers`.
     public init(from layers: ConfigurationLayers) throws(ConfigurationError) {
-        var reader = KeyReader(layers: layers)
+        try self.init(snapshot: layers.snapshot())
+    }
+
+    /// Reads and checks every key from the sources' values at one moment.
+    init(snapshot: ConfigurationLayers.Snapshot) throws(ConfigurationError) {
+        var reader = KeyReader(snapshot: snapshot)
         tolerance = try reader.number("tolerance", in: 0...1)
         memory = ImageMemoryTier.Configuration(
             costLimit: try reader.bytes("memory.costLimit"), countLimit: try reader.integer("memory.countLimit", min: 0),

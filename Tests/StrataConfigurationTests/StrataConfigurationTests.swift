@@ -180,6 +180,12 @@ struct StrataConfigurationTests {
         }
         #expect(fromFile?.key == "memory.costLimt")
         #expect(fromFile?.reason.contains("memory.costLimit") == true)
+        // An empty key is named `""`, not left blank (found by `FuzzConfigFile`).
+        let emptyKey = try writeConfig("\"\": 1\n", in: dir)
+        let fromEmptyKey = await #expect(throws: ConfigurationError.self) {
+            _ = try await ConfigurationLayers(environment: [:], filePath: emptyKey)
+        }
+        #expect(fromEmptyKey?.key == "\"\"")
         let fromEnvironment = await #expect(throws: ConfigurationError.self) {
             _ = try await ConfigurationLayers(environment: ["STRATA_DISK_BYTELIMIT": "1GiB"])
         }
