@@ -18,17 +18,12 @@ let nio = ["NIOCore", "NIOEmbedded", "NIOHTTP1"].map { Target.Dependency.product
 let package = Package(
     name: "StrataFuzz",
     platforms: [.macOS(.v15)],
-<<<<<<< HEAD
-    dependencies: [.package(path: "..")],
-    targets: ["FuzzDecode", "FuzzDiskFile", "FuzzImageTable", "FuzzSizing", "FuzzAVIF", "FuzzHEIF", "FuzzGIF"].map {
-=======
     dependencies: [
         .package(path: ".."),
         // The version the root package resolves (FuzzWarmPath's EmbeddedChannel).
         .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
     ],
-    targets: ["FuzzDecode", "FuzzDiskFile", "FuzzImageTable", "FuzzSizing"].map {
->>>>>>> fuzz
+    targets: ["FuzzDecode", "FuzzDiskFile", "FuzzImageTable", "FuzzSizing", "FuzzAVIF", "FuzzHEIF", "FuzzGIF"].map {
         .executableTarget(name: $0, dependencies: [strata])
     }
         + ["FuzzImageParameters", "FuzzIIIF", "FuzzURLSigner"].map {
