@@ -77,6 +77,12 @@ let package = Package(
             name: "CHeif", pkgConfig: "libheif",
             providers: [.apt(["libheif-dev"])]),
         .systemLibrary(
+            name: "CDe265", pkgConfig: "libde265",
+            providers: [.apt(["libde265-dev"])]),
+        // Strata's HEVC decoder for libheif: libde265 with worker threads, registered above
+        // libheif's own libde265 plugin (which decodes one image on one thread).
+        .target(name: "CStrataHEIF", dependencies: ["CHeif", "CDe265"]),
+        .systemLibrary(
             name: "CGIF",
             providers: [.apt(["libgif-dev"])]),
         .systemLibrary(
@@ -89,7 +95,7 @@ let package = Package(
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CAVIF", "CHeif", "CGIF", "CLCMS2", "CZlib", "CXXHash",
+                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CAVIF", "CHeif", "CStrataHEIF", "CGIF", "CLCMS2", "CZlib", "CXXHash",
                 "CStrataLinux",
                 "CStrataSIMD",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -159,7 +165,7 @@ let package = Package(
         .testTarget(
             name: "StrataTests",
             dependencies: [
-                "Strata", "StrataTestSupport", "CStrataLinux",
+                "Strata", "StrataTestSupport", "CStrataLinux", "CHeif",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

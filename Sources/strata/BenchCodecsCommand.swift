@@ -85,6 +85,17 @@ struct BenchCodecsCommand: ParsableCommand {
                     try decoder.decode(input, minimumSize: nil, into: &destination)
                 })
             cases.append(Case(name: "ImageDecoder.decode, fresh buffer each time") { _ = try decoder.decode(input) })
+            if header.format == .heic {
+                // The same bare decode with libde265 on one thread (libheif's own plugin: one
+                // worker), against the anchor's worker threads.
+                let threads = ImageDecoder.hevcDecodeThreads
+                cases.append(
+                    Case(name: "decode_full_ms, HEVC on 1 thread (anchor: \(threads))") {
+                        ImageDecoder.hevcDecodeThreads = 1
+                        defer { ImageDecoder.hevcDecodeThreads = threads }
+                        try decoder.decodeBare(input, into: &full)
+                    })
+            }
             if header.format == .jpeg {
                 for factor in JPEGScalingFactor.reducing where factor != .one {
                     let size = factor.scaled(header.codedSize)

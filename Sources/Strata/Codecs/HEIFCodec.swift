@@ -1,8 +1,12 @@
 import CHeif
+import CStrataHEIF
 
 /// libheif calls (libde265 decodes HEVC): the primary image's header and its decode, or the
 /// decode of one of its embedded thumbnails, to premultiplied BGRA. Stateless; every libheif
 /// object is released before returning.
+///
+/// - **Threads**: HEVC is decoded by Strata's libheif plugin (`CStrataHEIF`), libde265 with
+///   ``defaultHEVCThreads`` worker threads per decode, registered above libheif's own plugin.
 ///
 /// - **Orientation**: libheif applies `irot`, `imir` and `clap` itself when it decodes, so the
 ///   sizes here are the displayed ones and ``ImageHeader/orientation`` is 1 (an `Exif`
@@ -36,8 +40,27 @@ enum HEIFCodec {
 
     private static let initialised: Bool = {
         _ = heif_init(nil)
+        _ = strata_heif_register_hevc_decoder(Int32(defaultHEVCThreads))
         return true
     }()
+
+    /// Worker threads per HEVC decode: the cores, at most 4 (libde265 decodes a picture's rows
+    /// of coding blocks in parallel when its encoder wrote them as wavefronts, as x265 and
+    /// phones do, and filters it in parallel in any case; more threads than that gain little).
+    static let defaultHEVCThreads = min(Processors.online, 4)
+
+    /// Worker threads of the HEVC decodes started from now on (1: on the calling thread; for
+    /// measurements). Registers the decoder first.
+    static var hevcThreads: Int {
+        get {
+            _ = initialised
+            return Int(strata_heif_hevc_decoder_threads())
+        }
+        set {
+            _ = initialised
+            strata_heif_set_hevc_decoder_threads(Int32(newValue))
+        }
+    }
 
     /// A context over `bytes` (not copied: it must not outlive them) and its primary image.
     private final class File {

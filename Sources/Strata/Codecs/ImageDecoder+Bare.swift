@@ -3,6 +3,14 @@ import CTurboJPEG
 extension ImageDecoder {
     // MARK: Bare library calls (benchmarks)
 
+    /// Worker threads of each HEVC (HEIC) decode started from now on, process-wide: the cores,
+    /// at most 4, by default; 1 decodes on the calling thread, as libheif's own libde265 plugin
+    /// does on its one worker (`strata bench codecs` compares the two).
+    package static var hevcDecodeThreads: Int {
+        get { HEIFCodec.hevcThreads }
+        set { HEIFCodec.hevcThreads = newValue }
+    }
+
     /// The bare library decode the benchmarks time as their anchor and floor: one
     /// `tjDecompress2` (JPEG, TJPF_BGRA, at `scale`, default 1/1), one `WebPDecode`
     /// (MODE_bgrA, scaled to `scale` of the coded size), or the PNG, AVIF, HEIF (the primary

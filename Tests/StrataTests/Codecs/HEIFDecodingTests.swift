@@ -1,3 +1,4 @@
+import CHeif
 import Foundation
 import Testing
 @testable import Strata
@@ -22,6 +23,25 @@ struct HEIFDecodingTests {
         #expect(psnr(image, try tools.heifConvert(heic)) >= 40)
         #expect(psnr(image, try decodeFixture(Self.photo)) >= 32)
         #expect(image.pixelBytes(x: 10, y: 10)[3] == 255)
+    }
+
+    @Test("libheif decodes HEVC with Strata's decoder (libde265 with worker threads), on one thread too")
+    func strataDecoderFirst() throws {
+        #expect(ImageDecoder.hevcDecodeThreads == min(Processors.online, 4))
+        var descriptors = [OpaquePointer?](repeating: nil, count: 8)
+        let count = descriptors.withUnsafeMutableBufferPointer {
+            heif_get_decoder_descriptors(heif_compression_HEVC, $0.baseAddress, Int32($0.count))
+        }
+        #expect(count >= 2, "libheif's own libde265 plugin is still registered behind it")
+        let first = try #require(descriptors[0].flatMap { heif_decoder_descriptor_get_id_name($0) })
+        #expect(String(cString: first) == "strata-libde265")
+        // The same pixels with workers and on the calling thread.
+        let heic = try FormatTools().heifenc(Fixtures.url(Self.photo).path)
+        let threaded = try ImageDecoder().decode(heic)
+        let threads = ImageDecoder.hevcDecodeThreads
+        ImageDecoder.hevcDecodeThreads = 1
+        defer { ImageDecoder.hevcDecodeThreads = threads }
+        #expect(try ImageDecoder().decode(heic).hasSamePixels(as: threaded))
     }
 
     @Test("libheif applies irot/imir: the header is the displayed size with orientation 1", arguments: 1...8)
