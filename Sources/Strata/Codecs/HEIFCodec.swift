@@ -26,8 +26,9 @@ import CStrataHEIF
 ///   any decode. libheif's own limit is per side, checked on each `ispe` when the file is read
 ///   (set to the pixel limit, at most 2¹⁶) and on a grid's or overlay's canvas when it is
 ///   decoded (set then to the decoded item's longer side, so a canvas larger than its `ispe` is
-///   refused; one as long as the longer side on both sides is not: an elongated image's grid can
-///   still claim that square).
+///   refused). A canvas as long as the longer side on both sides passes that limit, so the
+///   canvases that grids and overlays claim are read from the container first
+///   (`HEIFDerivedCanvases`) and held to the pixel limit.
 enum HEIFCodec {
     struct Features {
         /// The displayed size (libheif applies the transformations).
@@ -91,8 +92,9 @@ enum HEIFCodec {
             heif_context_free(context)
         }
 
-        /// Calls `body` with each thumbnail's handle (released afterwards) until it returns true.
-        func forEachThumbnail(_ body: (OpaquePointer) -> Bool) {
+        /// Calls `body` with each thumbnail's item id and handle (released afterwards) until it
+        /// returns true.
+        func forEachThumbnail(_ body: (heif_item_id, OpaquePointer) -> Bool) {
             let count = Int(heif_image_handle_get_number_of_thumbnails(primary))
             guard count > 0 else { return }
             var ids = [heif_item_id](repeating: 0, count: count)
@@ -102,7 +104,7 @@ enum HEIFCodec {
                 guard heif_image_handle_get_thumbnail(primary, id, &handle).code == heif_error_Ok, let handle else {
                     continue
                 }
-                let done = body(handle)
+                let done = body(id, handle)
                 heif_image_handle_release(handle)
                 if done { return }
             }
@@ -118,7 +120,7 @@ enum HEIFCodec {
         let hasAlpha = heif_image_handle_has_alpha_channel(primary) != 0
         let colour = self.colour(primary)
         var thumbnails: [PixelSize] = []
-        file.forEachThumbnail { handle in
+        file.forEachThumbnail { _, handle in
             let t = displayedSize(handle)
             // Smaller, the same aspect (to a pixel), alpha and colour as the primary image.
             let sameAspect =
@@ -167,14 +169,20 @@ enum HEIFCodec {
         into destination: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
         let file = try File(bytes, maxPixels: maxPixels)
+        // A grid's or overlay's canvas counts against the pixel limit like the image's own size.
+        let canvases = HEIFDerivedCanvases.canvases(in: bytes)
         if displayedSize(file.primary) == size {
+            var primaryID: heif_item_id = 0
+            _ = heif_context_get_primary_image_ID(file.context, &primaryID)
+            try HEIFDerivedCanvases.check(item: primaryID, of: canvases, maxPixels: maxPixels)
             try decode(file.primary, in: file, size: size, into: destination, stride: stride)
             return
         }
         var outcome: Result<Void, ImageDecodingError>?
-        file.forEachThumbnail { handle in
+        file.forEachThumbnail { id, handle in
             guard displayedSize(handle) == size else { return false }
             do throws(ImageDecodingError) {
+                try HEIFDerivedCanvases.check(item: id, of: canvases, maxPixels: maxPixels)
                 try decode(handle, in: file, size: size, into: destination, stride: stride)
                 outcome = .success(())
             } catch {

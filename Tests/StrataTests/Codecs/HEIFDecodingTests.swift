@@ -164,6 +164,70 @@ struct HEIFDecodingTests {
         #expect(error?.format == .heic, "\(String(describing: error))")
     }
 
+    @Test("an elongated grid's square canvas is refused by the pixel limit, before libheif allocates it")
+    func elongatedGridCanvas() throws {
+        let url = Fixtures.directory.deletingLastPathComponent().appendingPathComponent(
+            "Fuzz/Corpus/FuzzHEIF/regression-grid-canvas-beyond-ispe")
+        var bytes = try [UInt8](Data(contentsOf: url))
+        let canvases = bytes.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
+        #expect(canvases[2] == .init(isOverlay: false, size: PixelSize(width: 48, height: 32)), "the primary grid")
+        #expect(canvases.values.contains { $0.size == PixelSize(width: 65535, height: 31675) }, "the thumbnail's")
+        // The primary grid made 48×4096 (its `ispe`), claiming a 4096×4096 canvas: both sides
+        // within libheif's per-side limit (4097), 85 times the pixels its header says.
+        let ispe = try #require(Self.find(Array("ispe".utf8) + [0, 0, 0, 0, 0, 0, 0, 0x30, 0, 0, 0, 0x20], in: bytes))
+        bytes[ispe + 14] = 0x10
+        bytes[ispe + 15] = 0
+        let descriptor = try #require(Self.find(Array("idat".utf8) + [0, 0, 0, 0, 0, 0x30, 0, 0x20], in: bytes)) + 8
+        bytes.replaceSubrange(descriptor..<descriptor + 4, with: [0x10, 0, 0x10, 0])
+        let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: 1_000_000))
+        #expect(try decoder.readHeader(bytes).size == PixelSize(width: 48, height: 4096))
+        let error = decodingError { _ = try decoder.decode(bytes) }
+        #expect(error?.reason == .tooLarge(pixels: 4096 * 4096, limit: 1_000_000), "\(String(describing: error))")
+    }
+
+    @Test("grid and overlay canvases are read from idat and from the file, 16- and 32-bit")
+    func derivedCanvasScan() {
+        func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+            let size = UInt32(8 + payload.count)
+            return [UInt8(size >> 24), UInt8(size >> 16 & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF)] + Array(type.utf8) + payload
+        }
+        func infe(_ id: UInt8, _ type: String) -> [UInt8] { box("infe", [2, 0, 0, 0, 0, id, 0, 0] + Array(type.utf8)) }
+        // Items: 1 a grid in idat (16-bit sides), 2 an overlay in the file (32-bit sides), 3 an hvc1.
+        let grid: [UInt8] = [0, 0, 1, 1, 0x01, 0x00, 0x00, 0xC8]  // 256×200
+        let overlay: [UInt8] = [0, 1] + [UInt8](repeating: 0xFF, count: 8) + [0, 1, 0, 0, 0, 0, 0x80, 0]  // 65536×32768
+        let ftyp = box("ftyp", Array("heicmif1".utf8))
+        func meta(overlayAt offset: Int) -> [UInt8] {
+            let iinf = box("iinf", [0, 0, 0, 0, 0, 3] + infe(1, "grid") + infe(2, "iovl") + infe(3, "hvc1"))
+            // Version 1, offset and length 4 bytes, no base offset or index; 2 items.
+            var iloc: [UInt8] = [1, 0, 0, 0, 0x44, 0x00, 0, 2]
+            iloc += [0, 1, 0, 1, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, UInt8(grid.count)]  // method 1
+            iloc += [0, 2, 0, 0, 0, 0, 0, 1] + [0, 0, UInt8(offset >> 8), UInt8(offset & 0xFF), 0, 0, 0, UInt8(overlay.count)]
+            return box("meta", [0, 0, 0, 0] + box("hdlr", [UInt8](repeating: 0, count: 24)) + iinf + box("iloc", iloc) + box("idat", grid))
+        }
+        let offset = ftyp.count + meta(overlayAt: 0).count + 8
+        let file = ftyp + meta(overlayAt: offset) + box("mdat", overlay)
+        let canvases = file.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
+        #expect(
+            canvases == [
+                1: .init(isOverlay: false, size: PixelSize(width: 256, height: 200)),
+                2: .init(isOverlay: true, size: PixelSize(width: 65536, height: 32768)),
+            ])
+        // The grid is within a limit of 100 000; the overlay is not, and checks every derived item.
+        #expect((try? HEIFDerivedCanvases.check(item: 1, of: canvases, maxPixels: 100_000)) != nil)
+        #expect((try? HEIFDerivedCanvases.check(item: 3, of: canvases, maxPixels: 1)) != nil, "not derived")
+        #expect(throws: ImageDecodingError.self) { try HEIFDerivedCanvases.check(item: 2, of: canvases, maxPixels: (1 << 31) - 1) }
+        // Cut anywhere, the scan never traps and finds no more than the whole file has.
+        for cut in 0..<file.count {
+            let found = Array(file.prefix(cut)).withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
+            #expect(found.count <= 2)
+        }
+    }
+
+    static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        return (0...haystack.count - needle.count).first { haystack[$0..<$0 + needle.count].elementsEqual(needle) }
+    }
+
     @Test("truncated, damaged and oversized files throw typed errors")
     func broken() throws {
         let tools = FormatTools()

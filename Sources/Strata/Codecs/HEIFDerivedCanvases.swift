@@ -1,0 +1,269 @@
+/// The canvases that a HEIF's derived images — grids (`grid`) and overlays (`iovl`) — claim in
+/// their own descriptors, read from the container before libheif decodes anything.
+///
+/// libheif allocates a derived image's canvas from its descriptor and holds it only to its
+/// per-side limit (libheif 1.15 has neither a call that reads the descriptor nor a limit on
+/// pixels), so a file whose `ispe` passes ``DecodingLimits/maxPixels`` can still make it
+/// allocate a square of the longer side: a 1×65536 grid that claims 65536×65536. The check
+/// refuses to decode a derived item whose canvas is above the pixel limit, as if that canvas
+/// were the image (an overlay: if any derived item's is, since its layers may be grids).
+///
+/// Reads the top-level `meta` box only: `iinf` for the item types, `iloc` for where each
+/// derived item's descriptor lies (in the file, or in `idat`), and the descriptor's first 18
+/// bytes. Cost: one pass over the box headers, no allocation beyond the item lists. A
+/// malformed container is left to libheif, which refuses it with its own message.
+enum HEIFDerivedCanvases {
+    /// A derived item's claimed canvas.
+    struct Canvas: Equatable {
+        var isOverlay: Bool
+        var size: PixelSize
+    }
+
+    /// The canvases the grid and overlay items of `bytes` claim, by item id; empty when there
+    /// are none, or when the boxes cannot be read far enough to tell.
+    static func canvases(in bytes: UnsafeRawBufferPointer) -> [UInt32: Canvas] {
+        var reader = BoxReader(bytes: bytes, range: 0..<bytes.count)
+        while let box = reader.next() {
+            guard box.type == "meta" else { continue }
+            return canvases(meta: box, in: bytes)
+        }
+        return [:]
+    }
+
+    /// Throws `tooLarge` when decoding `item` would allocate a canvas of more than `maxPixels`:
+    /// its own, or, for an overlay (whose layers may be grids), any derived item's.
+    static func check(item: UInt32, of canvases: [UInt32: Canvas], maxPixels: Int) throws(ImageDecodingError) {
+        guard let own = canvases[item] else { return }
+        let largest = own.isOverlay ? canvases.values.map { pixels($0.size) }.max() ?? 0 : pixels(own.size)
+        if largest > maxPixels { throw ImageDecodingError(.tooLarge(pixels: largest, limit: maxPixels), format: .heic) }
+    }
+
+    /// Width × height, `Int.max` when that overflows (two 32-bit sides can).
+    static func pixels(_ size: PixelSize) -> Int {
+        let product = size.width.multipliedReportingOverflow(by: size.height)
+        return product.overflow ? Int.max : product.partialValue
+    }
+
+    private struct Location {
+        var constructionMethod: Int
+        var extents: [(offset: Int, length: Int)]
+    }
+
+    private static func canvases(meta: Box, in bytes: UnsafeRawBufferPointer) -> [UInt32: Canvas] {
+        // `meta` is a full box: its children start after version and flags.
+        guard meta.payload.count >= 4 else { return [:] }
+        var children = BoxReader(bytes: bytes, range: meta.payload.lowerBound + 4..<meta.payload.upperBound)
+        var derived: [UInt32: String] = [:]
+        var locations: [UInt32: Location] = [:]
+        var idat: Range<Int>?
+        while let box = children.next() {
+            switch box.type {
+            case "iinf": derived = derivedItems(box, in: bytes)
+            case "iloc": locations = self.locations(box, in: bytes) ?? [:]
+            case "idat": idat = box.payload
+            default: break
+            }
+        }
+        var canvases: [UInt32: Canvas] = [:]
+        for (id, type) in derived {
+            guard let location = locations[id],
+                let descriptor = descriptorBytes(location, idat: idat, in: bytes),
+                let size = canvas(of: type, descriptor: descriptor)
+            else { continue }
+            canvases[id] = Canvas(isOverlay: type == "iovl", size: size)
+        }
+        return canvases
+    }
+
+    /// The ids of `grid` and `iovl` items, with their types (`infe` versions 2 and 3).
+    private static func derivedItems(_ iinf: Box, in bytes: UnsafeRawBufferPointer) -> [UInt32: String] {
+        var cursor = Cursor(bytes: bytes, range: iinf.payload)
+        guard let version = cursor.u8(), cursor.skip(3), cursor.skip(version == 0 ? 2 : 4) else { return [:] }
+        var items: [UInt32: String] = [:]
+        var entries = BoxReader(bytes: bytes, range: cursor.position..<iinf.payload.upperBound)
+        while let infe = entries.next() {
+            guard infe.type == "infe" else { continue }
+            var entry = Cursor(bytes: bytes, range: infe.payload)
+            guard let infeVersion = entry.u8(), infeVersion >= 2, entry.skip(3),
+                let id = infeVersion == 2 ? entry.u16().map(UInt32.init) : entry.u32(),
+                entry.skip(2), let type = entry.fourCC()
+            else { continue }
+            if type == "grid" || type == "iovl" { items[id] = type }
+        }
+        return items
+    }
+
+    /// Every item's location (`iloc` versions 0–2); `nil` when the box cannot be read.
+    private static func locations(_ iloc: Box, in bytes: UnsafeRawBufferPointer) -> [UInt32: Location]? {
+        var cursor = Cursor(bytes: bytes, range: iloc.payload)
+        guard let version = cursor.u8(), version <= 2, cursor.skip(3), let sizes = cursor.u16() else { return nil }
+        let offsetSize = Int(sizes >> 12), lengthSize = Int(sizes >> 8 & 0xF)
+        let baseOffsetSize = Int(sizes >> 4 & 0xF), indexSize = version >= 1 ? Int(sizes & 0xF) : 0
+        guard let count = version < 2 ? cursor.u16().map(Int.init) : cursor.u32().map(Int.init) else { return nil }
+        var locations: [UInt32: Location] = [:]
+        for _ in 0..<count {
+            guard let id = version < 2 ? cursor.u16().map(UInt32.init) : cursor.u32() else { return nil }
+            var method = 0
+            if version >= 1 {
+                guard let field = cursor.u16() else { return nil }
+                method = Int(field & 0xF)
+            }
+            guard cursor.skip(2), let base = cursor.sized(baseOffsetSize), let extentCount = cursor.u16() else { return nil }
+            var extents: [(offset: Int, length: Int)] = []
+            if indexSize + offsetSize + lengthSize == 0 {
+                // Extents of no bytes are all the same one (offset 0, to the end).
+                if extentCount > 0 { extents.append((base, 0)) }
+            } else {
+                // Each extent reads at least 4 bytes: the loop ends with the box.
+                for _ in 0..<extentCount {
+                    guard cursor.sized(indexSize) != nil, let offset = cursor.sized(offsetSize),
+                        let length = cursor.sized(lengthSize)
+                    else { return nil }
+                    let start = base.addingReportingOverflow(offset)
+                    guard !start.overflow else { return nil }
+                    if extents.count < 4 { extents.append((start.partialValue, length)) }
+                }
+            }
+            locations[id] = Location(constructionMethod: method, extents: extents)
+        }
+        return locations
+    }
+
+    /// The first 18 bytes (or fewer, at the end) of an item's data: from the file
+    /// (construction method 0) or from `idat` (method 1).
+    private static func descriptorBytes(_ location: Location, idat: Range<Int>?, in bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+        let space: Range<Int>
+        switch location.constructionMethod {
+        case 0: space = 0..<bytes.count
+        case 1:
+            guard let idat else { return nil }
+            space = idat
+        default: return nil
+        }
+        var descriptor: [UInt8] = []
+        for extent in location.extents where descriptor.count < 18 {
+            // A length of 0 means "to the end of the space".
+            let start = space.lowerBound.addingReportingOverflow(extent.offset)
+            guard !start.overflow, start.partialValue < space.upperBound, start.partialValue >= space.lowerBound else {
+                return nil
+            }
+            let available = space.upperBound - start.partialValue
+            let length = extent.length == 0 ? available : min(extent.length, available)
+            let take = min(length, 18 - descriptor.count)
+            descriptor += UnsafeRawBufferPointer(rebasing: bytes[start.partialValue..<start.partialValue + take])
+        }
+        return descriptor
+    }
+
+    /// A grid's or overlay's canvas from its descriptor (ISO/IEC 23008-12, 6.6.2.3 and 6.6.2.2).
+    private static func canvas(of type: String, descriptor: [UInt8]) -> PixelSize? {
+        var cursor = Cursor(array: descriptor)
+        guard cursor.u8() == 0, let flags = cursor.u8() else { return nil }
+        // A grid has its rows and columns next; an overlay, four 16-bit fill values.
+        guard cursor.skip(type == "grid" ? 2 : 8) else { return nil }
+        let wide = flags & 1 != 0
+        guard let width = wide ? cursor.u32().map(Int.init) : cursor.u16().map(Int.init),
+            let height = wide ? cursor.u32().map(Int.init) : cursor.u16().map(Int.init)
+        else { return nil }
+        return PixelSize(width: width, height: height)
+    }
+
+    // MARK: Reading boxes
+
+    private struct Box {
+        var type: String
+        var payload: Range<Int>
+    }
+
+    /// The boxes in `range`, one after another; stops at the first that does not fit.
+    private struct BoxReader {
+        var cursor: Cursor
+
+        init(bytes: UnsafeRawBufferPointer, range: Range<Int>) { cursor = Cursor(bytes: bytes, range: range) }
+
+        mutating func next() -> Box? {
+            let start = cursor.position
+            guard let size32 = cursor.u32(), let type = cursor.fourCC() else { return nil }
+            var size = Int(size32)
+            if size32 == 1 {
+                guard let size64 = cursor.u64(), size64 <= UInt64(Int.max) else { return nil }
+                size = Int(size64)
+            } else if size32 == 0 {
+                size = cursor.end - start
+            }
+            let header = cursor.position - start
+            guard size >= header, size <= cursor.end - start else { return nil }
+            let payload = cursor.position..<start + size
+            cursor.position = start + size
+            return Box(type: type, payload: payload)
+        }
+    }
+
+    /// Big-endian reads within a range, each `nil` past its end.
+    private struct Cursor {
+        private let storage: [UInt8]?
+        private let bytes: UnsafeRawBufferPointer?
+        var position: Int
+        let end: Int
+
+        init(bytes: UnsafeRawBufferPointer, range: Range<Int>) {
+            self.bytes = bytes
+            storage = nil
+            position = max(0, range.lowerBound)
+            end = min(bytes.count, range.upperBound)
+        }
+
+        init(array: [UInt8]) {
+            storage = array
+            bytes = nil
+            position = 0
+            end = array.count
+        }
+
+        private func byte(_ at: Int) -> UInt8 { storage?[at] ?? bytes![at] }
+
+        mutating func skip(_ count: Int) -> Bool {
+            guard count >= 0, end - position >= count else { return false }
+            position += count
+            return true
+        }
+
+        /// An unsigned integer of `size` bytes (0, 4 or 8; 0 reads as 0).
+        mutating func sized(_ size: Int) -> Int? {
+            switch size {
+            case 0: return 0
+            case 4: return u32().map(Int.init)
+            case 8: return u64().flatMap { $0 <= UInt64(Int.max) ? Int($0) : nil }
+            default: return nil
+            }
+        }
+
+        mutating func u8() -> UInt8? {
+            guard position < end else { return nil }
+            defer { position += 1 }
+            return byte(position)
+        }
+
+        mutating func u16() -> UInt16? {
+            guard end - position >= 2 else { return nil }
+            defer { position += 2 }
+            return UInt16(byte(position)) << 8 | UInt16(byte(position + 1))
+        }
+
+        mutating func u32() -> UInt32? {
+            guard let high = u16(), let low = u16() else { return nil }
+            return UInt32(high) << 16 | UInt32(low)
+        }
+
+        mutating func u64() -> UInt64? {
+            guard let high = u32(), let low = u32() else { return nil }
+            return UInt64(high) << 32 | UInt64(low)
+        }
+
+        mutating func fourCC() -> String? {
+            guard end - position >= 4 else { return nil }
+            defer { position += 4 }
+            return String(decoding: (position..<position + 4).map { byte($0) }, as: UTF8.self)
+        }
+    }
+}
