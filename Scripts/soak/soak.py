@@ -596,6 +596,9 @@ class Soak:
                 "replacements_total": self.totals["replacements"],
                 "reloads_total": self.totals["reloads"],
                 "memory_cost_limit": find_cost_limit(stats) if stats else None,
+                # What the server's disk index holds, beside what the directory holds.
+                "disk_index_files": ((stats or {}).get("tiers", {}).get("disk") or {}).get("entries"),
+                "disk_index_bytes": ((stats or {}).get("tiers", {}).get("disk") or {}).get("bytes"),
             }
             self.reset_counters()
             self.samples.append(sample)
@@ -625,6 +628,14 @@ class Soak:
         for t in side:
             t.cancel()
         await asyncio.gather(*side, warmer, return_exceptions=True)
+        # Settled: the load and strata warm stopped 5 s ago; the directory against the server's index.
+        await asyncio.sleep(5)
+        apparent, temporary, _, files = disk_usage(self.s["disk"])
+        stats = await self.stats() or {}
+        disk = (stats.get("tiers", {}).get("disk") or {})
+        self.settled = {"disk_bytes": apparent, "disk_files": files, "disk_temporary_bytes": temporary,
+                        "disk_index_bytes": disk.get("bytes"), "disk_index_files": disk.get("entries")}
+        log(f"settled: directory {apparent} bytes in {files} files, the server's index {disk.get('bytes')} bytes in {disk.get('entries')}")
         return self.report()
 
     def report(self):
@@ -671,6 +682,7 @@ class Soak:
             },
             "totals": self.totals,
             "samples": self.samples,
+            "settled": self.settled,
             "p99_ms_max": max(lat_all) if lat_all else None,
             "checks": checks,
             "pass": all(c["pass"] for c in checks.values()),
