@@ -12,14 +12,14 @@
 #   10 %  IIIF Image API 3 tiles (512 px, levels 1, 2, 4) and info.json of the 2048 px keys
 #    5 %  missing keys (expected 404)
 #    1 %  corrupt or truncated originals (expected 422)
-# and beside it: an original replaced (atomic rename) every 3 s among the 200 hottest keys, half
+# and beside it: an original replaced (atomic rename) every 3 s among the 50 hottest keys, half
 # of them then purged (DELETE /images/{key}), half left to revalidation (revalidateAfter 5s);
 # memory.costLimit switched between 40 and 48 MiB in the configuration file every minute (every
 # sample interval when shorter), each reload confirmed in /stats; `strata warm` over the same
 # originals and disk directory, again and again.
 #
 # The oracle: every original is one flat colour that names its key and version (4 096 codes,
-# none shared). 25 % of the 200 answers (all those of replaced keys) are decoded: torn or mixed
+# none shared). 25 % of the answers (all those of replaced keys) are decoded: torn or mixed
 # pixels, another key's colour, a version not yet published, an ETag naming another version, or
 # a replaced version after its window (purge or rename + revalidateAfter + 10 s, then one more
 # revalidation period from its first late answer) are wrong images. Any status other than the
@@ -28,10 +28,10 @@
 # Samples: every 60 s from 10 minutes on (shorter runs: six, 30 s apart for 3 minutes): RSS and
 # threads (/proc/PID/status), open descriptors (/proc/PID/fd), bytes of the disk directory, p50
 # and p99 latency, unexpected statuses and wrong images of the interval. Warm-up: the samples
-# before max(one interval, 20 % of the run, at most 10 min). Pass: after warm-up RSS within +10 %
-# of its first sample, descriptors within +16 and threads within +2 of theirs, the disk directory
-# within disk.byteLimit at every sample, 0 unexpected statuses, 0 wrong images, every reload
-# applied. Details: docs/Reliability.md ("Soak").
+# before max(one interval, half the run, at most 10 min). Pass: after warm-up RSS within +10 %
+# of its first sample, descriptors within +16 and threads within +2 of theirs, the disk
+# directory within disk.byteLimit at every sample (looked at again 1 s later when over), 0
+# unexpected statuses, 0 wrong images, every reload applied. Details: docs/Reliability.md ("Soak").
 #
 # Output: progress on stderr; without --json a summary, with --json the report (settings,
 # totals, samples, checks, pass) as one JSON object on stdout. Draw it with
