@@ -313,6 +313,7 @@ class Soak:
             "wrong_examples": [],
             "checked_replaced_keys": 0,
             "answers_by_version_age": {},  # "0": the newest version, "1": the one before, …
+            "oracle_errors": 0,
             "stale_in_window": 0,
             "stale_late_revalidated": 0,
             "max_residual": 0,
@@ -441,6 +442,9 @@ class Soak:
             # The replacement's window: renders in flight when the file was renamed or the key purged,
             # then one revalidation period.
             start = nxt["p1"] if nxt["purge"] else nxt["t1"]
+            if start is None:  # the new file or its purge is still under way
+                self.totals["stale_in_window"] += 1
+                return
             end = start + self.revalidate_after + self.grace
             if t_send < end:
                 self.totals["stale_in_window"] += 1
@@ -479,7 +483,11 @@ class Soak:
                 continue
             if status == 200 and key is not None and not path.endswith("info.json"):
                 if key in self.replaced or self.rng.random() < self.check_share:
-                    self.check(key, path, h, body, t_send, t_recv)
+                    try:
+                        self.check(key, path, h, body, t_send, t_recv)
+                    except Exception as e:  # the oracle's own failure fails the run, never a worker
+                        self.totals["oracle_errors"] += 1
+                        log(f"oracle error on {path}: {type(e).__name__}: {e}")
         await conn.close()
 
     async def replacer(self):
@@ -638,7 +646,10 @@ class Soak:
         side = [asyncio.create_task(t) for t in (self.replacer(), self.reloader())]
         warmer = asyncio.create_task(self.warmer() if self.s.get("warm", True) else asyncio.sleep(0))
         await self.sampler()
-        await asyncio.gather(*workers, return_exceptions=True)
+        for result in await asyncio.gather(*workers, return_exceptions=True):
+            if isinstance(result, BaseException):
+                self.totals["oracle_errors"] += 1
+                log(f"a worker died: {type(result).__name__}: {result}")
         for t in side:
             t.cancel()
         await asyncio.gather(*side, warmer, return_exceptions=True)
@@ -675,6 +686,10 @@ class Soak:
         checks["disk_within_limit"] = {"pass": disk_max <= s["disk_limit"], "limit_bytes": s["disk_limit"], "max_bytes": disk_max}
         checks["no_unexpected_status"] = {"pass": self.totals["unexpected"] == 0, "count": self.totals["unexpected"]}
         checks["no_wrong_image"] = {"pass": self.totals["wrong"] == 0, "count": self.totals["wrong"], "checked": self.totals["checked"]}
+        # Every interval after warm-up carried load (a stalled server or generator is no pass),
+        # and the oracle itself never failed.
+        checks["load_every_interval"] = {"pass": all(x["requests"] > 0 for x in self.samples), "min_requests": min((x["requests"] for x in self.samples), default=0)}
+        checks["oracle_ran"] = {"pass": self.totals["oracle_errors"] == 0, "errors": self.totals["oracle_errors"]}
         checks["reloads_applied"] = {"pass": self.totals["reloads_confirmed"] == self.totals["reloads"], "reloads": self.totals["reloads"], "confirmed": self.totals["reloads_confirmed"]}
         lat_all = [x["p99_ms"] for x in self.samples if x["p99_ms"] is not None]
         return {
