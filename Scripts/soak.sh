@@ -39,6 +39,7 @@
 #
 # Environment: SOAK_STRATA (default .build/release/strata, built when missing),
 # SOAK_CONNECTIONS (12), SOAK_WARM=0 (no `strata warm` beside it, to tell its effects apart),
+# SOAK_RSS_GROWTH_PCT (10: the RSS bound after warm-up; CI's 3 minutes use 25, see .ci/run),
 # SOAK_KEEP=1 (keep the scratch folder and print its path).
 set -euo pipefail
 
@@ -154,6 +155,7 @@ json.dump({
     "admin_token": token, "strata": strata, "config": f"{scratch}/strata.yaml", "config_values": values,
     "warm_config": f"{scratch}/warm.yaml", "revalidate_after_s": 5.0, "report": f"{scratch}/report.json",
     "warm": os.environ.get("SOAK_WARM", "1") != "0",
+    "rss_growth_pct": float(os.environ.get("SOAK_RSS_GROWTH_PCT", "10")),
 }, open(f"{scratch}/settings.json", "w"))
 PY
 

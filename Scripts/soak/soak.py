@@ -670,8 +670,9 @@ class Soak:
         if judged:
             base = judged[0]
             rss_max = max(x["rss_bytes"] for x in judged)
-            checks["rss_within_10pct"] = {
-                "pass": rss_max <= base["rss_bytes"] * 1.10,
+            limit_pct = self.s.get("rss_growth_pct", 10)
+            checks["rss_within_10pct" if limit_pct == 10 else f"rss_within_{limit_pct:g}pct"] = {
+                "pass": rss_max <= base["rss_bytes"] * (1 + limit_pct / 100),
                 "first_bytes": base["rss_bytes"],
                 "max_bytes": rss_max,
                 "growth_pct": round(100 * (rss_max / base["rss_bytes"] - 1), 2),
@@ -790,7 +791,10 @@ def plot(report_path, out):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.axvspan(0, r["settings"]["warmup_s"] / 60, color="0.9", label="warm-up")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, max([y for y in ys if y is not None] + [1]) * 1.2)
+    judged = [x for x in r["samples"] if not x["warmup"]]
+    if judged:
+        axes[0].axhline(judged[0]["rss_bytes"] / 2**20 * 1.1, color="tab:red", linestyle="--", linewidth=1, label="+10 % of the first judged sample")
     axes[0].legend(loc="lower right")
     axes[-1].set_xlabel("minutes")
     verdict = "pass" if r["pass"] else "FAIL"
