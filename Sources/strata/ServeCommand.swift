@@ -69,13 +69,15 @@ struct ServeCommand: AsyncParsableCommand {
             layers: layers, engine: server.cache, initial: configuration, logger: logger,
             check: { [server] configuration throws(ConfigurationError) in try server.check(configuration) },
             onApply: { [server] in server.apply($0) })
+        // The file's provider polls the file (and traps SIGHUP) only while it runs as a service;
+        // without it the reloader never saw a change and SIGHUP ended the process.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let provider = layers.fileProvider { services.append(.init(service: provider)) }
+        // Without a configuration file the reloader has nothing to watch and returns.
+        services.append(.init(service: reloader, successTerminationBehavior: .ignore))
+        services.append(.init(service: server))
         let group = ServiceGroup(
-            configuration: .init(
-                services: [
-                    // Without a configuration file the reloader has nothing to watch and returns.
-                    .init(service: reloader, successTerminationBehavior: .ignore),
-                    .init(service: server),
-                ], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 

@@ -83,6 +83,53 @@ struct GracefulShutdownTests {
         #expect(files.count >= targets.count, "\(files)")
     }
 
+    /// The memory tier's cost limit `/stats` reports, in bytes.
+    static func costLimit(port: Int) async throws -> Int? {
+        let stats = try await get(port: port, "/stats")
+        let json = try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any]
+        return (json?["memory"] as? [String: Any])?["costLimit"] as? Int
+    }
+
+    /// Polls `/stats` for up to 20 s until the memory cost limit is `bytes`.
+    static func awaitCostLimit(_ bytes: Int, port: Int) async throws -> Bool {
+        for _ in 0..<200 {
+            if try await costLimit(port: port) == bytes { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return false
+    }
+
+    /// Found by Scripts/soak.sh: `strata serve` did not run the file's provider as a service, so
+    /// an edited configuration file was never read again and SIGHUP ended the process.
+    @Test func serveFollowsItsConfigurationFileAndSIGHUP() async throws {
+        let scratch = makeScratchDirectory("reload")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let file = scratch + "/strata.yaml"
+        func write(_ limit: String) throws {
+            let text = "source:\n  directory: \(fixturesDirectory)\nmemory:\n  costLimit: \(limit)\n"
+            try text.write(toFile: file + ".tmp", atomically: false, encoding: .utf8)
+            #expect(rename(file + ".tmp", file) == 0)
+        }
+        try write("48MiB")
+        let (process, port, _, _) = try Self.startServe(["--config", file, "--memory-pressure-enabled", "false"])
+        defer {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        #expect(try await Self.costLimit(port: port) == 48 << 20)
+        // Polled (every 5 s): the edit is applied without a signal.
+        try write("40MiB")
+        #expect(try await Self.awaitCostLimit(40 << 20, port: port))
+        // SIGHUP: read at once, and the process goes on.
+        try write("44MiB")
+        kill(process.processIdentifier, SIGHUP)
+        #expect(try await Self.awaitCostLimit(44 << 20, port: port))
+        #expect(process.isRunning)
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+    }
+
     @Test func theEmbeddedDefaultServesFixtures() async throws {
         // In a directory holding a Fixtures/ (a link to the repository's), with no configuration.
         let scratch = makeScratchDirectory("embedded")

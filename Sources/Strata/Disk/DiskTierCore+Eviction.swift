@@ -72,7 +72,7 @@ extension DiskTier.Core {
     }
 
     static func mayIndex(_ entry: DiskIndexEntry, in s: State) -> Bool {
-        entry.inode == 0 || !s.deleting.contains(entry.inode)
+        entry.inode == 0 || !s.deleting.contains(DeletingFile(entry))
     }
 
     enum DeleteOutcome {
@@ -178,10 +178,10 @@ extension DiskTier.Core {
 extension DiskTier.Core.State {
     /// Records that the files of `entries` are about to be deleted (see ``deleting``).
     mutating func markDeleting(_ entries: [DiskIndexEntry]) {
-        for entry in entries where entry.inode != 0 { deleting.insert(entry.inode) }
+        for entry in entries where entry.inode != 0 { deleting.insert(DiskTier.Core.DeletingFile(entry)) }
     }
 
     mutating func unmarkDeleting(_ entries: [DiskIndexEntry]) {
-        for entry in entries where entry.inode != 0 { deleting.remove(entry.inode) }
+        for entry in entries where entry.inode != 0 { deleting.remove(DiskTier.Core.DeletingFile(entry)) }
     }
 }

@@ -119,7 +119,10 @@ extension DiskTier.Core {
                 continue
             }
             guard watching, let inotify else {
-                if ready == 0 { rescanLogging() }
+                if ready == 0 {
+                    rescanLogging()
+                    evictIfOverLimit()
+                }
                 continue
             }
             guard descriptors[1].revents != 0 else { continue }
@@ -140,7 +143,17 @@ extension DiskTier.Core {
                 logger.notice("inotify queue overflowed; rescanning", metadata: ["directory": "\(path)"])
                 rescanLogging()
             }
+            evictIfOverLimit()
         }
+    }
+
+    /// Files another writer published (`strata warm` beside a server) enter the index here,
+    /// not through a store of this tier, which is where the byte limit is enforced: once they
+    /// take the index over the limit, the least recently used files go now (found by
+    /// Scripts/soak.sh: the directory stayed over the limit until this process stored again).
+    private func evictIfOverLimit() {
+        let limit = byteLimit.load(ordering: .relaxed)
+        if state.withLock({ $0.index.chargedBytes + $0.reserved > limit }) { evictToLimit() }
     }
 
     private func processEvents(_ events: UnsafeRawBufferPointer, rescan: inout Bool, recover: inout Bool) {

@@ -16,6 +16,21 @@ extension DiskTier {
     /// `+Eviction` the byte limit and every deletion by name, `+Watcher` inotify, rescans and
     /// recovery of a deleted directory.
     final class Core: Sendable {
+        /// A file being deleted, as ``State/deleting`` holds it.
+        struct DeletingFile: Hashable {
+            var digest: ImageEntityID
+            var variant: VariantDescriptor
+            var isWholeOriginal: Bool
+            var inode: UInt64
+
+            init(_ entry: DiskIndexEntry) {
+                digest = entry.digest
+                variant = entry.variant
+                isWholeOriginal = entry.isWholeOriginal
+                inode = entry.inode
+            }
+        }
+
         /// What lookups, stores and the watcher share; behind ``state``, held briefly (no
         /// syscall under it).
         struct State {
@@ -25,10 +40,14 @@ extension DiskTier {
             var device: UInt64
             /// Bytes of stores between eviction and publish (counted against the limit).
             var reserved = 0
-            /// Inodes of files taken out of the index to be deleted and not deleted yet: a late
-            /// event or a rescan that sees one of them must not index it again (a phantom entry
-            /// that would make the next eviction delete a live file in its place).
-            var deleting: Set<UInt64> = []
+            /// Files (name and inode) taken out of the index to be deleted and not deleted yet: a
+            /// late event or a rescan that sees one of them must not index it again (a phantom
+            /// entry that would make the next eviction delete a live file in its place). The name
+            /// is part of it: the file system gives a deleted file's inode number to the next file
+            /// created, and another writer's file published under another name with that number
+            /// while a batch is being deleted was never indexed (found by Scripts/soak.sh: files
+            /// that no index counted against the byte limit).
+            var deleting: Set<DeletingFile> = []
             var closed = false
         }
 

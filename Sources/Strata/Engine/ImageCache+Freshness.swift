@@ -7,8 +7,11 @@ extension ImageCache {
     func scheduleRevalidation(_ key: CacheKey, cached: SourceVersion) {
         guard source != nil else { return }
         Task.detached(priority: .background) { [self] in
+            // Only a check of the same version is joined: a hit of an older version joining the
+            // check of a newer one found it unchanged and kept the old variants (found by
+            // Scripts/soak.sh: a replaced original's old version served for minutes).
             _ = try? await revalidations.run(
-                group: key, descriptor: (), priority: .prefetch, joining: { _ in true },
+                group: key, descriptor: cached, priority: .prefetch, joining: { $0 == cached },
                 work: { [self] _ async throws(ImageCacheError) in try await revalidate(key, cached: cached) })
         }
     }

@@ -98,7 +98,9 @@ public final class ImageCache: Sendable {
     /// The renderers its jobs take.
     let renderers: RendererStore
     let flights = Coalescer<CacheKey, FlightDescriptor, Lane, CachedImage, ImageCacheError>()
-    let revalidations = Coalescer<CacheKey, Void, Lane, Void, ImageCacheError>()
+    /// Revalidations per key, described by the version the hit held: only hits of one version
+    /// share a check.
+    let revalidations = Coalescer<CacheKey, SourceVersion, Lane, Void, ImageCacheError>()
     let negative: Lock<NegativeCache>
     /// Keys with a render-ahead running (``renderAheadIfFar(_:wholeOriginal:for:)``).
     let renderAheads = Lock<Set<CacheKey>>([])

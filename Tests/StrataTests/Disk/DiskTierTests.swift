@@ -373,6 +373,31 @@ struct DiskTierTests {
         }
     }
 
+    @Test("Files another writer publishes past the byte limit are evicted by the watching tier")
+    func foreignFilesPastTheLimitAreEvicted() throws {
+        // Found by Scripts/soak.sh: with `strata warm` (no watcher) storing beside a server, the
+        // server indexed the warm's files but enforced its limit only when it stored itself, so
+        // the directory stayed over the limit while the server only served hits.
+        let scratch = ScratchDirectory()
+        let image = patternImage(width: 100, height: 100, seed: 21)
+        let charge = DiskIndexEntry(DiskFileName(digest: ImageEntityID(hashing: "w0"), variant: VariantDescriptor(size: image.size)))
+            .chargedBytes
+        let limit = 4 * charge
+        let watching = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = limit })
+        #expect(watching.statistics.watching)
+        let writer = try DiskTier(directory: scratch.path, configuration: unwatchedConfiguration { $0.byteLimit = 16 * charge })
+        for i in 0..<10 { try writer.storeSynchronously(image, forKey: "w\(i)") }
+        func bytes() -> Int {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: scratch.path)) ?? []
+            return names.reduce(0) { total, name in
+                total + ((try? FileManager.default.attributesOfItem(atPath: scratch.path + "/" + name)[.size] as? Int) ?? 0)
+            }
+        }
+        #expect(waitUntil(seconds: 10) { bytes() <= limit } != nil, "\(bytes()) bytes in the directory, limit \(limit)")
+        // The most recently published survive.
+        #expect(try writer.image(forKey: "w9", matching: SizeQuery(box: image.size)) != nil)
+    }
+
     @Test("Without inotify the tier rescans periodically")
     func pollingFallback() throws {
         let scratch = ScratchDirectory()

@@ -193,6 +193,33 @@ struct ImageCacheTests {
         #expect(!fresh.image.hasSamePixels(as: old.image))
     }
 
+    /// Found by Scripts/soak.sh: disk files do not keep the fetch time, so a disk hit was as
+    /// young as the read and never revalidated; with a small memory tier a replaced original's
+    /// old version went on being served from disk.
+    @Test func aDiskHitIsRevalidatedAsItsAgeIsUnknown() async throws {
+        let scratch = ScratchDirectory()
+        try FileManager.default.createDirectory(atPath: scratch.path + "/src", withIntermediateDirectories: true)
+        let file = scratch.path + "/src/photo.jpg"
+        try Data(Fixtures.bytes(Self.photo)).write(to: URL(fileURLWithPath: file))
+        var options = ImageCache.Options()
+        options.revalidateAfter = .seconds(3600)
+        let disk = try DiskTier(directory: scratch.path + "/disk")
+        let first = try ImageCache(disk: disk, source: try DirectorySource(root: scratch.path + "/src"), options: options)
+        let old = try await first.image(for: request("photo.jpg", 256, 256))
+        #expect(old.tier == .source)
+        disk.flush()
+        try Data(Fixtures.bytes("jpeg/kite-800x500-gray.jpg")).write(to: URL(fileURLWithPath: file + ".new"))
+        #expect(rename(file + ".new", file) == 0)
+        // Another engine over the same directory (its memory empty, as after an eviction).
+        let second = try ImageCache(
+            disk: DiskTier(directory: scratch.path + "/disk"), source: try DirectorySource(root: scratch.path + "/src"), options: options)
+        let stale = try await second.image(for: request("photo.jpg", 256, 256))
+        #expect(stale.tier == .disk && stale.sourceVersion == old.sourceVersion, "\(stale.tier)")
+        #expect(await eventually { second.statistics.engine.changedOriginals == 1 })
+        let fresh = try await second.image(for: request("photo.jpg", 256, 256))
+        #expect(fresh.tier == .source && fresh.sourceVersion != old.sourceVersion, "\(fresh.tier) \(fresh.variant)")
+    }
+
     @Test func tablesAnswerMatchingBoxesAndOneDecodeFillsTheFamily() async throws {
         let scratch = ScratchDirectory()
         let formats = [
