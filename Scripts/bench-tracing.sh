@@ -97,7 +97,8 @@ run() {
   kill -TERM "$pid"
   wait "$pid" 2>/dev/null || true
   rps=$(grep '^LOADTEST_RESULT ' <<<"$out" | sed 's/^LOADTEST_RESULT //' | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["rps"]))')
-  log "$name: $rps requests/s (warm-path answers: $warm; load $(cut -d' ' -f1 /proc/loadavg))"
+  problems=$(grep -ciE 'error|fail' "$SCRATCH/$name.err" || true)
+  log "$name: $rps requests/s (warm-path answers: $warm; log lines with error/fail: $problems; load $(cut -d' ' -f1 /proc/loadavg))"
   echo "$name $rps" >>"$SCRATCH/results.txt"
 }
 
