@@ -182,6 +182,17 @@ extension StrataConfiguration {
             "iiif.squareGravity", "center",
             "IIIF Image API: where the `square` region sits in a non-square image (`center`, `north`…`southwest`, `fp:X,Y` or `smart`, as `/images`' `gravity=`)."
         ),
+        // `tracing.*` (TracingSettings).
+        .init("tracing.enabled", "false", "`true`: spans of requests and of the engine's work, exported over OTLP/HTTP."),
+        .init(
+            "tracing.endpoint", "http://127.0.0.1:4318/v1/traces",
+            "Where spans are sent: an OTLP/HTTP traces endpoint, the whole URL (path included)."),
+        .init("tracing.protocol", "http/protobuf", "Body encoding of exported spans: `http/protobuf` or `http/json`."),
+        .init(
+            "tracing.samplingRatio", "1",
+            "Share of traces sampled (0…1, by trace id); a request with a `traceparent` follows its caller's decision."),
+        .init("tracing.serviceName", "strata", "`service.name` of the exported spans."),
+        .init("tracing.includeKeys", "false", "`true`: spans carry the raw key (`strata.key`) beside its digest (`strata.key.digest`)."),
     ]
 
     /// The key named `name`, if Strata reads it.

@@ -85,6 +85,7 @@ public final class ConfiguredImageCache: Sendable {
         options.negativeTTL = configuration.negativeTTL
         options.negativeCapacity = configuration.negativeCapacity
         options.renderAhead = configuration.renderAhead
+        options.tracing = EngineTracing(isEnabled: configuration.tracing.enabled, includesKeys: configuration.tracing.includeKeys)
         options.logger = logger
         options.metricsFactory = metricsFactory
         cache = try ImageCache(

@@ -54,6 +54,8 @@ public struct StrataConfiguration: Sendable {
     public var http: HTTPServiceSettings
     /// `strata serve`'s IIIF Image API settings (`iiif.*`).
     public var iiif: IIIFSettings
+    /// `strata serve`'s tracing (`tracing.*`).
+    public var tracing = TracingSettings()
     /// Every key's value and origin, in ``keys`` order.
     public var resolved: [Resolved]
 
@@ -129,6 +131,7 @@ public struct StrataConfiguration: Sendable {
         renderAhead = try reader.optionalNumber("renderAhead", in: 0...1)
         http = try HTTPServiceSettings.read(from: &reader)
         iiif = try IIIFSettings.read(from: &reader)
+        tracing = try TracingSettings.read(from: &reader)
         let order = Dictionary(uniqueKeysWithValues: Self.keys.enumerated().map { ($1.name, $0) })
         resolved = reader.resolved.sorted { order[$0.key.name, default: 0] < order[$1.key.name, default: 0] }
     }

@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import Strata
 import Synchronization
+import Tracing
 
 /// One request to the origin and what became of it: the retry, the timeouts, the redirects
 /// and the bounded body.
@@ -217,11 +218,34 @@ extension HTTPSource {
         }
         requestsSent.add(1, ordering: .relaxed)
         let remaining = max(deadline - ContinuousClock.now, .zero)
+        // Traced when the task has a context (the engine binds one only when tracing is on): a
+        // client span per request sent, whose context goes to the origin as `traceparent`.
+        let span = ServiceContext.current.map { Self.clientSpan(for: url, method: method, request: &request, parent: $0) }
         do {
-            return try await client.execute(request, deadline: NIODeadline.now() + remaining.timeAmount)
+            let response = try await client.execute(request, deadline: NIODeadline.now() + remaining.timeAmount)
+            span?.attributes["http.response.status_code"] = Int(response.status.code)
+            span?.end()
+            return response
         } catch {
+            span?.recordError(error)
+            span?.end()
             throw AttemptFailure.origin(Self.failureKind(of: error), url: url)
         }
+    }
+
+    /// The client span of one request to the origin (OpenTelemetry's HTTP client conventions;
+    /// the URL's path is left out, as it holds the key), its context injected into `request`'s
+    /// headers (`traceparent`, with the tracer's propagation).
+    private static func clientSpan(
+        for url: OriginURL, method: HTTPMethod, request: inout HTTPClientRequest, parent: ServiceContext
+    ) -> any Span {
+        let span = InstrumentationSystem.tracer.startAnySpan(method.rawValue, context: parent, ofKind: .client)
+        span.attributes["http.request.method"] = method.rawValue
+        span.attributes["server.address"] = url.host
+        span.attributes["server.port"] = url.effectivePort
+        span.attributes["url.scheme"] = url.scheme
+        InstrumentationSystem.instrument.inject(span.context, into: &request.headers, using: HTTPHeadersInjector())
+        return span
     }
 
     /// The body, refusing more than `limit` bytes as they arrive (the transfer is aborted when
@@ -275,5 +299,12 @@ extension HTTPSource {
             }
         }
         return .connection(String(describing: error))
+    }
+}
+
+/// Writes propagated context (`traceparent`, `tracestate`) into an origin request's headers.
+struct HTTPHeadersInjector: Injector {
+    func inject(_ value: String, forKey key: String, into carrier: inout HTTPHeaders) {
+        carrier.replaceOrAdd(name: key, value: value)
     }
 }

@@ -67,13 +67,16 @@ public final class HTTPSource: ImageSource, CustomStringConvertible {
 
     /// The `HTTPClient` settings this source expects: no redirects followed by the client (the
     /// source follows them, bounded), no decompression, the connect and read timeouts, and a
-    /// connection pool as large as the concurrency cap.
+    /// connection pool as large as the concurrency cap, and no spans of the client's own: the
+    /// source makes the request's client span and sends its `traceparent` itself, without the
+    /// URL (AsyncHTTPClient's span would record `url.full`, which holds the key).
     public static func clientConfiguration(for configuration: Configuration) -> HTTPClient.Configuration {
         var client = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: configuration.connectTimeout.timeAmount, read: configuration.readTimeout.timeAmount),
             decompression: .disabled)
         client.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.maxConcurrentRequests
+        client.tracing.tracer = nil
         return client
     }
 

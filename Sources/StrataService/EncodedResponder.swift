@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import Strata
+import Tracing
 import StrataConfiguration
 
 /// The encodes in flight, keyed by encoding: the engine's ``Coalescer``, one operation per
@@ -162,10 +163,22 @@ struct EncodedResponder: Sendable {
         await probes.encodeStarting?()
         let probe = probes.encodeRunning
         let result: Result<[UInt8], ImageEncodingError>
+        // The encode's span (with tracing on): its wait for a thread is its child.
+        let span = cache.options.tracing.isEnabled ? Spans.start("strata.encode", parent: ServiceContext.current ?? .topLevel) : nil
+        span?.attributes["strata.format"] = work.key.format.rawValue
+        span?.attributes["strata.quality"] = quality
+        span?.attributes["strata.size"] = "\(work.size)"
         do {
-            result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> [UInt8] in
-                probe?()
-                return try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality, profile: profile, speed: speed)
+            result = try await Spans.around(span) { () async throws(ImageCacheError) -> Result<[UInt8], ImageEncodingError> in
+                let result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> [UInt8] in
+                    probe?()
+                    return try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality, profile: profile, speed: speed)
+                }
+                switch result {
+                case .success(let bytes): span?.attributes["strata.bytes"] = bytes.count
+                case .failure(let error): span?.recordError(error)
+                }
+                return result
             }
         } catch {
             throw ServiceError(error)

@@ -21,6 +21,13 @@ struct ServiceResponder: HTTPResponder {
     let node: String
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        // One flag when tracing is off (`tracing.enabled`).
+        if cache.options.tracing.isEnabled { return try await tracedResponse(to: request, context: context) }
+        return try await respondUntraced(to: request, context: context)
+    }
+
+    /// The response, without a span of its own.
+    func respondUntraced(to request: Request, context: Context) async throws -> Response {
         let began = ContinuousClock.now
         let path = request.uri.path
         let route: String

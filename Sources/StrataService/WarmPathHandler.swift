@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
 import Strata
+import Tracing
 
 /// Answers warm image requests on the connection's event loop, before Hummingbird sees them:
 /// an HTTP/1.1 keep-alive `GET /images/…` whose variant is in the engine's memory tier and whose
@@ -39,6 +40,10 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The rest of a request answered here (its body parts and end) is dropped.
     private var dropping = false
     private var date = HTTPDate()
+    /// `tracing.enabled`: a warm answer gets a server span (`traceWarmAnswer`).
+    private let traces: Bool
+    /// `tracing.includeKeys`.
+    private let tracesKeys: Bool
     /// Where warm answers are written as bytes; `nil` (everything passed on) until
     /// ``WarmHTTP1Channel`` sets it, and again once the pipeline is torn down.
     var output: ChannelHandlerContext?
@@ -48,6 +53,8 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.metrics = metrics
         self.targets = targets
         self.handOff = handOff
+        traces = endpoint.cache.options.tracing.isEnabled
+        tracesKeys = endpoint.cache.options.tracing.includesKeys
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -124,6 +131,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             head.uri.utf8.starts(with: ImageParameters.prefix.utf8), endpoint.cache.options.revalidateAfter == nil
         else { return .passOn(nil) }
         let started = ContinuousClock.now
+        let spanStart = traces ? DefaultTracerClock.now : nil
         let prepared: ImageEndpoint.Prepared
         switch targets.value.prepared(head.uri, by: endpoint) {
         case .success(let checked): prepared = checked
@@ -157,6 +165,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         metrics.served(by: "encoded")
         metrics.warm.increment()
         metrics.record(route: "images", status: 200, nanoseconds: ServiceResponder.nanoseconds(since: started))
+        if let spanStart { Self.traceWarmAnswer(head, start: spanStart, includeKeys: tracesKeys) }
         return .answer(bytes, body: warm.image.body)
     }
 }

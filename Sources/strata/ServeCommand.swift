@@ -35,7 +35,11 @@ struct ServeCommand: AsyncParsableCommand {
     static let defaultCache = ".strata-cache/disk"
 
     func run() async throws {
-        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        // swift-otel's bridge: with tracing on, a log line written under a span names its trace
+        // and span (`trace_id`, `span_id`).
+        LoggingSystem.bootstrap(
+            { label, metadata in StreamLogHandler.standardError(label: label, metadataProvider: metadata) },
+            metadataProvider: ServiceTracing.loggingMetadataProvider)
         var overrides: [String: ConfigurationRawValue] = [:]
         if let host { overrides["http.host"] = .scalar(host) }
         if let port { overrides["http.port"] = .scalar(String(port)) }
@@ -58,7 +62,9 @@ struct ServeCommand: AsyncParsableCommand {
         let signer = URLSigner(keys: configuration.http.signingKeys, defaultKey: configuration.http.signingKey)
         let examples = Self.exampleKeys(configuration.source)
         let server: StrataServer
+        let tracing: (any Service)?
         do {
+            tracing = try ServiceTracing.bootstrap(configuration.tracing, logger: logger)
             server = try StrataServer(configuration: configuration, logger: logger) { host, port in
                 Self.announce(host: host, port: port, embedded: isEmbedded, examples: examples, signer: signer)
             }
@@ -69,9 +75,11 @@ struct ServeCommand: AsyncParsableCommand {
             layers: layers, engine: server.cache, initial: configuration, logger: logger,
             check: { [server] configuration throws(ConfigurationError) in try server.check(configuration) },
             onApply: { [server] in server.apply($0) })
+        // The exporter first: a group stops its services in reverse order, so it flushes the
+        // spans of the server's last requests.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = tracing.map { [.init(service: $0)] } ?? []
         // The file's provider polls the file (and traps SIGHUP) only while it runs as a service;
         // without it the reloader never saw a change and SIGHUP ended the process.
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if let provider = layers.fileProvider { services.append(.init(service: provider)) }
         // Without a configuration file the reloader has nothing to watch and returns.
         services.append(.init(service: reloader, successTerminationBehavior: .ignore))

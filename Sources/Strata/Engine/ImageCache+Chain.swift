@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Logging
 import Metrics
+import Tracing
 
 /// The memory tier has no variant for a request (``ImageCache/servePlainMemoryHit(_:from:since:)``).
 struct MemoryMiss: Error {}
@@ -119,8 +120,13 @@ extension ImageCache {
         if plan.output == hit.image.size { return hit }
         let source = hit.image, box = request.box, mode = request.mode
         let jobLane = lane ?? FlightLane(request.priority)
+        let parent = traceParent
         let resized = try await onPool(request.key, lane: jobLane) { [renderers, pool] in
-            renderers.withRenderer(pool: pool, lane: jobLane.lane) { $0.resize(source, box: box, mode: mode) }
+            let span = Spans.start("strata.resample", parent: parent)
+            span?.attributes["strata.size.from"] = "\(source.size)"
+            span?.attributes["strata.size.to"] = "\(box)"
+            defer { span?.end() }
+            return renderers.withRenderer(pool: pool, lane: jobLane.lane) { $0.resize(source, box: box, mode: mode) }
         }
         counters.resamples.add(1, ordering: .relaxed)
         let variant = ImageVariant(
@@ -194,14 +200,25 @@ extension ImageCache {
         let descriptor = FlightDescriptor(
             box: request.box, tolerance: tolerance, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale)
         let outcome: (value: CachedImage, joined: Bool)
+        // The flight's span: the leader's work runs under it; a request that joins another's
+        // flight has one too (`strata.flight.joined`), spanning its wait.
+        let span = keySpan("strata.flight", key: request.key, parent: traceParent)
+        span?.attributes["strata.box"] = "\(request.box)"
+        span?.attributes["strata.mode"] = "\(request.mode)"
+        defer { span?.end() }
+        let flightContext = span?.context
         do {
             outcome = try await flights.run(
                 group: request.key, descriptor: descriptor, priority: request.priority,
                 joining: { $0.accepts(request) }, ticket: ticket,
                 work: { [self] operation async throws(ImageCacheError) -> CachedImage in
-                    try await fetch(request, operation: operation, lowerTiersAsked: lowerTiersAsked)
+                    try await Spans.within(flightContext) { () async throws(ImageCacheError) -> CachedImage in
+                        try await fetch(request, operation: operation, lowerTiersAsked: lowerTiersAsked)
+                    }
                 })
+            span?.attributes["strata.flight.joined"] = outcome.joined
         } catch {
+            span?.attributes["strata.outcome"] = "error"
             switch error {
             case .cancelled: throw .cancelled(key: request.key.string)
             case .failed(let error): throw error
@@ -247,21 +264,36 @@ extension ImageCache {
     func lowerTierHit(_ request: ImageRequest, lane: FlightLane, direct: Bool) async throws(ImageCacheError) -> CachedImage? {
         guard !lowerTiers.isEmpty else { return nil }
         let key = request.key, query = lookupQuery(request)
+        let parent = traceParent
         for tier in lowerTiers {
             let found: CachedImage?
+            // One span per tier asked (`strata.outcome`: hit, miss, loaded — a hit that needed
+            // I/O —, missed after a load, or unusable).
+            let span = keySpan("strata.tier.lookup", key: key, parent: parent)
+            span?.attributes["strata.tier"] = tier.servingTier.rawValue
+            defer { span?.end() }
             counters.lookedUp(tier.servingTier)
             switch tier.lookup(key, query) {
-            case .hit(let hit): found = hit
-            case .miss: found = nil
+            case .hit(let hit):
+                found = hit
+                span?.attributes["strata.outcome"] = "hit"
+            case .miss:
+                found = nil
+                span?.attributes["strata.outcome"] = "miss"
             case .wouldWait:
                 counters.lookedUp(tier.servingTier)
-                found = try await onPool(key, lane: lane) { tier.load(key, query) }
+                found = try await onPool(key, lane: lane, parent: span?.context) { tier.load(key, query) }
+                span?.attributes["strata.outcome"] = found == nil ? "miss.loaded" : "loaded"
             }
             guard let found else {
                 metrics.misses[tier.servingTier]?.increment()
                 continue
             }
-            if request.exactSize, found.variant.size != request.box, !Self.canResample(found.variant, to: request) { continue }
+            span?.attributes["strata.size"] = "\(found.variant.size)"
+            if request.exactSize, found.variant.size != request.box, !Self.canResample(found.variant, to: request) {
+                span?.attributes["strata.outcome"] = "unusable"
+                continue
+            }
             if direct, Task.isCancelled { throw .cancelled(key: key.string) }
             memory?.store(found.image, key: key, variant: found.variant)
             return try await finish(found, for: request, lane: lane)
@@ -291,19 +323,21 @@ extension ImageCache {
     func sourceRender(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage {
         guard source != nil else { throw .noSource(key: request.key.string) }
         let key = request.key, renderRequest = request.renderRequest
+        let parent = traceParent
         let rendered: (image: PixelImage, originalSize: PixelSize, version: String)
         if let files = blockingSource {
             countFetch()
             rendered = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
-                let data = try fetchBlocking(key, from: files)
-                let (image, originalSize) = try renderOriginal(data.bytes, key: key, request: renderRequest, lane: lane)
+                let data = try fetchBlocking(key, from: files, parent: parent)
+                let (image, originalSize) = try renderOriginal(
+                    data.bytes, key: key, request: renderRequest, lane: lane, parent: parent)
                 return (image, originalSize, data.version)
             }
         } else {
             let data = try await fetchOriginal(key, lane: lane)
             let bytes = data.bytes
             let (image, originalSize) = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
-                try renderOriginal(bytes, key: key, request: renderRequest, lane: lane)
+                try renderOriginal(bytes, key: key, request: renderRequest, lane: lane, parent: parent)
             }
             rendered = (image, originalSize, data.version)
         }
@@ -320,8 +354,9 @@ extension ImageCache {
 
     /// Decodes and resamples `bytes` for `request` with one of the engine's renderers (blocking:
     /// call it on the engine's threads), counted and timed.
+    /// `parent`: the context of its spans (decode, resample, colour), `nil` when tracing is off.
     func renderOriginal(
-        _ bytes: [UInt8], key: CacheKey, request: RenderRequest, lane: FlightLane
+        _ bytes: [UInt8], key: CacheKey, request: RenderRequest, lane: FlightLane, parent: ServiceContext? = nil
     ) throws(ImageCacheError) -> (image: PixelImage, originalSize: PixelSize) {
         counters.sourceDecodes.add(1, ordering: .relaxed)
         var request = request
@@ -332,7 +367,9 @@ extension ImageCache {
         defer { metrics.render.recordInterval(since: renderStart) }
         do {
             return try renderers.withRenderer(pool: pool, lane: lane.lane) { renderer throws(ImageDecodingError) in
-                try rethrowingTyped(ImageDecodingError.self) {
+                renderer.traceParent = parent
+                defer { renderer.traceParent = nil }
+                return try rethrowingTyped(ImageDecodingError.self) {
                     try bytes.withUnsafeBytes { try renderer.renderWithOriginalSize($0, request: request) }
                 }
             }
@@ -367,16 +404,25 @@ extension ImageCache {
     func fetchOriginal(_ key: CacheKey, lane: FlightLane) async throws(ImageCacheError) -> SourceData {
         guard let source else { throw .noSource(key: key.string) }
         countFetch()
+        let parent = traceParent
         if let files = blockingSource {
             return try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
-                try fetchBlocking(key, from: files)
+                try fetchBlocking(key, from: files, parent: parent)
             }
         }
         let fetchStart = ContinuousClock.now
         let data: SourceData
+        // The source's own spans (an HTTP origin's request) are this span's children.
+        let span = keySpan("strata.source.fetch", key: key, parent: parent)
         do {
-            data = try await source.fetch(key: key.sourceKey)
+            data = try await Spans.around(span) { () async throws(SourceError) -> SourceData in
+                let data = try await source.fetch(key: key.sourceKey)
+                span?.attributes["strata.bytes"] = data.bytes.count
+                span?.attributes["strata.outcome"] = "fetched"
+                return data
+            }
         } catch {
+            span?.attributes["strata.outcome"] = "\(error.reason)"
             if case .notFound = error.reason { rememberMissing(key) }
             throw ImageCacheError(error)
         }
@@ -387,13 +433,20 @@ extension ImageCache {
 
     /// Reads `key` from a blocking source on the calling thread (one of the engine's), timed; a
     /// missing original is remembered for the negative TTL.
-    func fetchBlocking(_ key: CacheKey, from source: any BlockingImageSource) throws(ImageCacheError) -> SourceData {
+    func fetchBlocking(
+        _ key: CacheKey, from source: any BlockingImageSource, parent: ServiceContext? = nil
+    ) throws(ImageCacheError) -> SourceData {
         let fetchStart = ContinuousClock.now
+        let span = keySpan("strata.source.fetch", key: key, parent: parent)
+        defer { span?.end() }
         do {
             let data = try source.fetchBlocking(key: key.sourceKey)
             metrics.sourceFetch.recordInterval(since: fetchStart)
+            span?.attributes["strata.bytes"] = data.bytes.count
+            span?.attributes["strata.outcome"] = "fetched"
             return data
         } catch {
+            span?.attributes["strata.outcome"] = "\(error.reason)"
             if case .notFound = error.reason { rememberMissing(key) }
             throw ImageCacheError(error)
         }
@@ -402,22 +455,40 @@ extension ImageCache {
     /// Runs blocking `body` on the engine's threads in `lane`: the engine's one mapping of the
     /// pool's errors (queued and cancelled → ``ImageCacheError/cancelled(key:)``, shut down →
     /// ``ImageCacheError/shutDown``, `body`'s own error as it threw it).
+    ///
+    /// With tracing on, the wait for a thread is a span (`strata.lane.wait`) under `parent` (the
+    /// task's current context when `nil`).
     func onPool<T: Sendable>(
-        _ key: CacheKey, lane: FlightLane, _ body: @escaping @Sendable () throws(ImageCacheError) -> T
+        _ key: CacheKey, lane: FlightLane, parent: ServiceContext? = nil,
+        _ body: @escaping @Sendable () throws(ImageCacheError) -> T
     ) async throws(ImageCacheError) -> T {
         let ticket = lane.ticket()
+        let wait = options.tracing.isEnabled ? Spans.start("strata.lane.wait", parent: parent ?? traceParent) : nil
         do {
-            return try await pool.run(lane: ticket.lane, ticket: ticket, body)
+            guard let wait else { return try await pool.run(lane: ticket.lane, ticket: ticket, body) }
+            wait.attributes["strata.lane"] = ticket.lane == .urgent ? "urgent" : "prefetch"
+            return try await pool.run(lane: ticket.lane, ticket: ticket) { () throws(ImageCacheError) -> T in
+                wait.end()
+                return try body()
+            }
         } catch {
+            if let wait {
+                switch error {
+                case .failed: break  // the job ran, and ended the wait
+                case .cancelled, .shutDown:
+                    wait.attributes["strata.outcome"] = "\(error)"
+                    wait.end()
+                }
+            }
             throw error.resolved(cancelled: .cancelled(key: key.string), shutDown: .shutDown)
         }
     }
 
     /// ``onPool(_:lane:_:)`` for work that cannot fail.
     func onPool<T: Sendable>(
-        _ key: CacheKey, lane: FlightLane, _ body: @escaping @Sendable () -> T
+        _ key: CacheKey, lane: FlightLane, parent: ServiceContext? = nil, _ body: @escaping @Sendable () -> T
     ) async throws(ImageCacheError) -> T {
-        try await onPool(key, lane: lane) { () throws(ImageCacheError) -> T in body() }
+        try await onPool(key, lane: lane, parent: parent) { () throws(ImageCacheError) -> T in body() }
     }
 }
 

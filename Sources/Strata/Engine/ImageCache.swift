@@ -58,6 +58,8 @@ public final class ImageCache: Sendable {
         /// Where the metrics go; `nil` (default) for whatever the process bootstrapped with
         /// `MetricsSystem.bootstrap` (tests inject their own).
         public var metricsFactory: (any MetricsFactory)? = nil
+        /// Spans of the work below memory (``EngineTracing``); off by default.
+        public var tracing: EngineTracing = .off
 
         public init() {}
 

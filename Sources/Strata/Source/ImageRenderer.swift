@@ -1,3 +1,5 @@
+import Tracing
+
 /// What the source tier is asked to produce: an exact output for a box, a content mode, a
 /// pixel style and the colours (``ColourOutput``).
 public struct RenderRequest: Hashable, Sendable {
@@ -85,6 +87,9 @@ public final class ImageRenderer {
     public let decoder: ImageDecoder
     let resampler = Resampler()
     private var scratch: PixelStorage?
+    /// The parent of this render's spans (decode, resample, colour), set by the engine for one
+    /// render when tracing is on (`EngineTracing`); `nil`: no spans.
+    package var traceParent: ServiceContext?
 
     public init(
         limits: DecodingLimits = DecodingLimits(), decodeHeadroom: Double = 2.0,
@@ -149,8 +154,19 @@ public final class ImageRenderer {
         // lands on it): decode straight into the output, no scratch and no resample.
         if decodedSize == sizing.output && sizing.sourceRect == whole {
             var output = PixelImage(uninitializedWidth: decodedSize.width, height: decodedSize.height, style: .bgra32Premultiplied)
-            try decoder.decode(bytes, header: header, minimumSize: minimum, into: &output)
+            let decodeSpan = startDecodeSpan(bytes: bytes.count, header: header, decodedSize: decodedSize)
+            do {
+                try decoder.decode(bytes, header: header, minimumSize: minimum, into: &output)
+            } catch {
+                decodeSpan?.recordError(error)
+                decodeSpan?.end()
+                throw error
+            }
+            decodeSpan?.end()
+            let colourSpan = Spans.start("strata.colour", parent: traceParent)
+            colourSpan?.attributes["strata.colour.output"] = "\(request.colour)"
             convertColour(&output, header: header, request: request)
+            colourSpan?.end()
             return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
         }
 
@@ -178,12 +194,37 @@ public final class ImageRenderer {
             && decoder.decodesJPEGInRows(bytes, header: header)
         {
             lastRenderOverlapped = true
-            try decodeAndResample(
-                bytes, header: header, minimum: minimum, region: region(of: sizing), decoded: &decoded, into: &output,
-                finish: finish)
+            // One span: the resample (and the colour conversion of its rows) runs beside the decode.
+            let span = startDecodeSpan(bytes: bytes.count, header: header, decodedSize: decodedSize)
+            span?.attributes["strata.resample.overlapped"] = true
+            span?.attributes["strata.size.output"] = "\(sizing.output)"
+            span?.attributes["strata.colour.converted"] = converter != nil
+            do {
+                try decodeAndResample(
+                    bytes, header: header, minimum: minimum, region: region(of: sizing), decoded: &decoded, into: &output,
+                    finish: finish)
+            } catch {
+                span?.recordError(error)
+                span?.end()
+                throw error
+            }
+            span?.end()
         } else {
-            try decoder.decode(bytes, header: header, minimumSize: minimum, into: &decoded)
-            if convertsColourBeforeResample { convertColour(&decoded, header: header, request: request) }
+            let decodeSpan = startDecodeSpan(bytes: bytes.count, header: header, decodedSize: decodedSize)
+            do {
+                try decoder.decode(bytes, header: header, minimumSize: minimum, into: &decoded)
+            } catch {
+                decodeSpan?.recordError(error)
+                decodeSpan?.end()
+                throw error
+            }
+            decodeSpan?.end()
+            if convertsColourBeforeResample {
+                let colourSpan = Spans.start("strata.colour", parent: traceParent)
+                colourSpan?.attributes["strata.colour.output"] = "\(request.colour)"
+                convertColour(&decoded, header: header, request: request)
+                colourSpan?.end()
+            }
             if choosesFocus {
                 let focus = Saliency.focus(
                     of: decoded, cropWidth: sizing.sourceRect.width / whole.width,
@@ -192,9 +233,26 @@ public final class ImageRenderer {
                 sizing = SizingPlan(
                     source: header.size, box: request.box, mode: request.mode, allowUpscale: request.allowUpscale, focus: focus)
             }
+            let resampleSpan = Spans.start("strata.resample", parent: traceParent)
+            resampleSpan?.attributes["strata.size.from"] = "\(decodedSize)"
+            resampleSpan?.attributes["strata.size.to"] = "\(sizing.output)"
+            // The colour conversion runs on the output's rows as the resample writes them.
+            resampleSpan?.attributes["strata.colour.converted"] = converter != nil
             resampler.resample(decoded, region: region(of: sizing), into: &output, finish: finish)
+            resampleSpan?.end()
         }
         return request.style == .bgra32Premultiplied ? output : PixelConversion.convert(output, to: request.style)
+    }
+
+    /// The decode's span (`nil` when tracing is off): format, bytes, the original's and the
+    /// decoded size.
+    private func startDecodeSpan(bytes: Int, header: ImageHeader, decodedSize: PixelSize) -> (any Span)? {
+        guard let span = Spans.start("strata.decode", parent: traceParent) else { return nil }
+        span.attributes["strata.format"] = "\(header.format)"
+        span.attributes["strata.bytes"] = bytes
+        span.attributes["strata.size.original"] = "\(header.size)"
+        span.attributes["strata.size.decoded"] = "\(decodedSize)"
+        return span
     }
 
     /// What converts the output's rows for `request.colour`, `nil` when nothing is to be done
