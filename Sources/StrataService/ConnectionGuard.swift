@@ -116,6 +116,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             stalledUntil = .distantFuture
+            // The stall was not the client's idleness.
+            if phase == .idle { deadline = .now() + limits.idleTimeout }
             if heldRead {
                 heldRead = false
                 context.read()
@@ -189,6 +191,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         let now = NIODeadline.now()
         if now >= stalledUntil {
             close(.stalledWrites)
+        } else if stalledUntil != .distantFuture {
+            // Reads are held while the writes stall: the read-side deadlines wait for them.
+            schedule(at: min(stalledUntil, now + limits.tick), context: context)
         } else if now >= deadline {
             switch phase {
             case .head: close(.headerTimeout)
@@ -219,6 +224,14 @@ final class RequestPhases: ChannelDuplexHandler, RemovableChannelHandler {
     private let maxBody: Int
     /// Bytes of the current request's body read so far.
     private var bodyBytes = 0
+    /// Requests whose head was read, and responses whose end was written, on this connection.
+    private var requestsRead = 0
+    private var responsesWritten = 0
+    /// The numbers (``requestsRead`` at their head) of the requests read that do not keep the
+    /// connection (HTTP/1.0 without `keep-alive`, or `Connection: close`): the connection is
+    /// closed once the first one's response is written. Hummingbird stops after a
+    /// `Connection: close` request but would keep an HTTP/1.0 connection open; nginx closes both.
+    private var closing: [Int] = []
 
     init(guardian: ConnectionGuard, maxBody: Int) {
         self.guardian = guardian
@@ -227,9 +240,11 @@ final class RequestPhases: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head:
+        case .head(let head):
             bodyBytes = 0
             guardian.requestHead()
+            if !head.isKeepAlive { closing.append(requestsRead) }
+            requestsRead &+= 1
         case .body(let part):
             bodyBytes += part.readableBytes
             guard bodyBytes <= maxBody else {
@@ -244,7 +259,23 @@ final class RequestPhases: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { guardian.responseEnd() }
+        guard case .end = unwrapOutboundIn(data) else {
+            context.write(data, promise: promise)
+            return
+        }
+        guardian.responseEnd()
+        let answered = responsesWritten
+        responsesWritten &+= 1
+        // Only when a request that closes the connection is answered (never on the warm path,
+        // which answers HTTP/1.1 keep-alive requests only).
+        if closing.first == answered {
+            closing.removeFirst()
+            let written = promise ?? context.eventLoop.makePromise()
+            written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            context.write(data, promise: written)
+            context.flush()
+            return
+        }
         context.write(data, promise: promise)
     }
 }

@@ -101,7 +101,8 @@ final class RawSocket: @unchecked Sendable {
         var closed = false
         while answers.count < count {
             if let answer = RawResponse.parse(&received, bodiless: headRequests.contains(answers.count)) {
-                answers.append(answer)
+                // An interim answer (`100 Continue`) is not the request's answer.
+                if !(100..<200).contains(answer.status) { answers.append(answer) }
                 continue
             }
             switch receive() {
