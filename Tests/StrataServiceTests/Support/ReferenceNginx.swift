@@ -20,7 +20,10 @@ final class ReferenceNginx: @unchecked Sendable {
     }
 
     static func start() async throws -> ReferenceNginx? {
-        guard let binary = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+        guard
+            let binary = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"].first(where: {
+                FileManager.default.isExecutableFile(atPath: $0)
+            })
         else { return nil }
         let prefix = makeScratchDirectory("nginx")
         try FileManager.default.createDirectory(atPath: prefix + "/tmp", withIntermediateDirectories: true)
