@@ -223,6 +223,15 @@ struct WarmHTTP1Channel: ServerChildChannel {
         let targets = self.targets.memo(for: channel.eventLoop)
         let guardian: NIOLoopBound<ConnectionGuard>
         do {
+            // At most 16 KiB read per connection per turn of its event loop (NIO: 4 reads of up
+            // to 64 KiB): a client pipelining thousands of requests gets a few hundred answered
+            // before the loop serves the other connections. Requests are small; no route reads
+            // a body.
+            if let options = channel.syncOptions {
+                try options.setOption(.maxMessagesPerRead, value: 1)
+                try options.setOption(
+                    .recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 16384))
+            }
             // First in the pipeline, before Hummingbird's handlers: it sees the socket's bytes.
             let handler = ConnectionGuard(limits: limits, metrics: connectionMetrics, logger: logger)
             try channel.pipeline.syncOperations.addHandler(handler)
