@@ -31,6 +31,9 @@ final class RawSocket: @unchecked Sendable {
 
     deinit { Glibc.close(fd) }
 
+    /// Reads wait at most `seconds` from now on.
+    func setReceiveTimeout(_ seconds: Double) { setTimeout(SO_RCVTIMEO, seconds: seconds) }
+
     private func setTimeout(_ option: Int32, seconds: Double) {
         var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, option, &timeout, socklen_t(MemoryLayout<timeval>.size))
