@@ -174,6 +174,18 @@ extension StrataConfiguration {
             "http.nodeName", nil,
             "This node's name: the `X-Strata-Node` header of every response and the `node` label of `/stats` and `/metrics` (unset: the host name)."
         ),
+        .init(
+            "http.headerTimeout", "20s",
+            "Longest time from a connection's accept, or the first byte of a request after an idle pause, to the end of the request's head (a slowloris is closed)."
+        ),
+        .init(
+            "http.idleTimeout", "75s",
+            "A keep-alive connection with no request for this long is closed; so is one whose responses do not drain (a client that never reads) or whose request body stalls."
+        ),
+        .init(
+            "http.maxConnections", "10000",
+            "Most connections open at once; one accepted beyond it is closed at once (warm clients already connected keep flowing)."
+        ),
         .init("iiif.maxWidth", "4096", "IIIF Image API: widest image a request may produce (`maxWidth` in `info.json`; 400 beyond)."),
         .init("iiif.maxHeight", "4096", "IIIF Image API: tallest image a request may produce (`maxHeight`)."),
         .init("iiif.maxArea", "16777216", "IIIF Image API: most pixels a request may produce (`maxArea`)."),

@@ -49,6 +49,15 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     /// This node's name (`X-Strata-Node`, the `node` label of `/stats` and `/metrics`): tells
     /// the nodes of a cluster apart. Letters, digits and `-._:`, at most 64 bytes.
     public var nodeName = HTTPServiceSettings.hostName()
+    /// Longest time from a connection's accept, or from the first byte of a request after an
+    /// idle pause, to the end of that request's head: a client trickling its head (slowloris)
+    /// is closed after it.
+    public var headerTimeout: Duration = .seconds(20)
+    /// A keep-alive connection without a request for this long is closed; so is one whose
+    /// responses stop draining (a client that never reads) or whose request body stalls.
+    public var idleTimeout: Duration = .seconds(75)
+    /// Most connections open at once; a connection accepted beyond it is closed at once.
+    public var maxConnections = 10_000
 
     public init() {}
 
@@ -124,6 +133,11 @@ extension HTTPServiceSettings {
         }
         settings.avifSpeed = avifSpeed
         settings.formats = try readFormats(from: &reader)
+        settings.headerTimeout = try reader.duration("http.headerTimeout")
+        guard settings.headerTimeout > .zero else { throw reader.error("http.headerTimeout", reason: "must be longer than 0s") }
+        settings.idleTimeout = try reader.duration("http.idleTimeout")
+        guard settings.idleTimeout > .zero else { throw reader.error("http.idleTimeout", reason: "must be longer than 0s") }
+        settings.maxConnections = try reader.integer("http.maxConnections", min: 1)
         if let name = try reader.string("http.nodeName") {
             guard Self.isValidNodeName(name) else {
                 throw reader.error(

@@ -5,7 +5,7 @@ import Strata
 
 /// The service's routes, dispatched on the path: `/images/…`, `/iiif/{3|2}/…`, `/viewer`, `/healthz`, `/stats`,
 /// `/metrics`, and `DELETE` of an image's or IIIF identifier's URL (``PurgeEndpoint``);
-/// anything else is a JSON 404, another method a JSON 405. A switch on
+/// anything else is a JSON 404, another method than GET, HEAD (answered as GET, without the body) or DELETE a JSON 405. A switch on
 /// the path instead of a router: one prefix test for the hot route.
 struct ServiceResponder: HTTPResponder {
     typealias Context = BasicRequestContext
@@ -35,10 +35,11 @@ struct ServiceResponder: HTTPResponder {
         if request.method == .delete, path.hasPrefix(ImageParameters.prefix) || path.hasPrefix(IIIFRoute.prefix) {
             route = "purge"
             response = await purge.respond(to: request)
-        } else if request.method != .get {
+        } else if request.method != .get, request.method != .head {
+            // HEAD is answered as GET is; NIO's response encoder leaves the body out.
             route = "other"
-            let allowed = path.hasPrefix(ImageParameters.prefix) || path.hasPrefix(IIIFRoute.prefix) ? "GET, DELETE" : "GET"
-            response = ServiceError(.methodNotAllowed, "method_not_allowed", "only GET is served (and DELETE, to purge an image)")
+            let allowed = path.hasPrefix(ImageParameters.prefix) || path.hasPrefix(IIIFRoute.prefix) ? "GET, HEAD, DELETE" : "GET, HEAD"
+            response = ServiceError(.methodNotAllowed, "method_not_allowed", "only GET and HEAD are served (and DELETE, to purge an image)")
                 .response(headers: [.allow: allowed])
         } else if path.hasPrefix(ImageParameters.prefix) {
             route = "images"

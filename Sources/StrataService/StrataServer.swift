@@ -133,11 +133,14 @@ public final class StrataServer: Service, Sendable {
         let onListening = self.onListening
         let logger = self.logger
         let node = settings.nodeName
+        let limits = ConnectionLimits(settings)
         let app = Application(
             responder: responder,
             // Warm image requests are answered on the event loop, before Hummingbird's tasks.
             server: HTTPServerBuilder { responder in
-                WarmHTTP1Channel(http1: HTTP1Channel(responder: responder), endpoint: images, metrics: metrics)
+                WarmHTTP1Channel(
+                    http1: HTTP1Channel(responder: responder), endpoint: images, metrics: metrics,
+                    limits: limits)
             },
             configuration: .init(address: .hostname(host, port: settings.port), serverName: "strata"),
             onServerRunning: { channel in

@@ -204,16 +204,59 @@ struct WarmHTTP1Channel: ServerChildChannel {
     let http1: HTTP1Channel
     let endpoint: ImageEndpoint
     let metrics: ServiceMetrics
+    let limits: ConnectionLimits
+    let connectionMetrics: ConnectionMetrics
+    let connections: OpenConnections
     let targets = PreparedTargetsByLoop()
 
+    init(http1: HTTP1Channel, endpoint: ImageEndpoint, metrics: ServiceMetrics, limits: ConnectionLimits) {
+        self.http1 = http1
+        self.endpoint = endpoint
+        self.metrics = metrics
+        self.limits = limits
+        connectionMetrics = ConnectionMetrics(factory: metrics.factory)
+        connections = OpenConnections(limit: limits.maxConnections, metrics: connectionMetrics)
+    }
+
+    /// Refused: the connection was accepted beyond `http.maxConnections` and closed.
+    struct OverLimit: Error {}
+
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        guard connections.admit(channel) else {
+            connectionMetrics.closed(.overLimit)
+            channel.close(promise: nil)
+            return channel.eventLoop.makeFailedFuture(OverLimit())
+        }
         let endpoint = self.endpoint
         let metrics = self.metrics
         let targets = self.targets.memo(for: channel.eventLoop)
+        let guardian: NIOLoopBound<ConnectionGuard>
+        do {
+            // At most 16 KiB read per connection per turn of its event loop (NIO: 4 reads of up
+            // to 64 KiB): a client pipelining thousands of requests gets a few hundred answered
+            // before the loop serves the other connections. Requests are small; no route reads
+            // a body.
+            if let options = channel.syncOptions {
+                try options.setOption(.maxMessagesPerRead, value: 1)
+                try options.setOption(
+                    .recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 16384))
+            }
+            // First in the pipeline, before Hummingbird's handlers: it sees the socket's bytes.
+            let handler = ConnectionGuard(limits: limits, metrics: connectionMetrics, logger: logger)
+            try channel.pipeline.syncOperations.addHandler(handler)
+            guardian = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        let maxBody = limits.maxDiscardedBody
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { http1 in
             let handOff = PreparedHandOff()
             let value = Value(http1: http1, handOff: handOff)
             let pipeline = channel.pipeline.syncOperations
+            if let codec = try? pipeline.handler(type: HTTP1ToHTTPServerCodec.self) {
+                // Right after the decoder: the warm path goes between it and the codec.
+                try pipeline.addHandler(RequestPhases(guardian: guardian.value, maxBody: maxBody), position: .before(codec))
+            }
             // Should a Hummingbird release set the pipeline up differently, the connection is
             // served without the warm path (`strata_http_warm_total` stays 0), not refused.
             guard let encoder = try? pipeline.handler(type: HTTPResponseEncoder.self),

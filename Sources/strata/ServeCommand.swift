@@ -58,6 +58,7 @@ struct ServeCommand: AsyncParsableCommand {
             embedded = true
         }
         let logger = Logger(label: "strata.serve")
+        DescriptorLimit.raise(for: configuration.http.maxConnections, logger: logger)
         let isEmbedded = embedded
         let signer = URLSigner(keys: configuration.http.signingKeys, defaultKey: configuration.http.signingKey)
         let examples = Self.exampleKeys(configuration.source)

@@ -30,7 +30,7 @@ struct ServiceEndpointsTests {
         post.method = .POST
         let refused = try await testClient.execute(post, timeout: .seconds(60))
         #expect(refused.status.code == 405)
-        #expect(refused.headers.first(name: "Allow") == "GET, DELETE")
+        #expect(refused.headers.first(name: "Allow") == "GET, HEAD, DELETE")
 
         let metrics = try await server.get("/metrics")
         #expect(metrics.status == 200)
