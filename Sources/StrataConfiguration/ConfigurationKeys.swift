@@ -120,7 +120,10 @@ extension StrataConfiguration {
         .init(
             "source.http.headers", "", list: true, secret: true,
             "Headers sent with every origin request, each `Name: value` (e.g. an authorization token); redacted in output."),
-        .init("revalidateAfter", "off", "Hits older than this are served and revalidated in the background; `off`: never."),
+        .init(
+            "revalidateAfter", "off",
+            "Hits older than this are served and revalidated in the background (disk and table hits always: their age is not kept); `off`: never."
+        ),
         .init("negativeTTL", "10s", "How long a key the source does not have is answered `not found` without asking again."),
         .init(
             "negativeCapacity", "16384",

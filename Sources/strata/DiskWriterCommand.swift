@@ -46,7 +46,6 @@ struct DiskWriterCommand: ParsableCommand {
         }
         var configuration = DiskTier.Configuration()
         configuration.durable = true
-        if role == .deleter { configuration.byteLimit = byteLimit }
         let tier = try DiskTier(directory: directory, configuration: configuration)
         if role == .deleter {
             var hooks = DiskTier.TestHooks()
@@ -54,6 +53,10 @@ struct DiskWriterCommand: ParsableCommand {
                 for victim in victims { append("evict \(victim.name.string)") }
             }
             tier.setTestHooks(hooks)
+            // The limit once the hook logs evictions: the watcher evicts as soon as the files it
+            // indexed (the writer's, earlier cycles') pass it, and a limit set at init could
+            // evict before the hook was there, unlogged.
+            try tier.setByteLimit(byteLimit)
         }
         append("ready")
         var rng = SplitMix64(seed: seed)

@@ -179,14 +179,15 @@ struct ImageCacheTests {
         try Data(Fixtures.bytes("jpeg/kite-800x500-gray.jpg")).write(to: URL(fileURLWithPath: file + ".new"))
         try FileManager.default.removeItem(atPath: file)
         try FileManager.default.moveItem(atPath: file + ".new", toPath: file)
-        // The directory's version check (an fstat) runs on the engine's threads, prefetch lane.
+        // The directory's version check (an fstat) runs on the engine's threads, urgent lane
+        // (the prefetch lane pauses while urgent work waits).
         let lanes = Lock<[Lane]>([])
         cache.pool.observeJobStarts { lane, awaited in if awaited { lanes.withLock { $0.append(lane) } } }
         let stale = try await cache.image(for: request("photo.jpg", 256, 256))
         #expect(stale.tier == .memory && stale.sourceVersion == old.sourceVersion)
         #expect(await eventually { cache.statistics.engine.changedOriginals == 1 })
         cache.pool.observeJobStarts(nil)
-        #expect(lanes.withLock { $0.first } == .prefetch, "\(lanes.withLock { $0 })")
+        #expect(lanes.withLock { $0.first } == .urgent, "\(lanes.withLock { $0 })")
         let fresh = try await cache.image(for: request("photo.jpg", 256, 256))
         #expect(
             fresh.tier == .source && fresh.sourceVersion != old.sourceVersion, "\(fresh.tier) \(fresh.variant) \(cache.statistics.engine)")
