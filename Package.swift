@@ -150,8 +150,6 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-                // `tracing.*`: spans exported over OTLP/HTTP, trace ids in log metadata.
-                .product(name: "OTel", package: "swift-otel"),
             ]
         ),
         .executableTarget(
@@ -161,6 +159,10 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                // `tracing.*`: spans exported over OTLP/HTTP, trace ids in log metadata (here,
+                // not in StrataService, which only makes spans: embedders pick their backend).
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // Helpers shared by the test targets (fixtures, child processes, the built `strata`,
