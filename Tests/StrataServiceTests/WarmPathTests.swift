@@ -12,36 +12,20 @@ import Glibc
 @Suite("Warm path", .timeLimit(.minutes(5)))
 struct WarmPathTests {
     /// A new connection to 127.0.0.1:`port` with a receive timeout of `receiveTimeout` seconds,
-    /// `bytes` sent on it; the caller closes the descriptor.
-    static func connectAndSend(port: Int, _ bytes: String, receiveTimeout: Int) throws -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestStepFailure("socket: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(fd)
-            throw TestStepFailure("connect: errno \(errno)")
-        }
-        var timeout = timeval(tv_sec: receiveTimeout, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    /// `bytes` sent on it; the socket closes when the caller lets it go.
+    static func connectAndSend(port: Int, _ bytes: String, receiveTimeout: Int) throws -> RawSocket {
+        let socket = try RawSocket(port: port, receiveTimeout: Double(receiveTimeout))
         let request = Array(bytes.utf8)
-        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == request.count else {
-            close(fd)
-            throw TestStepFailure("send: errno \(errno)")
-        }
-        return fd
+        guard socket.send(request) == request.count else { throw TestStepFailure("send: errno \(errno)") }
+        return socket
     }
 
     /// Sends `bytes` on a new connection to 127.0.0.1:`port` and reads until `responses`
     /// HTTP responses (with Content-Length bodies) have arrived; returns them in order.
     static func exchange(port: Int, _ bytes: String, responses: Int) throws -> [(head: String, body: [UInt8])] {
-        let fd = try connectAndSend(port: port, bytes, receiveTimeout: 120)
-        defer { close(fd) }
+        let socket = try connectAndSend(port: port, bytes, receiveTimeout: 120)
+        defer { withExtendedLifetime(socket) {} }
+        let fd = socket.fd
         var received: [UInt8] = []
         var answers: [(head: String, body: [UInt8])] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
@@ -236,8 +220,9 @@ struct WarmPathTests {
 
     /// Sends `bytes` on a new connection and reads until the server closes it.
     static func readToClose(port: Int, _ bytes: String) throws -> [UInt8] {
-        let fd = try connectAndSend(port: port, bytes, receiveTimeout: 60)
-        defer { close(fd) }
+        let socket = try connectAndSend(port: port, bytes, receiveTimeout: 60)
+        defer { withExtendedLifetime(socket) {} }
+        let fd = socket.fd
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
