@@ -154,15 +154,9 @@ public final class ImageRenderer {
         // lands on it): decode straight into the output, no scratch and no resample.
         if decodedSize == sizing.output && sizing.sourceRect == whole {
             var output = PixelImage(uninitializedWidth: decodedSize.width, height: decodedSize.height, style: .bgra32Premultiplied)
-            let decodeSpan = startDecodeSpan(bytes: bytes.count, header: header, decodedSize: decodedSize)
-            do {
-                try decoder.decode(bytes, header: header, minimumSize: minimum, into: &output)
-            } catch {
-                decodeSpan?.recordError(error)
-                decodeSpan?.end()
-                throw error
+            try traced(startDecodeSpan(bytes: bytes.count, header: header, decodedSize: decodedSize)) {
+                () throws(ImageDecodingError) in try decoder.decode(bytes, header: header, minimumSize: minimum, into: &output)
             }
-            decodeSpan?.end()
             let colourSpan = Spans.start("strata.colour", parent: traceParent)
             colourSpan?.attributes["strata.colour.output"] = "\(request.colour)"
             convertColour(&output, header: header, request: request)
@@ -199,26 +193,15 @@ public final class ImageRenderer {
             span?.attributes["strata.resample.overlapped"] = true
             span?.attributes["strata.size.output"] = "\(sizing.output)"
             span?.attributes["strata.colour.converted"] = converter != nil
-            do {
+            try traced(span) { () throws(ImageDecodingError) in
                 try decodeAndResample(
                     bytes, header: header, minimum: minimum, region: region(of: sizing), decoded: &decoded, into: &output,
                     finish: finish)
-            } catch {
-                span?.recordError(error)
-                span?.end()
-                throw error
             }
-            span?.end()
         } else {
-            let decodeSpan = startDecodeSpan(bytes: bytes.count, header: header, decodedSize: decodedSize)
-            do {
-                try decoder.decode(bytes, header: header, minimumSize: minimum, into: &decoded)
-            } catch {
-                decodeSpan?.recordError(error)
-                decodeSpan?.end()
-                throw error
+            try traced(startDecodeSpan(bytes: bytes.count, header: header, decodedSize: decodedSize)) {
+                () throws(ImageDecodingError) in try decoder.decode(bytes, header: header, minimumSize: minimum, into: &decoded)
             }
-            decodeSpan?.end()
             if convertsColourBeforeResample {
                 let colourSpan = Spans.start("strata.colour", parent: traceParent)
                 colourSpan?.attributes["strata.colour.output"] = "\(request.colour)"
@@ -246,6 +229,18 @@ public final class ImageRenderer {
 
     /// The decode's span (`nil` when tracing is off): format, bytes, the original's and the
     /// decoded size.
+    /// Runs `body` under `span` (when tracing made one): its error is recorded, and the span
+    /// ends either way.
+    private func traced(_ span: (any Span)?, _ body: () throws(ImageDecodingError) -> Void) throws(ImageDecodingError) {
+        defer { span?.end() }
+        do {
+            try body()
+        } catch {
+            span?.recordError(error)
+            throw error
+        }
+    }
+
     private func startDecodeSpan(bytes: Int, header: ImageHeader, decodedSize: PixelSize) -> (any Span)? {
         guard let span = Spans.start("strata.decode", parent: traceParent) else { return nil }
         span.attributes["strata.format"] = "\(header.format)"
