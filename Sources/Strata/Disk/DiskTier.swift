@@ -330,6 +330,18 @@ public final class DiskTier: Sendable {
         /// Called with each batch of eviction victims once it is chosen, before their files are
         /// deleted.
         package var evictionBatchChosen: (@Sendable ([DiskIndexEntry]) -> Void)?
+        /// Called on the watcher thread when it has looked at a file that appeared (an event),
+        /// before it indexes it, with the file's name.
+        package var watcherLookedAt: (@Sendable (String) -> Void)?
+        /// Called on the watcher thread after each batch of events (and the eviction it may
+        /// start).
+        package var watcherHandledEvents: (@Sendable () -> Void)?
+        /// Called on the storing thread once a store's file is renamed into place and indexed,
+        /// before the directory is synced and the store returns, with the file's name.
+        package var storePublished: (@Sendable (String) -> Void)?
+        /// Called during a rescan once the directory is listed, before the listing is merged
+        /// into the index.
+        package var rescanListed: (@Sendable () -> Void)?
         package init() {}
     }
 

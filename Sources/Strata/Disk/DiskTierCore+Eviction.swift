@@ -182,6 +182,16 @@ extension DiskTier.Core.State {
     }
 
     mutating func unmarkDeleting(_ entries: [DiskIndexEntry]) {
-        for entry in entries where entry.inode != 0 { deleting.remove(DiskTier.Core.DeletingFile(entry)) }
+        for entry in entries where entry.inode != 0 {
+            let file = DiskTier.Core.DeletingFile(entry)
+            deleting.remove(file)
+            if rescansRunning > 0 { deletedDuringRescan.insert(file) }
+        }
+    }
+
+    /// Ends a rescan started in ``DiskTier/Core/rescan()``.
+    mutating func endRescan() {
+        rescansRunning -= 1
+        if rescansRunning == 0 { deletedDuringRescan.removeAll() }
     }
 }

@@ -69,7 +69,11 @@ extension DiskTier.Core {
             return s.directory
         }
         guard let directory = reserved else { throw .closed }
-        defer { state.withLock { $0.reserved -= charge } }
+        // The reservation ends in the step that indexes the file: counted twice in between,
+        // the watcher (woken by this very rename) would see the index over the limit and evict
+        // one more file than needed.
+        var reservationHeld = true
+        defer { if reservationHeld { state.withLock { $0.reserved -= charge } } }
         evict(toFit: newEntry, limit: limit, directory: directory)
 
         // The byte limit charges each file its pixels plus a fixed allowance for header and
@@ -86,8 +90,13 @@ extension DiskTier.Core {
                 // Rename and index as one step for evictions and removals of the name.
                 try nameLock(digest).withLock { _ throws(SystemCallError) in
                     try directory.resource.rename(temporary, to: finalName)
-                    _ = state.withLock { $0.index.insert(entry, replacedFile: true, use: true) }
+                    state.withLock { s in
+                        _ = s.index.insert(entry, replacedFile: true, use: true)
+                        s.reserved -= charge
+                    }
+                    reservationHeld = false
                 }
+                testHooks.withLock { $0.storePublished }?(finalName)
             } catch {
                 do throws(SystemCallError) {
                     try directory.resource.unlink(temporary)

@@ -144,6 +144,7 @@ extension DiskTier.Core {
                 rescanLogging()
             }
             evictIfOverLimit()
+            testHooks.withLock { $0.watcherHandledEvents }?()
         }
     }
 
@@ -191,26 +192,32 @@ extension DiskTier.Core {
     /// unverified again, unless it is the very file indexed (same inode, not `rewritten` in
     /// place): the echo of our own publish keeps its verification. The file's inode is `inode`,
     /// or looked up (`fstatat`); a name that is gone again is not indexed.
+    ///
+    /// The look and the entry are one step under the name's lock, as deletions are: a file
+    /// looked at here and deleted before its entry went in would leave a phantom entry (bytes
+    /// counted against the limit for a file that is not there).
     private func indexAppearedFile(_ name: DiskFileName, inode known: UInt64? = nil, rewritten: Bool = false) {
-        var inode: UInt64 = 0
-        if let known {
-            inode = known
-        } else {
+        nameLock(name.digest).withLock { _ in
+            var inode: UInt64 = 0
             let directory = state.withLock { $0.directory }
-            do {
+            do throws(SystemCallError) {
                 inode = UInt64(try directory.resource.status(of: name.string).st_ino)
+                // Replaced since it was validated: the replacement's own event follows.
+                if let known, known != inode { return }
             } catch  where error.errno == ENOENT {
                 return  // its IN_DELETE/IN_MOVED_FROM follows
             } catch {
                 // Unknown inode: eviction leaves the file alone until a rescan learns it.
                 logger.warning("cannot stat a file another writer published", metadata: ["error": "\(error)"])
+                inode = known ?? 0
             }
-        }
-        let entry = DiskIndexEntry(name, inode: inode)
-        state.withLock { s in
-            guard Self.mayIndex(entry, in: s) else { return }  // the late event of a file being deleted
-            if !rewritten, inode != 0, let id = s.index.slot(of: entry), s.index[id].inode == inode { return }
-            s.index.insert(entry, replacedFile: true)
+            testHooks.withLock { $0.watcherLookedAt }?(name.string)
+            let entry = DiskIndexEntry(name, inode: inode)
+            state.withLock { s in
+                guard Self.mayIndex(entry, in: s) else { return }  // the late event of a file being deleted
+                if !rewritten, inode != 0, let id = s.index.slot(of: entry), s.index[id].inode == inode { return }
+                s.index.insert(entry, replacedFile: true)
+            }
         }
     }
 
@@ -283,16 +290,22 @@ extension DiskTier.Core {
     /// recency order of files that are still there. Verification is not kept: with
     /// ``ChecksumPolicy/firstHit`` each file is checksummed again on its next hit.
     func rescan() throws(DiskTierError) {
-        let directory = state.withLock { $0.directory }
+        let directory = state.withLock { s in
+            s.rescansRunning += 1
+            return s.directory
+        }
         var stale: [String] = []
         let fresh: DiskIndex
         do {
             fresh = try DirectoryScan.buildIndex(of: directory.resource, staleTemporaries: &stale)
         } catch {
+            state.withLock { $0.endRescan() }
             throw .io(error)
         }
         rescans.add(1, ordering: .relaxed)
+        testHooks.withLock { $0.rescanListed }?()
         state.withLock { s in
+            defer { s.endRescan() }
             var merged = DiskIndex(minimumCapacity: fresh.count)
             merged.continueGenerations(after: s.index)
             // Files still there keep their order, oldest first, with the inode seen now; not
@@ -302,9 +315,9 @@ extension DiskTier.Core {
                 if let id = fresh.slot(of: entry) { merged.insert(fresh[id]) }
             }
             // Files that appeared while we were not looking count as new (no-op for the rest);
-            // files being deleted were listed before their unlink.
+            // files being deleted, or deleted since the listing, were listed before their unlink.
             fresh.forEach { entry in
-                if Self.mayIndex(entry, in: s) { merged.insert(entry) }
+                if Self.mayIndex(entry, in: s), !s.deletedDuringRescan.contains(DeletingFile(entry)) { merged.insert(entry) }
             }
             s.index = merged
         }

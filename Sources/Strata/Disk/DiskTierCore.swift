@@ -48,6 +48,11 @@ extension DiskTier {
             /// while a batch is being deleted was never indexed (found by Scripts/soak.sh: files
             /// that no index counted against the byte limit).
             var deleting: Set<DeletingFile> = []
+            /// Rescans listing the directory now (``DiskTier/Core/rescan()``).
+            var rescansRunning = 0
+            /// Files deleted while a rescan was listing: its listing may hold them, and its merge
+            /// must not index them again (emptied when the last running rescan merges).
+            var deletedDuringRescan: Set<DeletingFile> = []
             var closed = false
         }
 

@@ -2,16 +2,6 @@ import Foundation
 import Testing
 @testable import Strata
 
-/// The file name the disk tier uses for `key` stored as a `side`×`side` `.fit` default-style image.
-private func cacheName(_ key: String, side: Int) -> String {
-    DiskFileName(
-        digest: ImageEntityID(hashing: key),
-        variant: VariantDescriptor(size: PixelSize(width: side, height: side), mode: .fit, style: .default)
-    ).string
-}
-
-private func box(_ side: Int) -> SizeQuery { SizeQuery(box: PixelSize(width: side, height: side)) }
-
 /// Robustness against what other processes (or attackers) leave in the directory, and against
 /// failing deletions.
 @Suite("Disk tier robustness", .serialized)

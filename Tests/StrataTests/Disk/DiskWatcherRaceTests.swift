@@ -1,0 +1,115 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Strata
+
+/// Races between the watcher's view of the directory and this tier's own stores and
+/// deletions, made deterministic with ``DiskTier/TestHooks`` and a paused watcher.
+@Suite("Disk tier: the watcher against stores and deletions")
+struct DiskWatcherRaceTests {
+    @Test("A store at the byte limit evicts what it needs and no more (its own rename does not make the watcher evict)")
+    func aStoreAtTheLimitEvictsOnlyWhatItNeeds() throws {
+        let scratch = ScratchDirectory()
+        let side = 32
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 2 * charge(side: side) })
+        defer {
+            tier.setTestHooks(DiskTier.TestHooks())  // the hooks hold the tier
+            tier.close()
+        }
+        try tier.storeSynchronously(patternImage(width: side, height: side, seed: 1), forKey: "a")
+        // b fills the limit exactly (no eviction). Before its store returns, let the watcher
+        // handle b's rename: b must not be counted twice (indexed and still reserved), which
+        // took the index over the limit and made the watcher evict a.
+        let name = cacheName("b", side: side)
+        let looked = Atomic<Bool>(false)
+        let handled = DispatchSemaphore(value: 0)
+        var hooks = DiskTier.TestHooks()
+        hooks.watcherLookedAt = { if $0 == name { looked.store(true, ordering: .relaxed) } }
+        hooks.watcherHandledEvents = { if looked.load(ordering: .relaxed) { handled.signal() } }
+        hooks.storePublished = { published in
+            guard published == name else { return }
+            if handled.wait(timeout: .now() + 10) == .timedOut { Issue.record("the watcher did not handle the rename of b") }
+        }
+        tier.setTestHooks(hooks)
+        try tier.storeSynchronously(patternImage(width: side, height: side, seed: 2), forKey: "b")
+        tier.setTestHooks(DiskTier.TestHooks())
+        #expect(tier.statistics.evictions == 0, "\(tier.statistics)")
+        for key in ["a", "b"] { #expect(tier.contains(key: key, matching: box(side)), "\(key)") }
+    }
+
+    @Test("A file the watcher looked at and this tier deleted before its entry went in is not indexed")
+    func aFileDeletedWhileTheWatcherLooksIsNotIndexed() throws {
+        let scratch = ScratchDirectory()
+        let side = 16
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 3 * charge(side: side) })
+        defer {
+            tier.setTestHooks(DiskTier.TestHooks())  // the hook holds the tier
+            tier.close()
+        }
+        for key in ["y1", "y2"] { try tier.storeSynchronously(patternImage(width: side, height: side, seed: 1), forKey: key) }
+        // One batch of events: the rename of our x, then another writer's w. The limit holds
+        // y1, y2 and one more.
+        tier.pauseWatcher(true)
+        try tier.storeSynchronously(patternImage(width: side, height: side, seed: 2), forKey: "x")
+        try publishAsAnotherWriter(patternImage(width: side, height: side, seed: 3), key: "w", into: scratch)
+        let name = cacheName("x", side: side)
+        let removed = DispatchSemaphore(value: 0)
+        let once = Atomic<Bool>(true)
+        var hooks = DiskTier.TestHooks()
+        hooks.watcherLookedAt = { looked in
+            guard looked == name, once.exchange(false, ordering: .relaxed) else { return }
+            // The watcher has seen x on disk. Remove x now, from another thread: x must not be
+            // indexed again once deleted (a phantom entry that, with w, would take the index
+            // over the limit and evict y1). The removal may wait for the watcher to finish with
+            // the name: give it a second.
+            Thread {
+                tier.remove(key: "x")
+                removed.signal()
+            }.start()
+            _ = removed.wait(timeout: .now() + 1)
+            removed.signal()
+        }
+        tier.setTestHooks(hooks)
+        tier.pauseWatcher(false)
+        #expect(waitUntil(seconds: 10) { tier.contains(key: "w", matching: box(side)) } != nil)
+        #expect(removed.wait(timeout: .now() + 10) == .success)
+        let looked = !once.load(ordering: .relaxed)
+        #expect(looked, "the watcher never looked at x")
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/" + name))
+        #expect(!tier.contains(key: "x", matching: box(side)), "x was indexed after its deletion")
+        #expect(tier.statistics.evictions == 0, "\(tier.statistics)")
+        for key in ["y1", "y2", "w"] { #expect(tier.contains(key: key, matching: box(side)), "\(key)") }
+    }
+
+    @Test("A file a rescan listed and this tier deleted before the rescan merged is not indexed")
+    func aFileDeletedDuringARescanIsNotIndexed() throws {
+        let scratch = ScratchDirectory()
+        let tier = try DiskTier(directory: scratch.path, configuration: unwatchedConfiguration())
+        defer {
+            tier.setTestHooks(DiskTier.TestHooks())  // the hook holds the tier
+            tier.close()
+        }
+        for key in ["x", "y"] { try tier.storeSynchronously(patternImage(width: 16, height: 16, seed: 1), forKey: key) }
+        var hooks = DiskTier.TestHooks()
+        hooks.rescanListed = { tier.remove(key: "x") }  // listed, then deleted
+        tier.setTestHooks(hooks)
+        try tier.rescanNow()
+        tier.setTestHooks(DiskTier.TestHooks())
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("x", side: 16)))
+        #expect(!tier.contains(key: "x", matching: box(16)), "the rescan indexed x after its deletion")
+        #expect(tier.contains(key: "y", matching: box(16)))
+        #expect(tier.statistics.entries == 1, "\(tier.statistics)")
+    }
+}
+
+/// Writes `image` as a cache file for `key` beside the directory and renames it in, as another
+/// process would.
+private func publishAsAnotherWriter(_ image: PixelImage, key: String, into scratch: ScratchDirectory) throws {
+    let staged = scratch.parent + "/staged-" + key
+    try Data(DiskFileEncoder.encode(image, key: key, mode: .fit, sourceVersion: 0)).write(to: URL(fileURLWithPath: staged))
+    guard rename(staged, scratch.path + "/" + cacheName(key, side: image.width)) == 0 else {
+        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+    }
+}
