@@ -325,6 +325,9 @@ class Soak:
             "reload_confirm_s_max": 0.0,
             "warm_runs": 0,
             "warm_exit_codes": {},
+            "warm_failed_images": 0,
+            "warm_unexpected": 0,
+            "warm_unexpected_examples": [],
         }
         self.samples = []
         self.stop = False
@@ -561,8 +564,10 @@ class Soak:
         while not self.stop:
             args = [self.s["strata"], "warm", self.s["src"], "--config", self.s["warm_config"], "--in-flight", "2"] + sizes[n % len(sizes)]
             n += 1
-            proc = await asyncio.create_subprocess_exec(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            sizes_in_run = args.count("--size")
+            proc = await asyncio.create_subprocess_exec(*args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
             self.warm_proc = proc
+            report = asyncio.ensure_future(proc.stdout.read())
             while proc.returncode is None and not self.stop:
                 try:
                     await asyncio.wait_for(proc.wait(), 1)
@@ -571,11 +576,33 @@ class Soak:
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)
                 await proc.wait()
+                report.cancel()
                 break
             self.totals["warm_runs"] += 1
             code = str(proc.returncode)
             self.totals["warm_exit_codes"][code] = self.totals["warm_exit_codes"].get(code, 0) + 1
+            self.judge_warm_report((await report).decode(errors="replace"), proc.returncode, sizes_in_run)
             await asyncio.sleep(2)
+
+    def judge_warm_report(self, text, code, sizes_in_run):
+        """`strata warm` exits 1 when any image failed: here only the broken originals may, each
+        once per size asked. Failures it names outside broken/, more failures than that, or an
+        exit status other than 0 or 1 count as unexpected warm failures."""
+        failed = 0
+        named = []
+        for line in text.splitlines():
+            if line.startswith("failed:"):
+                failed = int(line.split()[1])
+            elif line.startswith('  "'):
+                named.append(line[3:line.index('"', 3)])
+        self.totals["warm_failed_images"] += failed
+        unexpected = [name for name in named if not name.startswith("broken/")]
+        bound = len(self.broken) * sizes_in_run
+        if code not in (0, 1) or unexpected or failed > bound:
+            self.totals["warm_unexpected"] += 1
+            if len(self.totals["warm_unexpected_examples"]) < 5:
+                self.totals["warm_unexpected_examples"].append(
+                    {"exit": code, "failed": failed, "bound": bound, "names": unexpected[:3] or named[:3]})
 
     async def sampler(self):
         start = self.start
@@ -691,6 +718,10 @@ class Soak:
         # and the oracle itself never failed.
         checks["load_every_interval"] = {"pass": all(x["requests"] > 0 for x in self.samples), "min_requests": min((x["requests"] for x in self.samples), default=0)}
         checks["oracle_ran"] = {"pass": self.totals["oracle_errors"] == 0, "errors": self.totals["oracle_errors"]}
+        checks["warm_fails_only_broken_originals"] = {
+            "pass": self.totals["warm_runs"] > 0 and self.totals["warm_unexpected"] == 0,
+            "runs": self.totals["warm_runs"], "unexpected_runs": self.totals["warm_unexpected"],
+            "failed_images": self.totals["warm_failed_images"]}
         checks["reloads_applied"] = {"pass": self.totals["reloads_confirmed"] == self.totals["reloads"], "reloads": self.totals["reloads"], "confirmed": self.totals["reloads_confirmed"]}
         lat_all = [x["p99_ms"] for x in self.samples if x["p99_ms"] is not None]
         return {

@@ -18,9 +18,11 @@ struct ForkJoinTests {
     }
 
     @Test func everyPartRunsOnceAndHelpersAreThePoolsJobsInTheForkingLane() throws {
-        let pool = try BlockingPool<Void>(width: 4, prefetchWidth: 4, name: "fj") {}
-        defer { pool.shutdown() }
         for lane in [Lane.urgent, .prefetch] {
+            // A pool per lane: helpers of one fork that found nothing left may still start after
+            // it returns, and must not be counted as the next fork's.
+            let pool = try BlockingPool<Void>(width: 4, prefetchWidth: 4, name: "fj") {}
+            defer { pool.shutdown() }
             let lanes = Lock<[Lane]>([])
             pool.observeJobStarts { lane, awaited in if !awaited { lanes.withLock { $0.append(lane) } } }
             let runs = Lock<[Int: Int]>([:])
