@@ -194,6 +194,41 @@ struct ImageCacheTests {
         #expect(!fresh.image.hasSamePixels(as: old.image))
     }
 
+    /// Found by Scripts/soak.sh: revalidations were coalesced per key whatever version the hit
+    /// held, so a hit of an old version joined the check begun by a hit of the new one, which
+    /// found the original unchanged and kept the old variants (served for minutes).
+    @Test func aHitOfAnOlderVersionIsCheckedOnItsOwn() async throws {
+        let version = Lock("v1")
+        let checks = Atomic<Int>(0)
+        let held = Gate()
+        let source = ClosureSource(
+            version: { _ in
+                checks.add(1, ordering: .relaxed)
+                _ = await held.wait()
+                return version.withLock { $0 }
+            },
+            { key in SourceData(bytes: Fixtures.bytes(key), version: version.withLock { $0 }) })
+        var options = ImageCache.Options()
+        options.revalidateAfter = .zero
+        let cache = try ImageCache(source: source, options: options)
+        // The memory tier holds a small variant of v1 and, after the original changed, a large
+        // one of v2 (not within tolerance of each other: each request loads its own).
+        let old = try await cache.image(for: request(Self.photo, 128, 128))
+        version.withLock { $0 = "v2" }
+        let new = try await cache.image(for: request(Self.photo, 1024, 1024))
+        #expect(old.tier == .source && new.tier == .source && old.sourceVersion != new.sourceVersion)
+        // A hit of v2 starts a check, held; a hit of v1 must not join it.
+        #expect(try await cache.image(for: request(Self.photo, 1024, 1024)).tier == .memory)
+        #expect(await eventually { checks.load(ordering: .relaxed) == 1 })
+        let stale = try await cache.image(for: request(Self.photo, 128, 128))
+        #expect(stale.tier == .memory && stale.sourceVersion == old.sourceVersion)
+        #expect(await eventually(10) { checks.load(ordering: .relaxed) == 2 }, "the hit of v1 joined the check of v2")
+        held.open()
+        #expect(await eventually { cache.statistics.engine.changedOriginals == 1 })
+        let fresh = try await cache.image(for: request(Self.photo, 128, 128))
+        #expect(fresh.sourceVersion == new.sourceVersion, "\(fresh.tier): the old version was kept")
+    }
+
     /// Found by Scripts/soak.sh: disk files do not keep the fetch time, so a disk hit was as
     /// young as the read and never revalidated; with a small memory tier a replaced original's
     /// old version went on being served from disk.
