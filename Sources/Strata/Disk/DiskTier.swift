@@ -330,6 +330,8 @@ public final class DiskTier: Sendable {
         /// Called with each batch of eviction victims once it is chosen, before their files are
         /// deleted.
         package var evictionBatchChosen: (@Sendable ([DiskIndexEntry]) -> Void)?
+        /// Called by an eviction after each victim's deletion (or its failure), with its name.
+        package var victimDeleted: (@Sendable (String) -> Void)?
         /// Called on the watcher thread when it has looked at a file that appeared (an event),
         /// before it indexes it, with the file's name.
         package var watcherLookedAt: (@Sendable (String) -> Void)?

@@ -41,13 +41,21 @@ extension DiskTier.Core {
             var kept: [DiskIndexEntry] = []
             for victim in victims {
                 let name = victim.name.string
-                switch deleteFile(name, digest: victim.digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory) {
+                // Unmarked in the step that deletes it (under the name's lock): a file published
+                // under the name afterwards may get the deleted file's inode number, and must be
+                // indexed (found by the 3-minute soak: such a file was skipped as "being deleted"
+                // until the batch ended, never counted, and the directory went over its limit).
+                let outcome = deleteFile(name, digest: victim.digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory) {
+                    state.withLock { $0.unmarkDeleting(CollectionOfOne(victim)) }
+                }
+                testHooks.withLock { $0.victimDeleted }?(name)
+                switch outcome {
                 case .deleted, .gone:
                     evictions.add(1, ordering: .relaxed)
                 case .replaced, .foreign:
                     // A newer file under the name (published after the victim was chosen):
                     // indexed by its publish or its inotify event, not ours to delete.
-                    break
+                    state.withLock { $0.unmarkDeleting(CollectionOfOne(victim)) }
                 case .failed(let error):
                     logger.warning(
                         "cannot evict cache file; keeping it in the index",
@@ -137,7 +145,8 @@ extension DiskTier.Core {
         for victim in victims {
             let name = victim.name.string
             if case .failed(let error) = deleteFile(
-                name, digest: digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory)
+                name, digest: digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory,
+                { state.withLock { $0.unmarkDeleting(CollectionOfOne(victim)) } })
             {
                 logger.warning("cannot delete cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
             }
@@ -181,10 +190,12 @@ extension DiskTier.Core.State {
         for entry in entries where entry.inode != 0 { deleting.insert(DiskTier.Core.DeletingFile(entry)) }
     }
 
-    mutating func unmarkDeleting(_ entries: [DiskIndexEntry]) {
+    /// Ends ``markDeleting(_:)`` for `entries` (deleted, or kept); a file unmarked while a
+    /// rescan lists the directory is not indexed by that rescan.
+    mutating func unmarkDeleting(_ entries: some Sequence<DiskIndexEntry>) {
         for entry in entries where entry.inode != 0 {
             let file = DiskTier.Core.DeletingFile(entry)
-            deleting.remove(file)
+            guard deleting.remove(file) != nil else { continue }
             if rescansRunning > 0 { deletedDuringRescan.insert(file) }
         }
     }

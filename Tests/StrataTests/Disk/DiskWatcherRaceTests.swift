@@ -138,6 +138,45 @@ struct DiskWatcherRaceTests {
         #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + cacheName("other", side: side)))
         #expect(tier.contains(key: "other", matching: box(side)), "the file with a victim's inode number was not indexed")
     }
+
+    /// Found by the 3-minute soak: a victim stayed "being deleted" until its whole batch was
+    /// done, and a file published under its name right after its deletion, with its inode
+    /// number (the file system reuses them at once), was skipped by the watcher — never counted,
+    /// and the directory went over its limit. Renaming a hard link of the victim back in makes
+    /// such a file.
+    @Test("A file published under a victim's name with its inode number right after its deletion is indexed")
+    func aFileWithTheDeletedVictimsNameAndNumberIsIndexed() throws {
+        let scratch = ScratchDirectory()
+        let side = 16
+        let tier = try DiskTier(directory: scratch.path, configuration: quietConfiguration { $0.byteLimit = 3 * charge(side: side) })
+        defer {
+            tier.setTestHooks(DiskTier.TestHooks())  // the hooks hold the tier
+            tier.close()
+        }
+        for key in ["a", "b", "c"] { try tier.storeSynchronously(patternImage(width: side, height: side, seed: 1), forKey: key) }
+        let name = cacheName("a", side: side)
+        let kept = scratch.parent + "/kept"
+        try #require(link(scratch.path + "/" + name, kept) == 0)  // a's inode outlives its deletion
+        let path = scratch.path
+        let looked = Atomic<Bool>(false)
+        let handled = Atomic<Bool>(false)
+        var hooks = DiskTier.TestHooks()
+        hooks.watcherLookedAt = { if $0 == name { looked.store(true, ordering: .relaxed) } }
+        hooks.watcherHandledEvents = { if looked.load(ordering: .relaxed) { handled.store(true, ordering: .relaxed) } }
+        hooks.victimDeleted = { deleted in
+            guard deleted == name, rename(kept, path + "/" + name) == 0 else { return }
+            // Published again, same name and number, while the batch goes on; the watcher
+            // handles it before the batch ends.
+            if waitUntil(seconds: 10, { handled.load(ordering: .relaxed) }) == nil { Issue.record("the watcher did not see a again") }
+        }
+        tier.setTestHooks(hooks)
+        try tier.storeSynchronously(patternImage(width: side, height: side, seed: 2), forKey: "d")
+        tier.setTestHooks(DiskTier.TestHooks())
+        let renamed = !FileManager.default.fileExists(atPath: kept)
+        #expect(renamed, "a was not chosen for eviction")
+        #expect(FileManager.default.fileExists(atPath: scratch.path + "/" + name))
+        #expect(tier.contains(key: "a", matching: box(side)), "the file published again under a was not indexed")
+    }
 }
 
 /// Writes `image` as a cache file for `key` beside the directory and renames it in, as another
