@@ -17,7 +17,18 @@ enum HEIFDerivedCanvases {
     struct Canvas: Equatable {
         var isOverlay: Bool
         var size: PixelSize
+        /// Derived items from this one down its inputs (`iref` `dimg`), itself included: 1 for
+        /// a grid of coded images, 2 for an overlay of grids; `nil` when its inputs lead back to
+        /// itself.
+        var nesting: Int? = 1
     }
+
+    /// The deepest nesting of derived items decoded: an overlay of grids. libheif 1.15 decodes a
+    /// derived item's inputs on up to four threads of its own, each input's inputs likewise,
+    /// and follows references back to the item itself without end: a grid naming itself as its
+    /// tile (a FuzzHEIF input) started threads until none could start, and libheif's uncaught
+    /// `std::system_error` aborted the process.
+    static let maximumNesting = 2
 
     /// The canvases the grid and overlay items of `bytes` claim, by item id; empty when there
     /// are none, or when the boxes cannot be read far enough to tell.
@@ -32,8 +43,18 @@ enum HEIFDerivedCanvases {
 
     /// Throws `tooLarge` when decoding `item` would allocate a canvas of more than `maxPixels`:
     /// its own, or, for an overlay (whose layers may be grids), any derived item's.
+    /// Throws `corrupt` when its inputs lead back to itself or nest derived items deeper than
+    /// ``maximumNesting``.
     static func check(item: UInt32, of canvases: [UInt32: Canvas], maxPixels: Int) throws(ImageDecodingError) {
         guard let own = canvases[item] else { return }
+        guard let nesting = own.nesting else {
+            throw ImageDecodingError(.corrupt("a derived image (grid or overlay) is among its own inputs"), format: .heic)
+        }
+        if nesting > maximumNesting {
+            throw ImageDecodingError(
+                .corrupt("derived images (grids, overlays) nested \(nesting) deep; at most \(maximumNesting) are decoded"),
+                format: .heic)
+        }
         let largest = own.isOverlay ? canvases.values.map { pixels($0.size) }.max() ?? 0 : pixels(own.size)
         if largest > maxPixels { throw ImageDecodingError(.tooLarge(pixels: largest, limit: maxPixels), format: .heic) }
     }
@@ -56,23 +77,91 @@ enum HEIFDerivedCanvases {
         var derived: [UInt32: String] = [:]
         var locations: [UInt32: Location] = [:]
         var idat: Range<Int>?
+        var inputs: [UInt32: [UInt32]] = [:]
         while let box = children.next() {
             switch box.type {
             case "iinf": derived = derivedItems(box, in: bytes)
             case "iloc": locations = self.locations(box, in: bytes) ?? [:]
             case "idat": idat = box.payload
+            case "iref": inputs = derivedInputs(box, in: bytes)
             default: break
             }
         }
+        let nesting = self.nesting(of: derived, inputs: inputs)
         var canvases: [UInt32: Canvas] = [:]
         for (id, type) in derived {
-            guard let location = locations[id],
-                let descriptor = descriptorBytes(location, idat: idat, in: bytes),
-                let size = canvas(of: type, descriptor: descriptor)
-            else { continue }
-            canvases[id] = Canvas(isOverlay: type == "iovl", size: size)
+            // An unreadable descriptor: no canvas to hold to the limit (libheif refuses it),
+            // but the references are still checked.
+            let size =
+                locations[id].flatMap { descriptorBytes($0, idat: idat, in: bytes) }.flatMap { canvas(of: type, descriptor: $0) }
+            let depth = nesting[id] ?? 1
+            guard size != nil || depth != 1 else { continue }
+            canvases[id] = Canvas(isOverlay: type == "iovl", size: size ?? PixelSize(width: 0, height: 0), nesting: depth)
         }
         return canvases
+    }
+
+    /// The `dimg` references of `iref` (versions 0 and 1): each derived item's inputs.
+    private static func derivedInputs(_ iref: Box, in bytes: UnsafeRawBufferPointer) -> [UInt32: [UInt32]] {
+        var cursor = Cursor(bytes: bytes, range: iref.payload)
+        guard let version = cursor.u8(), version <= 1, cursor.skip(3) else { return [:] }
+        var inputs: [UInt32: [UInt32]] = [:]
+        var references = BoxReader(bytes: bytes, range: cursor.position..<iref.payload.upperBound)
+        while let reference = references.next() {
+            guard reference.type == "dimg" else { continue }
+            var entry = Cursor(bytes: bytes, range: reference.payload)
+            func id() -> UInt32? { version == 0 ? entry.u16().map(UInt32.init) : entry.u32() }
+            guard let from = id(), let count = entry.u16() else { continue }
+            var to: [UInt32] = []
+            for _ in 0..<count {
+                guard let input = id() else { break }
+                to.append(input)
+            }
+            inputs[from, default: []] += to
+        }
+        return inputs
+    }
+
+    /// For each derived item, the depth of derived items down its inputs (itself included), or
+    /// `nil` when they lead back to an item already on the way (a cycle). Depth-first with its
+    /// own stack (a file can chain thousands of items), each item finished once: O(items +
+    /// references).
+    private static func nesting(of derived: [UInt32: String], inputs: [UInt32: [UInt32]]) -> [UInt32: Int?] {
+        var depth: [UInt32: Int?] = [:]
+        var onPath: Set<UInt32> = []
+        // An item being visited, the next of its inputs to look at, and the deepest input so far.
+        var stack: [(id: UInt32, next: Int, deepest: Int?)] = []
+        for root in derived.keys where depth[root] == nil {
+            stack.append((root, 0, 0))
+            onPath.insert(root)
+            while let top = stack.last {
+                let edges = inputs[top.id] ?? []
+                if top.next < edges.count, top.deepest != nil {
+                    stack[stack.count - 1].next += 1
+                    let input = edges[top.next]
+                    guard derived[input] != nil else { continue }  // a coded image
+                    if let known = depth[input] {
+                        stack[stack.count - 1].deepest = known.map { max(top.deepest!, $0) }
+                    } else if onPath.contains(input) {
+                        stack[stack.count - 1].deepest = nil
+                    } else {
+                        stack.append((input, 0, 0))
+                        onPath.insert(input)
+                    }
+                    continue
+                }
+                // Finished: hand the depth to the item below.
+                stack.removeLast()
+                onPath.remove(top.id)
+                let result = top.deepest.map { $0 + 1 }
+                depth[top.id] = .some(result)
+                if !stack.isEmpty {
+                    let below = stack[stack.count - 1].deepest
+                    stack[stack.count - 1].deepest = below.flatMap { b in result.map { max(b, $0) } }
+                }
+            }
+        }
+        return depth
     }
 
     /// The ids of `grid` and `iovl` items, with their types (`infe` versions 2 and 3).

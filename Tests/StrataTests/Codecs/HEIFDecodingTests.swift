@@ -185,6 +185,44 @@ struct HEIFDecodingTests {
         #expect(error?.reason == .tooLarge(pixels: 4096 * 4096, limit: 1_000_000), "\(String(describing: error))")
     }
 
+    @Test("a grid that is its own tile is refused before libheif decodes it (a FuzzHEIF input that aborted the process)")
+    func gridThatIsItsOwnTile() throws {
+        let url = Fixtures.directory.deletingLastPathComponent().appendingPathComponent(
+            "Fuzz/Corpus/FuzzHEIF/regression-grid-is-its-own-tile")
+        let bytes = try [UInt8](Data(contentsOf: url))
+        let canvases = bytes.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
+        #expect(canvases[2]?.nesting == .some(nil), "\(canvases)")
+        let error = decodingError { _ = try ImageDecoder().decode(bytes) }
+        guard case .corrupt(let message)? = error?.reason else {
+            Issue.record("expected a corrupt-file error, got \(String(describing: error))")
+            return
+        }
+        #expect(message.contains("own inputs"), "\(message)")
+    }
+
+    @Test("derived images nested deeper than an overlay of grids, or in a cycle, are refused")
+    func derivedNesting() {
+        func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+            let size = UInt32(8 + payload.count)
+            return [UInt8(size >> 24), UInt8(size >> 16 & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF)] + Array(type.utf8) + payload
+        }
+        func infe(_ id: UInt8, _ type: String) -> [UInt8] { box("infe", [2, 0, 0, 0, 0, id, 0, 0] + Array(type.utf8)) }
+        func dimg(_ from: UInt8, _ to: [UInt8]) -> [UInt8] { box("dimg", [0, from, 0, UInt8(to.count)] + to.flatMap { [0, $0] }) }
+        // 1 overlay → 2 grid → 3 grid → 4 hvc1 (1 is three deep, 2 two); 5 grid → 6 grid → 5.
+        let items: [(UInt8, String)] = [(1, "iovl"), (2, "grid"), (3, "grid"), (4, "hvc1"), (5, "grid"), (6, "grid")]
+        let iinf = box("iinf", [0, 0, 0, 0, 0, UInt8(items.count)] + items.flatMap { infe($0.0, $0.1) })
+        let iref = box("iref", [0, 0, 0, 0] + dimg(1, [2]) + dimg(2, [3, 4]) + dimg(3, [4]) + dimg(5, [6]) + dimg(6, [5]))
+        let file = box("ftyp", Array("heicmif1".utf8)) + box("meta", [0, 0, 0, 0] + iinf + iref)
+        let canvases = file.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
+        #expect(canvases[1]?.nesting == 3 && canvases[2]?.nesting == 2, "\(canvases)")
+        #expect(canvases[3] == nil, "a grid of coded images with no readable descriptor has nothing to check")
+        #expect(canvases[5]?.nesting == .some(nil) && canvases[6]?.nesting == .some(nil), "\(canvases)")
+        #expect((try? HEIFDerivedCanvases.check(item: 2, of: canvases, maxPixels: 100)) != nil)
+        for refused: UInt32 in [1, 5, 6] {
+            #expect(throws: ImageDecodingError.self) { try HEIFDerivedCanvases.check(item: refused, of: canvases, maxPixels: 100) }
+        }
+    }
+
     @Test("grid and overlay canvases are read from idat and from the file, 16- and 32-bit")
     func derivedCanvasScan() {
         func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
