@@ -202,17 +202,12 @@ struct HEIFDecodingTests {
 
     @Test("derived images nested deeper than an overlay of grids, or in a cycle, are refused")
     func derivedNesting() {
-        func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
-            let size = UInt32(8 + payload.count)
-            return [UInt8(size >> 24), UInt8(size >> 16 & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF)] + Array(type.utf8) + payload
-        }
-        func infe(_ id: UInt8, _ type: String) -> [UInt8] { box("infe", [2, 0, 0, 0, 0, id, 0, 0] + Array(type.utf8)) }
-        func dimg(_ from: UInt8, _ to: [UInt8]) -> [UInt8] { box("dimg", [0, from, 0, UInt8(to.count)] + to.flatMap { [0, $0] }) }
+        func dimg(_ from: UInt8, _ to: [UInt8]) -> [UInt8] { Self.box("dimg", [0, from, 0, UInt8(to.count)] + to.flatMap { [0, $0] }) }
         // 1 overlay → 2 grid → 3 grid → 4 hvc1 (1 is three deep, 2 two); 5 grid → 6 grid → 5.
         let items: [(UInt8, String)] = [(1, "iovl"), (2, "grid"), (3, "grid"), (4, "hvc1"), (5, "grid"), (6, "grid")]
-        let iinf = box("iinf", [0, 0, 0, 0, 0, UInt8(items.count)] + items.flatMap { infe($0.0, $0.1) })
-        let iref = box("iref", [0, 0, 0, 0] + dimg(1, [2]) + dimg(2, [3, 4]) + dimg(3, [4]) + dimg(5, [6]) + dimg(6, [5]))
-        let file = box("ftyp", Array("heicmif1".utf8)) + box("meta", [0, 0, 0, 0] + iinf + iref)
+        let iinf = Self.box("iinf", [0, 0, 0, 0, 0, UInt8(items.count)] + items.flatMap { Self.infe($0.0, $0.1) })
+        let iref = Self.box("iref", [0, 0, 0, 0] + dimg(1, [2]) + dimg(2, [3, 4]) + dimg(3, [4]) + dimg(5, [6]) + dimg(6, [5]))
+        let file = Self.box("ftyp", Array("heicmif1".utf8)) + Self.box("meta", [0, 0, 0, 0] + iinf + iref)
         let canvases = file.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
         #expect(canvases[1]?.nesting == 3 && canvases[2]?.nesting == 2, "\(canvases)")
         #expect(canvases[3] == nil, "a grid of coded images with no readable descriptor has nothing to check")
@@ -225,25 +220,21 @@ struct HEIFDecodingTests {
 
     @Test("grid and overlay canvases are read from idat and from the file, 16- and 32-bit")
     func derivedCanvasScan() {
-        func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
-            let size = UInt32(8 + payload.count)
-            return [UInt8(size >> 24), UInt8(size >> 16 & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF)] + Array(type.utf8) + payload
-        }
-        func infe(_ id: UInt8, _ type: String) -> [UInt8] { box("infe", [2, 0, 0, 0, 0, id, 0, 0] + Array(type.utf8)) }
         // Items: 1 a grid in idat (16-bit sides), 2 an overlay in the file (32-bit sides), 3 an hvc1.
         let grid: [UInt8] = [0, 0, 1, 1, 0x01, 0x00, 0x00, 0xC8]  // 256×200
         let overlay: [UInt8] = [0, 1] + [UInt8](repeating: 0xFF, count: 8) + [0, 1, 0, 0, 0, 0, 0x80, 0]  // 65536×32768
-        let ftyp = box("ftyp", Array("heicmif1".utf8))
+        let ftyp = Self.box("ftyp", Array("heicmif1".utf8))
         func meta(overlayAt offset: Int) -> [UInt8] {
-            let iinf = box("iinf", [0, 0, 0, 0, 0, 3] + infe(1, "grid") + infe(2, "iovl") + infe(3, "hvc1"))
+            let iinf = Self.box("iinf", [0, 0, 0, 0, 0, 3] + Self.infe(1, "grid") + Self.infe(2, "iovl") + Self.infe(3, "hvc1"))
             // Version 1, offset and length 4 bytes, no base offset or index; 2 items.
             var iloc: [UInt8] = [1, 0, 0, 0, 0x44, 0x00, 0, 2]
             iloc += [0, 1, 0, 1, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, UInt8(grid.count)]  // method 1
             iloc += [0, 2, 0, 0, 0, 0, 0, 1] + [0, 0, UInt8(offset >> 8), UInt8(offset & 0xFF), 0, 0, 0, UInt8(overlay.count)]
-            return box("meta", [0, 0, 0, 0] + box("hdlr", [UInt8](repeating: 0, count: 24)) + iinf + box("iloc", iloc) + box("idat", grid))
+            let hdlr = Self.box("hdlr", [UInt8](repeating: 0, count: 24))
+            return Self.box("meta", [0, 0, 0, 0] + hdlr + iinf + Self.box("iloc", iloc) + Self.box("idat", grid))
         }
         let offset = ftyp.count + meta(overlayAt: 0).count + 8
-        let file = ftyp + meta(overlayAt: offset) + box("mdat", overlay)
+        let file = ftyp + meta(overlayAt: offset) + Self.box("mdat", overlay)
         let canvases = file.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
         #expect(
             canvases == [
@@ -260,6 +251,15 @@ struct HEIFDecodingTests {
             #expect(found.count <= 2)
         }
     }
+
+    /// An ISO BMFF box of `type` around `payload`.
+    static func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+        let size = UInt32(8 + payload.count)
+        return [UInt8(size >> 24), UInt8(size >> 16 & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF)] + Array(type.utf8) + payload
+    }
+
+    /// An `infe` (version 2) of item `id` and `type`.
+    static func infe(_ id: UInt8, _ type: String) -> [UInt8] { box("infe", [2, 0, 0, 0, 0, id, 0, 0] + Array(type.utf8)) }
 
     static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
         guard haystack.count >= needle.count else { return nil }
