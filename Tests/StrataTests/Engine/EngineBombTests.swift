@@ -153,9 +153,15 @@ struct EngineBombTests {
             let good = try await cache.image(for: ImageRequest(key: "good", box: PixelSize(width: 64, height: 64)))
             #expect(good.image.width == 64 || good.image.height == 64)
         }
-        // Nothing near the claimed sizes (gigabytes to petabytes) was allocated.
-        #expect(Self.maximumResidentBytes() - before < 512 << 20)
+        // Nothing near the claimed sizes (gigabytes to petabytes) was allocated. The peak is the
+        // process's (other tests run beside this one); under the address sanitizer its
+        // quarantine keeps up to 256 MiB of freed memory resident as well.
+        let allowance = (512 << 20) + (Self.underAddressSanitizer ? 256 << 20 : 0)
+        #expect(Self.maximumResidentBytes() - before < allowance)
     }
+
+    /// Whether this process runs under the address sanitizer (its runtime is linked in).
+    static var underAddressSanitizer: Bool { dlsym(dlopen(nil, RTLD_NOW), "__asan_init") != nil }
 
     @Test func absurdExifIsIgnoredOrATypedErrorAndTheEngineKeepsServing() async throws {
         let blocks = try Self.absurdExif()
