@@ -46,7 +46,7 @@ extension DiskTier.Core {
                 // indexed (found by the 3-minute soak: such a file was skipped as "being deleted"
                 // until the batch ended, never counted, and the directory went over its limit).
                 let outcome = deleteFile(name, digest: victim.digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory) {
-                    state.withLock { $0.unmarkDeleting(CollectionOfOne(victim)) }
+                    unmarkDeleting(victim)
                 }
                 testHooks.withLock { $0.victimDeleted }?(name)
                 switch outcome {
@@ -55,7 +55,7 @@ extension DiskTier.Core {
                 case .replaced, .foreign:
                     // A newer file under the name (published after the victim was chosen):
                     // indexed by its publish or its inotify event, not ours to delete.
-                    state.withLock { $0.unmarkDeleting(CollectionOfOne(victim)) }
+                    unmarkDeleting(victim)
                 case .failed(let error):
                     logger.warning(
                         "cannot evict cache file; keeping it in the index",
@@ -77,6 +77,11 @@ extension DiskTier.Core {
     func evictToLimit() {
         guard let directory = state.withLock({ $0.closed ? nil : $0.directory }) else { return }
         evict(toFit: nil, limit: byteLimit.load(ordering: .relaxed), directory: directory)
+    }
+
+    /// Ends ``State/markDeleting(_:)`` for one file (see ``State/unmarkDeleting(_:)``).
+    func unmarkDeleting(_ entry: DiskIndexEntry) {
+        state.withLock { $0.unmarkDeleting(CollectionOfOne(entry)) }
     }
 
     static func mayIndex(_ entry: DiskIndexEntry, in s: State) -> Bool {
@@ -146,7 +151,7 @@ extension DiskTier.Core {
             let name = victim.name.string
             if case .failed(let error) = deleteFile(
                 name, digest: digest, ifIdentity: FileIdentity(of: victim, device: device), in: directory,
-                { state.withLock { $0.unmarkDeleting(CollectionOfOne(victim)) } })
+                { unmarkDeleting(victim) })
             {
                 logger.warning("cannot delete cache file", metadata: ["file": "\(path)/\(name)", "error": "\(error)"])
             }

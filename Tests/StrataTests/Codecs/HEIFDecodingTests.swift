@@ -152,9 +152,7 @@ struct HEIFDecodingTests {
 
     @Test("a grid whose canvas is larger than its ispe is refused before libheif allocates it (a FuzzHEIF input)")
     func gridCanvasBeyondISPE() throws {
-        let url = Fixtures.directory.deletingLastPathComponent().appendingPathComponent(
-            "Fuzz/Corpus/FuzzHEIF/regression-grid-canvas-beyond-ispe")
-        let bytes = try [UInt8](Data(contentsOf: url))
+        let bytes = try Self.fuzzSeed("regression-grid-canvas-beyond-ispe")
         let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: 1_000_000))
         let header = try decoder.readHeader(bytes)
         #expect(header.size == PixelSize(width: 48, height: 32) && header.thumbnails == [PixelSize(width: 24, height: 16)])
@@ -166,9 +164,7 @@ struct HEIFDecodingTests {
 
     @Test("an elongated grid's square canvas is refused by the pixel limit, before libheif allocates it")
     func elongatedGridCanvas() throws {
-        let url = Fixtures.directory.deletingLastPathComponent().appendingPathComponent(
-            "Fuzz/Corpus/FuzzHEIF/regression-grid-canvas-beyond-ispe")
-        var bytes = try [UInt8](Data(contentsOf: url))
+        var bytes = try Self.fuzzSeed("regression-grid-canvas-beyond-ispe")
         let canvases = bytes.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
         #expect(canvases[2] == .init(isOverlay: false, size: PixelSize(width: 48, height: 32)), "the primary grid")
         #expect(canvases.values.contains { $0.size == PixelSize(width: 65535, height: 31675) }, "the thumbnail's")
@@ -187,9 +183,7 @@ struct HEIFDecodingTests {
 
     @Test("a grid that is its own tile is refused before libheif decodes it (a FuzzHEIF input that aborted the process)")
     func gridThatIsItsOwnTile() throws {
-        let url = Fixtures.directory.deletingLastPathComponent().appendingPathComponent(
-            "Fuzz/Corpus/FuzzHEIF/regression-grid-is-its-own-tile")
-        let bytes = try [UInt8](Data(contentsOf: url))
+        let bytes = try Self.fuzzSeed("regression-grid-is-its-own-tile")
         let canvases = bytes.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
         #expect(canvases[2]?.nesting == .some(nil), "\(canvases)")
         let error = decodingError { _ = try ImageDecoder().decode(bytes) }
@@ -250,6 +244,12 @@ struct HEIFDecodingTests {
             let found = Array(file.prefix(cut)).withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
             #expect(found.count <= 2)
         }
+    }
+
+    /// A FuzzHEIF seed (`Fuzz/Corpus/FuzzHEIF/`), most of them regression inputs.
+    static func fuzzSeed(_ name: String) throws -> [UInt8] {
+        let url = Fixtures.directory.deletingLastPathComponent().appendingPathComponent("Fuzz/Corpus/FuzzHEIF/" + name)
+        return try [UInt8](Data(contentsOf: url))
     }
 
     /// An ISO BMFF box of `type` around `payload`.
