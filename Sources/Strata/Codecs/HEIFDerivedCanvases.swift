@@ -5,29 +5,37 @@
 /// per-side limit (libheif 1.15 has neither a call that reads the descriptor nor a limit on
 /// pixels), so a file whose `ispe` passes ``DecodingLimits/maxPixels`` can still make it
 /// allocate a square of the longer side: a 1×65536 grid that claims 65536×65536. The check
-/// refuses to decode a derived item whose canvas is above the pixel limit, as if that canvas
-/// were the image (an overlay: if any derived item's is, since its layers may be grids).
+/// refuses to decode an item when it, or a derived item that decoding it decodes (an overlay's
+/// grids, an alpha grid), claims a canvas above the pixel limit, as if that canvas were the
+/// image; and when what it decodes leads back to itself (libheif would follow it for ever).
 ///
-/// Reads the top-level `meta` box only: `iinf` for the item types, `iloc` for where each
-/// derived item's descriptor lies (in the file, or in `idat`), and the descriptor's first 18
-/// bytes. Cost: one pass over the box headers, no allocation beyond the item lists. A
+/// Reads the top-level `meta` box only: `iinf` for the item types, `iref` for what each item
+/// decodes (`dimg`, `auxl`), `iloc` for where each derived item's descriptor lies (in the file,
+/// or in `idat`), and the descriptor's first 18 bytes. Cost: one pass over the box headers, no allocation beyond the item lists. A
 /// malformed container is left to libheif, which refuses it with its own message.
 enum HEIFDerivedCanvases {
-    /// A derived item's claimed canvas.
+    /// A derived item's claimed canvas, and for any item (a coded one too) what decoding it
+    /// decodes besides.
     struct Canvas: Equatable {
         var isOverlay: Bool
+        /// 0×0 for a coded image.
         var size: PixelSize
-        /// Derived items from this one down its inputs (`iref` `dimg`), itself included: 1 for
-        /// a grid of coded images, 2 for an overlay of grids; `nil` when its inputs lead back to
-        /// itself.
+        /// Derived items nested from this one down what it decodes (`iref` `dimg` inputs, one
+        /// level deeper, and `auxl` auxiliary images, at its level), itself included: 1 for a
+        /// grid of coded images or one whose alpha is a grid, 2 for an overlay of grids, 1 for a
+        /// coded image whose alpha is a grid; `nil` when they lead back to itself.
         var nesting: Int? = 1
+        /// The largest canvas, in pixels, among the derived items that decoding this one decodes
+        /// (itself apart): an overlay's grids, a grid's alpha grid.
+        var reaches = 0
     }
 
     /// The deepest nesting of derived items decoded: an overlay of grids. libheif 1.15 decodes a
     /// derived item's inputs on up to four threads of its own, each input's inputs likewise,
     /// and follows references back to the item itself without end: a grid naming itself as its
     /// tile (a FuzzHEIF input) started threads until none could start, and libheif's uncaught
-    /// `std::system_error` aborted the process.
+    /// `std::system_error` aborted the process; a grid whose alpha image was a grid of the
+    /// grid itself (another) decoded until the process ran out of memory.
     static let maximumNesting = 2
 
     /// The canvases the grid and overlay items of `bytes` claim, by item id; empty when there
@@ -42,20 +50,21 @@ enum HEIFDerivedCanvases {
     }
 
     /// Throws `tooLarge` when decoding `item` would allocate a canvas of more than `maxPixels`:
-    /// its own, or, for an overlay (whose layers may be grids), any derived item's.
-    /// Throws `corrupt` when its inputs lead back to itself or nest derived items deeper than
-    /// ``maximumNesting``.
+    /// its own, or that of any derived item it decodes (an overlay's grids, an alpha grid).
+    /// Throws `corrupt` when what it decodes leads back to itself or nests derived items deeper
+    /// than ``maximumNesting``.
     static func check(item: UInt32, of canvases: [UInt32: Canvas], maxPixels: Int) throws(ImageDecodingError) {
         guard let own = canvases[item] else { return }
         guard let nesting = own.nesting else {
-            throw ImageDecodingError(.corrupt("a derived image (grid or overlay) is among its own inputs"), format: .heic)
+            throw ImageDecodingError(
+                .corrupt("an image is among its own inputs (a grid's or overlay's, or its alpha's)"), format: .heic)
         }
         if nesting > maximumNesting {
             throw ImageDecodingError(
                 .corrupt("derived images (grids, overlays) nested \(nesting) deep; at most \(maximumNesting) are decoded"),
                 format: .heic)
         }
-        let largest = own.isOverlay ? canvases.values.map { pixels($0.size) }.max() ?? 0 : pixels(own.size)
+        let largest = max(pixels(own.size), own.reaches)
         if largest > maxPixels { throw ImageDecodingError(.tooLarge(pixels: largest, limit: maxPixels), format: .heic) }
     }
 
@@ -77,38 +86,49 @@ enum HEIFDerivedCanvases {
         var derived: [UInt32: String] = [:]
         var locations: [UInt32: Location] = [:]
         var idat: Range<Int>?
-        var inputs: [UInt32: [UInt32]] = [:]
+        var decodes: [UInt32: [Decode]] = [:]
         while let box = children.next() {
             switch box.type {
             case "iinf": derived = derivedItems(box, in: bytes)
             case "iloc": locations = self.locations(box, in: bytes) ?? [:]
             case "idat": idat = box.payload
-            case "iref": inputs = derivedInputs(box, in: bytes)
+            case "iref": decodes = decodeReferences(box, in: bytes)
             default: break
             }
         }
-        let nesting = self.nesting(of: derived, inputs: inputs)
-        var canvases: [UInt32: Canvas] = [:]
+        // An unreadable descriptor: no canvas to hold to the limit (libheif refuses it), but
+        // the references are still checked.
+        var sizes: [UInt32: PixelSize] = [:]
         for (id, type) in derived {
-            // An unreadable descriptor: no canvas to hold to the limit (libheif refuses it),
-            // but the references are still checked.
-            let size =
-                locations[id].flatMap { descriptorBytes($0, idat: idat, in: bytes) }.flatMap { canvas(of: type, descriptor: $0) }
-            let depth = nesting[id] ?? 1
-            guard size != nil || depth != 1 else { continue }
-            canvases[id] = Canvas(isOverlay: type == "iovl", size: size ?? PixelSize(width: 0, height: 0), nesting: depth)
+            sizes[id] = locations[id].flatMap { descriptorBytes($0, idat: idat, in: bytes) }.flatMap {
+                canvas(of: type, descriptor: $0)
+            }
+        }
+        let walked = walk(derived: derived, decodes: decodes, pixels: sizes.mapValues(pixels))
+        var canvases: [UInt32: Canvas] = [:]
+        for (id, result) in walked {
+            let size = sizes[id]
+            // Nothing to check: a grid of coded images with no readable descriptor, or a coded
+            // image that decodes no derived one.
+            if size == nil, let result, result.nesting == (derived[id] != nil ? 1 : 0), result.reaches == 0 { continue }
+            canvases[id] = Canvas(
+                isOverlay: derived[id] == "iovl", size: size ?? PixelSize(width: 0, height: 0),
+                nesting: result?.nesting, reaches: result?.reaches ?? 0)
         }
         return canvases
     }
 
-    /// The `dimg` references of `iref` (versions 0 and 1): each derived item's inputs.
-    private static func derivedInputs(_ iref: Box, in bytes: UnsafeRawBufferPointer) -> [UInt32: [UInt32]] {
+    /// What decoding each item decodes besides, from `iref` (versions 0 and 1): a derived
+    /// item's inputs (`dimg`, from the derived item to its inputs), and any item's auxiliary
+    /// images (`auxl`, from the auxiliary image to the item it belongs to: libheif decodes an
+    /// image's alpha with it).
+    private static func decodeReferences(_ iref: Box, in bytes: UnsafeRawBufferPointer) -> [UInt32: [Decode]] {
         var cursor = Cursor(bytes: bytes, range: iref.payload)
         guard let version = cursor.u8(), version <= 1, cursor.skip(3) else { return [:] }
-        var inputs: [UInt32: [UInt32]] = [:]
+        var decodes: [UInt32: [Decode]] = [:]
         var references = BoxReader(bytes: bytes, range: cursor.position..<iref.payload.upperBound)
         while let reference = references.next() {
-            guard reference.type == "dimg" else { continue }
+            guard reference.type == "dimg" || reference.type == "auxl" else { continue }
             var entry = Cursor(bytes: bytes, range: reference.payload)
             func id() -> UInt32? { version == 0 ? entry.u16().map(UInt32.init) : entry.u32() }
             guard let from = id(), let count = entry.u16() else { continue }
@@ -117,51 +137,87 @@ enum HEIFDerivedCanvases {
                 guard let input = id() else { break }
                 to.append(input)
             }
-            inputs[from, default: []] += to
+            if reference.type == "dimg" {
+                decodes[from, default: []] += to.map { Decode(id: $0, isInput: true) }
+            } else {
+                for master in to { decodes[master, default: []].append(Decode(id: from, isInput: false)) }
+            }
         }
-        return inputs
+        return decodes
     }
 
-    /// For each derived item, the depth of derived items down its inputs (itself included), or
-    /// `nil` when they lead back to an item already on the way (a cycle). Depth-first with its
-    /// own stack (a file can chain thousands of items), each item finished once: O(items +
-    /// references).
-    private static func nesting(of derived: [UInt32: String], inputs: [UInt32: [UInt32]]) -> [UInt32: Int?] {
-        var depth: [UInt32: Int?] = [:]
+    /// One item that decoding another decodes besides: an input of a derived item (`dimg`,
+    /// decoded inside it, so one level deeper) or an auxiliary image (`auxl`: decoded after it,
+    /// at its level).
+    private struct Decode {
+        var id: UInt32
+        var isInput: Bool
+    }
+
+    private struct Reach {
+        var nesting: Int
+        var reaches: Int
+    }
+
+    /// For each item on the decode graph, the deepest nesting of derived items down what it
+    /// decodes (itself included; a coded image counts 0) and the largest canvas among the
+    /// derived items it decodes (itself apart), or `nil` when they lead back to an item already
+    /// on the way (a cycle). Depth-first with its own stack (a file can chain thousands of
+    /// items), each item finished once: O(items + references).
+    private static func walk(
+        derived: [UInt32: String], decodes: [UInt32: [Decode]], pixels: [UInt32: Int]
+    ) -> [UInt32: Reach?] {
+        var done: [UInt32: Reach?] = [:]
         var onPath: Set<UInt32> = []
-        // An item being visited, the next of its inputs to look at, and the deepest input so far.
-        var stack: [(id: UInt32, next: Int, deepest: Int?)] = []
-        for root in derived.keys where depth[root] == nil {
-            stack.append((root, 0, 0))
+        // An item being visited, whether its parent decodes it as an input, the next of its
+        // decodes to look at, and what they gave so far (`nil` once one leads back).
+        var stack: [(id: UInt32, isInput: Bool, next: Int, below: Reach?)] = []
+        // What `child`'s result adds to the item that decodes it.
+        func seen(_ child: Reach?, id: UInt32, isInput: Bool, by parent: UInt32) -> Reach? {
+            child.map {
+                Reach(
+                    nesting: $0.nesting + (isInput && derived[parent] != nil ? 1 : 0),
+                    reaches: max($0.reaches, pixels[id] ?? 0))
+            }
+        }
+        func merge(_ a: Reach?, _ b: Reach?) -> Reach? {
+            guard let a, let b else { return nil }
+            return Reach(nesting: max(a.nesting, b.nesting), reaches: max(a.reaches, b.reaches))
+        }
+        let start = Reach(nesting: 0, reaches: 0)
+        for root in Set(derived.keys).union(decodes.keys) where done[root] == nil {
+            stack.append((root, false, 0, start))
             onPath.insert(root)
             while let top = stack.last {
-                let edges = inputs[top.id] ?? []
-                if top.next < edges.count, top.deepest != nil {
+                let edges = decodes[top.id] ?? []
+                if top.next < edges.count, top.below != nil {
                     stack[stack.count - 1].next += 1
-                    let input = edges[top.next]
-                    guard derived[input] != nil else { continue }  // a coded image
-                    if let known = depth[input] {
-                        stack[stack.count - 1].deepest = known.map { max(top.deepest!, $0) }
-                    } else if onPath.contains(input) {
-                        stack[stack.count - 1].deepest = nil
+                    let edge = edges[top.next]
+                    if let known = done[edge.id] {
+                        let child = seen(known, id: edge.id, isInput: edge.isInput, by: top.id)
+                        stack[stack.count - 1].below = merge(top.below, child)
+                    } else if onPath.contains(edge.id) {
+                        stack[stack.count - 1].below = nil
+                    } else if decodes[edge.id] == nil, derived[edge.id] == nil {
+                        continue  // a coded image that decodes nothing more
                     } else {
-                        stack.append((input, 0, 0))
-                        onPath.insert(input)
+                        stack.append((edge.id, edge.isInput, 0, start))
+                        onPath.insert(edge.id)
                     }
                     continue
                 }
-                // Finished: hand the depth to the item below.
+                // Finished: hand the result to the item below.
                 stack.removeLast()
                 onPath.remove(top.id)
-                let result = top.deepest.map { $0 + 1 }
-                depth[top.id] = .some(result)
-                if !stack.isEmpty {
-                    let below = stack[stack.count - 1].deepest
-                    stack[stack.count - 1].deepest = below.flatMap { b in result.map { max(b, $0) } }
+                let result = top.below.map { Reach(nesting: max($0.nesting, derived[top.id] != nil ? 1 : 0), reaches: $0.reaches) }
+                done[top.id] = .some(result)
+                if let parent = stack.last {
+                    let child = seen(result, id: top.id, isInput: top.isInput, by: parent.id)
+                    stack[stack.count - 1].below = merge(parent.below, child)
                 }
             }
         }
-        return depth
+        return done
     }
 
     /// The ids of `grid` and `iovl` items, with their types (`infe` versions 2 and 3).

@@ -166,7 +166,8 @@ struct HEIFDecodingTests {
     func elongatedGridCanvas() throws {
         var bytes = try Self.fuzzSeed("regression-grid-canvas-beyond-ispe")
         let canvases = bytes.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
-        #expect(canvases[2] == .init(isOverlay: false, size: PixelSize(width: 48, height: 32)), "the primary grid")
+        // The primary grid, whose alpha is a grid of the same canvas.
+        #expect(canvases[2] == .init(isOverlay: false, size: PixelSize(width: 48, height: 32), reaches: 48 * 32))
         #expect(canvases.values.contains { $0.size == PixelSize(width: 65535, height: 31675) }, "the thumbnail's")
         // The primary grid made 48×4096 (its `ispe`), claiming a 4096×4096 canvas: both sides
         // within libheif's per-side limit (4097), 85 times the pixels its header says.
@@ -210,6 +211,48 @@ struct HEIFDecodingTests {
         for refused: UInt32 in [1, 5, 6] {
             #expect(throws: ImageDecodingError.self) { try HEIFDerivedCanvases.check(item: refused, of: canvases, maxPixels: 100) }
         }
+    }
+
+    @Test("an image whose alpha is a grid of the image itself is refused before libheif decodes it (a FuzzHEIF input that ran out of memory)")
+    func alphaThatIsAGridOfItsImage() throws {
+        let bytes = try Self.fuzzSeed("regression-alpha-is-a-grid-of-its-image")
+        // The primary grid 2 (tile 1) has the alpha image 4, a grid whose tile is 2.
+        let canvases = bytes.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
+        #expect(canvases[2]?.nesting == .some(nil) && canvases[4]?.nesting == .some(nil), "\(canvases)")
+        let error = decodingError { _ = try ImageDecoder(limits: DecodingLimits(maxPixels: 1_000_000)).decode(bytes) }
+        guard case .corrupt(let message)? = error?.reason else {
+            Issue.record("expected a corrupt-file error, got \(String(describing: error))")
+            return
+        }
+        #expect(message.contains("own inputs"), "\(message)")
+    }
+
+    @Test("what an image's alpha decodes counts: a cycle through auxl, and an alpha grid's canvas against the limit")
+    func auxiliaryImagesAreFollowed() {
+        func reference(_ type: String, _ from: UInt8, _ to: [UInt8]) -> [UInt8] {
+            Self.box(type, [0, from, 0, UInt8(to.count)] + to.flatMap { [0, $0] })
+        }
+        // 1 hvc1 whose alpha is 2, a grid of 3 (hvc1); 4 hvc1 whose alpha is 5, whose alpha is 4.
+        let items: [(UInt8, String)] = [(1, "hvc1"), (2, "grid"), (3, "hvc1"), (4, "hvc1"), (5, "hvc1")]
+        let iinf = Self.box("iinf", [0, 0, 0, 0, 0, UInt8(items.count)] + items.flatMap { Self.infe($0.0, $0.1) })
+        let iref = Self.box(
+            "iref",
+            [0, 0, 0, 0] + reference("auxl", 2, [1]) + reference("dimg", 2, [3]) + reference("auxl", 5, [4])
+                + reference("auxl", 4, [5]) + reference("thmb", 3, [1]))
+        // The alpha grid's descriptor in idat: 1×1 tiles, 4000×3000.
+        let grid: [UInt8] = [0, 0, 0, 0, 0x0F, 0xA0, 0x0B, 0xB8]
+        let iloc: [UInt8] = [1, 0, 0, 0, 0x44, 0x00, 0, 1] + [0, 2, 0, 1, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 8]
+        let file =
+            Self.box("ftyp", Array("heicmif1".utf8))
+            + Self.box("meta", [0, 0, 0, 0] + iinf + iref + Self.box("iloc", iloc) + Self.box("idat", grid))
+        let canvases = file.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
+        #expect(canvases[1] == .init(isOverlay: false, size: PixelSize(width: 0, height: 0), nesting: 1, reaches: 12_000_000))
+        #expect(canvases[3] == nil, "a tile decodes nothing more (a thumbnail reference is not followed)")
+        #expect(canvases[4]?.nesting == .some(nil) && canvases[5]?.nesting == .some(nil), "\(canvases)")
+        #expect((try? HEIFDerivedCanvases.check(item: 1, of: canvases, maxPixels: 12_000_000)) != nil)
+        #expect(throws: ImageDecodingError.self) { try HEIFDerivedCanvases.check(item: 1, of: canvases, maxPixels: 11_999_999) }
+        #expect(throws: ImageDecodingError.self) { try HEIFDerivedCanvases.check(item: 4, of: canvases, maxPixels: 100) }
+        #expect((try? HEIFDerivedCanvases.check(item: 3, of: canvases, maxPixels: 1)) != nil)
     }
 
     @Test("grid and overlay canvases are read from idat and from the file, 16- and 32-bit")
