@@ -213,7 +213,7 @@ struct HEIFDecodingTests {
         }
     }
 
-    @Test("an image whose alpha is a grid of the image itself is refused before libheif decodes it (a FuzzHEIF input that ran out of memory)")
+    @Test("an image whose alpha is a grid of the image itself is refused before libheif decodes it (FuzzHEIF: out of memory)")
     func alphaThatIsAGridOfItsImage() throws {
         let bytes = try Self.fuzzSeed("regression-alpha-is-a-grid-of-its-image")
         // The primary grid 2 (tile 1) has the alpha image 4, a grid whose tile is 2.
