@@ -122,24 +122,30 @@ enum HEIFDerivedCanvases {
     /// item's inputs (`dimg`, from the derived item to its inputs), and any item's auxiliary
     /// images (`auxl`, from the auxiliary image to the item it belongs to: libheif decodes an
     /// image's alpha with it).
+    ///
+    /// Read as libheif 1.15 reads them: one reference after another, each a box header whose
+    /// size is not used (a 64-bit size and a `uuid` type are skipped), the from-id, the count
+    /// and the to-ids, to the end of `iref`. A reference box whose size disagrees with what it
+    /// holds (a FuzzHEIF input) would otherwise hide the references after it from the check,
+    /// not from libheif.
     private static func decodeReferences(_ iref: Box, in bytes: UnsafeRawBufferPointer) -> [UInt32: [Decode]] {
         var cursor = Cursor(bytes: bytes, range: iref.payload)
         guard let version = cursor.u8(), version <= 1, cursor.skip(3) else { return [:] }
+        func id() -> UInt32? { version == 0 ? cursor.u16().map(UInt32.init) : cursor.u32() }
         var decodes: [UInt32: [Decode]] = [:]
-        var references = BoxReader(bytes: bytes, range: cursor.position..<iref.payload.upperBound)
-        while let reference = references.next() {
-            guard reference.type == "dimg" || reference.type == "auxl" else { continue }
-            var entry = Cursor(bytes: bytes, range: reference.payload)
-            func id() -> UInt32? { version == 0 ? entry.u16().map(UInt32.init) : entry.u32() }
-            guard let from = id(), let count = entry.u16() else { continue }
+        while cursor.position < cursor.end {
+            guard let size = cursor.u32(), let type = cursor.fourCC() else { break }
+            if size == 1 { guard cursor.skip(8) else { break } }
+            if type == "uuid" { guard cursor.skip(16) else { break } }
+            guard let from = id(), let count = cursor.u16() else { break }
             var to: [UInt32] = []
             for _ in 0..<count {
                 guard let input = id() else { break }
                 to.append(input)
             }
-            if reference.type == "dimg" {
+            if type == "dimg" {
                 decodes[from, default: []] += to.map { Decode(id: $0, isInput: true) }
-            } else {
+            } else if type == "auxl" {
                 for master in to { decodes[master, default: []].append(Decode(id: from, isInput: false)) }
             }
         }
