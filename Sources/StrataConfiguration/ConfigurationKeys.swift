@@ -197,6 +197,10 @@ extension StrataConfiguration {
         .init("iiif.maxArea", "16777216", "IIIF Image API: most pixels a request may produce (`maxArea`)."),
         .init("iiif.tileSize", "512", "IIIF Image API: side of the square tiles `info.json` advertises."),
         .init(
+            "iiif.upscaleTolerance", "0",
+            "IIIF Image API: how much smaller than a tile's scale the variant it is cut from may be (0…1); 0: tiles are only reduced, never enlarged."
+        ),
+        .init(
             "iiif.squareGravity", "center",
             "IIIF Image API: where the `square` region sits in a non-square image (`center`, `north`…`southwest`, `fp:X,Y` or `smart`, as `/images`' `gravity=`)."
         ),

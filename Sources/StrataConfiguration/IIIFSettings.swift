@@ -17,6 +17,10 @@ public struct IIIFSettings: Sendable, Equatable {
     /// Where the `square` region sits in a non-square image (`center`, a compass point,
     /// `fp:X,Y` or `smart`).
     public var squareGravity: Gravity = .center
+    /// How much smaller than a tile's scale the whole-image variant it is cut from may be (0…1):
+    /// 0, a tile is only ever reduced from a variant at least its scale's size, never enlarged
+    /// from a smaller one (the engine's `tolerance` still applies above).
+    public var upscaleTolerance = 0.0
 
     public init() {}
 }
@@ -29,6 +33,7 @@ extension IIIFSettings {
         settings.maxHeight = try reader.integer("iiif.maxHeight", min: 1)
         settings.maxArea = try reader.integer("iiif.maxArea", min: 1)
         settings.tileSize = try reader.integer("iiif.tileSize", min: 16)
+        settings.upscaleTolerance = try reader.number("iiif.upscaleTolerance", in: 0...1)
         if let text = try reader.string("iiif.squareGravity") {
             guard let gravity = Gravity(parsing: text) else {
                 throw reader.error(

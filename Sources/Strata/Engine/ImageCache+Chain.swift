@@ -18,11 +18,14 @@ struct FlightDescriptor: Sendable {
 
     /// Whether `request` may join: the same mode, style and upscaling, and a box within this
     /// flight's tolerance of the flight's box (the flight's result is then within tolerance of
-    /// what it asked for).
+    /// what it asked for) — below it, within the request's own upscale tolerance too, so a
+    /// request that takes nothing smaller than its box never joins a smaller render.
     func accepts(_ request: ImageRequest) -> Bool {
-        request.mode == mode && request.style == style && request.allowUpscale == allowUpscale
+        let lower = min(tolerance, request.upscaleTolerance ?? tolerance)
+        return request.mode == mode && request.style == style && request.allowUpscale == allowUpscale
             && VariantMatcher.matches(
-                VariantDescriptor(size: box, mode: mode), SizeQuery(box: request.box, mode: mode, tolerance: tolerance))
+                VariantDescriptor(size: box, mode: mode),
+                SizeQuery(box: request.box, mode: mode, tolerance: tolerance, upscaleTolerance: lower))
     }
 }
 

@@ -254,6 +254,9 @@ public final class ImageCache: Sendable {
         if let t = request.tolerance, !(0...1).contains(t) {
             throw .invalidRequest(key: key, reason: "tolerance \(t) is outside 0...1")
         }
+        if let t = request.upscaleTolerance, !(0...1).contains(t) {
+            throw .invalidRequest(key: key, reason: "upscale tolerance \(t) is outside 0...1")
+        }
         if key.isEmpty { throw .invalidRequest(key: key, reason: "the key is empty") }
     }
 

@@ -17,10 +17,15 @@ public struct ImageRequest: Hashable, Sendable {
     public var exactSize: Bool
     /// Allow the source render to enlarge a small original to the box.
     public var allowUpscale: Bool
+    /// Tolerance below the box (0...1) when it differs from ``tolerance``: 0 takes only a
+    /// variant at least as large as the box, which the caller then reduces (IIIF tiles, which
+    /// would otherwise be enlarged from a smaller variant). `nil`: ``tolerance`` both ways.
+    public var upscaleTolerance: Double?
 
     public init(
         key: CacheKey, box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default,
-        tolerance: Double? = nil, priority: Lane = .urgent, exactSize: Bool = false, allowUpscale: Bool = false
+        tolerance: Double? = nil, priority: Lane = .urgent, exactSize: Bool = false, allowUpscale: Bool = false,
+        upscaleTolerance: Double? = nil
     ) {
         self.key = key
         self.box = box
@@ -30,19 +35,22 @@ public struct ImageRequest: Hashable, Sendable {
         self.priority = priority
         self.exactSize = exactSize
         self.allowUpscale = allowUpscale
+        self.upscaleTolerance = upscaleTolerance
     }
 
     /// The request as a tier lookup, with `defaultTolerance` where the request names none.
     public func query(defaultTolerance: Double) -> SizeQuery {
         SizeQuery(
             box: box, mode: mode, style: style, tolerance: exactSize ? 0 : (tolerance ?? defaultTolerance),
-            allowUpscale: allowUpscale)
+            allowUpscale: allowUpscale, upscaleTolerance: exactSize ? 0 : upscaleTolerance)
     }
 
     /// The request as a lookup that may find a larger variant to resample (`exactSize`): an
     /// upper tolerance only.
     func searchQuery(defaultTolerance: Double) -> SizeQuery {
-        SizeQuery(box: box, mode: mode, style: style, tolerance: tolerance ?? defaultTolerance, allowUpscale: allowUpscale)
+        SizeQuery(
+            box: box, mode: mode, style: style, tolerance: tolerance ?? defaultTolerance, allowUpscale: allowUpscale,
+            upscaleTolerance: upscaleTolerance)
     }
 
     /// The request for the source tier.

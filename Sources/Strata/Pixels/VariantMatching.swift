@@ -28,6 +28,14 @@ public struct SizeQuery: Hashable, Sendable {
     /// *whole original* smaller than a `fit` box is an exact answer (the source has nothing
     /// larger).
     public var allowUpscale: Bool
+    /// Accepted deviation below 1 — a smaller variant, which the caller would enlarge — when it
+    /// differs from ``tolerance``: 0 asks for a variant at least as large as the box (IIIF
+    /// tiles: downsampling only), within ``tolerance`` above it. `nil`: ``tolerance`` both ways.
+    public var upscaleTolerance: Double?
+
+    /// The deviation accepted below 1.
+    @inlinable
+    public var lowerTolerance: Double { upscaleTolerance ?? tolerance }
 
     public static let defaultTolerance = 0.20
 
@@ -42,15 +50,21 @@ public struct SizeQuery: Hashable, Sendable {
     @inlinable
     public init(
         box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default,
-        tolerance: Double = SizeQuery.defaultTolerance, allowUpscale: Bool = false
+        tolerance: Double = SizeQuery.defaultTolerance, allowUpscale: Bool = false, upscaleTolerance: Double? = nil
     ) {
         precondition(tolerance >= 0 && tolerance.isFinite, "tolerance must be finite and ≥ 0")
+        precondition(upscaleTolerance.map { $0 >= 0 && $0.isFinite } ?? true, "upscale tolerance must be finite and ≥ 0")
         self.box = box
         self.mode = mode
         self.style = style
         self.tolerance = tolerance
         self.allowUpscale = allowUpscale
+        self.upscaleTolerance = upscaleTolerance
     }
+
+    /// Whether fill ratio `q` is within this query's tolerances.
+    @inlinable
+    public func accepts(_ q: Double) -> Bool { VariantMatcher.withinTolerance(q, lower: lowerTolerance, upper: tolerance) }
 }
 
 /// The one implementation of the tolerance rule; the memory tier, the disk tier's index and the
@@ -61,8 +75,10 @@ public struct SizeQuery: Hashable, Sendable {
 /// `q = max(w/W, h/H)` for `fit` and `q = w/W` for `fill` (whose variants must have the box's
 /// aspect, within one pixel of rounding). A *whole original* (the original at full size, kept
 /// because a `fit` box was larger) has `q = 1` for every `fit` box that contains it, unless the
-/// query allows upscaling. A variant matches when `1 − t ≤ q ≤ 1 + t`; the match closest to
-/// `q = 1` wins, and the larger wins a tie. Cost: O(n) over the candidates, no allocation.
+/// query allows upscaling. A variant matches when `1 − t ≤ q ≤ 1 + t` (below 1, the query's
+/// upscale tolerance when it has one: 0 takes no variant smaller than the box); the match
+/// closest to `q = 1` wins, and the larger wins a tie. Cost: O(n) over the candidates, no
+/// allocation.
 public enum VariantMatcher {
     /// The fill ratio of `variant` for `query`, or `nil` when it cannot serve the query at any
     /// tolerance (another mode or style, or a `fill` variant of another aspect). A whole
@@ -93,16 +109,21 @@ public enum VariantMatcher {
     @inlinable
     public static func matches(_ variant: VariantDescriptor, wholeOriginal: Bool = false, _ query: SizeQuery) -> Bool {
         guard let q = fillRatio(of: variant, wholeOriginal: wholeOriginal, for: query) else { return false }
-        return withinTolerance(q, query.tolerance)
+        return query.accepts(q)
     }
 
     /// Whether fill ratio `q` is within tolerance `t` (exactly 1 when `t` is 0).
     @inlinable
-    public static func withinTolerance(_ q: Double, _ t: Double) -> Bool {
-        if t == 0 { return q == 1 }
+    public static func withinTolerance(_ q: Double, _ t: Double) -> Bool { withinTolerance(q, lower: t, upper: t) }
+
+    /// Whether fill ratio `q` is within `lower` below 1 and `upper` above it (exactly 1 when
+    /// both are 0).
+    @inlinable
+    public static func withinTolerance(_ q: Double, lower: Double, upper: Double) -> Bool {
+        if lower == 0, upper == 0 { return q == 1 }
         // A hair of slack so that 0.8 and 1.2 themselves match despite binary rounding.
         let eps = 1e-9
-        return q >= 1 - t - eps && q <= 1 + t + eps
+        return q >= 1 - lower - eps && q <= 1 + upper + eps
     }
 
     /// Whether `a` is a better match than `b` (closer to q = 1; larger on a tie).
@@ -132,9 +153,7 @@ public enum VariantMatcher {
         var bestQ = 0.0
         for candidate in candidates {
             let (descriptor, whole) = variant(candidate)
-            guard let q = fillRatio(of: descriptor, wholeOriginal: whole, for: query),
-                withinTolerance(q, query.tolerance)
-            else { continue }
+            guard let q = fillRatio(of: descriptor, wholeOriginal: whole, for: query), query.accepts(q) else { continue }
             if best == nil || isBetter(q, than: bestQ) {
                 best = candidate
                 bestQ = q

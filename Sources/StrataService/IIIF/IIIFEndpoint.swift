@@ -87,9 +87,10 @@ struct IIIFEndpoint: Sendable {
             let region = try request.region.resolve(in: original.size, squareFocus: focus)
             let output = try request.size.resolve(region: region.size, limits: settings, version: request.version)
             let colour = responder.colour.current
+            // Never a variant smaller than the tile's scale (by default): it would be enlarged.
             let engineRequest = ImageRequest(
                 key: CacheKey(key, colour: colour), box: IIIFRendering.engineBox(original: original.size, region: region, output: output),
-                mode: .fit)
+                mode: .fit, upscaleTolerance: settings.upscaleTolerance)
             try responder.admit(unless: cache.cachedImage(for: engineRequest) != nil)
             let served: CachedImage
             do {

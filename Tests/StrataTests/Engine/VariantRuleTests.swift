@@ -30,11 +30,13 @@ struct VariantRuleTests {
     }
 
     static func box(
-        _ w: Int, _ h: Int, _ mode: ContentMode = .fit, t: Double = 0.2, upscale: Bool = false, style: PixelStyle = .default
+        _ w: Int, _ h: Int, _ mode: ContentMode = .fit, t: Double = 0.2, upscale: Bool = false, style: PixelStyle = .default,
+        below: Double? = nil
     )
         -> SizeQuery
     {
-        SizeQuery(box: PixelSize(width: w, height: h), mode: mode, style: style, tolerance: t, allowUpscale: upscale)
+        SizeQuery(
+            box: PixelSize(width: w, height: h), mode: mode, style: style, tolerance: t, allowUpscale: upscale, upscaleTolerance: below)
     }
 
     static let cases: [Case] = [
@@ -65,6 +67,20 @@ struct VariantRuleTests {
         Case(
             name: "a whole original larger than the box", held: [Held(width: 320, height: 200, whole: true)], query: box(200, 200),
             winner: nil),
+        // IIIF tiles (`iiif.upscaleTolerance` 0): nothing smaller than the box.
+        Case(
+            name: "upscale tolerance 0: a closer smaller variant is passed over",
+            held: [Held(width: 98, height: 98), Held(width: 115, height: 115)], query: box(100, 100, below: 0), winner: 1),
+        Case(
+            name: "upscale tolerance 0: only smaller variants", held: [Held(width: 512, height: 320)], query: box(640, 400, below: 0),
+            winner: nil),
+        Case(name: "upscale tolerance 0: the exact size", held: [Held(width: 640, height: 400)], query: box(640, 400, below: 0), winner: 0),
+        Case(
+            name: "upscale tolerance 0: a whole original in a larger box", held: [Held(width: 320, height: 200, whole: true)],
+            query: box(1024, 1024, below: 0), winner: 0),
+        Case(
+            name: "an upscale tolerance of its own", held: [Held(width: 88, height: 88), Held(width: 70, height: 70)],
+            query: box(100, 100, t: 0.05, below: 0.15), winner: 0),
     ]
 
     static let key = "rule/photo.jpg"
