@@ -17,6 +17,9 @@ scratch=.build-fuzz
 
 ./Scripts/install-deps.sh >/dev/null
 echo "fuzz: building ${harnesses[*]} (release, -sanitize=fuzzer,address)…"
+# SwiftPM keeps its build plan while the fuzz package's manifest is unchanged, and does not see
+# files added to the main package (a path dependency here) until it plans again.
+touch Fuzz/Package.swift
 swift build --package-path Fuzz --scratch-path "$scratch" -c release \
     -Xswiftc -sanitize=fuzzer,address --sanitize=fuzzer --sanitize=address 2>&1 | grep -v "Cannot export local symbol" | tail -3
 bin="$scratch/release"
