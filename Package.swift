@@ -90,6 +90,11 @@ let package = Package(
             name: "CGIF",
             providers: [.apt(["libgif-dev"])]),
         .systemLibrary(
+            name: "CTIFF", pkgConfig: "libtiff-4",
+            providers: [.apt(["libtiff-dev"])]),
+        // libtiff over bytes in memory, its messages kept per file (its handlers take a va_list).
+        .target(name: "CStrataTIFF", dependencies: ["CTIFF"]),
+        .systemLibrary(
             name: "CXXHash", pkgConfig: "libxxhash",
             providers: [.apt(["libxxhash-dev"])]),
         // The project's Linux-only C (futex lock, eventfd, getdents64, _GNU_SOURCE constants).
@@ -99,7 +104,8 @@ let package = Package(
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CAVIF", "CHeif", "CStrataHEIF", "CGIF", "CLCMS2", "CZlib", "CXXHash",
+                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CAVIF", "CHeif", "CStrataHEIF", "CGIF", "CTIFF", "CStrataTIFF", "CLCMS2",
+                "CZlib", "CXXHash",
                 "CStrataLinux",
                 "CStrataSIMD",
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -23,7 +23,7 @@ let package = Package(
         // The version the root package resolves (FuzzWarmPath's EmbeddedChannel).
         .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
     ],
-    targets: ["FuzzDecode", "FuzzDiskFile", "FuzzImageTable", "FuzzSizing", "FuzzAVIF", "FuzzHEIF", "FuzzGIF"].map {
+    targets: ["FuzzDecode", "FuzzDiskFile", "FuzzImageTable", "FuzzSizing", "FuzzAVIF", "FuzzHEIF", "FuzzGIF", "FuzzTIFF"].map {
         .executableTarget(name: $0, dependencies: [strata])
     }
         + ["FuzzImageParameters", "FuzzIIIF", "FuzzURLSigner"].map {

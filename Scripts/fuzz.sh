@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing FuzzAVIF FuzzHEIF FuzzGIF)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing FuzzAVIF FuzzHEIF FuzzGIF FuzzTIFF)
 # The request parsers (their build adds NIO, Hummingbird and the configuration stack).
 [ $# -gt 0 ] || harnesses+=(FuzzImageParameters FuzzIIIF FuzzURLSigner FuzzConfigFile FuzzWarmPath)
 scratch=.build-fuzz

@@ -4,7 +4,7 @@
 # heif-enc/heif-convert, gifsicle), only when they are missing.
 set -euo pipefail
 need=()
-for pkg in libturbojpeg0-dev libjpeg62-turbo-dev libwebp-dev libpng-dev zlib1g-dev liblcms2-dev libavif-dev libheif-dev libde265-dev libgif-dev libxxhash-dev pkg-config libavif-bin libheif-examples gifsicle; do
+for pkg in libturbojpeg0-dev libjpeg62-turbo-dev libwebp-dev libpng-dev zlib1g-dev liblcms2-dev libavif-dev libheif-dev libde265-dev libgif-dev libtiff-dev libtiff-tools libxxhash-dev pkg-config libavif-bin libheif-examples gifsicle; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

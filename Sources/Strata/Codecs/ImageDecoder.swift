@@ -169,6 +169,11 @@ public final class ImageDecoder {
         case .gif:
             let f = try GIFCodec.features(bytes, maxPixels: limits.maxPixels)
             header = ImageHeader(format: .gif, codedSize: f.size, hasAlpha: f.hasAlpha, isAnimated: f.isAnimated)
+        case .tiff:
+            let f = try TIFFCodec.features(bytes)
+            header = ImageHeader(
+                format: .tiff, codedSize: f.size, orientation: f.orientation, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale,
+                colour: f.colour)
         }
         try check(header)
         return header
@@ -207,7 +212,8 @@ public final class ImageDecoder {
     /// image's aspect (libwebp scales to any size) when that is at most half the full size, else
     /// the full size (a larger scaled decode is slower than the full one); PNG and animated
     /// WebP: the full size. HEIF: the smallest embedded thumbnail (``ImageHeader/thumbnails``)
-    /// that covers `minimumSize` on both sides, else the full size. AVIF and GIF: the full size.
+    /// that covers `minimumSize` on both sides, else the full size. AVIF, GIF and TIFF: the full
+    /// size.
     /// Never larger than the full size; `nil` means the full size.
     public func decodedSize(for header: ImageHeader, minimumSize: PixelSize?) -> PixelSize {
         guard let minimumSize, !minimumSize.isEmpty else { return header.size }
@@ -236,7 +242,7 @@ public final class ImageDecoder {
             return PixelSize(width: max(1, min(w, full.width)), height: max(1, min(h, full.height)))
         case .heic:
             return header.thumbnails.first { $0.width >= minimumSize.width && $0.height >= minimumSize.height } ?? header.size
-        case .png, .avif, .gif:
+        case .png, .avif, .gif, .tiff:
             return header.size
         }
     }
@@ -292,6 +298,8 @@ public final class ImageDecoder {
                 try HEIFCodec.decode(bytes, size: size, maxPixels: limits.maxPixels, into: out, stride: stride)
             case .gif:
                 try GIFCodec.decode(bytes, size: header.codedSize, maxPixels: limits.maxPixels, into: out, stride: stride)
+            case .tiff:
+                try decodeTIFF(bytes, header: header, into: out, stride: stride)
             }
         }
     }
@@ -471,6 +479,21 @@ public final class ImageDecoder {
         }
         let buffer = scratchBuffer(coded.width * 4 * coded.height)
         try AVIFCodec.decode(bytes, size: coded, maxPixels: limits.maxPixels, into: buffer, stride: coded.width * 4)
+        PixelOps.orient(
+            from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+            to: out, destinationStride: stride, orientation: header.orientation)
+    }
+
+    private func decodeTIFF(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, into out: UnsafeMutableRawPointer, stride: Int
+    ) throws(ImageDecodingError) {
+        let coded = header.codedSize
+        if header.orientation == 1 {
+            try TIFFCodec.decode(bytes, size: coded, into: out, stride: stride)
+            return
+        }
+        let buffer = scratchBuffer(coded.width * 4 * coded.height)
+        try TIFFCodec.decode(bytes, size: coded, into: buffer, stride: coded.width * 4)
         PixelOps.orient(
             from: buffer, codedSize: coded, sourceStride: coded.width * 4,
             to: out, destinationStride: stride, orientation: header.orientation)

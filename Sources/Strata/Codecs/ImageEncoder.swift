@@ -53,7 +53,7 @@ public enum ImageEncoder {
             return try AVIFCodec.encode(
                 straightBGRA: pixels, size: image.size, alpha: hasAlpha, gray: image.style == .gray8, quality: quality, speed: speed,
                 profile: profile)
-        case .heic, .gif:
+        case .heic, .gif, .tiff:
             throw ImageEncodingError(.unsupportedFormat, format: format)
         }
     }
@@ -75,7 +75,7 @@ public enum ImageEncoder {
         case .avif:
             throw ImageEncodingError(
                 .encoderFailed("an AVIF's profile cannot be added after the encode: encode it with the profile"), format: .avif)
-        case .heic, .gif:
+        case .heic, .gif, .tiff:
             throw ImageEncodingError(.unsupportedFormat, format: format)
         }
     }

@@ -1,11 +1,11 @@
 /// The encoded image formats Strata knows.
 ///
-/// All six are recognised by their magic bytes (see ``ImageFormatDetector``) and decoded
+/// All seven are recognised by their magic bytes (see ``ImageFormatDetector``) and decoded
 /// (``ImageDecoder``); JPEG, WebP, PNG and AVIF are encoded too (``ImageEncoder/formats``).
 public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
-    case jpeg, webp, png, avif, heic, gif
+    case jpeg, webp, png, avif, heic, gif, tiff
 
-    /// A human-readable name for messages ("JPEG", "WebP", "PNG", "AVIF", "HEIC", "GIF").
+    /// A human-readable name for messages ("JPEG", "WebP", "PNG", "AVIF", "HEIC", "GIF", "TIFF").
     public var displayName: String {
         switch self {
         case .jpeg: return "JPEG"
@@ -14,6 +14,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
         case .avif: return "AVIF"
         case .heic: return "HEIC"
         case .gif: return "GIF"
+        case .tiff: return "TIFF"
         }
     }
 }
@@ -31,6 +32,7 @@ public enum ImageFormatDetector {
     /// - WebP: `RIFF`, a 4-byte size, `WEBP`
     /// - PNG: `89 50 4E 47 0D 0A 1A 0A`
     /// - GIF: `GIF87a` or `GIF89a`
+    /// - TIFF: `II` or `MM` (the byte order) and 42 in it (classic) or 43 (BigTIFF)
     /// - AVIF and HEIC/HEIF: an ISO-BMFF `ftyp` box first; AVIF when its major or a compatible
     ///   brand (within the first ``bytesNeeded`` bytes) is `avif` or `avis`, else HEIC when one is
     ///   `heic`, `heix`, `heim`, `heis`, `hevc`, `hevx`, `mif1` or `msf1`.
@@ -48,6 +50,12 @@ public enum ImageFormatDetector {
             bytes[4] == 0x37 || bytes[4] == 0x39, bytes[5] == 0x61
         {  // 7a or 9a
             return .gif
+        }
+        if n >= 4,
+            (bytes[0] == 0x49 && bytes[1] == 0x49 && (bytes[2] == 42 || bytes[2] == 43) && bytes[3] == 0)
+                || (bytes[0] == 0x4D && bytes[1] == 0x4D && bytes[2] == 0 && (bytes[3] == 42 || bytes[3] == 43))
+        {
+            return .tiff
         }
         return isoBMFF(bytes)
     }

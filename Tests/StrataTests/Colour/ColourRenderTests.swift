@@ -16,6 +16,7 @@ struct ColourRenderTests {
         (.jpeg, .swappedMatrix), (.jpeg, .tintedLUT), (.jpeg, .linearGray), (.jpeg, .cmykLUT),
         (.webp, .swappedMatrix), (.webp, .tintedLUT),
         (.png, .swappedMatrix), (.png, .tintedLUT), (.png, .linearGray),
+        (.tiff, .swappedMatrix), (.tiff, .tintedLUT), (.tiff, .linearGray),
     ]
 
     /// The encoded test image of `kind` in `format`, tagged with `profile` (nil: untagged).
@@ -35,6 +36,8 @@ struct ColourRenderTests {
             return try ImageEncoder.encode(photo, as: .webp, quality: 100, profile: tag)
         case .png:
             return ColourFixtures.png(photo, gray: kind.isGray, profile: profile)
+        case .tiff:
+            return TIFFWriter.tiff(photo, kind.isGray ? .gray : .rgb, icc: profile)
         case .avif, .heic, .gif:
             preconditionFailure("no colour fixture is made as \(format)")
         }
