@@ -49,21 +49,21 @@ public final class HeapTrimmer: Sendable {
         let interval = max(interval, .milliseconds(100))
         let state = self.state
         task = Task.detached {
-            while !state.stopped.load(ordering: .acquiring) {
-                do {
-                    try await Task.sleep(for: interval)
-                } catch {
-                    return  // cancelled by stop()
-                }
-                let ran: Void? = try? await pool.run(lane: .urgent) { _ in
-                    if !state.stopped.load(ordering: .acquiring) {
-                        Self.trimNow()
-                        state.trims.add(1, ordering: .relaxed)
+                while !state.stopped.load(ordering: .acquiring) {
+                    do {
+                        try await Task.sleep(for: interval)
+                    } catch {
+                        return  // cancelled by stop()
                     }
+                    let ran: Void? = try? await pool.run(lane: .urgent) { _ in
+                        if !state.stopped.load(ordering: .acquiring) {
+                            Self.trimNow()
+                            state.trims.add(1, ordering: .relaxed)
+                        }
+                    }
+                    // The pool refused: shut down, or this task cancelled by stop().
+                    guard ran != nil else { return }
                 }
-                // The pool refused: shut down, or this task cancelled by stop().
-                guard ran != nil else { return }
-            }
         }
     }
 
