@@ -5,9 +5,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -33,14 +30,6 @@ int strata_flock(int fd, int operation) { return flock(fd, operation); }
 
 int strata_current_thread_attributes(pthread_attr_t *attributes) {
     return pthread_getattr_np(pthread_self(), attributes);
-}
-
-int strata_malloc_trim(void) {
-#ifdef __GLIBC__
-    return malloc_trim(0);
-#else
-    return 0;
-#endif
 }
 
 int strata_gettid(void) { return (int)syscall(SYS_gettid); }

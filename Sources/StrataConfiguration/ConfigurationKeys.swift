@@ -76,9 +76,6 @@ extension StrataConfiguration {
         .init(
             "memory.fileMappingShare", "0", reloads: true,
             "Share of a file-mapped image's bytes charged to the memory tier (0…1; 0 = one page)."),
-        .init(
-            "memory.heapTrimInterval", "10s",
-            "Return the heap's freed pages to the system this often (glibc `malloc_trim`; `off` to never)."),
         .init("memory.pressure.enabled", "true", "Trim the memory tier on cgroup or PSI memory pressure."),
         .init("memory.pressure.cgroupHighWatermark", "0.9", "Trim when cgroup usage reaches this share of its limit (`off` to ignore)."),
         .init("memory.pressure.cgroupTarget", "0.8", "…down to this share of the cgroup limit."),

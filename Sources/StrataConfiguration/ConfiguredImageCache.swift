@@ -12,7 +12,6 @@ public final class ConfiguredImageCache: Sendable {
     public let cache: ImageCache
     public let configuration: StrataConfiguration
     package let monitor: MemoryPressureMonitor?
-    package let heapTrimmer: HeapTrimmer?
     let shutdownSource: @Sendable () async -> Void
     /// The shared pool (stopped when this object goes away).
     let pool: BlockingPoolOwner<Void>
@@ -93,14 +92,12 @@ public final class ConfiguredImageCache: Sendable {
             memory: memory, disk: disk, tables: tables, source: source, render: configuration.render,
             options: options, pool: shared)
         monitor = configuration.memoryPressure.map { MemoryPressureMonitor(target: memory, policy: $0, pool: shared) }
-        heapTrimmer = configuration.heapTrimInterval.map { HeapTrimmer(interval: $0, pool: shared) }
     }
 
     /// Stops the pressure monitor, publishes the disk tier's queued writes (on the pool, and on
     /// the calling thread when no drain runs), closes it and shuts the source's client down.
     public func shutdown() async {
         monitor?.stop()
-        heapTrimmer?.stop()
         cache.disk?.flush()
         cache.disk?.close()
         await shutdownSource()

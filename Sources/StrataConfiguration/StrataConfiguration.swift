@@ -32,9 +32,6 @@ public struct StrataConfiguration: Sendable {
     public var memory: ImageMemoryTier.Configuration
     /// `nil` when `memory.pressure.enabled` is false.
     public var memoryPressure: MemoryPressurePolicy?
-    /// How often freed heap pages go back to the system (``HeapTrimmer``); `nil` when
-    /// `memory.heapTrimInterval` is `off`.
-    public var heapTrimInterval: Duration?
     public var diskPath: String?
     public var disk: DiskTier.Configuration
     public var tablesPath: String?
@@ -91,7 +88,6 @@ public struct StrataConfiguration: Sendable {
             interval: try reader.duration("memory.pressure.interval"))
         do { try pressure.validate() } catch { throw reader.explain(error, section: "memory.pressure.") }
         memoryPressure = try reader.bool("memory.pressure.enabled") ? pressure : nil
-        heapTrimInterval = try reader.optionalDuration("memory.heapTrimInterval")
 
         diskPath = try reader.path("disk.path")
         disk = DiskTier.Configuration()

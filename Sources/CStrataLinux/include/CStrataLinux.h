@@ -39,11 +39,6 @@ int strata_flock(int fd, int operation);
 /// (detach state, stack); returns the error number. Destroy them with `pthread_attr_destroy`.
 int strata_current_thread_attributes(pthread_attr_t *attributes);
 
-/// glibc's `malloc_trim(0)` (from `<malloc.h>`, which Swift's Glibc module leaves out): returns
-/// the free pages of every arena to the system; 1 when any were released. 0 where the C library
-/// has no such call.
-int strata_malloc_trim(void);
-
 /// The calling thread's kernel id (`gettid`).
 int strata_gettid(void);
 
