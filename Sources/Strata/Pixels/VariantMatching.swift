@@ -39,8 +39,9 @@ public struct SizeQuery: Hashable, Sendable {
 
     public static let defaultTolerance = 0.20
 
-    /// Checks a tolerance before it reaches ``init(box:mode:style:tolerance:allowUpscale:)`` (which traps on
-    /// a bad one): finite and within 0...1.
+    /// Checks a tolerance before it reaches
+    /// ``init(box:mode:style:tolerance:allowUpscale:upscaleTolerance:)`` (which traps on a bad
+    /// one): finite and within 0...1.
     public static func validate(tolerance: Double) throws(ConfigurationError) {
         if !(tolerance >= 0 && tolerance <= 1) {
             throw .init(key: "tolerance", value: "\(tolerance)", reason: "must be a number within 0...1 (0.2 is 20 %)")
