@@ -11,13 +11,13 @@
 ///
 /// Reads the top-level `meta` box only: `iinf` for the item types, `iref` for what each item
 /// decodes (`dimg`, `auxl`), `iloc` for where each derived item's descriptor lies (in the file,
-/// or in `idat`), and the descriptor's first 18 bytes. Cost: one pass over the box headers, no allocation beyond the item lists. A
-/// malformed container is left to libheif, which refuses it with its own message.
+/// or in `idat`), and the descriptor's first 18 bytes. Cost: one pass over the box headers and
+/// one walk of the references, no allocation beyond the item lists. A malformed container is
+/// left to libheif, which refuses it with its own message.
 enum HEIFDerivedCanvases {
     /// A derived item's claimed canvas, and for any item (a coded one too) what decoding it
     /// decodes besides.
     struct Canvas: Equatable {
-        var isOverlay: Bool
         /// 0×0 for a coded image.
         var size: PixelSize
         /// Derived items nested from this one down what it decodes (`iref` `dimg` inputs, one
@@ -111,9 +111,7 @@ enum HEIFDerivedCanvases {
             // Nothing to check: a grid of coded images with no readable descriptor, or a coded
             // image that decodes no derived one.
             if size == nil, let result, result.nesting == (derived[id] != nil ? 1 : 0), result.reaches == 0 { continue }
-            canvases[id] = Canvas(
-                isOverlay: derived[id] == "iovl", size: size ?? PixelSize(width: 0, height: 0),
-                nesting: result?.nesting, reaches: result?.reaches ?? 0)
+            canvases[id] = Canvas(size: size ?? PixelSize(width: 0, height: 0), nesting: result?.nesting, reaches: result?.reaches ?? 0)
         }
         return canvases
     }

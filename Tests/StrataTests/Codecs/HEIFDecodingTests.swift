@@ -167,7 +167,7 @@ struct HEIFDecodingTests {
         var bytes = try Self.fuzzSeed("regression-grid-canvas-beyond-ispe")
         let canvases = bytes.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
         // The primary grid, whose alpha is a grid of the same canvas.
-        #expect(canvases[2] == .init(isOverlay: false, size: PixelSize(width: 48, height: 32), reaches: 48 * 32))
+        #expect(canvases[2] == .init(size: PixelSize(width: 48, height: 32), reaches: 48 * 32))
         #expect(canvases.values.contains { $0.size == PixelSize(width: 65535, height: 31675) }, "the thumbnail's")
         // The primary grid made 48×4096 (its `ispe`), claiming a 4096×4096 canvas: both sides
         // within libheif's per-side limit (4097), 85 times the pixels its header says.
@@ -253,7 +253,7 @@ struct HEIFDecodingTests {
             Self.box("ftyp", Array("heicmif1".utf8))
             + Self.box("meta", [0, 0, 0, 0] + iinf + iref + Self.box("iloc", iloc) + Self.box("idat", grid))
         let canvases = file.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
-        #expect(canvases[1] == .init(isOverlay: false, size: PixelSize(width: 0, height: 0), nesting: 1, reaches: 12_000_000))
+        #expect(canvases[1] == .init(size: PixelSize(width: 0, height: 0), nesting: 1, reaches: 12_000_000))
         #expect(canvases[3] == nil, "a tile decodes nothing more (a thumbnail reference is not followed)")
         #expect(canvases[4]?.nesting == .some(nil) && canvases[5]?.nesting == .some(nil), "\(canvases)")
         #expect((try? HEIFDerivedCanvases.check(item: 1, of: canvases, maxPixels: 12_000_000)) != nil)
@@ -282,10 +282,10 @@ struct HEIFDecodingTests {
         let canvases = file.withUnsafeBytes { HEIFDerivedCanvases.canvases(in: $0) }
         #expect(
             canvases == [
-                1: .init(isOverlay: false, size: PixelSize(width: 256, height: 200)),
-                2: .init(isOverlay: true, size: PixelSize(width: 65536, height: 32768)),
+                1: .init(size: PixelSize(width: 256, height: 200)),
+                2: .init(size: PixelSize(width: 65536, height: 32768)),
             ])
-        // The grid is within a limit of 100 000; the overlay is not, and checks every derived item.
+        // The grid is within a limit of 100 000; the overlay's own canvas is not.
         #expect((try? HEIFDerivedCanvases.check(item: 1, of: canvases, maxPixels: 100_000)) != nil)
         #expect((try? HEIFDerivedCanvases.check(item: 3, of: canvases, maxPixels: 1)) != nil, "not derived")
         #expect(throws: ImageDecodingError.self) { try HEIFDerivedCanvases.check(item: 2, of: canvases, maxPixels: (1 << 31) - 1) }
