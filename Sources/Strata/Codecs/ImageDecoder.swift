@@ -441,62 +441,57 @@ public final class ImageDecoder {
             rowsPerStep: rowsPerStep, progress: progress)
     }
 
+    /// Runs `decode` (a codec's decode of `coded` pixels, as stored, into a destination and its
+    /// stride) straight into `out` when `orientation` is 1, else into the scratch buffer, which
+    /// is then turned into `out`.
+    private func decodeOriented(
+        coded: PixelSize, orientation: Int, into out: UnsafeMutableRawPointer, stride: Int,
+        _ decode: (UnsafeMutableRawPointer, Int) throws(ImageDecodingError) -> Void
+    ) throws(ImageDecodingError) {
+        if orientation == 1 {
+            try decode(out, stride)
+            return
+        }
+        let buffer = scratchBuffer(coded.width * 4 * coded.height)
+        try decode(buffer, coded.width * 4)
+        PixelOps.orient(
+            from: buffer, codedSize: coded, sourceStride: coded.width * 4,
+            to: out, destinationStride: stride, orientation: orientation)
+    }
+
     private func decodeWebP(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, size: PixelSize,
         into out: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
         let coded = header.swapsSides ? PixelSize(width: size.height, height: size.width) : size
-        if header.isAnimated {
-            if header.orientation == 1 {
-                try WebPCodec.decodeFirstFrame(bytes, canvas: header.codedSize, into: out, stride: stride)
-                return
+        try decodeOriented(coded: coded, orientation: header.orientation, into: out, stride: stride) {
+            (destination, pitch) throws(ImageDecodingError) in
+            if header.isAnimated {
+                try WebPCodec.decodeFirstFrame(bytes, canvas: header.codedSize, into: destination, stride: pitch)
+            } else {
+                try WebPCodec.decode(bytes, codedSize: header.codedSize, size: coded, into: destination, stride: pitch)
             }
-            let buffer = scratchBuffer(coded.width * 4 * coded.height)
-            try WebPCodec.decodeFirstFrame(bytes, canvas: header.codedSize, into: buffer, stride: coded.width * 4)
-            PixelOps.orient(
-                from: buffer, codedSize: coded, sourceStride: coded.width * 4,
-                to: out, destinationStride: stride, orientation: header.orientation)
-            return
         }
-        if header.orientation == 1 {
-            try WebPCodec.decode(bytes, codedSize: header.codedSize, size: coded, into: out, stride: stride)
-            return
-        }
-        let buffer = scratchBuffer(coded.width * 4 * coded.height)
-        try WebPCodec.decode(bytes, codedSize: header.codedSize, size: coded, into: buffer, stride: coded.width * 4)
-        PixelOps.orient(
-            from: buffer, codedSize: coded, sourceStride: coded.width * 4,
-            to: out, destinationStride: stride, orientation: header.orientation)
     }
 
     private func decodeAVIF(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, into out: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
-        let coded = header.codedSize
-        if header.orientation == 1 {
-            try AVIFCodec.decode(bytes, size: coded, maxPixels: limits.maxPixels, into: out, stride: stride)
-            return
+        let coded = header.codedSize, maxPixels = limits.maxPixels
+        try decodeOriented(coded: coded, orientation: header.orientation, into: out, stride: stride) {
+            (destination, pitch) throws(ImageDecodingError) in
+            try AVIFCodec.decode(bytes, size: coded, maxPixels: maxPixels, into: destination, stride: pitch)
         }
-        let buffer = scratchBuffer(coded.width * 4 * coded.height)
-        try AVIFCodec.decode(bytes, size: coded, maxPixels: limits.maxPixels, into: buffer, stride: coded.width * 4)
-        PixelOps.orient(
-            from: buffer, codedSize: coded, sourceStride: coded.width * 4,
-            to: out, destinationStride: stride, orientation: header.orientation)
     }
 
     private func decodeTIFF(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, into out: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
         let coded = header.codedSize
-        if header.orientation == 1 {
-            try TIFFCodec.decode(bytes, size: coded, into: out, stride: stride)
-            return
+        try decodeOriented(coded: coded, orientation: header.orientation, into: out, stride: stride) {
+            (destination, pitch) throws(ImageDecodingError) in
+            try TIFFCodec.decode(bytes, size: coded, into: destination, stride: pitch)
         }
-        let buffer = scratchBuffer(coded.width * 4 * coded.height)
-        try TIFFCodec.decode(bytes, size: coded, into: buffer, stride: coded.width * 4)
-        PixelOps.orient(
-            from: buffer, codedSize: coded, sourceStride: coded.width * 4,
-            to: out, destinationStride: stride, orientation: header.orientation)
     }
 
     private func decodePNG(
