@@ -57,4 +57,11 @@ void strata_jpeg_merge_bgra(
     const uint8_t *luma, size_t luma_stride, const uint8_t *ycc, size_t ycc_stride, uint8_t *out, size_t out_stride,
     uint32_t width, uint32_t rows);
 
+/// One row of a pyramid level from two rows of the level above (`above0`, `above1`, each
+/// `width` 4-byte pixels; pass the same row twice for a lone last row): output pixel `x` is the
+/// rounded mean of pixels 2x and 2x+1 of both rows, channel by channel (a 2×2 box; the last
+/// output of an odd width averages the one pixel left, of each row). Writes `(width + 1) / 2`
+/// pixels to `out`. Plain C that the compiler vectorises at the baseline (SSE2).
+void strata_reduce_2x2(const uint8_t *above0, const uint8_t *above1, size_t width, uint8_t *out);
+
 #endif

@@ -23,18 +23,48 @@ final class JPEGRowDecompressor {
         _ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor, expected: PixelSize,
         into destination: UnsafeMutableRawPointer, stride: Int, rowsPerStep: Int, progress: (Int) -> Void
     ) throws(ImageDecodingError) -> Bool {
+        guard let size = try start(bytes, factor: factor) else { return false }
+        try readRows(
+            width: UInt32(size.width), height: UInt32(size.height), expected: expected, into: destination, stride: stride,
+            rowsPerStep: rowsPerStep, progress: progress)
+        return true
+    }
+
+    /// Starts a decode of `bytes` (which must stay valid until it ends) at `factor`, for a
+    /// caller that takes the rows band by band (``read(into:stride:count:)``, then
+    /// ``finish()``, or ``abort()``): the decoded size, or `nil`, having started nothing, for a
+    /// CMYK or YCCK file.
+    func start(_ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor) throws(ImageDecodingError) -> PixelSize? {
         var width: UInt32 = 0, height: UInt32 = 0
         var colorSpace: Int32 = 0
         let started = strata_jpeg_rows_start(
             reader, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count, Int32(factor.numerator),
             Int32(factor.denominator), &width, &height, &colorSpace)
-        if started == -2 { return false }
+        if started == -2 { return nil }
         if started != 0 { throw error() }
-        try readRows(
-            width: width, height: height, expected: expected, into: destination, stride: stride, rowsPerStep: rowsPerStep,
-            progress: progress)
-        return true
+        return PixelSize(width: Int(width), height: Int(height))
     }
+
+    /// The next `count` rows (fewer at the end of the image) of a started decode, as BGRA rows
+    /// `stride` bytes apart from `destination`; the number read. Data that ends before the
+    /// image does is refused as truncated (the decode is then over).
+    func read(into destination: UnsafeMutableRawPointer, stride: Int, count: Int) throws(ImageDecodingError) -> Int {
+        let read = strata_jpeg_rows_read(reader, destination.assumingMemoryBound(to: UInt8.self), stride, UInt32(max(1, count)))
+        if read < 0 { throw error() }
+        if read == 0 {
+            strata_jpeg_rows_abort(reader)
+            throw ImageDecodingError(.truncated, format: .jpeg)
+        }
+        return Int(read)
+    }
+
+    /// Ends a started decode whose rows were all read: checks the end of the data.
+    func finish() throws(ImageDecodingError) {
+        if strata_jpeg_rows_finish(reader) != 0 { throw error() }
+    }
+
+    /// Ends a started decode early.
+    func abort() { strata_jpeg_rows_abort(reader) }
 
     /// The rows of a started decode of `width` × `height`, `rowsPerStep` at a time, then the
     /// end of the data: refuses another size than `expected` (as corrupt) and data that ends
@@ -48,20 +78,12 @@ final class JPEGRowDecompressor {
             throw ImageDecodingError(
                 .corrupt("the image decodes to \(width)x\(height), not the \(expected) its header gave"), format: .jpeg)
         }
-        let step = UInt32(max(1, rowsPerStep))
         var done = 0
-        let rows = destination.assumingMemoryBound(to: UInt8.self)
         while done < expected.height {
-            let read = strata_jpeg_rows_read(reader, rows + done * stride, stride, step)
-            if read < 0 { throw error() }
-            if read == 0 {
-                strata_jpeg_rows_abort(reader)
-                throw ImageDecodingError(.truncated, format: .jpeg)
-            }
-            done += Int(read)
+            done += try read(into: destination + done * stride, stride: stride, count: rowsPerStep)
             progress(done)
         }
-        if strata_jpeg_rows_finish(reader) != 0 { throw error() }
+        try finish()
     }
 
     /// What ``decodePlane(_:factor:output:expected:into:stride:)`` writes.

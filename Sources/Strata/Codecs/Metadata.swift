@@ -10,6 +10,9 @@ enum Metadata {
         var adobeTransform: Int?
         /// Whether an APP2 segment starts with `ICC_PROFILE\0`.
         var hasICCProfile = false
+        /// Whether the frame is progressive (SOF2, SOF6, SOF10, SOF14): libjpeg then holds the
+        /// whole image's coefficients while it decodes.
+        var isProgressive = false
     }
 
     /// Walks the JPEG segments from SOI up to SOS (or the end of the data).
@@ -32,6 +35,7 @@ enum Metadata {
             let length = Int(bytes[i]) << 8 | Int(bytes[i + 1])
             guard length >= 2, i + length <= n else { break }
             let payload = UnsafeRawBufferPointer(rebasing: bytes[(i + 2)..<(i + length)])
+            if [0xC2, 0xC6, 0xCA, 0xCE].contains(marker) { result.isProgressive = true }
             if marker == 0xE1, !sawExif, payload.count > 6,
                 payload[0] == 0x45, payload[1] == 0x78, payload[2] == 0x69, payload[3] == 0x66,  // "Exif"
                 payload[4] == 0, payload[5] == 0

@@ -79,12 +79,26 @@ enum TIFFCodec {
     static func decode(
         _ bytes: UnsafeRawBufferPointer, size: PixelSize, into destination: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
+        try decodeBands(bytes, size: size) { (band, first, rows) throws(ImageDecodingError) in
+            for y in 0..<rows {
+                (destination + (first + y) * stride).copyMemory(from: band + y * size.width * 4, byteCount: size.width * 4)
+            }
+        }
+    }
+
+    /// Decodes the first image, as stored, in bands of whole strips or tiles (each decoded
+    /// once; at least 16 rows): `body(band, first, rows)` gets each band's premultiplied BGRA
+    /// rows (`size.width` pixels each, no padding, in a buffer reused for the next band) from
+    /// row `first` down. Memory: one band, never the image.
+    static func decodeBands(
+        _ bytes: UnsafeRawBufferPointer, size: PixelSize,
+        _ body: (UnsafeMutableRawPointer, _ first: Int, _ rows: Int) throws(ImageDecodingError) -> Void
+    ) throws(ImageDecodingError) {
         let file = try File(bytes)
         let f = file.features
         guard Int(f.width) == size.width, Int(f.height) == size.height else {
             throw ImageDecodingError(.corrupt("libtiff reads \(f.width)x\(f.height), the header says \(size)"), format: .tiff)
         }
-        // A band of whole strips or tiles (each is decoded once), at least 16 rows.
         let bandRows = min(size.height, max(Int(f.band_rows), 16))
         let band = UnsafeMutablePointer<UInt32>.allocate(capacity: size.width * bandRows)
         defer { band.deallocate() }
@@ -95,16 +109,13 @@ enum TIFFCodec {
             guard strata_tiff_read_rows(file.tiff, band, UInt32(first), UInt32(rows), &message, message.count) == 0 else {
                 throw error(text(message), while: "decoding rows \(first)…\(first + rows - 1)")
             }
-            for y in 0..<rows {
-                let source = band + y * size.width
-                let row = (destination + (first + y) * stride).assumingMemoryBound(to: UInt32.self)
-                // libtiff's pixel is R | G << 8 | B << 16 | A << 24; BGRA in memory is the same
-                // with R and B swapped.
-                for x in 0..<size.width {
-                    let p = source[x]
-                    row[x] = (p & 0xFF00_FF00) | (p & 0xFF) << 16 | (p >> 16) & 0xFF
-                }
+            // libtiff's pixel is R | G << 8 | B << 16 | A << 24; BGRA in memory is the same
+            // with R and B swapped.
+            for i in 0..<(rows * size.width) {
+                let p = band[i]
+                band[i] = (p & 0xFF00_FF00) | (p & 0xFF) << 16 | (p >> 16) & 0xFF
             }
+            try body(UnsafeMutableRawPointer(band), first, rows)
             first += rows
         }
     }

@@ -6,15 +6,24 @@ extension ImageCache {
     /// Cost: one source fetch (counted as a fetch, not a decode) and a header parse on the
     /// engine's threads; no pixel memory. Not cached here: callers memoize per key and version.
     /// Throws like ``image(for:)``: not found (remembered for the negative TTL), a refused key,
-    /// an unrecognised or too large image.
-    public func originalHeader(for key: CacheKey) async throws(ImageCacheError) -> (header: ImageHeader, version: SourceVersion) {
+    /// an unrecognised or too large image. `maxPixels` replaces the source's pixel limit for
+    /// this read (a tile pyramid's originals may be larger than any whole decode).
+    public func originalHeader(
+        for key: CacheKey, maxPixels: Int? = nil
+    ) async throws(ImageCacheError) -> (header: ImageHeader, version: SourceVersion) {
         if key.string.isEmpty { throw .invalidRequest(key: key.string, reason: "the key is empty") }
         guard source != nil else { throw .noSource(key: key.string) }
         try checkNegative(key)
         let data = try await fetchOriginal(key, lane: FlightLane(.urgent))
         let bytes = data.bytes
         let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers, pool] () -> Result<ImageHeader, ImageDecodingError> in
-            renderers.withRenderer(pool: pool) { renderer in
+            if let maxPixels {
+                let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: maxPixels))
+                return Result { () throws(ImageDecodingError) -> ImageHeader in
+                    try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try decoder.readHeader($0) } }
+                }
+            }
+            return renderers.withRenderer(pool: pool) { renderer in
                 Result { () throws(ImageDecodingError) -> ImageHeader in
                     try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try renderer.decoder.readHeader($0) } }
                 }
