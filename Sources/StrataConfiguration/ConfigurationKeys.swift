@@ -198,6 +198,22 @@ extension StrataConfiguration {
             "IIIF Image API: how much smaller than a tile's scale the variant it is cut from may be (0…1); 0: tiles are only reduced, never enlarged."
         ),
         .init(
+            "iiif.pyramidPath", nil,
+            "IIIF Image API: directory of the tile pyramids of big originals (one image table); unset: no pyramids, every image is cut from whole-image variants (up to `source.maxPixels`)."
+        ),
+        .init(
+            "iiif.tiledAbove", "40000000",
+            "IIIF Image API: originals with more pixels are served from a tile pyramid built in one streaming pass (with `iiif.pyramidPath`)."
+        ),
+        .init(
+            "iiif.pyramidBytes", "8GiB",
+            "IIIF Image API: most bytes of the pyramids' table (its hard limit; the least recently used tiles are reused first)."
+        ),
+        .init(
+            "iiif.maxSourcePixels", "4000000000",
+            "IIIF Image API: the largest original a pyramid is built from (its memory does not grow with the image)."
+        ),
+        .init(
             "iiif.squareGravity", "center",
             "IIIF Image API: where the `square` region sits in a non-square image (`center`, `north`…`southwest`, `fp:X,Y` or `smart`, as `/images`' `gravity=`)."
         ),

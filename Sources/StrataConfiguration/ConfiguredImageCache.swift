@@ -10,6 +10,8 @@ import StrataHTTPOrigin
 /// long as the engine serves; call ``shutdown()`` before the process exits.
 public final class ConfiguredImageCache: Sendable {
     public let cache: ImageCache
+    /// The tile pyramids of big originals (`iiif.pyramidPath`), `nil` when unset.
+    public let pyramids: TilePyramids?
     public let configuration: StrataConfiguration
     package let monitor: MemoryPressureMonitor?
     let shutdownSource: @Sendable () async -> Void
@@ -91,6 +93,15 @@ public final class ConfiguredImageCache: Sendable {
         cache = try ImageCache(
             memory: memory, disk: disk, tables: tables, source: source, render: configuration.render,
             options: options, pool: shared)
+        if let path = configuration.iiif.pyramidPath {
+            do {
+                pyramids = try TilePyramids(cache: cache, directory: path, settings: configuration.iiif.pyramidSettings)
+            } catch {
+                throw ConfigurationError(key: "iiif.pyramidPath", value: path, reason: "cannot open the pyramids' table: \(error)")
+            }
+        } else {
+            pyramids = nil
+        }
         monitor = configuration.memoryPressure.map { MemoryPressureMonitor(target: memory, policy: $0, pool: shared) }
     }
 

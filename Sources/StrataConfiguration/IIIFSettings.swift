@@ -21,8 +21,23 @@ public struct IIIFSettings: Sendable, Equatable {
     /// 0, a tile is only ever reduced from a variant at least its scale's size, never enlarged
     /// from a smaller one (the engine's `tolerance` still applies above).
     public var upscaleTolerance = 0.0
+    /// Directory of the tile pyramids (`nil`: no pyramids).
+    public var pyramidPath: String?
+    /// Originals with more pixels than this are served from a pyramid (with ``pyramidPath``).
+    public var tiledAbove = 40_000_000
+    /// Most bytes of the pyramids' table.
+    public var pyramidBytes = 8 << 30
+    /// The largest original a pyramid is built from.
+    public var maxSourcePixels = 4_000_000_000
 
     public init() {}
+
+    /// The pyramids' settings: ``tileSize`` tiles, as many as ``pyramidBytes`` holds (each
+    /// takes its pixels and a page).
+    public var pyramidSettings: TilePyramids.Settings {
+        let entry = tileSize * tileSize * 4 + 4096
+        return TilePyramids.Settings(tileSize: tileSize, maximumTiles: max(16, pyramidBytes / entry), maxSourcePixels: maxSourcePixels)
+    }
 }
 
 extension IIIFSettings {
@@ -34,6 +49,13 @@ extension IIIFSettings {
         settings.maxArea = try reader.integer("iiif.maxArea", min: 1)
         settings.tileSize = try reader.integer("iiif.tileSize", min: 16)
         settings.upscaleTolerance = try reader.number("iiif.upscaleTolerance", in: 0...1)
+        settings.pyramidPath = try reader.path("iiif.pyramidPath")
+        settings.tiledAbove = try reader.integer("iiif.tiledAbove", min: 1)
+        settings.pyramidBytes = try reader.bytes("iiif.pyramidBytes", min: 64 << 20)
+        settings.maxSourcePixels = try reader.integer("iiif.maxSourcePixels", min: 1)
+        if settings.pyramidPath != nil, settings.tileSize % 2 != 0 || settings.tileSize > 4096 {
+            throw reader.error("iiif.tileSize", reason: "must be even and at most 4096 when iiif.pyramidPath is set (tiles of one level halve into the next)")
+        }
         if let text = try reader.string("iiif.squareGravity") {
             guard let gravity = Gravity(parsing: text) else {
                 throw reader.error(

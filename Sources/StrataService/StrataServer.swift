@@ -123,7 +123,8 @@ public final class StrataServer: Service, Sendable {
         let responder = ServiceResponder(
             images: images,
             iiif: IIIFEndpoint(
-                cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder),
+                cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder,
+                pyramids: configured.pyramids),
             purge: PurgeEndpoint(
                 cache: configured.cache, encoded: encoded, originals: originals, profiles: encodedResponder.originalProfiles,
                 adminToken: settings.adminToken),

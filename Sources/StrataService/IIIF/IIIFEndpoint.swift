@@ -26,6 +26,13 @@ struct IIIFEndpoint: Sendable {
     let originals: IIIFOriginals
     /// The encoded answers' path, shared with `/images`.
     let responder: EncodedResponder
+    /// The tile pyramids of originals above `iiif.tiledAbove` (`nil`: none configured).
+    let pyramids: TilePyramids?
+
+    /// The original of `key` (under the pyramids' pixel limit when there are pyramids).
+    func original(_ key: String) async throws(ServiceError) -> IIIFOriginals.Original {
+        try await originals.original(for: key, cache: cache, maxPixels: pyramids?.settings.maxSourcePixels)
+    }
 
     static let cors: HTTPFields = [.accessControlAllowOrigin: "*"]
     static let link = HTTPField.Name("Link")!
@@ -53,7 +60,7 @@ struct IIIFEndpoint: Sendable {
             headers[.location] = base(version, identifier) + "/info.json"
             return (Response(status: .seeOther, headers: headers), nil)
         case .info(let version, let identifier):
-            let original = try await originals.original(for: identifier.key, cache: cache)
+            let original = try await self.original(identifier.key)
             let json = IIIFInfo.json(version: version, id: base(version, identifier), size: original.size, settings: settings)
             var headers = Self.cors
             headers[.contentType] = version.infoContentType(accept: request.headers[values: .accept])
@@ -82,11 +89,23 @@ struct IIIFEndpoint: Sendable {
             // Shed before the original's header is read (on the urgent lane), then before the
             // render unless memory holds the level.
             try responder.admit(unless: originals.knows(key))
-            let original = try await originals.original(for: key, cache: cache)
+            let original = try await self.original(key)
             let focus = request.region == .square ? try await squareFocus(key, size: original.size) : .center
             let region = try request.region.resolve(in: original.size, squareFocus: focus)
             let output = try request.size.resolve(region: region.size, limits: settings, version: request.version)
             let colour = responder.colour.current
+            if let pyramids, original.size.pixelCount > settings.tiledAbove {
+                do {
+                    return try await tiled(
+                        request, pyramids: pyramids, original: original, region: region, output: output, colour: colour, base: base,
+                        ifNoneMatch: ifNoneMatch, started: started)
+                } catch {
+                    // The original may have changed since its size was read: read it again, once.
+                    originals.forget(key)
+                    if attempt < 2 { continue }
+                    throw error
+                }
+            }
             // Never a variant smaller than the tile's scale (by default): it would be enlarged.
             let engineRequest = ImageRequest(
                 key: CacheKey(key, colour: colour), box: IIIFRendering.engineBox(original: original.size, region: region, output: output),
@@ -120,6 +139,57 @@ struct IIIFEndpoint: Sendable {
             let reply = try await responder.answer(work, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
             return (reply.response, reply.tier)
         }
+    }
+
+    /// An image request of an original above `iiif.tiledAbove`, cut from its tile pyramid: the
+    /// level at the request's scale (never smaller than the output), the tiles the region
+    /// covers (each a table hit, or waited for while the build writes it), then the same
+    /// resample, turns and encode as a whole-image variant's, through the shared responder.
+    private func tiled(
+        _ request: IIIFImageRequest, pyramids: TilePyramids, original: IIIFOriginals.Original, region: IIIFRect, output: PixelSize,
+        colour: ColourOutput, base: String, ifNoneMatch: [String], started: ContinuousClock.Instant
+    ) async throws(ServiceError) -> (Response, tier: String?) {
+        let key = request.identifier.key
+        let geometry = pyramids.geometry(for: original.size)
+        let cut = IIIFRendering.TileCut(geometry: geometry, region: region, output: output)
+        let cacheKey = CacheKey(key, colour: colour)
+        let cachedTiles = cut.tiles.map { pyramids.cachedTile($0, of: cacheKey, version: original.version) }
+        try responder.admit(unless: cachedTiles.allSatisfy { $0 != nil })
+        var tiles: [PixelImage] = []
+        for (address, cached) in zip(cut.tiles, cachedTiles) {
+            if let cached {
+                tiles.append(cached)
+                continue
+            }
+            do {
+                tiles.append(try await pyramids.tile(address, of: cacheKey, geometry: geometry, version: original.version))
+            } catch {
+                throw ServiceError(error)
+            }
+        }
+        let engineDone = ContinuousClock.now
+        let levelSize = geometry.levels[cut.level]
+        let images = tiles
+        let served = CachedImage(
+            image: tiles[0],
+            variant: ImageVariant(
+                descriptor: VariantDescriptor(size: levelSize, mode: .fit, style: .bgra32Premultiplied), sourceVersion: original.version),
+            tier: cachedTiles.allSatisfy { $0 != nil } ? .table : .source)
+        let quality = request.quality, rotation = request.rotation, format = request.format
+        let canonical = Self.canonical(request, base: base, region: region, original: original.size, output: output)
+        let tileKey = EncodedKey(
+            key: key, variant: served.variant.descriptor, version: original.version.stamp, format: format.responseFormat,
+            quality: format == .png ? 0 : format == .avif ? http.avifQuality : http.quality, colour: colour,
+            derivation: "t" + String(request.version.rawValue) + canonical.dropFirst(base.count),
+            speed: format == .avif ? http.avifSpeed : nil)
+        var extra = Self.cors
+        extra[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
+        let size = rotation.swapsSides ? PixelSize(width: output.height, height: output.width) : output
+        let work = EncodedResponder.Work(
+            served: served, key: tileKey, size: size, hit: nil, extra: extra,
+            derive: { _ in cut.compose(images, rotation: rotation, quality: quality) }, warm: false)
+        let reply = try await responder.answer(work, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
+        return (reply.response, reply.tier)
     }
 
     /// Where `square` sits in the image `key` of `size` (`iiif.squareGravity`). `smart` reads the

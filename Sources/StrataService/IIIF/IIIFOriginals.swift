@@ -19,12 +19,13 @@ final class IIIFOriginals: Sendable {
 
     init(limit: Int = 65_536) { self.limit = limit }
 
-    /// The original of `key`, from the memo or its header.
-    func original(for key: String, cache: ImageCache) async throws(ServiceError) -> Original {
+    /// The original of `key`, from the memo or its header (read under `maxPixels` when given:
+    /// the tile pyramids' limit, above the source's).
+    func original(for key: String, cache: ImageCache, maxPixels: Int? = nil) async throws(ServiceError) -> Original {
         if let known = entries.withLock({ $0[key] }) { return known }
         let read: (header: ImageHeader, version: SourceVersion)
         do {
-            read = try await cache.originalHeader(for: CacheKey(key))
+            read = try await cache.originalHeader(for: CacheKey(key), maxPixels: maxPixels)
         } catch {
             throw ServiceError(error)
         }

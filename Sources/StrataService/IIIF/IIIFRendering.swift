@@ -43,6 +43,12 @@ enum IIIFRendering {
         } else {
             image = Resampler().resample(variant, region: rect, to: output)
         }
+        return finish(image, rotation: rotation, quality: quality)
+    }
+
+    /// `image` mirrored, turned and converted to `quality`, as the request asks.
+    static func finish(_ image: PixelImage, rotation: IIIFRotation, quality: IIIFQuality) -> PixelImage {
+        var image = image
         if rotation.mirrored { image = image.mirrored() }
         image = image.rotated(clockwiseQuarterTurns: rotation.quarterTurns)
         switch quality {

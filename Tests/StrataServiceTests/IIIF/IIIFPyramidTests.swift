@@ -1,0 +1,84 @@
+import Foundation
+import Strata
+import StrataTestSupport
+import Testing
+
+@testable import StrataService
+
+/// IIIF requests of an original above `iiif.tiledAbove`, served from its tile pyramid: viewer
+/// tiles at every scale factor, regions across tiles, `full/max`, turns, the table's hits.
+@Suite("IIIF pyramids", .timeLimit(.minutes(5)))
+struct IIIFPyramidTests {
+    static let photo = "jpeg%2Ffallenleaf-2048x1280-420.jpg"
+
+    static func start() async throws -> TestServer {
+        try await TestServer.start(
+            ["iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "1000000", "iiif.tileSize": "256"], disk: false)
+    }
+
+    /// The fixture's full decode.
+    static let reference: PixelImage = {
+        let bytes = try! Data(contentsOf: URL(fileURLWithPath: fixturesDirectory + "/jpeg/fallenleaf-2048x1280-420.jpg"))
+        return try! ImageDecoder().decode([UInt8](bytes))
+    }()
+
+    /// `region` (original pixels) of the reference resized to `size` by an area average.
+    static func expected(_ region: (Int, Int, Int, Int), _ size: PixelSize) -> PixelImage {
+        Resampler(filter: .box).resample(
+            reference, region: SourceRect(x: Double(region.0), y: Double(region.1), width: Double(region.2), height: Double(region.3)),
+            to: size)
+    }
+
+    static func decoded(_ answer: Answer) throws -> PixelImage { try ImageDecoder().decode(answer.body) }
+
+    @Test func viewerTilesComeFromThePyramid() async throws {
+        let server = try await Self.start()
+        let info = try #require(
+            JSONSerialization.jsonObject(with: Data(try await server.get("/iiif/3/\(Self.photo)/info.json").body)) as? [String: Any])
+        let tiles = try #require(info["tiles"] as? [[String: Any]])
+        #expect(tiles.first?["width"] as? Int == 256 && tiles.first?["scaleFactors"] as? [Int] == [1, 2, 4, 8])
+
+        // Scale factor 1: the decode's own pixels.
+        let first = try await server.get("/iiif/3/\(Self.photo)/512,256,256,256/256,/0/default.png")
+        #expect(first.status == 200 && first.header("X-Strata-Tier") == "source")
+        #expect(try Self.decoded(first).hasSamePixels(as: Self.expected((512, 256, 256, 256), PixelSize(width: 256, height: 256))))
+        // Again: the encoded cache's; in another format, the tile is a table hit.
+        let again = try await server.get("/iiif/3/\(Self.photo)/512,256,256,256/256,/0/default.png")
+        #expect(again.status == 200 && again.header("X-Strata-Tier") == "encoded")
+        let other = try await server.get("/iiif/3/\(Self.photo)/512,256,256,256/256,/0/default.jpg")
+        #expect(other.status == 200 && other.header("X-Strata-Tier") == "table")
+        // Scale factor 4, an edge tile (256 × 64 at its level).
+        let deep = try await server.get("/iiif/3/\(Self.photo)/1024,1024,1024,256/256,/0/default.png")
+        #expect(deep.status == 200 && deep.header("X-Strata-Tier") == "table")
+        let deepImage = try Self.decoded(deep)
+        #expect(deepImage.size == PixelSize(width: 256, height: 64))
+        #expect(ColourFixtures.psnr(deepImage, Self.expected((1024, 1024, 1024, 256), deepImage.size)) >= 40)
+        // The whole image at scale factor 8: one tile.
+        let whole = try await server.get("/iiif/3/\(Self.photo)/full/256,/0/default.png")
+        #expect(try Self.decoded(whole).size == PixelSize(width: 256, height: 160))
+        try await server.stop()
+    }
+
+    @Test func regionsAcrossTilesAndTurns() async throws {
+        let server = try await Self.start()
+        // A region over four level-1 tiles, at its level's scale.
+        let across = try await server.get("/iiif/3/\(Self.photo)/300,200,700,500/350,/0/default.png")
+        #expect(across.status == 200)
+        let acrossImage = try Self.decoded(across)
+        #expect(acrossImage.size == PixelSize(width: 350, height: 250))
+        #expect(ColourFixtures.psnr(acrossImage, Self.expected((300, 200, 700, 500), acrossImage.size)) >= 40)
+        // Between two levels: cut from the larger one and resampled (Lanczos-3).
+        let between = try await server.get("/iiif/3/\(Self.photo)/0,0,2048,1280/700,/0/default.png")
+        let betweenImage = try Self.decoded(between)
+        #expect(betweenImage.size == PixelSize(width: 700, height: 438))
+        #expect(ColourFixtures.psnr(betweenImage, Self.expected((0, 0, 2048, 1280), betweenImage.size)) >= 30)
+        // full/max: every level-0 tile pasted.
+        let max = try await server.get("/iiif/3/\(Self.photo)/full/max/0/default.png")
+        #expect(try Self.decoded(max).hasSamePixels(as: Self.reference))
+        // Mirrored and turned.
+        let turned = try await server.get("/iiif/3/\(Self.photo)/0,0,512,256/max/!90/gray.png")
+        #expect(turned.status == 200)
+        #expect(try Self.decoded(turned).size == PixelSize(width: 256, height: 512))
+        try await server.stop()
+    }
+}
