@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Fetches a list of paths from one HTTP server with a few concurrent keep-alive connections,
-like a browser filling a screen of tiles, and prints `ms=<wall> ok=<n> errors=<n>`.
+like a browser filling a screen of tiles, and prints `ms=<wall> ok=<n> errors=<n> max_ms=<slowest>`
+(the slowest single request, from its send to the end of its body).
 
 Usage: fetch.py HOST PORT WORKERS PATHS-FILE [FIRST-PATH]
 FIRST-PATH (e.g. the info.json) is fetched alone before the list, inside the timing.
@@ -18,7 +19,18 @@ with open(paths_file) as handle:
 local = threading.local()
 
 
+slowest = [0.0]
+
+
 def get(path):
+    began = time.perf_counter()
+    try:
+        return fetch(path)
+    finally:
+        slowest[0] = max(slowest[0], (time.perf_counter() - began) * 1000)
+
+
+def fetch(path):
     for attempt in range(2):
         connection = getattr(local, "connection", None)
         if connection is None:
@@ -43,4 +55,4 @@ if first:
 with ThreadPoolExecutor(max_workers=workers) as pool:
     results.extend(pool.map(get, paths))
 elapsed = (time.perf_counter() - start) * 1000
-print(f"ms={elapsed:.1f} ok={sum(results)} errors={len(results) - sum(results)}")
+print(f"ms={elapsed:.1f} ok={sum(results)} errors={len(results) - sum(results)} max_ms={slowest[0]:.1f}")

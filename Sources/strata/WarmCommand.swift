@@ -5,8 +5,8 @@ import Strata
 import StrataConfiguration
 import Synchronization
 
-/// `strata warm DIR --size WxH [--size WxH …] [--mode fit|fill] [--cache DIR] [--in-flight N]
-/// [--config FILE] [--KEY VALUE …]`
+/// `strata warm DIR --size WxH [--size WxH …] [--iiif] [--mode fit|fill] [--cache DIR]
+/// [--in-flight N] [--config FILE] [--KEY VALUE …]`
 struct WarmCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "warm",
@@ -33,6 +33,12 @@ struct WarmCommand: AsyncParsableCommand {
             done (after a signal), skipped files, elapsed time and rate (requests done per \
             second).
 
+            --iiif builds the tile pyramid of every original above iiif.tiledAbove into \
+            iiif.pyramidPath (which it needs), one original at a time after the --size \
+            requests (--size may then be left out), skipping tiles already built: what \
+            `strata serve`'s IIIF routes cut a big image's tiles from. Its progress (tiles of \
+            the pyramid being built) goes to standard error, its counts to the summary.
+
             A single image that cannot be read or decoded is counted as failed and never stops \
             the run. SIGINT or SIGTERM cancels what is outstanding, prints the summary of what \
             was done, publishes the disk tier's queued writes and exits with 130 or 143 (a \
@@ -56,10 +62,13 @@ struct WarmCommand: AsyncParsableCommand {
     @Option(help: "Most requests in flight at once (default: 4 per prefetch lane, at least 8).")
     var inFlight: Int?
 
+    @Flag(help: "Also build the tile pyramids of originals above iiif.tiledAbove (into iiif.pyramidPath).")
+    var iiif = false
+
     @OptionGroup var configurationOptions: ConfigurationOptions
 
     func validate() throws {
-        guard !size.isEmpty else { throw ValidationError("give at least one --size WxH") }
+        guard !size.isEmpty || iiif else { throw ValidationError("give at least one --size WxH, or --iiif") }
         if let inFlight, !(1...10_000).contains(inFlight) { throw ValidationError("--in-flight must be 1…10000") }
     }
 
@@ -71,7 +80,10 @@ struct WarmCommand: AsyncParsableCommand {
         var overrides: [String: ConfigurationRawValue] = ["source.directory": .scalar(directory)]
         if let cache { overrides["disk.path"] = .scalar(cache) }
         var (_, configuration) = await configurationOptions.load(overrides: overrides)
-        guard configuration.diskPath != nil || configuration.tablesPath != nil else {
+        if iiif, configuration.iiif.pyramidPath == nil {
+            fail("warm: --iiif builds pyramids into iiif.pyramidPath: set it (--iiif.pyramidPath DIR)", code: 2)
+        }
+        guard configuration.diskPath != nil || configuration.tablesPath != nil || (iiif && size.isEmpty) else {
             fail(
                 "warm: nothing to warm into: pass --cache DIR or set disk.path (or tables.path); the memory tier ends with the process",
                 code: 2)
@@ -103,7 +115,15 @@ struct WarmCommand: AsyncParsableCommand {
         let pacing = WarmRun.Pacing(
             renders: max(1, configuration.disk.writeQueueCapacity / 4), bytes: max(1, configuration.disk.writeQueueByteLimit / 4))
 
-        let work = Task { await run.perform(on: configured.cache, inFlight: limit, pacing: pacing) }
+        let pyramids = iiif ? configured.pyramids.map { WarmPyramids(pyramids: $0, keys: listing.keys, tiledAbove: configuration.iiif.tiledAbove) } : nil
+        let built = Lock<WarmPyramids.Summary?>(nil)
+        let work = Task {
+            await run.perform(on: configured.cache, inFlight: limit, pacing: pacing)
+            if let pyramids, !Task.isCancelled {
+                let summary = await pyramids.run()
+                built.withLock { $0 = summary }
+            }
+        }
         run.cancelOnInterrupt(work)
         let reporter = Task { await progress.report() }
         await work.value
@@ -112,10 +132,12 @@ struct WarmCommand: AsyncParsableCommand {
         progress.finish()
         await configured.shutdown()
         let dropped = (configured.cache.disk?.statistics.droppedStores ?? 0) - droppedBefore
-        print(run.summary(droppedStores: dropped), terminator: "")
+        if !size.isEmpty { print(run.summary(droppedStores: dropped), terminator: "") }
+        let pyramidSummary = built.withLock { $0 }
+        if let pyramidSummary { print(WarmPyramids.text(pyramidSummary), terminator: "") }
         signals.stop()
         if let signal = run.interruptingSignal { Foundation.exit(128 + signal) }
-        Foundation.exit(run.failedCount > 0 ? 1 : 0)
+        Foundation.exit(run.failedCount > 0 || (pyramidSummary?.failed ?? 0) > 0 ? 1 : 0)
     }
 }
 

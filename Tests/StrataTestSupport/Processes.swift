@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
 import Strata
 
 /// The `strata` executable built next to the test bundle (`swift test` builds every product).
@@ -46,4 +47,28 @@ package func waitFor(_ pid: pid_t) -> Int32 {
 package func currentThreadName() -> String {
     let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
     return comm.hasSuffix("\n") ? String(comm.dropLast()) : comm
+}
+
+/// Waits for `pid`; returns its exit status (or 128 + signal) and its peak resident set in
+/// bytes: the largest `VmHWM` of `/proc/PID/status` read every 10 ms while it runs. (Not
+/// `wait4`'s `ru_maxrss`: for a child made by `posix_spawn` it keeps the *parent's* peak from
+/// before the `exec`, the two sharing their memory until then.)
+package func waitForPeakResident(_ pid: pid_t) -> (status: Int32, peakResidentBytes: Int) {
+    var peak = 0
+    while true {
+        if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        {
+            peak = max(peak, kilobytes * 1024)
+        }
+        var status: Int32 = 0
+        let done = waitpid(pid, &status, WNOHANG)
+        if done == pid {
+            let code = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            return (code, peak)
+        }
+        if done < 0 && errno != EINTR { return (-1, peak) }
+        usleep(10_000)
+    }
 }

@@ -3,9 +3,13 @@
 /// image.
 ///
 /// - A JPEG (EXIF orientation 1, not CMYK or YCCK) is read in rows through libjpeg's scanline
-///   API straight into level 0's strip. A *progressive* JPEG makes libjpeg hold the whole
-///   image's coefficients (3–6 bytes a pixel) while it decodes, so it is taken only up to
-///   `wholeDecodePixels`, like a whole decode.
+///   API straight into the strips, in two passes when the pyramid has more than
+///   ``coarseLevel`` levels: first at 1/8 scale (libjpeg's DCT scaling: each pixel the mean
+///   of an 8 × 8 block, as three 2 × 2 reductions would make it, without the full inverse DCT)
+///   for levels 3 and coarser — a viewer's first screen — then at full size for levels 0–2.
+///   A *progressive* JPEG makes libjpeg hold the whole image's coefficients (3–6 bytes a
+///   pixel) while it decodes, so it is taken only up to `wholeDecodePixels`, like a whole
+///   decode.
 /// - A TIFF (orientation 1) is read in bands of whole strips or tiles through libtiff.
 /// - Anything else (PNG, WebP, AVIF, HEIF, GIF, other orientations, CMYK) is decoded whole,
 ///   up to `wholeDecodePixels`, and fed in rows.
@@ -13,6 +17,9 @@
 /// Colour is not touched here: the pass hands over the decoded pixels, and the caller converts
 /// each tile (as the renderer converts after its resample).
 enum PyramidPass {
+    /// The first level a JPEG's coarse pass makes (its 1/8-scale decode).
+    static let coarseLevel = 3
+
     /// How the original's rows are produced.
     enum Feed: Sendable, Hashable {
         case jpegRows, tiffBands, wholeDecode
@@ -49,35 +56,30 @@ enum PyramidPass {
         return feed
     }
 
-    /// Feeds every row of the original (`bytes`, whose header is `header`) to `reducer`, whose
-    /// geometry is the original's size. Throws the decode's ``ImageDecodingError`` or what the
-    /// reducer's `emit` threw.
+    /// Makes every tile of the original (`bytes`, whose header is `header`) of `geometry` (the
+    /// original's size) and hands each to `emit` (on one thread at a time); a JPEG's rows are
+    /// decoded on this thread while a helper from `forkJoin` reduces the strip before. Throws
+    /// the decode's ``ImageDecodingError`` or what `emit` threw.
     static func run(
-        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, feed: Feed, wholeDecodePixels: Int, into reducer: PyramidReducer
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader, feed: Feed, wholeDecodePixels: Int, forkJoin: ForkJoin,
+        geometry: PyramidGeometry, emit: @escaping (TileAddress, PixelImage) throws -> Void
     ) throws {
-        precondition(reducer.geometry.size == header.size, "PyramidPass: the reducer is for another size")
+        precondition(geometry.size == header.size, "PyramidPass: the pyramid is for another size")
+        let all = geometry.levels.indices
         switch feed {
         case .jpegRows:
-            let jpeg = JPEGRowDecompressor()
-            guard let size = try jpeg.start(bytes, factor: .one) else {
-                throw ImageDecodingError(.unsupported("a CMYK JPEG is not read in rows"), format: .jpeg)
+            let eighth = JPEGScalingFactor(1, 8)
+            if all.count > coarseLevel, eighth.scaled(header.codedSize) == geometry.levels[coarseLevel] {
+                try jpegRows(
+                    bytes, factor: eighth, into: PyramidReducer(geometry: geometry, levels: coarseLevel..<all.count, emit: emit),
+                    forkJoin: forkJoin)
+                try jpegRows(
+                    bytes, factor: .one, into: PyramidReducer(geometry: geometry, levels: 0..<coarseLevel, emit: emit), forkJoin: forkJoin)
+            } else {
+                try jpegRows(bytes, factor: .one, into: PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin)
             }
-            guard size == header.size else {
-                jpeg.abort()
-                throw ImageDecodingError(.corrupt("the image decodes to \(size), not the \(header.size) its header gave"), format: .jpeg)
-            }
-            do {
-                while !reducer.isComplete {
-                    try reducer.write { (destination, stride, capacity) throws(ImageDecodingError) -> Int in
-                        try jpeg.read(into: destination, stride: stride, count: capacity)
-                    }
-                }
-            } catch {
-                jpeg.abort()
-                throw error
-            }
-            try jpeg.finish()
         case .tiffBands:
+            let reducer = PyramidReducer(geometry: geometry, emit: emit)
             // The band reader's errors are decoding errors; what `emit` throws is kept aside.
             var stopped: (any Error)?
             do {
@@ -93,6 +95,7 @@ enum PyramidPass {
                 throw stopped ?? error
             }
         case .wholeDecode:
+            let reducer = PyramidReducer(geometry: geometry, emit: emit)
             let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: wholeDecodePixels))
             let image = try decoder.decode(bytes, minimumSize: nil)
             try image.withUnsafeBytes { raw in
@@ -100,4 +103,41 @@ enum PyramidPass {
             }
         }
     }
+}
+
+extension PyramidPass {
+    /// One scanline decode of a JPEG at `factor` into `reducer` (whose input is that scale's
+    /// level), pipelined: a strip decoded on this thread beside the reduction of the last.
+    fileprivate static func jpegRows(
+        _ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor, into reducer: PyramidReducer, forkJoin: ForkJoin
+    ) throws {
+        let jpeg = JPEGRowDecompressor()
+        guard let size = try jpeg.start(bytes, factor: factor) else {
+            throw ImageDecodingError(.unsupported("a CMYK JPEG is not read in rows"), format: .jpeg)
+        }
+        guard size == reducer.inputSize else {
+            jpeg.abort()
+            throw ImageDecodingError(.corrupt("the image decodes to \(size), not the \(reducer.inputSize) its header gave"), format: .jpeg)
+        }
+        // libjpeg's state passes between the two threads, never used by both at once.
+        let decoder = UncheckedJPEG(jpeg: jpeg)
+        do {
+            try reducer.pipelined(forkJoin: forkJoin) { rows, stride, count in
+                var done = 0
+                while done < count {
+                    done += try decoder.jpeg.read(into: rows + done * stride, stride: stride, count: count - done)
+                }
+            }
+        } catch {
+            jpeg.abort()
+            throw error
+        }
+        try jpeg.finish()
+    }
+}
+
+/// libjpeg's decompressor handed between the two threads of a pipelined pass, which never use
+/// it at once (``PyramidReducer/pipelined(forkJoin:decode:)`` joins them first).
+private struct UncheckedJPEG: @unchecked Sendable {
+    let jpeg: JPEGRowDecompressor
 }

@@ -226,20 +226,23 @@ public final class TilePyramids: Sendable {
                         from: header.colour, gray: header.isGrayscale, output: key.colourOutput, opaque: !header.hasAlpha)
                 var written = 0, found = 0
                 defer { counters.withLock { $0.tilesWritten += written; $0.tilesFound += found } }
-                let reducer = PyramidReducer(geometry: build.geometry) { [self] tile, view in
+                // The reduction beside the decode runs as an urgent job: viewers wait for it.
+                try PyramidPass.run(
+                    raw, header: header, feed: feed, wholeDecodePixels: wholeDecodePixels, forkJoin: .pool(cache.pool, lane: .urgent),
+                    geometry: build.geometry
+                ) { [self] tile, view in
                     let id = entityID(tile, of: key)
                     if let existing = table.image(for: id, sourceVersion: version.stamp) {
                         found += 1
                         build.produced(tile, existing)
                         return
                     }
-                    let image = try table.store(id, sourceVersion: version.stamp) { canvas in
+                    let image = try table.store(id, sourceVersion: version.stamp, dropsResidentPages: true) { canvas in
                         try Self.draw(view, into: &canvas, converter: converter)
                     }
                     written += 1
                     build.produced(tile, image)
                 }
-                try PyramidPass.run(raw, header: header, feed: feed, wholeDecodePixels: wholeDecodePixels, into: reducer)
             }
         } catch let error as ImageCacheError {
             throw error

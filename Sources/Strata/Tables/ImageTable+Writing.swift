@@ -12,11 +12,15 @@ extension ImageTable {
     /// slot that no live image references. Throws ``ImageTableError/tableFull(format:maximumCount:)``
     /// when every slot is held, and rethrows `draw`'s errors (the entry is then absent).
     ///
+    /// `dropsResidentPages`: once the entry is written, its pages leave this process's resident
+    /// set (they stay in the page cache; a read maps them again): for a writer that streams many
+    /// entries it does not read back (a pyramid's build).
+    ///
     /// Blocks (waits for other processes' writers, reserves disk space): call it from a
     /// dedicated thread, never from Swift's cooperative pool.
     @discardableResult
     public func store(
-        _ id: ImageEntityID, sourceVersion: UInt64, draw: (inout ImageTableCanvas) throws -> Void
+        _ id: ImageEntityID, sourceVersion: UInt64, dropsResidentPages: Bool = false, draw: (inout ImageTableCanvas) throws -> Void
     ) throws -> PixelImage {
         try writerGate.withLock { lockFile throws -> PixelImage in
             try lockAndRefresh(&lockFile)
@@ -25,6 +29,8 @@ extension ImageTable {
             let (file, chunk, entry, slot) = try chooseSlot(for: id)  // pinned by this writer
             defer { unpin(slot, file: file) }
             var content = format.size
+            // A streaming writer writes the whole entry: map its pages in one call.
+            if dropsResidentPages { MappedRegion.populateForWriting(entry, length: layout.entryLength) }
             do {
                 var canvas = ImageTableCanvas(
                     format: format,
@@ -70,6 +76,7 @@ extension ImageTable {
                 bumpChange(&s)
                 pin(&s, slot)  // for the returned image
             }
+            if dropsResidentPages { MappedRegion.dropResidentPages(entry, length: layout.entryLength) }
             return makeImage(
                 file: file, chunk: chunk, entry: entry, slot: slot, width: content.width,
                 height: content.height, writable: false)

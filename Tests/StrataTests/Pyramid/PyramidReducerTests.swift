@@ -41,6 +41,77 @@ import StrataTestSupport
         }
     }
 
+    /// The pipelined pass (a strip decoded beside the reduction of the last) gives the same
+    /// tiles, in the same order, as rows written one band at a time.
+    @Test(arguments: [PixelSize(width: 300, height: 200), PixelSize(width: 77, height: 31), PixelSize(width: 129, height: 64)])
+    func aPipelinedPassEqualsASerialOne(size: PixelSize) throws {
+        let image = ColourFixtures.photo(size)
+        let geometry = PyramidGeometry(size: size, tileSize: 32)
+        func collect(_ feed: (PyramidReducer) throws -> Void) rethrows -> [(TileAddress, PixelImage)] {
+            var tiles: [(TileAddress, PixelImage)] = []
+            let reducer = PyramidReducer(geometry: geometry) { tile, view in tiles.append((tile, view.heapCopy())) }
+            try feed(reducer)
+            #expect(reducer.isComplete)
+            return tiles
+        }
+        let serial = try collect { reducer in
+            try image.withUnsafeBytes { raw in try reducer.write(rows: size.height, from: raw.baseAddress!, stride: image.bytesPerRow) }
+        }
+        let rows = Lock(0)
+        let shared = image
+        let pipelined = try collect { reducer in
+            try reducer.pipelined(forkJoin: .dispatch) { destination, stride, count in
+                let first = rows.withLock { r in defer { r += count }; return r }
+                shared.withUnsafeBytes { raw in
+                    for y in 0..<count {
+                        (destination + y * stride).copyMemory(
+                            from: raw.baseAddress! + (first + y) * shared.bytesPerRow, byteCount: size.width * 4)
+                    }
+                }
+            }
+        }
+        #expect(rows.withLock { $0 } == size.height)
+        #expect(serial.map(\.0) == pipelined.map(\.0))
+        for ((tile, a), (_, b)) in zip(serial, pipelined) { #expect(a.hasSamePixels(as: b), "tile \(tile)") }
+    }
+
+    /// A reducer of the coarser levels, fed a coarser level's rows (as a JPEG decoded at 1/8
+    /// is), makes those levels' tiles with their own addresses; one of the finer levels stops
+    /// at its last level.
+    @Test func aReducerOfSomeLevels() throws {
+        let size = PixelSize(width: 300, height: 200)
+        let geometry = PyramidGeometry(size: size, tileSize: 32)
+        var full: [TileAddress: PixelImage] = [:]
+        let whole = PyramidReducer(geometry: geometry) { tile, view in full[tile] = view.heapCopy() }
+        let image = ColourFixtures.photo(size)
+        try image.withUnsafeBytes { try whole.write(rows: size.height, from: $0.baseAddress!, stride: image.bytesPerRow) }
+        var level2 = image
+        for _ in 0..<2 { level2 = halve(level2) }
+        var coarse: [TileAddress: PixelImage] = [:]
+        let reducer = PyramidReducer(geometry: geometry, levels: 2..<geometry.levels.count) { tile, view in coarse[tile] = view.heapCopy() }
+        #expect(reducer.inputSize == level2.size)
+        try level2.withUnsafeBytes { try reducer.write(rows: level2.height, from: $0.baseAddress!, stride: level2.bytesPerRow) }
+        #expect(Set(coarse.keys) == Set(full.keys.filter { $0.level >= 2 }))
+        for (tile, pixels) in coarse { #expect(pixels.hasSamePixels(as: full[tile]!), "tile \(tile)") }
+        var fine: [TileAddress] = []
+        let top = PyramidReducer(geometry: geometry, levels: 0..<2) { tile, _ in fine.append(tile) }
+        try image.withUnsafeBytes { try top.write(rows: size.height, from: $0.baseAddress!, stride: image.bytesPerRow) }
+        #expect(Set(fine) == Set(full.keys.filter { $0.level < 2 }))
+    }
+
+    /// A decode error ends a pipelined pass with that error.
+    @Test func aDecodeErrorEndsAPipelinedPass() throws {
+        let geometry = PyramidGeometry(size: PixelSize(width: 64, height: 200), tileSize: 32)
+        let reducer = PyramidReducer(geometry: geometry) { _, _ in }
+        let calls = Lock(0)
+        #expect(throws: ImageDecodingError.self) {
+            try reducer.pipelined(forkJoin: .dispatch) { _, _, _ in
+                if calls.withLock({ c in c += 1; return c }) == 3 { throw ImageDecodingError(.truncated, format: .jpeg) }
+            }
+        }
+        #expect(!reducer.isComplete)
+    }
+
     @Test func geometryHalvesRoundingUpToOneTile() {
         let g = PyramidGeometry(size: PixelSize(width: 10240, height: 8000), tileSize: 512)
         #expect(g.levels.map(\.width) == [10240, 5120, 2560, 1280, 640, 320])

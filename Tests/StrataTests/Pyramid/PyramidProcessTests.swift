@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+@testable import Strata
+import StrataTestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Pyramid builds in a child process (`strata warm --iiif`): memory that does not grow with the
+/// image, and a build killed with SIGKILL half-way that resumes with exactly the tiles a clean
+/// build makes.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct PyramidProcessTests {
+    /// A baseline JPEG of `size`: the fixture photo repeated (so it compresses like a photo).
+    static func mosaicJPEG(_ size: PixelSize) throws -> [UInt8] {
+        let photo = try ImageDecoder().decode(Fixtures.bytes("jpeg/path-2560x1600.jpg"))
+        var image = PixelImage(uninitializedWidth: size.width, height: size.height)
+        let stride = image.bytesPerRow
+        photo.withUnsafeBytes { source in
+            image.withUnsafeMutableBytes { destination in
+                for y in 0..<size.height {
+                    let from = source.baseAddress! + (y % photo.height) * photo.bytesPerRow
+                    var x = 0
+                    while x < size.width {
+                        let n = min(photo.width, size.width - x)
+                        (destination.baseAddress! + y * stride + x * 4).copyMemory(from: from, byteCount: n * 4)
+                        x += n
+                    }
+                }
+            }
+        }
+        return try ImageEncoder.encode(image, as: .jpeg, quality: 80)
+    }
+
+    /// A directory with `originals/big.jpg` of `size`.
+    static func original(_ size: PixelSize) throws -> (TempDirectory, bytes: Int) {
+        let scratch = TempDirectory()
+        try FileManager.default.createDirectory(atPath: scratch.path + "/originals", withIntermediateDirectories: true)
+        let jpeg = try mosaicJPEG(size)
+        try Data(jpeg).write(to: URL(fileURLWithPath: scratch.path + "/originals/big.jpg"))
+        return (scratch, jpeg.count)
+    }
+
+    /// The pyramids as `strata warm` opens them (iiif.pyramidBytes' default number of tiles: a
+    /// table opened with another number is made anew).
+    static let settings = TilePyramids.Settings(tileSize: 256, maximumTiles: (8 << 30) / (256 * 256 * 4 + 4096))
+
+    static func warm(_ scratch: TempDirectory, into pyramids: String) throws -> pid_t {
+        let strata = try #require(strataExecutable(), "the strata executable is built next to the tests")
+        return try spawn(strata, [
+            "warm", scratch.path + "/originals", "--iiif", "--iiif-pyramid-path", pyramids, "--iiif-tiled-above", "1",
+            "--iiif-tile-size", "256", "--iiif-max-source-pixels", "4000000000", "--memory-pressure-enabled", "false",
+        ])
+    }
+
+    @Test func aBuildsMemoryDoesNotGrowWithTheImage() throws {
+        let size = PixelSize(width: 20000, height: 10000)  // 200 megapixels: 800 MB decoded
+        let (scratch, jpegBytes) = try Self.original(size)
+        let (status, peak) = waitForPeakResident(try Self.warm(scratch, into: scratch.path + "/pyramids"))
+        #expect(status == 0)
+        let settings = Self.settings
+        let strips = PyramidGeometry(size: size, tileSize: 256).levels.reduce(0) { $0 + $1.width * 4 * 256 }
+        // The original's bytes, the strips (one more at level 0 for the pipelined decode), the
+        // process itself (and, under the address sanitizer, its quarantine of up to 256 MiB of
+        // freed memory and its shadow); a whole decode alone would be 800 MB.
+        let sanitizer = EngineBombTests.underAddressSanitizer ? 384 << 20 : 0
+        let bound = jpegBytes + strips + size.width * 4 * 256 + (160 << 20) + sanitizer
+        #expect(peak <= bound, "peak RSS \(peak >> 20) MiB, bound \(bound >> 20) MiB (JPEG \(jpegBytes >> 20) MiB)")
+        #expect(peak < size.pixelCount * 4)
+        let table = try ImageTable(
+            directory: scratch.path + "/pyramids",
+            format: ImageTableFormat(
+                name: "pyramid-256", family: "pyramid-256", size: PixelSize(width: 256, height: 256), style: .bgra32Premultiplied,
+                mode: .fit, maximumCount: settings.maximumTiles))
+        #expect(table.count == PyramidGeometry(size: size, tileSize: 256).tileCount)
+    }
+
+    @Test func aBuildKilledHalfWayResumesWithTheSameTiles() async throws {
+        let size = PixelSize(width: 8192, height: 8192)
+        let (scratch, _) = try Self.original(size)
+        let geometry = PyramidGeometry(size: size, tileSize: 256)
+        let pid = try Self.warm(scratch, into: scratch.path + "/pyramids")
+        // Killed once a third of the tiles' slots are in the table file.
+        let entry = 256 * 256 * 4 + Int(sysconf(Int32(_SC_PAGESIZE)))
+        let table = scratch.path + "/pyramids/pyramid-256.table"
+        var killed = false
+        for _ in 0..<60_000 {
+            let bytes = (try? FileManager.default.attributesOfItem(atPath: table)[.size] as? Int) ?? 0
+            if bytes >= geometry.tileCount / 3 * entry {
+                killed = kill(pid, SIGKILL) == 0
+                break
+            }
+            usleep(1000)
+        }
+        #expect(killed && waitFor(pid) == 128 + SIGKILL, "the build ended before it was killed")
+
+        let cache = try ImageCache(source: try DirectorySource(root: scratch.path + "/originals"))
+        let resumed = try TilePyramids(cache: cache, directory: scratch.path + "/pyramids", settings: Self.settings)
+        let (_, version) = try await resumed.build("big.jpg")
+        let stats = resumed.statistics
+        #expect(stats.tilesFound > 0 && stats.tilesWritten > 0, "\(stats)")
+        #expect(stats.tilesFound + stats.tilesWritten == geometry.tileCount)
+        // Every tile is a clean build's, none torn.
+        let clean = try TilePyramids(cache: cache, directory: scratch.path + "/clean", settings: Self.settings)
+        try await clean.build("big.jpg")
+        for level in geometry.levels.indices {
+            let (columns, rows) = geometry.grid(level)
+            for row in 0..<rows {
+                for column in 0..<columns {
+                    let tile = TileAddress(level: level, column: column, row: row)
+                    let a = try #require(resumed.cachedTile(tile, of: "big.jpg", version: version))
+                    let b = try #require(clean.cachedTile(tile, of: "big.jpg", version: version))
+                    #expect(a.hasSamePixels(as: b), "tile \(tile)")
+                }
+            }
+        }
+    }
+}
