@@ -71,7 +71,9 @@ struct ServiceResponder: HTTPResponder {
                 route = "stats"
                 response = Self.answer(
                     "application/json",
-                    ByteBuffer(bytes: ServiceStatistics(node: node, cache: cache, encoded: encoded, uptime: .now - started).json()))
+                    ByteBuffer(bytes: ServiceStatistics(
+                            node: node, cache: cache, encoded: encoded, pyramids: iiif.pyramids, uptime: .now - started
+                        ).json()))
             case "/viewer":
                 route = "viewer"
                 response = Self.viewer(request)

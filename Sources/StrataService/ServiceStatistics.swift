@@ -7,7 +7,9 @@ import Strata
 /// kind), `tiers` (hits, misses, entries, bytes, evictions per tier present), `memory`
 /// (limits), `disk` (limit and file-level counters, when there is a disk tier), `encoded`
 /// (the encoded cache), `queues` (jobs waiting per lane), `colour` (``ColourStatistics``:
-/// profiles ignored, conversions, identities, transforms built), `uptimeSeconds`.
+/// profiles ignored, conversions, identities, transforms built), `pyramids` (with
+/// `iiif.pyramidPath`: builds started, finished and failed, tiles written and found, tile
+/// hits and waits, tiles held and their bytes on disk), `uptimeSeconds`.
 /// Cost: one statistics read per tier (each a lock or a few atomics).
 struct ServiceStatistics: Encodable {
     struct Engine: Encodable {
@@ -31,6 +33,9 @@ struct ServiceStatistics: Encodable {
     struct Queues: Encodable {
         var urgent, prefetch: Int
     }
+    struct Pyramids: Encodable {
+        var buildsStarted, buildsFinished, buildsFailed, tilesWritten, tilesFound, tileHits, tileWaits, tiles, diskBytes: Int
+    }
 
     var node: String
     var engine: Engine
@@ -40,9 +45,10 @@ struct ServiceStatistics: Encodable {
     var encoded: Encoded?
     var queues: Queues
     var colour: ColourStatistics
+    var pyramids: Pyramids?
     var uptimeSeconds: Double
 
-    init(node: String, cache: ImageCache, encoded encodedCache: EncodedCache, uptime: Duration) {
+    init(node: String, cache: ImageCache, encoded encodedCache: EncodedCache, pyramids tiles: TilePyramids? = nil, uptime: Duration) {
         self.node = node
         let stats = cache.statistics
         let e = stats.engine
@@ -75,6 +81,13 @@ struct ServiceStatistics: Encodable {
         }
         queues = Queues(urgent: stats.queues.urgent, prefetch: stats.queues.prefetch)
         colour = .current
+        pyramids = tiles.map { t in
+            let p = t.statistics
+            return Pyramids(
+                buildsStarted: p.buildsStarted, buildsFinished: p.buildsFinished, buildsFailed: p.buildsFailed,
+                tilesWritten: p.tilesWritten, tilesFound: p.tilesFound, tileHits: p.tileHits, tileWaits: p.tileWaits,
+                tiles: t.tileCount, diskBytes: t.diskUsage)
+        }
         uptimeSeconds = Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18
     }
 

@@ -3,14 +3,16 @@ import Foundation
 import Strata
 import StrataConfiguration
 
-/// `strata stats [--cache DIR] [--tables DIR] [--config FILE] [--KEY VALUE …] [--json]`
+/// `strata stats [--cache DIR] [--tables DIR] [--iiif-pyramid-path DIR] [--config FILE]
+/// [--KEY VALUE …] [--json]`
 struct StatsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stats",
         abstract: "Print statistics of a cache directory (read-only; safe beside a running server).",
         discussion: """
-            Reads the disk tier directory (--cache, default disk.path) and, when --tables or \
-            tables.path names one, the image tables of the configured tables.formats. Strictly \
+            Reads the disk tier directory (--cache, default disk.path), when --tables or \
+            tables.path names one, the image tables of the configured tables.formats, and when \
+            iiif.pyramidPath names one, the tile pyramids there (iiif.tileSize tiles). Strictly \
             read-only: it lists names and stats files (DiskDirectoryInventory) and preads the \
             tables' headers and metadata (ImageTableInventory); it never creates, deletes, \
             renames, evicts or locks anything, so it can run while other processes use the \
@@ -31,7 +33,11 @@ struct StatsCommand: AsyncParsableCommand {
               tables: null when no tables directory is configured, else
                 path, formats: [{name, family, width, height, mode, style, maximumCount, \
             state (absent, valid or needsRepair), problem (null unless needsRepair), entries, \
-            damagedRecords, tableFileBytes, metadataFileBytes, pinsFileBytes, allocatedBytes}].
+            damagedRecords, tableFileBytes, metadataFileBytes, pinsFileBytes, allocatedBytes}];
+              pyramids: null when iiif.pyramidPath is not set, else
+                path, tileSize, state, problem, pyramids (originals × colours with tiles), \
+            tiles, maximumTiles, tilesPerLevel (level 0 = full resolution first), \
+            tableFileBytes, allocatedBytes.
 
             Exit status 2, with a line naming the directory, when a directory does not exist or \
             cannot be read, or when neither directory is configured.
@@ -57,8 +63,8 @@ struct StatsCommand: AsyncParsableCommand {
         if let cache { overrides["disk.path"] = .scalar(cache) }
         if let tables { overrides["tables.path"] = .scalar(tables) }
         let (_, configuration) = await configurationOptions.load(overrides: overrides)
-        guard configuration.diskPath != nil || configuration.tablesPath != nil else {
-            fail("stats: no cache directory: pass --cache DIR (or --tables DIR), or set disk.path", code: 2)
+        guard configuration.diskPath != nil || configuration.tablesPath != nil || configuration.iiif.pyramidPath != nil else {
+            fail("stats: no cache directory: pass --cache DIR (or --tables DIR, or --iiif-pyramid-path DIR), or set disk.path", code: 2)
         }
         var report = StatsReport()
         if let path = configuration.diskPath {
@@ -75,6 +81,15 @@ struct StatsCommand: AsyncParsableCommand {
                 report.tables = StatsReport.Tables(path: path, formats: inventories.map(StatsReport.Table.init))
             } catch {
                 fail("stats: cannot read the image tables directory \(path): \(Self.reason(error)); check --tables or tables.path", code: 2)
+            }
+        }
+        if let path = configuration.iiif.pyramidPath {
+            do {
+                let settings = configuration.iiif.pyramidSettings
+                report.pyramids = StatsReport.Pyramids(
+                    path: path, settings: settings, inventory: try PyramidInventory(directory: path, settings: settings))
+            } catch {
+                fail("stats: cannot read the pyramids directory \(path): \(Self.reason(error)); check iiif.pyramidPath", code: 2)
             }
         }
         if json {
@@ -233,16 +248,44 @@ struct StatsReport: Encodable {
         var formats: [Table]
     }
 
+    struct Pyramids: Encodable {
+        var path: String
+        var tileSize: Int
+        var state: String
+        var problem: String?
+        var pyramids: Int
+        var tiles: Int
+        var maximumTiles: Int
+        var tilesPerLevel: [Int]
+        var tableFileBytes: Int
+        var allocatedBytes: Int
+
+        init(path: String, settings: TilePyramids.Settings, inventory: PyramidInventory) {
+            self.path = path
+            tileSize = settings.tileSize
+            state = inventory.table.state.rawValue
+            problem = inventory.table.problem
+            pyramids = inventory.pyramids
+            tiles = inventory.tiles
+            maximumTiles = settings.maximumTiles
+            tilesPerLevel = inventory.tilesPerLevel
+            tableFileBytes = inventory.table.tableFileBytes
+            allocatedBytes = inventory.table.allocatedBytes
+        }
+    }
+
     var disk: Disk?
     var tables: Tables?
+    var pyramids: Pyramids?
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(disk, forKey: .disk)  // null when not configured
         try c.encode(tables, forKey: .tables)
+        try c.encode(pyramids, forKey: .pyramids)
     }
 
-    enum CodingKeys: String, CodingKey { case disk, tables }
+    enum CodingKeys: String, CodingKey { case disk, tables, pyramids }
 
     /// The human-readable report.
     var text: String {
@@ -288,6 +331,16 @@ struct StatsReport: Encodable {
                 lines.append(line)
                 if let problem = f.problem { lines.append("    \(problem)") }
             }
+        }
+        if let p = pyramids {
+            lines.append("tile pyramids \(p.path) (\(p.tileSize) px tiles)  \(p.state)")
+            if let problem = p.problem { lines.append("  \(problem)") }
+            lines.append("  pyramids         \(p.pyramids)")
+            lines.append("  tiles            \(p.tiles) of \(p.maximumTiles) (iiif.pyramidBytes)")
+            if !p.tilesPerLevel.isEmpty {
+                lines.append("  tiles per level  " + p.tilesPerLevel.enumerated().map { "\($0.offset): \($0.element)" }.joined(separator: ", "))
+            }
+            lines.append("  table bytes      \(Self.bytes(p.tableFileBytes)) (\(Self.bytes(p.allocatedBytes)) allocated with meta and pins)")
         }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -81,11 +81,15 @@ public final class TilePyramids: Sendable {
         try settings.validate()
         self.cache = cache
         self.settings = settings
-        let format = ImageTableFormat(
+        table = try ImageTable(directory: directory, format: Self.tableFormat(settings))
+    }
+
+    /// The image table format of pyramids with `settings` (`pyramid-<tileSize>`).
+    public static func tableFormat(_ settings: Settings) -> ImageTableFormat {
+        ImageTableFormat(
             name: "pyramid-\(settings.tileSize)", family: "pyramid-\(settings.tileSize)",
             size: PixelSize(width: settings.tileSize, height: settings.tileSize), style: .bgra32Premultiplied, mode: .fit,
             maximumCount: settings.maximumTiles, filePermissions: settings.filePermissions)
-        table = try ImageTable(directory: directory, format: format)
     }
 
     /// The pyramid of an original of `size`.
@@ -112,9 +116,12 @@ public final class TilePyramids: Sendable {
         try await cache.originalHeader(for: key, maxPixels: settings.maxSourcePixels)
     }
 
-    /// The entry id of `tile` of `key`'s pyramid (`key` with its colour and gravity parts).
+    /// The entry id of `tile` of `key`'s pyramid (`key` with its colour and gravity parts): the
+    /// high half names the pyramid (a hash of the key and the tile size), the low half is the
+    /// tile's level, column and row mixed with it (``PyramidInventory`` reads them back).
     func entityID(_ tile: TileAddress, of key: CacheKey) -> ImageEntityID {
-        ImageEntityID(hashing: "\(key.string)\u{0}tile=\(settings.tileSize)/\(tile.level)/\(tile.column)/\(tile.row)")
+        let pyramid = ImageEntityID(hashing: "\(key.string)\u{0}tiles=\(settings.tileSize)").high
+        return ImageEntityID(high: pyramid, low: PyramidInventory.pack(tile) ^ PyramidInventory.mix(pyramid))
     }
 
     /// The tile if the table holds it for `version`; no waiting, no build.
@@ -146,6 +153,16 @@ public final class TilePyramids: Sendable {
             if let image = cachedTile(tile, of: key, version: version) { return image }
         }
         throw .source(SourceError(key: key.string, reason: .failed("the pyramid's table did not keep tile \(tile) (it is too small)")))
+    }
+
+    /// Starts the build of the pyramid of `key`'s original of `size` at `version` unless its
+    /// coarsest tile is in the table already or a build runs; returns at once. For a service
+    /// that has just described a big image (its `info.json`): the viewer's tiles follow.
+    public func prepare(_ key: CacheKey, size: PixelSize, version: SourceVersion) {
+        let geometry = geometry(for: size)
+        guard cachedTile(TileAddress(level: geometry.levels.count - 1, column: 0, row: 0), of: key, version: version) == nil
+        else { return }
+        _ = join(key, geometry: geometry, version: version)
     }
 
     /// Builds `key`'s whole pyramid now (or joins the build that runs), skipping the tiles the

@@ -48,6 +48,8 @@ public struct ImageTableInventory: Sendable, Hashable {
     /// Blocks the table, metadata and pins files occupy (`st_blocks` × 512), as
     /// ``ImageTable/diskUsage`` counts them.
     public var allocatedBytes = 0
+    /// The entries' entity ids, when the inventory was asked to collect them (a valid table).
+    public var entityIDs: [ImageEntityID] = []
 
     /// Takes the inventory of `format`'s files in `directory` (see the type's documentation:
     /// nothing is written).
@@ -55,7 +57,8 @@ public struct ImageTableInventory: Sendable, Hashable {
     /// - Throws: ``ImageTableError/system(_:)`` when `directory` does not exist or cannot be
     ///   read, or a file exists and cannot be read (check the path and its permissions);
     ///   ``ImageTableError/invalidFormat(name:reason:)`` for a format that cannot be stored.
-    public init(directory: String, format: ImageTableFormat) throws(ImageTableError) {
+    ///   `collectingEntityIDs`: also keep every entry's id in ``entityIDs`` (16 bytes each).
+    public init(directory: String, format: ImageTableFormat, collectingEntityIDs: Bool = false) throws(ImageTableError) {
         try format.validate()
         self.format = format
         state = .absent
@@ -67,7 +70,7 @@ public struct ImageTableInventory: Sendable, Hashable {
             metadataFileBytes = try Self.sizes(of: base + ".meta", allocated: &allocatedBytes)
             tableFileBytes = try Self.sizes(of: base + ".table", allocated: &allocatedBytes)
             guard let table = try Self.openIfPresent(base + ".table") else { return }
-            try inspect(table: table, metaPath: base + ".meta")
+            try inspect(table: table, metaPath: base + ".meta", collectingEntityIDs: collectingEntityIDs)
         } catch {
             throw .system(error)
         }
@@ -80,7 +83,9 @@ public struct ImageTableInventory: Sendable, Hashable {
         return result
     }
 
-    private mutating func inspect(table: borrowing FileDescriptor, metaPath: String) throws(SystemCallError) {
+    private mutating func inspect(
+        table: borrowing FileDescriptor, metaPath: String, collectingEntityIDs: Bool
+    ) throws(SystemCallError) {
         let layout = TableLayout(format: format)
         var header = [UInt8](repeating: 0, count: layout.pageSize)
         let n = try rethrowingTyped(SystemCallError.self) { try header.withUnsafeMutableBytes { try table.read(into: $0, at: 0) } }
@@ -128,6 +133,7 @@ public struct ImageTableInventory: Sendable, Hashable {
             slot += count
         }
         entries = newest.count
+        if collectingEntityIDs { entityIDs = Array(newest.keys) }
         state = .valid
     }
 

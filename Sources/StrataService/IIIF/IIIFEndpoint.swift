@@ -61,6 +61,11 @@ struct IIIFEndpoint: Sendable {
             return (Response(status: .seeOther, headers: headers), nil)
         case .info(let version, let identifier):
             let original = try await self.original(identifier.key)
+            if let pyramids, original.size.pixelCount > settings.tiledAbove {
+                // The viewer's tiles follow: its pyramid's build starts now.
+                pyramids.prepare(
+                    CacheKey(identifier.key, colour: responder.colour.current), size: original.size, version: original.version)
+            }
             let json = IIIFInfo.json(version: version, id: base(version, identifier), size: original.size, settings: settings)
             var headers = Self.cors
             headers[.contentType] = version.infoContentType(accept: request.headers[values: .accept])

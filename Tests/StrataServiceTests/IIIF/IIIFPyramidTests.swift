@@ -59,6 +59,28 @@ struct IIIFPyramidTests {
         try await server.stop()
     }
 
+    /// A big image's `info.json` starts its pyramid's build: the viewer's tiles follow.
+    @Test func infoStartsTheBuild() async throws {
+        let server = try await Self.start()
+        #expect(try await server.get("/iiif/3/\(Self.photo)/info.json").status == 200)
+        func pyramids() async throws -> [String: Any] {
+            let stats = try JSONSerialization.jsonObject(with: Data(try await server.get("/stats").body)) as? [String: Any]
+            return try #require(stats?["pyramids"] as? [String: Any])
+        }
+        var finished = false
+        for _ in 0..<600 where !finished {
+            finished = try await pyramids()["buildsFinished"] as? Int == 1
+            if !finished { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let stats = try await pyramids()
+        #expect(finished && stats["buildsStarted"] as? Int == 1 && stats["buildsFailed"] as? Int == 0)
+        // 8 × 5 + 4 × 3 + 2 × 2 + 1 tiles of 256 px.
+        #expect(stats["tiles"] as? Int == 57 && stats["tilesWritten"] as? Int == 57)
+        let tile = try await server.get("/iiif/3/\(Self.photo)/1024,1024,1024,256/256,/0/default.jpg")
+        #expect(tile.status == 200 && tile.header("X-Strata-Tier") == "table")
+        try await server.stop()
+    }
+
     @Test func regionsAcrossTilesAndTurns() async throws {
         let server = try await Self.start()
         // A region over four level-1 tiles, at its level's scale.

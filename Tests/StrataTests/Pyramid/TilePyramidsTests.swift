@@ -181,6 +181,19 @@ import StrataTestSupport
         }
     }
 
+    /// The inventory (`strata stats`) reads the pyramids and their levels back from the table's
+    /// files: one pyramid per key and colours.
+    @Test func theInventoryCountsPyramidsAndLevels() async throws {
+        let setup = try Setup(Fixtures.bytes("jpeg/path-2560x1600.jpg"))
+        try await setup.pyramids.build("photo.jpg")
+        try await setup.pyramids.build(CacheKey("photo.jpg", colour: .original))
+        let inventory = try PyramidInventory(directory: setup.scratch.path + "/pyramids", settings: setup.pyramids.settings)
+        let geometry = setup.pyramids.geometry(for: PixelSize(width: 2560, height: 1600))
+        #expect(inventory.pyramids == 2 && inventory.tiles == 2 * geometry.tileCount)
+        #expect(inventory.tilesPerLevel == geometry.levels.indices.map { 2 * geometry.grid($0).columns * geometry.grid($0).rows })
+        #expect(inventory.table.state == .valid)
+    }
+
     /// Originals a pyramid cannot take in bounded memory are typed errors, and nothing is written.
     @Test func refusesWhatItCannotStream() async throws {
         // A progressive JPEG above the whole-decode limit (libjpeg would hold its coefficients).
