@@ -54,7 +54,9 @@ extension IIIFSettings {
         settings.pyramidBytes = try reader.bytes("iiif.pyramidBytes", min: 64 << 20)
         settings.maxSourcePixels = try reader.integer("iiif.maxSourcePixels", min: 1)
         if settings.pyramidPath != nil, settings.tileSize % 2 != 0 || settings.tileSize > 4096 {
-            throw reader.error("iiif.tileSize", reason: "must be even and at most 4096 when iiif.pyramidPath is set (tiles of one level halve into the next)")
+            throw reader.error(
+                "iiif.tileSize",
+                reason: "must be even and at most 4096 when iiif.pyramidPath is set (tiles of one level halve into the next)")
         }
         if let text = try reader.string("iiif.squareGravity") {
             guard let gravity = Gravity(parsing: text) else {

@@ -71,7 +71,8 @@ struct ServiceResponder: HTTPResponder {
                 route = "stats"
                 response = Self.answer(
                     "application/json",
-                    ByteBuffer(bytes: ServiceStatistics(
+                    ByteBuffer(
+                        bytes: ServiceStatistics(
                             node: node, cache: cache, encoded: encoded, pyramids: iiif.pyramids, uptime: .now - started
                         ).json()))
             case "/viewer":

@@ -338,9 +338,11 @@ struct StatsReport: Encodable {
             lines.append("  pyramids         \(p.pyramids)")
             lines.append("  tiles            \(p.tiles) of \(p.maximumTiles) (iiif.pyramidBytes)")
             if !p.tilesPerLevel.isEmpty {
-                lines.append("  tiles per level  " + p.tilesPerLevel.enumerated().map { "\($0.offset): \($0.element)" }.joined(separator: ", "))
+                lines.append(
+                    "  tiles per level  " + p.tilesPerLevel.enumerated().map { "\($0.offset): \($0.element)" }.joined(separator: ", "))
             }
-            lines.append("  table bytes      \(Self.bytes(p.tableFileBytes)) (\(Self.bytes(p.allocatedBytes)) allocated with meta and pins)")
+            lines.append(
+                "  table bytes      \(Self.bytes(p.tableFileBytes)) (\(Self.bytes(p.allocatedBytes)) allocated with meta and pins)")
         }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -115,7 +115,9 @@ struct WarmCommand: AsyncParsableCommand {
         let pacing = WarmRun.Pacing(
             renders: max(1, configuration.disk.writeQueueCapacity / 4), bytes: max(1, configuration.disk.writeQueueByteLimit / 4))
 
-        let pyramids = iiif ? configured.pyramids.map { WarmPyramids(pyramids: $0, keys: listing.keys, tiledAbove: configuration.iiif.tiledAbove) } : nil
+        let pyramids =
+            iiif
+            ? configured.pyramids.map { WarmPyramids(pyramids: $0, keys: listing.keys, tiledAbove: configuration.iiif.tiledAbove) } : nil
         let built = Lock<WarmPyramids.Summary?>(nil)
         let work = Task {
             await run.perform(on: configured.cache, inFlight: limit, pacing: pacing)

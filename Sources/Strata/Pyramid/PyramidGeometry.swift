@@ -45,7 +45,12 @@ public struct PyramidGeometry: Sendable, Hashable {
     }
 
     /// Every tile of the pyramid.
-    public var tileCount: Int { levels.indices.reduce(0) { n, l in let g = grid(l); return n + g.columns * g.rows } }
+    public var tileCount: Int {
+        levels.indices.reduce(0) { n, l in
+            let g = grid(l)
+            return n + g.columns * g.rows
+        }
+    }
 
     /// The level to cut an output from when it shows `reduction` source pixels per output
     /// pixel (on its less reduced side): the smallest level still at least as large as the

@@ -99,7 +99,9 @@ public final class TilePyramids: Sendable {
     /// and the decoder's band (for a progressive JPEG or a whole decode, the decode's own memory
     /// comes on top).
     public func memoryBound(for size: PixelSize) -> Int {
-        geometry(for: size).levels.reduce(0) { $0 + PixelLayout.bytesPerRow(width: $1.width, style: .bgra32Premultiplied) * settings.tileSize }
+        geometry(for: size).levels.reduce(0) {
+            $0 + PixelLayout.bytesPerRow(width: $1.width, style: .bgra32Premultiplied) * settings.tileSize
+        }
     }
 
     public var statistics: Statistics { counters.withLock { $0 } }
@@ -197,7 +199,8 @@ public final class TilePyramids: Sendable {
         do throws(ImageCacheError) {
             let data = try await cache.fetchOriginal(key, lane: FlightLane(.prefetch))
             guard SourceVersion(token: data.version).stamp == version.stamp else {
-                throw .source(SourceError(key: key.string, reason: .failed("the original changed while its pyramid was asked for; ask again")))
+                throw .source(
+                    SourceError(key: key.string, reason: .failed("the original changed while its pyramid was asked for; ask again")))
             }
             let bytes = data.bytes
             try await cache.onPool(key, lane: FlightLane(.prefetch)) { [self] () throws(ImageCacheError) in
@@ -232,7 +235,9 @@ public final class TilePyramids: Sendable {
                 let header = try ImageDecoder(limits: DecodingLimits(maxPixels: maxSourcePixels)).readHeader(raw)
                 guard header.size == build.geometry.size else {
                     throw ImageCacheError.source(
-                        SourceError(key: key.string, reason: .failed("the original is \(header.size), not the \(build.geometry.size) asked for; ask again")))
+                        SourceError(
+                            key: key.string,
+                            reason: .failed("the original is \(header.size), not the \(build.geometry.size) asked for; ask again")))
                 }
                 let feed = try PyramidPass.feed(
                     for: header, bytes: raw, maxSourcePixels: maxSourcePixels, wholeDecodePixels: wholeDecodePixels)
@@ -242,7 +247,12 @@ public final class TilePyramids: Sendable {
                     : ColourConversion.converter(
                         from: header.colour, gray: header.isGrayscale, output: key.colourOutput, opaque: !header.hasAlpha)
                 var written = 0, found = 0
-                defer { counters.withLock { $0.tilesWritten += written; $0.tilesFound += found } }
+                defer {
+                    counters.withLock {
+                        $0.tilesWritten += written
+                        $0.tilesFound += found
+                    }
+                }
                 // The reduction beside the decode runs as an urgent job: viewers wait for it.
                 try PyramidPass.run(
                     raw, header: header, feed: feed, wholeDecodePixels: wholeDecodePixels, forkJoin: .pool(cache.pool, lane: .urgent),

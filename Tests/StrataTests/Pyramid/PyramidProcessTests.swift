@@ -48,10 +48,12 @@ struct PyramidProcessTests {
 
     static func warm(_ scratch: TempDirectory, into pyramids: String) throws -> pid_t {
         let strata = try #require(strataExecutable(), "the strata executable is built next to the tests")
-        return try spawn(strata, [
-            "warm", scratch.path + "/originals", "--iiif", "--iiif-pyramid-path", pyramids, "--iiif-tiled-above", "1",
-            "--iiif-tile-size", "256", "--iiif-max-source-pixels", "4000000000", "--memory-pressure-enabled", "false",
-        ])
+        return try spawn(
+            strata,
+            [
+                "warm", scratch.path + "/originals", "--iiif", "--iiif-pyramid-path", pyramids, "--iiif-tiled-above", "1",
+                "--iiif-tile-size", "256", "--iiif-max-source-pixels", "4000000000", "--memory-pressure-enabled", "false",
+            ])
     }
 
     @Test func aBuildsMemoryDoesNotGrowWithTheImage() throws {

@@ -61,7 +61,10 @@ import StrataTestSupport
         let shared = image
         let pipelined = try collect { reducer in
             try reducer.pipelined(forkJoin: .dispatch) { destination, stride, count in
-                let first = rows.withLock { r in defer { r += count }; return r }
+                let first = rows.withLock { r in
+                    defer { r += count }
+                    return r
+                }
                 shared.withUnsafeBytes { raw in
                     for y in 0..<count {
                         (destination + y * stride).copyMemory(
@@ -106,7 +109,12 @@ import StrataTestSupport
         let calls = Lock(0)
         #expect(throws: ImageDecodingError.self) {
             try reducer.pipelined(forkJoin: .dispatch) { _, _, _ in
-                if calls.withLock({ c in c += 1; return c }) == 3 { throw ImageDecodingError(.truncated, format: .jpeg) }
+                if calls.withLock({ c in
+                    c += 1
+                    return c
+                }) == 3 {
+                    throw ImageDecodingError(.truncated, format: .jpeg)
+                }
             }
         }
         #expect(!reducer.isComplete)
@@ -119,10 +127,11 @@ import StrataTestSupport
         #expect(g.grid(0) == (20, 16) && g.grid(5) == (1, 1))
         #expect(g.rect(of: TileAddress(level: 0, column: 19, row: 15)).size == PixelSize(width: 512, height: 320))
         let odd = PyramidGeometry(size: PixelSize(width: 1999, height: 1301), tileSize: 256)
-        #expect(odd.levels == [
-            PixelSize(width: 1999, height: 1301), PixelSize(width: 1000, height: 651), PixelSize(width: 500, height: 326),
-            PixelSize(width: 250, height: 163),
-        ])
+        #expect(
+            odd.levels == [
+                PixelSize(width: 1999, height: 1301), PixelSize(width: 1000, height: 651), PixelSize(width: 500, height: 326),
+                PixelSize(width: 250, height: 163),
+            ])
         #expect(odd.tileCount == 8 * 6 + 4 * 3 + 2 * 2 + 1)
         #expect(!odd.contains(TileAddress(level: 1, column: 4, row: 0)) && odd.contains(TileAddress(level: 1, column: 3, row: 2)))
         // The level to cut from: never smaller than the output.

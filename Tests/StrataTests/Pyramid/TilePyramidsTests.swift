@@ -14,7 +14,9 @@ import StrataTestSupport
         let cache: ImageCache
         let pyramids: TilePyramids
 
-        init(_ bytes: [UInt8], name: String = "photo.jpg", tileSize: Int = 256, maximumTiles: Int = 512, maxPixels: Int? = nil)
+        init(
+            _ bytes: [UInt8], name: String = "photo.jpg", tileSize: Int = 256, maximumTiles: Int = 512, maxPixels: Int? = nil
+        )
             throws
         {
             try FileManager.default.createDirectory(atPath: scratch.path + "/originals", withIntermediateDirectories: true)
@@ -159,7 +161,9 @@ import StrataTestSupport
         let geometry = setup.pyramids.geometry(for: size)
         let total = geometry.tileCount
         #expect(setup.pyramids.statistics.tilesWritten == total)
-        let lost = [TileAddress(level: 0, column: 3, row: 2), TileAddress(level: 0, column: 7, row: 5), TileAddress(level: 2, column: 1, row: 1)]
+        let lost = [
+            TileAddress(level: 0, column: 3, row: 2), TileAddress(level: 0, column: 7, row: 5), TileAddress(level: 2, column: 1, row: 1),
+        ]
         for tile in lost { try setup.pyramids.table.delete(setup.pyramids.entityID(tile, of: key)) }
         try await setup.pyramids.build(key)
         var stats = setup.pyramids.statistics
@@ -201,7 +205,9 @@ import StrataTestSupport
         await #expect {
             try await progressive.pyramids.build("photo.jpg")
         } throws: { error in
-            guard case .decoding(_, let decoding) = error as? ImageCacheError, case .unsupported(let why) = decoding.reason else { return false }
+            guard case .decoding(_, let decoding) = error as? ImageCacheError, case .unsupported(let why) = decoding.reason else {
+                return false
+            }
             return why.contains("progressive JPEG")
         }
         #expect(progressive.pyramids.tileCount == 0)
