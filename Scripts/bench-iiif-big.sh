@@ -47,11 +47,7 @@ done
 [ -x "$strata" ] || { echo "no strata binary at $strata (swift build -c release, or STRATA=…)" >&2; exit 2; }
 
 log() { echo "[bench-iiif-big] $*" >&2; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
+. Scripts/bench-iiif/common.sh
 peak_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 if [ -n "${BIG_DIR:-}" ]; then work=$BIG_DIR; mkdir -p "$work"; owned=0; else work=$(mktemp -d); owned=1; fi
@@ -63,26 +59,6 @@ cleanup() {
     if [ "$owned" -eq 1 ]; then rm -rf "$work"; else rm -rf "$work/pyramids" "$work/tiff" "$work/nginx"; fi
 }
 trap cleanup EXIT
-stop() {
-    local pid keep=() p
-    for pid in "$@"; do
-        kill "$pid" 2>/dev/null || true
-        while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-    done
-    for p in "${pids[@]+"${pids[@]}"}"; do
-        case " $* " in *" $p "*) ;; *) keep+=("$p") ;; esac
-    done
-    pids=("${keep[@]+"${keep[@]}"}")
-}
-wait_http() {
-    for _ in $(seq 1 300); do
-        curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "no answer from $1" >&2
-    return 1
-}
-
 # The images: mosaics of two fixture photos at 2560×1600.
 export VIPS_WARNING=0
 mkdir -p "$work/source" "$work/tiff"
@@ -107,48 +83,7 @@ fi
 # nginx in front of iipsrv.
 fcgi_port=$(free_port)
 nginx_port=$(free_port)
-mkdir -p "$work/nginx"
-cat >"$work/nginx/nginx.conf" <<EOF
-worker_processes 2;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $work/nginx/body;
-    fastcgi_temp_path $work/nginx/fastcgi;
-    proxy_temp_path $work/nginx/proxy;
-    uwsgi_temp_path $work/nginx/uwsgi;
-    scgi_temp_path $work/nginx/scgi;
-    server {
-        listen 127.0.0.1:$nginx_port;
-        location /fcgi-bin/iipsrv.fcgi {
-            fastcgi_pass 127.0.0.1:$fcgi_port;
-            fastcgi_param QUERY_STRING \$query_string;
-            fastcgi_param REQUEST_METHOD \$request_method;
-            fastcgi_param REQUEST_URI \$request_uri;
-            fastcgi_param SCRIPT_NAME \$fastcgi_script_name;
-            fastcgi_param SERVER_NAME \$server_name;
-            fastcgi_param SERVER_PORT \$server_port;
-            fastcgi_param SERVER_PROTOCOL \$server_protocol;
-            fastcgi_param HTTP_HOST \$http_host;
-            fastcgi_param HTTPS "";
-        }
-    }
-}
-EOF
-nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
-pids+=($!)
-iip_prefix="/fcgi-bin/iipsrv.fcgi?IIIF="
-start_iipsrv() {  # N TIFF
-    local out pid
-    out=$(FILESYSTEM_PREFIX="$work/tiff/" VERBOSITY=0 MAX_CVT=5000 LOGFILE="$work/iipsrv.log" \
-        spawn-fcgi -a 127.0.0.1 -p "$fcgi_port" -F "$1" -- "$iipsrv" 2>&1)
-    iip_pids=()
-    while read -r pid; do iip_pids+=("$pid"); pids+=("$pid"); done < <(sed -n 's/.*PID: *\([0-9][0-9]*\).*/\1/p' <<<"$out")
-    [ "${#iip_pids[@]}" -eq "$1" ] || { echo "spawn-fcgi: $out" >&2; exit 1; }
-    wait_http "http://127.0.0.1:$nginx_port$iip_prefix$2/info.json"
-}
+iip_nginx
 strata_port=$(free_port)
 start_strata() {  # PYRAMID-DIR
     "$strata" serve --host 127.0.0.1 --port "$strata_port" --source-directory "$work/source" \
@@ -188,10 +123,10 @@ for image in "${images[@]}"; do
     conversion_ms=$(( $(now_ms) - start ))
     conversion_kb=$(sed -n 's/.*peak_kb=\([0-9]*\).*/\1/p' <<<"$vips_out")
     log "vips tiffsave: $conversion_ms ms, peak RSS $conversion_kb kB"
-    start_iipsrv 2 "$tiff"
+    iip_start 2 "$tiff"
     # The probe above opened the TIFF: the cold run gets fresh processes.
     stop "${iip_pids[@]}"
-    start_iipsrv 2 "$tiff"
+    iip_start 2 "$tiff"
     iip_first=$(python3 Scripts/bench-iiif/fetch.py 127.0.0.1 "$nginx_port" 6 "$work/iip-home.txt" "$iip_prefix$tiff/info.json")
     iip_rest=$(python3 Scripts/bench-iiif/fetch.py 127.0.0.1 "$nginx_port" 6 "$work/iip-rest.txt")
     log "iipsrv first screen: $iip_first; rest of the trace: $iip_rest"

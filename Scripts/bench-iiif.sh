@@ -44,12 +44,7 @@ done
 [ -x "$strata" ] || { echo "no strata binary at $strata (swift build -c release, or STRATA=…)" >&2; exit 2; }
 
 log() { echo "[bench-iiif] $*" >&2; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-# field NAME LINE: the value of NAME=value in a line of key=value words.
-field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
+. Scripts/bench-iiif/common.sh
 
 work=$(mktemp -d)
 pids=()
@@ -64,29 +59,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-
-# stop PID...: stops the given processes and forgets them.
-stop() {
-    local pid keep=() p
-    for pid in "$@"; do
-        kill "$pid" 2>/dev/null || true
-        while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-    done
-    for p in "${pids[@]}"; do
-        case " $* " in *" $p "*) ;; *) keep+=("$p") ;; esac
-    done
-    pids=("${keep[@]+"${keep[@]}"}")
-}
-
-wait_http() {
-    local url=$1
-    for _ in $(seq 1 300); do
-        curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "no answer from $url" >&2
-    return 1
-}
 
 # Photos: name in the source directory, source file, TIFF name.
 mkdir -p "$work/source" "$work/tiff"
@@ -139,7 +111,6 @@ log "trace: $trace_count tiles over ${#photos[@]} photos ($(awk -F'\t' '$3 == "h
 first=${photos[0]}
 awk -F'\t' '{ print "/iiif/3/" $1 "/" $2 }' "$work/trace.tsv" >"$work/strata-all.txt"
 awk -F'\t' -v p="$first" '$1 == p && $3 == "home" { print "/iiif/3/" $1 "/" $2 }' "$work/trace.tsv" >"$work/strata-home.txt"
-iip_prefix="/fcgi-bin/iipsrv.fcgi?IIIF="
 while IFS=$'\t' read -r photo path kind; do
     echo "$iip_prefix$(tiff_name "$photo")/$path"
     if [ "$photo" = "$first" ] && [ "$kind" = home ]; then
@@ -164,62 +135,14 @@ wrk_run() {
 # 3–4. IIPImage behind nginx.
 fcgi_port=$(free_port)
 nginx_port=$(free_port)
-mkdir -p "$work/nginx"
-cat >"$work/nginx/nginx.conf" <<EOF
-worker_processes 2;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $work/nginx/body;
-    fastcgi_temp_path $work/nginx/fastcgi;
-    proxy_temp_path $work/nginx/proxy;
-    uwsgi_temp_path $work/nginx/uwsgi;
-    scgi_temp_path $work/nginx/scgi;
-    # No upstream keep-alive: an iipsrv process serves one FastCGI connection at a time,
-    # so a connection nginx keeps idle would block the others.
-    server {
-        listen 127.0.0.1:$nginx_port;
-        location /fcgi-bin/iipsrv.fcgi {
-            fastcgi_pass 127.0.0.1:$fcgi_port;
-            fastcgi_param QUERY_STRING \$query_string;
-            fastcgi_param REQUEST_METHOD \$request_method;
-            fastcgi_param REQUEST_URI \$request_uri;
-            fastcgi_param SCRIPT_NAME \$fastcgi_script_name;
-            fastcgi_param SERVER_NAME \$server_name;
-            fastcgi_param SERVER_PORT \$server_port;
-            fastcgi_param SERVER_PROTOCOL \$server_protocol;
-            fastcgi_param HTTP_HOST \$http_host;
-            fastcgi_param HTTPS "";
-        }
-    }
-}
-EOF
-nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
-pids+=($!)
+iip_nginx
 
-# start_iipsrv N: N iipsrv processes on one FastCGI socket (spawn-fcgi -F N).
-start_iipsrv() {
-    local out
-    out=$(FILESYSTEM_PREFIX="$work/tiff/" VERBOSITY=0 MAX_CVT=5000 LOGFILE="$work/iipsrv.log" \
-        spawn-fcgi -a 127.0.0.1 -p "$fcgi_port" -F "$1" -- "$iipsrv" 2>&1)
-    iip_pids=()
-    local pid
-    while read -r pid; do
-        iip_pids+=("$pid")
-        pids+=("$pid")
-    done < <(sed -n 's/.*PID: *\([0-9][0-9]*\).*/\1/p' <<<"$out")
-    [ "${#iip_pids[@]}" -eq "$1" ] || { echo "spawn-fcgi: $out" >&2; exit 1; }
-    wait_http "http://127.0.0.1:$nginx_port$iip_prefix$(tiff_name "$first")/info.json"
-}
-
-start_iipsrv 1
+iip_start 1 "$(tiff_name "$first")"
 iip_info=$(curl -fsS "http://127.0.0.1:$nginx_port$iip_prefix$(tiff_name "$first")/info.json")
 log "iipsrv info.json $first: $(python3 -c 'import json, sys; i = json.load(sys.stdin); print(i["width"], i["height"], i.get("tiles"))' <<<"$iip_info")"
 # The probe above opened the TIFF: the cold run gets a fresh process.
 stop "${iip_pids[@]}"
-start_iipsrv 1
+iip_start 1 "$(tiff_name "$first")"
 iip_first=$(python3 Scripts/bench-iiif/fetch.py 127.0.0.1 "$nginx_port" 6 "$work/iip-home.txt" \
     "$iip_prefix$(tiff_name "$first")/info.json")
 log "iipsrv cold first screen: $iip_first"
@@ -229,7 +152,7 @@ iip_table=""
 for n in 1 2; do
     if [ "$n" -ne 1 ]; then
         stop "${iip_pids[@]}"
-        start_iipsrv "$n"
+        iip_start "$n" "$(tiff_name "$first")"
     fi
     wrk_run "iipsrv×$n" "$nginx_port" "$work/iip-all.txt"
     iip_table+=$(printf '%-22s %12s %10s %8s\n' "IIPImage ($n iipsrv)" "$run_tps" "$run_p99" "$run_errors")$'\n'

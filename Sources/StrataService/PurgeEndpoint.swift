@@ -7,7 +7,7 @@ import Strata
 
 /// `DELETE /images/{key}` and `DELETE /iiif/{2|3}/{identifier}`: drops every variant of a key
 /// from every tier (memory, disk files, image-table entries, the remembered "not found"), in
-/// both colour outputs, its encodings from the encoded cache, and its original's size and
+/// both colour outputs, its tile pyramids' tiles, its encodings from the encoded cache, and its original's size and
 /// profile from the IIIF and colour memos. Other processes
 /// sharing the disk directory drop their memory copies as the files go (inotify).
 ///
@@ -20,10 +20,16 @@ struct PurgeEndpoint: Sendable {
     let encoded: EncodedCache
     let originals: IIIFOriginals
     let profiles: OriginalProfiles
+    /// The tile pyramids (`iiif.pyramidPath`), whose tiles of the key go too.
+    let pyramids: TilePyramids?
     /// SHA-256 of `http.adminToken`; `nil` when none is configured.
     private let tokenDigest: [UInt8]?
 
-    init(cache: ImageCache, encoded: EncodedCache, originals: IIIFOriginals, profiles: OriginalProfiles, adminToken: String?) {
+    init(
+        cache: ImageCache, encoded: EncodedCache, originals: IIIFOriginals, profiles: OriginalProfiles, pyramids: TilePyramids? = nil,
+        adminToken: String?
+    ) {
+        self.pyramids = pyramids
         self.cache = cache
         self.encoded = encoded
         self.originals = originals
@@ -54,6 +60,7 @@ struct PurgeEndpoint: Sendable {
         // Both colour choices' variants (`color.output` may have changed since they were made),
         // each with every gravity a client can name.
         await cache.remove(keys: CacheKey.allDerived(from: key))
+        for colour in ColourOutput.allCases { _ = try? await pyramids?.remove(CacheKey(key, colour: colour)) }
         let encodings = encoded.remove(key: key)
         originals.forget(key)
         profiles.forget(key)

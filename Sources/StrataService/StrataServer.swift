@@ -127,7 +127,7 @@ public final class StrataServer: Service, Sendable {
                 pyramids: configured.pyramids),
             purge: PurgeEndpoint(
                 cache: configured.cache, encoded: encoded, originals: originals, profiles: encodedResponder.originalProfiles,
-                adminToken: settings.adminToken),
+                pyramids: configured.pyramids, adminToken: settings.adminToken),
             health: DeepHealth(cache: configured.cache, probes: probes),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
         let host = settings.host

@@ -118,11 +118,14 @@ public final class TilePyramids: Sendable {
         try await cache.originalHeader(for: key, maxPixels: settings.maxSourcePixels)
     }
 
+    /// The high half of the ids of `key`'s pyramid's tiles.
+    func pyramidID(_ key: CacheKey) -> UInt64 { ImageEntityID(hashing: "\(key.string)\u{0}tiles=\(settings.tileSize)").high }
+
     /// The entry id of `tile` of `key`'s pyramid (`key` with its colour and gravity parts): the
     /// high half names the pyramid (a hash of the key and the tile size), the low half is the
     /// tile's level, column and row mixed with it (``PyramidInventory`` reads them back).
     func entityID(_ tile: TileAddress, of key: CacheKey) -> ImageEntityID {
-        let pyramid = ImageEntityID(hashing: "\(key.string)\u{0}tiles=\(settings.tileSize)").high
+        let pyramid = pyramidID(key)
         return ImageEntityID(high: pyramid, low: PyramidInventory.pack(tile) ^ PyramidInventory.mix(pyramid))
     }
 
@@ -142,6 +145,7 @@ public final class TilePyramids: Sendable {
         guard geometry.tileSize == settings.tileSize, geometry.contains(tile) else {
             throw .invalidRequest(key: key.string, reason: "tile \(tile) is not in the pyramid of a \(geometry.size) image")
         }
+        try fits(geometry, key: key)
         if let image = cachedTile(tile, of: key, version: version) {
             counters.withLock { $0.tileHits += 1 }
             return image
@@ -173,9 +177,46 @@ public final class TilePyramids: Sendable {
     @discardableResult
     public func build(_ key: CacheKey) async throws(ImageCacheError) -> (size: PixelSize, version: SourceVersion) {
         let original = try await original(for: key)
-        let build = join(key, geometry: geometry(for: original.header.size), version: original.version)
+        let geometry = geometry(for: original.header.size)
+        try fits(geometry, key: key)
+        let build = join(key, geometry: geometry, version: original.version)
         try await build.finished()
         return (original.header.size, original.version)
+    }
+
+    /// Refuses a pyramid with more tiles than the table holds: its build would reuse its own
+    /// first tiles' slots for its last ones.
+    private func fits(_ geometry: PyramidGeometry, key: CacheKey) throws(ImageCacheError) {
+        guard geometry.tileCount <= settings.maximumTiles else {
+            throw .invalidRequest(
+                key: key.string,
+                reason:
+                    "the pyramid of a \(geometry.size) image has \(geometry.tileCount) tiles, more than its table holds (\(settings.maximumTiles)): raise iiif.pyramidBytes"
+            )
+        }
+    }
+
+    /// Deletes every tile of `key`'s pyramids (every version; `key` with its colour part): for
+    /// a purge. Blocks (the table's writer lock, per tile): call it off the cooperative pool.
+    /// Returns the number of tiles deleted.
+    @discardableResult
+    public func removeBlocking(_ key: CacheKey) throws(ImageTableError) -> Int {
+        let pyramid = pyramidID(key)
+        let ids = table.entityIDs { $0.high == pyramid }
+        for id in ids { try table.delete(id) }
+        return ids.count
+    }
+
+    /// ``removeBlocking(_:)`` on the engine's pool.
+    @discardableResult
+    public func remove(_ key: CacheKey) async throws(ImageCacheError) -> Int {
+        let outcome = try await cache.onPool(key, lane: FlightLane(.urgent)) { [self] () -> Result<Int, ImageTableError> in
+            Result { () throws(ImageTableError) -> Int in try removeBlocking(key) }
+        }
+        switch outcome {
+        case .success(let count): return count
+        case .failure(let error): throw .source(SourceError(key: key.string, reason: .failed("pyramid table: \(error)")))
+        }
     }
 
     /// The build of `key`'s pyramid at `version`, started if none runs.

@@ -21,6 +21,12 @@ extension ImageTable {
     }
 
     /// Whether an entry for `id` (any source version) is indexed; no verification, no pin.
+    /// The ids of the entries this instance knows (its index; another process's latest writes
+    /// may be missing) that `matching` accepts. Cost: one pass over the index under its lock.
+    public func entityIDs(where matching: (ImageEntityID) -> Bool) -> [ImageEntityID] {
+        state.withLock { s in s.index.keys.filter(matching) }
+    }
+
     public func contains(_ id: ImageEntityID) -> Bool {
         for _ in 0..<2 {
             let answer = state.withLock { s -> Bool? in

@@ -124,23 +124,15 @@ struct IIIFEndpoint: Sendable {
             }
             if served.sourceVersion != .unknown, originals.forget(key, unless: served.sourceVersion), attempt < 2 { continue }
             let engineDone = ContinuousClock.now
-            let quality = request.quality, rotation = request.rotation, format = request.format
+            let quality = request.quality, rotation = request.rotation
             let originalSize = original.size
-            let canonical = Self.canonical(request, base: base, region: region, original: originalSize, output: output)
-            let tileKey = EncodedKey(
-                key: key, variant: served.variant.descriptor, version: served.sourceVersion.stamp, format: format.responseFormat,
-                quality: format == .png ? 0 : format == .avif ? http.avifQuality : http.quality, colour: colour,
-                derivation: String(request.version.rawValue) + canonical.dropFirst(base.count),
-                speed: format == .avif ? http.avifSpeed : nil)
-            var extra = Self.cors
-            extra[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
-            let size = rotation.swapsSides ? PixelSize(width: output.height, height: output.width) : output
-            let work = EncodedResponder.Work(
-                served: served, key: tileKey, size: size, hit: nil, extra: extra,
-                derive: { variant in
-                    IIIFRendering.compose(
-                        variant, region: region, original: originalSize, output: output, rotation: rotation, quality: quality)
-                }, warm: false)
+            let work = work(
+                request, served: served, base: base, region: region, original: originalSize, output: output, colour: colour,
+                derivationPrefix: ""
+            ) { variant in
+                IIIFRendering.compose(
+                    variant, region: region, original: originalSize, output: output, rotation: rotation, quality: quality)
+            }
             let reply = try await responder.answer(work, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
             return (reply.response, reply.tier)
         }
@@ -180,21 +172,34 @@ struct IIIFEndpoint: Sendable {
             variant: ImageVariant(
                 descriptor: VariantDescriptor(size: levelSize, mode: .fit, style: .bgra32Premultiplied), sourceVersion: original.version),
             tier: cachedTiles.allSatisfy { $0 != nil } ? .table : .source)
-        let quality = request.quality, rotation = request.rotation, format = request.format
-        let canonical = Self.canonical(request, base: base, region: region, original: original.size, output: output)
-        let tileKey = EncodedKey(
-            key: key, variant: served.variant.descriptor, version: original.version.stamp, format: format.responseFormat,
-            quality: format == .png ? 0 : format == .avif ? http.avifQuality : http.quality, colour: colour,
-            derivation: "t" + String(request.version.rawValue) + canonical.dropFirst(base.count),
+        let quality = request.quality, rotation = request.rotation
+        // "t": a pyramid's answer never shares an encoding with a whole-image variant's.
+        let work = work(
+            request, served: served, base: base, region: region, original: original.size, output: output, colour: colour,
+            derivationPrefix: "t"
+        ) { _ in cut.compose(images, rotation: rotation, quality: quality) }
+        let reply = try await responder.answer(work, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
+        return (reply.response, reply.tier)
+    }
+
+    /// The encoded responder's work for an image request: its encoding (the served variant,
+    /// version, format, quality and the canonical request after `derivationPrefix`), CORS and
+    /// `Link` headers, the output's size after the rotation, and `derive`, the cut.
+    private func work(
+        _ request: IIIFImageRequest, served: CachedImage, base: String, region: IIIFRect, original: PixelSize, output: PixelSize,
+        colour: ColourOutput, derivationPrefix: String, derive: @escaping @Sendable (PixelImage) -> PixelImage
+    ) -> EncodedResponder.Work {
+        let format = request.format
+        let canonical = Self.canonical(request, base: base, region: region, original: original, output: output)
+        let key = EncodedKey(
+            key: request.identifier.key, variant: served.variant.descriptor, version: served.sourceVersion.stamp,
+            format: format.responseFormat, quality: format == .png ? 0 : format == .avif ? http.avifQuality : http.quality,
+            colour: colour, derivation: derivationPrefix + String(request.version.rawValue) + canonical.dropFirst(base.count),
             speed: format == .avif ? http.avifSpeed : nil)
         var extra = Self.cors
         extra[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
-        let size = rotation.swapsSides ? PixelSize(width: output.height, height: output.width) : output
-        let work = EncodedResponder.Work(
-            served: served, key: tileKey, size: size, hit: nil, extra: extra,
-            derive: { _ in cut.compose(images, rotation: rotation, quality: quality) }, warm: false)
-        let reply = try await responder.answer(work, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
-        return (reply.response, reply.tier)
+        let size = request.rotation.swapsSides ? PixelSize(width: output.height, height: output.width) : output
+        return EncodedResponder.Work(served: served, key: key, size: size, hit: nil, extra: extra, derive: derive, warm: false)
     }
 
     /// Where `square` sits in the image `key` of `size` (`iiif.squareGravity`). `smart` reads the

@@ -11,9 +11,14 @@ import Testing
 struct IIIFPyramidTests {
     static let photo = "jpeg%2Ffallenleaf-2048x1280-420.jpg"
 
+    static let token = "pyramid-purge-token-0123456789"
+
     static func start() async throws -> TestServer {
         try await TestServer.start(
-            ["iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "1000000", "iiif.tileSize": "256"], disk: false)
+            [
+                "iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "1000000", "iiif.tileSize": "256",
+                "http.adminToken": token,
+            ], disk: false)
     }
 
     /// The fixture's full decode.
@@ -59,7 +64,8 @@ struct IIIFPyramidTests {
         try await server.stop()
     }
 
-    /// A big image's `info.json` starts its pyramid's build: the viewer's tiles follow.
+    /// A big image's `info.json` starts its pyramid's build (the viewer's tiles follow), and a
+    /// purge of the image deletes its tiles.
     @Test func infoStartsTheBuild() async throws {
         let server = try await Self.start()
         #expect(try await server.get("/iiif/3/\(Self.photo)/info.json").status == 200)
@@ -78,6 +84,10 @@ struct IIIFPyramidTests {
         #expect(stats["tiles"] as? Int == 57 && stats["tilesWritten"] as? Int == 57)
         let tile = try await server.get("/iiif/3/\(Self.photo)/1024,1024,1024,256/256,/0/default.jpg")
         #expect(tile.status == 200 && tile.header("X-Strata-Tier") == "table")
+        // A purge takes the pyramid's tiles too.
+        let purged = try await server.get("/iiif/3/\(Self.photo)", headers: [("Authorization", "Bearer \(Self.token)")], method: .DELETE)
+        #expect(purged.status == 200 || purged.status == 204, "purge: \(purged.status)")
+        #expect(try await pyramids()["tiles"] as? Int == 0)
         try await server.stop()
     }
 

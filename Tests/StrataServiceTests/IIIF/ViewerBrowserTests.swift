@@ -1,4 +1,6 @@
 import Foundation
+import Strata
+import StrataTestSupport
 import Testing
 
 @testable import StrataService
@@ -111,6 +113,34 @@ struct ViewerBrowserTests {
         #expect(size > 20_000, "screenshot \(png) is \(size) bytes")
         let signature = FileManager.default.contents(atPath: png)?.prefix(4)
         #expect(signature.map(Array.init) == [0x89, 0x50, 0x4E, 0x47])
+        try await server.stop()
+    }
+
+    @Test(
+        "the viewer on a big image: its tiles come from the pyramid built as they are asked for",
+        .enabled(if: chromium != nil, "no chromium at /usr/bin/chromium and apt-get could not install it: browser test skipped"),
+        .timeLimit(.minutes(10)))
+    func headlessChromiumOnABigImage() async throws {
+        let browser = try #require(Self.chromium)
+        let originals = makeScratchDirectory("big-originals")
+        // 8192 × 6144: above iiif.tiledAbove's default (40 MP).
+        try Data(try Mosaic.jpeg(PixelSize(width: 8192, height: 6144))).write(to: URL(fileURLWithPath: originals + "/big.jpg"))
+        let server = try await TestServer.start(
+            ["source.directory": originals, "iiif.pyramidPath": makeScratchDirectory("pyramids")], disk: false, sourceDirectory: false)
+        let url = "http://127.0.0.1:\(server.port)/viewer?id=big.jpg&script=zoomin,zoomin,zoomin,zoomin,pan:300:200"
+        let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }
+        #expect(dom.contains("data-done=\"true\""), "the script did not finish; DOM: \(dom.prefix(2000))")
+        #expect(!dom.contains("data-error"))
+        let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
+        let end = try #require(json.firstRange(of: "</pre>"))
+        let counters = try #require(
+            JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8)) as? [String: Int], "counters: \(json.prefix(300))")
+        print("viewer counters (big image): \(counters)")
+        #expect((counters["total"] ?? 0) > 0 && counters["errors"] == 0)
+        let stats = try JSONSerialization.jsonObject(with: Data(try await server.get("/stats").body)) as? [String: Any]
+        let pyramids = try #require(stats?["pyramids"] as? [String: Any])
+        #expect(pyramids["buildsStarted"] as? Int == 1 && pyramids["buildsFailed"] as? Int == 0)
+        #expect((pyramids["tileHits"] as? Int ?? 0) + (pyramids["tileWaits"] as? Int ?? 0) > 0)
         try await server.stop()
     }
 }

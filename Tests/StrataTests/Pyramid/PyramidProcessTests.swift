@@ -12,32 +12,11 @@ import Glibc
 /// build makes.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct PyramidProcessTests {
-    /// A baseline JPEG of `size`: the fixture photo repeated (so it compresses like a photo).
-    static func mosaicJPEG(_ size: PixelSize) throws -> [UInt8] {
-        let photo = try ImageDecoder().decode(Fixtures.bytes("jpeg/path-2560x1600.jpg"))
-        var image = PixelImage(uninitializedWidth: size.width, height: size.height)
-        let stride = image.bytesPerRow
-        photo.withUnsafeBytes { source in
-            image.withUnsafeMutableBytes { destination in
-                for y in 0..<size.height {
-                    let from = source.baseAddress! + (y % photo.height) * photo.bytesPerRow
-                    var x = 0
-                    while x < size.width {
-                        let n = min(photo.width, size.width - x)
-                        (destination.baseAddress! + y * stride + x * 4).copyMemory(from: from, byteCount: n * 4)
-                        x += n
-                    }
-                }
-            }
-        }
-        return try ImageEncoder.encode(image, as: .jpeg, quality: 80)
-    }
-
     /// A directory with `originals/big.jpg` of `size`.
     static func original(_ size: PixelSize) throws -> (TempDirectory, bytes: Int) {
         let scratch = TempDirectory()
         try FileManager.default.createDirectory(atPath: scratch.path + "/originals", withIntermediateDirectories: true)
-        let jpeg = try mosaicJPEG(size)
+        let jpeg = try Mosaic.jpeg(size)
         try Data(jpeg).write(to: URL(fileURLWithPath: scratch.path + "/originals/big.jpg"))
         return (scratch, jpeg.count)
     }

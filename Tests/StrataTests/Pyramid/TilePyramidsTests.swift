@@ -196,6 +196,10 @@ import StrataTestSupport
         #expect(inventory.pyramids == 2 && inventory.tiles == 2 * geometry.tileCount)
         #expect(inventory.tilesPerLevel == geometry.levels.indices.map { 2 * geometry.grid($0).columns * geometry.grid($0).rows })
         #expect(inventory.table.state == .valid)
+        // Removing one key's pyramid leaves the other colours'.
+        #expect(try await setup.pyramids.remove("photo.jpg") == geometry.tileCount)
+        #expect(setup.pyramids.tileCount == geometry.tileCount)
+        #expect(try PyramidInventory(directory: setup.scratch.path + "/pyramids", settings: setup.pyramids.settings).pyramids == 1)
     }
 
     /// Originals a pyramid cannot take in bounded memory are typed errors, and nothing is written.
@@ -224,6 +228,16 @@ import StrataTestSupport
             guard case .decoding(_, let decoding) = error as? ImageCacheError, case .tooLarge = decoding.reason else { return false }
             return true
         }
+        // More tiles than the table holds: refused before any work, naming the setting.
+        let tiny = try TilePyramids(
+            cache: baseline.cache, directory: baseline.scratch.path + "/tiny", settings: .init(tileSize: 256, maximumTiles: 16))
+        await #expect {
+            try await tiny.build("photo.jpg")
+        } throws: { error in
+            guard case .invalidRequest(_, let reason) = error as? ImageCacheError else { return false }
+            return reason.contains("iiif.pyramidBytes")
+        }
+        #expect(tiny.statistics.buildsStarted == 0)
         // A tile outside the pyramid.
         await #expect(throws: ImageCacheError.self) {
             try await baseline.pyramids.tile(

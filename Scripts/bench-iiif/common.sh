@@ -1,0 +1,89 @@
+# Shared by Scripts/bench-iiif.sh and Scripts/bench-iiif-big.sh (sourced): helpers, and IIPImage
+# (iipsrv over FastCGI) behind nginx. The sourcing script sets `pids=()` (every process it
+# starts, stopped on exit) and, before iip_nginx/iip_start, `work`, `iipsrv`, `fcgi_port`,
+# `nginx_port`; iip_start sets `iip_pids`.
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+# field NAME LINE: the value of NAME=value in a line of key=value words.
+field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
+
+# stop PID...: stops the given processes and forgets them.
+stop() {
+    local pid keep=() p
+    for pid in "$@"; do
+        kill "$pid" 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    done
+    for p in "${pids[@]+"${pids[@]}"}"; do
+        case " $* " in *" $p "*) ;; *) keep+=("$p") ;; esac
+    done
+    pids=("${keep[@]+"${keep[@]}"}")
+}
+
+wait_http() {
+    local url=$1
+    for _ in $(seq 1 300); do
+        curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "no answer from $url" >&2
+    return 1
+}
+
+iip_prefix="/fcgi-bin/iipsrv.fcgi?IIIF="
+
+# iip_nginx: nginx on 127.0.0.1:$nginx_port passing /fcgi-bin/iipsrv.fcgi to $fcgi_port.
+iip_nginx() {
+    mkdir -p "$work/nginx"
+    cat >"$work/nginx/nginx.conf" <<EOF
+worker_processes 2;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx/body;
+    fastcgi_temp_path $work/nginx/fastcgi;
+    proxy_temp_path $work/nginx/proxy;
+    uwsgi_temp_path $work/nginx/uwsgi;
+    scgi_temp_path $work/nginx/scgi;
+    # No upstream keep-alive: an iipsrv process serves one FastCGI connection at a time,
+    # so a connection nginx keeps idle would block the others.
+    server {
+        listen 127.0.0.1:$nginx_port;
+        location /fcgi-bin/iipsrv.fcgi {
+            fastcgi_pass 127.0.0.1:$fcgi_port;
+            fastcgi_param QUERY_STRING \$query_string;
+            fastcgi_param REQUEST_METHOD \$request_method;
+            fastcgi_param REQUEST_URI \$request_uri;
+            fastcgi_param SCRIPT_NAME \$fastcgi_script_name;
+            fastcgi_param SERVER_NAME \$server_name;
+            fastcgi_param SERVER_PORT \$server_port;
+            fastcgi_param SERVER_PROTOCOL \$server_protocol;
+            fastcgi_param HTTP_HOST \$http_host;
+            fastcgi_param HTTPS "";
+        }
+    }
+}
+EOF
+    nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
+    pids+=($!)
+}
+
+# iip_start N TIFF: N iipsrv processes on one FastCGI socket (spawn-fcgi -F N) serving
+# $work/tiff/, once TIFF's info.json answers.
+iip_start() {
+    local out pid
+    out=$(FILESYSTEM_PREFIX="$work/tiff/" VERBOSITY=0 MAX_CVT=5000 LOGFILE="$work/iipsrv.log" \
+        spawn-fcgi -a 127.0.0.1 -p "$fcgi_port" -F "$1" -- "$iipsrv" 2>&1)
+    iip_pids=()
+    while read -r pid; do
+        iip_pids+=("$pid")
+        pids+=("$pid")
+    done < <(sed -n 's/.*PID: *\([0-9][0-9]*\).*/\1/p' <<<"$out")
+    [ "${#iip_pids[@]}" -eq "$1" ] || { echo "spawn-fcgi: $out" >&2; exit 1; }
+    wait_http "http://127.0.0.1:$nginx_port$iip_prefix$2/info.json"
+}
