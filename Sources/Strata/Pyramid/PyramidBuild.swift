@@ -26,6 +26,9 @@ final class PyramidBuild: Sendable {
         for continuation in waiting?.values ?? [:].values { continuation.resume(returning: image) }
     }
 
+    /// The tiles someone waits for now.
+    func waitingTiles() -> [TileAddress] { state.withLock { Array($0.waiters.keys) } }
+
     /// The pass ended: everyone still waiting learns it (a success hands them `nil`: their
     /// tile was not written by this build, so they read the table again).
     func finish(_ outcome: Result<Void, ImageCacheError>) {

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Tile pyramids of big originals, kept in one image table: the way to serve deep zoom into
 /// images too large for whole-image variants (a viewer's IIIF tiles of a 1-gigapixel scan).
 ///
@@ -19,8 +23,10 @@
 /// - Builds run on the engine's pool, in the prefetch lane, one per original and version; the
 ///   engine's other work keeps the urgent lane.
 ///
-/// Not cross-process coalesced: two processes asked for the same cold pyramid both build it
-/// (each skipping what the other has written by the time it looks).
+/// - Builds are coalesced across processes sharing the directory: a build takes the pyramid's
+///   `flock` (`<table>.builds/<pyramid>-<version>.lock`) first; while another process holds
+///   it, this one hands the tiles that process writes to its own waiters, and once it has the
+///   lock it does no decode at all if every tile is in the table.
 public final class TilePyramids: Sendable {
     /// How tiles are cut, stored and limited.
     public struct Settings: Sendable, Hashable {
@@ -56,6 +62,9 @@ public final class TilePyramids: Sendable {
         public var buildsStarted = 0
         public var buildsFinished = 0
         public var buildsFailed = 0
+        /// Streaming passes run (a build that finds every tile in the table, written by another
+        /// process, runs none).
+        public var passes = 0
         /// Tiles written by builds, and tiles a build found already in the table.
         public var tilesWritten = 0
         public var tilesFound = 0
@@ -65,9 +74,14 @@ public final class TilePyramids: Sendable {
     }
 
     public let settings: Settings
+    /// The directory of the table (and of the build locks).
+    public let directory: String
     let cache: ImageCache
     let table: ImageTable
     let builds = Lock<[BuildKey: PyramidBuild]>([:])
+    /// Test seam: called by a pass after each tile it wrote (empty in production: one
+    /// uncontended lock per tile).
+    package let afterWritingTile = Lock<(@Sendable (TileAddress) -> Void)?>(nil)
     let counters = Lock(Statistics())
 
     struct BuildKey: Hashable {
@@ -80,6 +94,7 @@ public final class TilePyramids: Sendable {
     public init(cache: ImageCache, directory: String, settings: Settings = .init()) throws(ImageTableError) {
         try settings.validate()
         self.cache = cache
+        self.directory = directory
         self.settings = settings
         table = try ImageTable(directory: directory, format: Self.tableFormat(settings))
     }
@@ -245,7 +260,7 @@ public final class TilePyramids: Sendable {
             }
             let bytes = data.bytes
             try await cache.onPool(key, lane: FlightLane(.prefetch)) { [self] () throws(ImageCacheError) in
-                try pass(bytes, key: key, version: version, build: build)
+                try lockedPass(bytes, key: key, version: version, build: build)
             }
             outcome = .success(())
         } catch {
@@ -263,6 +278,58 @@ public final class TilePyramids: Sendable {
                 "pyramid build failed", metadata: ["key": "\(key.sourceKey)", "error": "\(error)"])
         }
         build.finish(outcome)
+    }
+
+    /// Whether the table holds every tile of `key`'s pyramid at `version` (by the metadata's
+    /// records: a lookup per tile, no pixels read).
+    func isComplete(_ key: CacheKey, geometry: PyramidGeometry, version: SourceVersion) -> Bool {
+        for level in geometry.levels.indices {
+            let (columns, rows) = geometry.grid(level)
+            for row in 0..<rows {
+                for column in 0..<columns {
+                    let id = entityID(TileAddress(level: level, column: column, row: row), of: key)
+                    guard table.indexedSourceVersion(of: id) == version.stamp else { return false }
+                }
+            }
+        }
+        return true
+    }
+
+    /// A build's pass under the pyramid's cross-process lock (on a pool thread): while another
+    /// process holds it, the tiles it writes are handed to this build's waiters (polled every
+    /// 20 ms); then the pass runs unless every tile is there.
+    private func lockedPass(_ bytes: [UInt8], key: CacheKey, version: SourceVersion, build: PyramidBuild) throws(ImageCacheError) {
+        let name = String(pyramidID(key), radix: 16) + "-" + String(version.stamp, radix: 16) + ".lock"
+        let folder = directory + "/" + Self.tableFormat(settings).name + ".builds"
+        let lock: Shared<FileDescriptor>
+        do throws(SystemCallError) {
+            try FileDescriptor.makeDirectories(folder)
+            lock = try ImageTable.openLockFile(folder + "/" + name, permissions: settings.filePermissions)
+        } catch {
+            throw .source(SourceError(key: key.string, reason: .failed("pyramid build lock: \(error)")))
+        }
+        do throws(SystemCallError) {
+            while try !lock.resource.lockFile(.exclusive, wait: false) {
+                for tile in build.waitingTiles() {
+                    if let image = cachedTile(tile, of: key, version: version) { build.produced(tile, image) }
+                }
+                usleep(20_000)
+            }
+        } catch {
+            throw .source(SourceError(key: key.string, reason: .failed("pyramid build lock: \(error)")))
+        }
+        // Removed while held: a process that opens the name later makes a new lock, and at
+        // worst builds beside one that waited on this one (writes are idempotent).
+        defer {
+            try? FileDescriptor.unlink(path: folder + "/" + name)
+            _ = try? lock.resource.lockFile(.unlock)
+        }
+        if isComplete(key, geometry: build.geometry, version: version) {
+            counters.withLock { $0.tilesFound += build.geometry.tileCount }
+            return
+        }
+        counters.withLock { $0.passes += 1 }
+        try pass(bytes, key: key, version: version, build: build)
     }
 
     /// The streaming pass (on a pool thread): each tile is converted to the key's colours and
@@ -310,6 +377,7 @@ public final class TilePyramids: Sendable {
                     }
                     written += 1
                     build.produced(tile, image)
+                    if let hook = afterWritingTile.withLock({ $0 }) { hook(tile) }
                 }
             }
         } catch let error as ImageCacheError {

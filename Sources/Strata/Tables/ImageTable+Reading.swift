@@ -20,13 +20,27 @@ extension ImageTable {
         return nil
     }
 
-    /// Whether an entry for `id` (any source version) is indexed; no verification, no pin.
     /// The ids of the entries this instance knows (its index; another process's latest writes
     /// may be missing) that `matching` accepts. Cost: one pass over the index under its lock.
     public func entityIDs(where matching: (ImageEntityID) -> Bool) -> [ImageEntityID] {
         state.withLock { s in s.index.keys.filter(matching) }
     }
 
+    /// The source version the indexed entry for `id` was drawn from, as its metadata record
+    /// says (no pixel verification, no pin: a retrieval may still miss), or `nil` when none is
+    /// indexed. Brings the index up to date after another process wrote, as ``contains(_:)``.
+    /// Cost: a dictionary lookup and one record read under the lock.
+    public func indexedSourceVersion(of id: ImageEntityID) -> UInt64? {
+        guard contains(id) else { return nil }
+        return state.withLock { s -> UInt64? in
+            guard let slot = s.index[id], case .valid(let record) = self.record(&s, slot).read(slot: slot), record.id == id else {
+                return nil
+            }
+            return record.sourceVersion
+        }
+    }
+
+    /// Whether an entry for `id` (any source version) is indexed; no verification, no pin.
     public func contains(_ id: ImageEntityID) -> Bool {
         for _ in 0..<2 {
             let answer = state.withLock { s -> Bool? in

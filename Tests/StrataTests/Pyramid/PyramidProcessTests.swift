@@ -97,4 +97,31 @@ struct PyramidProcessTests {
             }
         }
     }
+
+    /// A pyramid another process is building is joined, not built again: this process builds
+    /// it, and `strata warm --iiif` started meanwhile hands over what this process writes, then
+    /// finds every tile there and decodes nothing (it says "0 written").
+    @Test func aBuildInAnotherProcessIsJoinedNotRepeated() async throws {
+        let size = PixelSize(width: 8192, height: 8192)
+        let (scratch, _) = try Self.original(size)
+        let geometry = PyramidGeometry(size: size, tileSize: 256)
+        let cache = try ImageCache(source: try DirectorySource(root: scratch.path + "/originals"))
+        let here = try TilePyramids(cache: cache, directory: scratch.path + "/pyramids", settings: Self.settings)
+        // This pass is slowed (5 ms a tile) so that the other process starts while it runs.
+        here.afterWritingTile.withLock { $0 = { _ in usleep(5000) } }
+        let ours = Task { try await here.build("big.jpg") }
+        #expect(await eventually { here.statistics.passes == 1 })
+        let root = scratch.path
+        let other = try await offThePool("strata warm") {
+            try runStrata([
+                "warm", root + "/originals", "--iiif", "--iiif-pyramid-path", root + "/pyramids",
+                "--iiif-tiled-above", "1", "--iiif-tile-size", "256", "--iiif-max-source-pixels", "4000000000",
+                "--memory-pressure-enabled", "false",
+            ])
+        }
+        try await ours.value
+        #expect(other.status == 0, "\(other.stderr)")
+        #expect(other.stdout.contains("(\(geometry.tileCount) tiles: 0 written, \(geometry.tileCount) already there)"), "\(other.stdout)")
+        #expect(here.statistics.passes == 1 && here.statistics.tilesWritten == geometry.tileCount, "\(here.statistics)")
+    }
 }
