@@ -119,7 +119,7 @@ struct PyramidProcessTests {
                 "--memory-pressure-enabled", "false",
             ])
         }
-        try await ours.value
+        _ = try await ours.value
         #expect(other.status == 0, "\(other.stderr)")
         #expect(other.stdout.contains("(\(geometry.tileCount) tiles: 0 written, \(geometry.tileCount) already there)"), "\(other.stdout)")
         #expect(here.statistics.passes == 1 && here.statistics.tilesWritten == geometry.tileCount, "\(here.statistics)")
