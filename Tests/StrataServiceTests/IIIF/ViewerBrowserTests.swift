@@ -124,7 +124,8 @@ struct ViewerBrowserTests {
         let browser = try #require(Self.chromium)
         let originals = makeScratchDirectory("big-originals")
         // 8192 × 6144: above iiif.tiledAbove's default (40 MP).
-        try Data(try Mosaic.jpeg(PixelSize(width: 8192, height: 6144))).write(to: URL(fileURLWithPath: originals + "/big.jpg"))
+        let jpeg = try await offThePool { try Mosaic.jpeg(PixelSize(width: 8192, height: 6144)) }
+        try Data(jpeg).write(to: URL(fileURLWithPath: originals + "/big.jpg"))
         let server = try await TestServer.start(
             ["source.directory": originals, "iiif.pyramidPath": makeScratchDirectory("pyramids")], disk: false, sourceDirectory: false)
         let url = "http://127.0.0.1:\(server.port)/viewer?id=big.jpg&script=zoomin,zoomin,zoomin,zoomin,pan:300:200"
