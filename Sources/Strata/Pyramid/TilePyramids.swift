@@ -6,7 +6,7 @@ import Glibc
 /// images too large for whole-image variants (a viewer's IIIF tiles of a 1-gigapixel scan).
 ///
 /// An original's pyramid (``PyramidGeometry``: power-of-two levels cut into `tileSize`
-/// squares) is built in *one streaming pass* (``PyramidPass``, ``PyramidReducer``): the original
+/// squares) is built in *one streaming pass* (`PyramidPass`, `PyramidReducer`): the original
 /// is decoded in bands, every level is reduced from the one above as rows arrive, and each tile
 /// goes into the table the moment its rows are complete. Memory is bounded by the bands and
 /// one strip per level (``memoryBound(for:)``), never by the image. A tile is then an O(1)
@@ -16,7 +16,7 @@ import Glibc
 /// - A tile's entry is keyed by the key (its colour and gravity parts included), the tile
 ///   size, level, column and row, and stamped with the original's ``SourceVersion``: a tile of
 ///   another version is a miss, and a changed original is built again.
-/// - Requests during a build wait only for their own tile (``tile(_:of:version:)``), each
+/// - Requests during a build wait only for their own tile (``tile(_:of:geometry:version:)``), each
 ///   cancellable alone; requests for one original and version share one build.
 /// - A build skips the tiles the table already holds (from an earlier build that a crash or a
 ///   restart cut short, or another process) and only writes the missing ones.

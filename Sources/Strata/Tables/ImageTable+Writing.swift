@@ -84,7 +84,7 @@ extension ImageTable {
     }
 
     /// Stores a copy of `image` (which must have the format's style and fit its size). Blocks
-    /// like ``store(_:sourceVersion:draw:)``.
+    /// like ``store(_:sourceVersion:dropsResidentPages:draw:)``.
     @discardableResult
     public func setImage(_ image: PixelImage, for id: ImageEntityID, sourceVersion: UInt64) throws -> PixelImage {
         guard image.style == format.style, image.width <= layout.width, image.height <= layout.height else {
@@ -98,7 +98,7 @@ extension ImageTable {
     }
 
     /// Removes the entry of `id` (its slot becomes free once no image references it). Blocks
-    /// like ``store(_:sourceVersion:draw:)``.
+    /// like ``store(_:sourceVersion:dropsResidentPages:draw:)``.
     public func delete(_ id: ImageEntityID) throws(ImageTableError) {
         try writing { () throws(ImageTableError) in
             let (found, file) = state.withLock { ($0.index[id], $0.file) }
