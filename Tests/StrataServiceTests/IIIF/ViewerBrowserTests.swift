@@ -123,11 +123,12 @@ struct ViewerBrowserTests {
     func headlessChromiumOnABigImage() async throws {
         let browser = try #require(Self.chromium)
         let originals = makeScratchDirectory("big-originals")
-        // 8192 × 6144: above iiif.tiledAbove's default (40 MP).
-        let jpeg = try await offThePool { try Mosaic.jpeg(PixelSize(width: 8192, height: 6144)) }
+        // 6144 × 4096 (100 MB decoded, beside the other tests), above a 20 MP iiif.tiledAbove.
+        let jpeg = try await offThePool { try Mosaic.jpeg(PixelSize(width: 6144, height: 4096)) }
         try Data(jpeg).write(to: URL(fileURLWithPath: originals + "/big.jpg"))
         let server = try await TestServer.start(
-            ["source.directory": originals, "iiif.pyramidPath": makeScratchDirectory("pyramids")], disk: false, sourceDirectory: false)
+            ["source.directory": originals, "iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "20000000"],
+            disk: false, sourceDirectory: false)
         let url = "http://127.0.0.1:\(server.port)/viewer?id=big.jpg&script=zoomin,zoomin,zoomin,zoomin,pan:300:200"
         let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }
         #expect(dom.contains("data-done=\"true\""), "the script did not finish; DOM: \(dom.prefix(2000))")
