@@ -79,6 +79,19 @@ struct ViewerBrowserTests {
         ] + extra + [url]
     }
 
+    /// Runs the viewer page at `url` in headless Chromium (off the cooperative pool: it blocks)
+    /// until its script is done; checks it finished without an error and returns its tile
+    /// counters (per tier, `total`, `errors`).
+    static func runViewer(_ browser: String, _ url: String) async throws -> [String: Int] {
+        let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }
+        #expect(dom.contains("data-done=\"true\""), "the script did not finish; DOM: \(dom.prefix(2000))")
+        #expect(!dom.contains("data-error"))
+        let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
+        let end = try #require(json.firstRange(of: "</pre>"))
+        return try #require(
+            JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8)) as? [String: Int], "counters: \(json.prefix(300))")
+    }
+
     @Test(
         "the viewer zooms and pans in headless Chromium, tiles come from cached variants",
         .enabled(if: chromium != nil, "no chromium at /usr/bin/chromium and apt-get could not install it: browser test skipped"),
@@ -87,14 +100,7 @@ struct ViewerBrowserTests {
         let browser = try #require(Self.chromium)
         let server = try await TestServer.start()
         let url = "http://127.0.0.1:\(server.port)/viewer?id=\(Self.photo)&script=zoomin,zoomin,zoomin,pan:300:200"
-        // Blocking waits: off the cooperative pool.
-        let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }
-        #expect(dom.contains("data-done=\"true\""), "the script did not finish; DOM: \(dom.prefix(2000))")
-        #expect(!dom.contains("data-error"))
-        let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
-        let end = try #require(json.firstRange(of: "</pre>"))
-        let counters = try #require(
-            JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8)) as? [String: Int], "counters: \(json.prefix(300))")
+        let counters = try await Self.runViewer(browser, url)
         print("viewer counters: \(counters)")
         #expect((counters["total"] ?? 0) > 0)
         #expect(counters["errors"] == 0)
@@ -130,13 +136,7 @@ struct ViewerBrowserTests {
             ["source.directory": originals, "iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "20000000"],
             disk: false, sourceDirectory: false)
         let url = "http://127.0.0.1:\(server.port)/viewer?id=big.jpg&script=zoomin,zoomin,zoomin,zoomin,pan:300:200"
-        let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }
-        #expect(dom.contains("data-done=\"true\""), "the script did not finish; DOM: \(dom.prefix(2000))")
-        #expect(!dom.contains("data-error"))
-        let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
-        let end = try #require(json.firstRange(of: "</pre>"))
-        let counters = try #require(
-            JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8)) as? [String: Int], "counters: \(json.prefix(300))")
+        let counters = try await Self.runViewer(browser, url)
         print("viewer counters (big image): \(counters)")
         #expect((counters["total"] ?? 0) > 0 && counters["errors"] == 0)
         let stats = try JSONSerialization.jsonObject(with: Data(try await server.get("/stats").body)) as? [String: Any]
