@@ -81,7 +81,7 @@ struct WarmCommand: AsyncParsableCommand {
         if let cache { overrides["disk.path"] = .scalar(cache) }
         var (_, configuration) = await configurationOptions.load(overrides: overrides)
         if iiif, configuration.iiif.pyramidPath == nil {
-            fail("warm: --iiif builds pyramids into iiif.pyramidPath: set it (--iiif.pyramidPath DIR)", code: 2)
+            fail("warm: --iiif builds pyramids into iiif.pyramidPath: set it (--iiif-pyramid-path DIR)", code: 2)
         }
         guard configuration.diskPath != nil || configuration.tablesPath != nil || (iiif && size.isEmpty) else {
             fail(
@@ -127,11 +127,12 @@ struct WarmCommand: AsyncParsableCommand {
             }
         }
         run.cancelOnInterrupt(work)
-        let reporter = Task { await progress.report() }
+        // Only --iiif: no sized requests to report (the pyramids report their own progress).
+        let reporter = Task { if !size.isEmpty { await progress.report() } }
         await work.value
         reporter.cancel()
         await reporter.value
-        progress.finish()
+        if !size.isEmpty { progress.finish() }
         await configured.shutdown()
         let dropped = (configured.cache.disk?.statistics.droppedStores ?? 0) - droppedBefore
         if !size.isEmpty { print(run.summary(droppedStores: dropped), terminator: "") }
