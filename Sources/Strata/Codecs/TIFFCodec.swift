@@ -79,9 +79,11 @@ enum TIFFCodec {
     static func decode(
         _ bytes: UnsafeRawBufferPointer, size: PixelSize, into destination: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
-        try decodeBands(bytes, size: size) { (band, first, rows) throws(ImageDecodingError) in
+        try readBands(bytes, size: size) { (band, first, rows) throws(ImageDecodingError) in
             for y in 0..<rows {
-                (destination + (first + y) * stride).copyMemory(from: band + y * size.width * 4, byteCount: size.width * 4)
+                toBGRA(
+                    band + y * size.width, into: (destination + (first + y) * stride).assumingMemoryBound(to: UInt32.self),
+                    count: size.width)
             }
         }
     }
@@ -93,6 +95,18 @@ enum TIFFCodec {
     static func decodeBands(
         _ bytes: UnsafeRawBufferPointer, size: PixelSize,
         _ body: (UnsafeMutableRawPointer, _ first: Int, _ rows: Int) throws(ImageDecodingError) -> Void
+    ) throws(ImageDecodingError) {
+        try readBands(bytes, size: size) { (band, first, rows) throws(ImageDecodingError) in
+            toBGRA(band, into: band, count: rows * size.width)
+            try body(UnsafeMutableRawPointer(band), first, rows)
+        }
+    }
+
+    /// libtiff's RGBA pixels of the first image, band by band (whole strips or tiles, at least
+    /// 16 rows, `size.width` pixels a row): `body(band, first, rows)`.
+    private static func readBands(
+        _ bytes: UnsafeRawBufferPointer, size: PixelSize,
+        _ body: (UnsafeMutablePointer<UInt32>, _ first: Int, _ rows: Int) throws(ImageDecodingError) -> Void
     ) throws(ImageDecodingError) {
         let file = try File(bytes)
         let f = file.features
@@ -109,14 +123,17 @@ enum TIFFCodec {
             guard strata_tiff_read_rows(file.tiff, band, UInt32(first), UInt32(rows), &message, message.count) == 0 else {
                 throw error(text(message), while: "decoding rows \(first)…\(first + rows - 1)")
             }
-            // libtiff's pixel is R | G << 8 | B << 16 | A << 24; BGRA in memory is the same
-            // with R and B swapped.
-            for i in 0..<(rows * size.width) {
-                let p = band[i]
-                band[i] = (p & 0xFF00_FF00) | (p & 0xFF) << 16 | (p >> 16) & 0xFF
-            }
-            try body(UnsafeMutableRawPointer(band), first, rows)
+            try body(band, first, rows)
             first += rows
+        }
+    }
+
+    /// libtiff's pixels (R | G << 8 | B << 16 | A << 24) as BGRA in memory: R and B swapped.
+    /// `source` and `destination` may be the same.
+    private static func toBGRA(_ source: UnsafeMutablePointer<UInt32>, into destination: UnsafeMutablePointer<UInt32>, count: Int) {
+        for i in 0..<count {
+            let p = source[i]
+            destination[i] = (p & 0xFF00_FF00) | (p & 0xFF) << 16 | (p >> 16) & 0xFF
         }
     }
 
