@@ -357,10 +357,7 @@ final class WarmRun: Sendable {
         }
     }
 
-    var elapsed: Double {
-        let d = ContinuousClock.now - started
-        return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-    }
+    var elapsed: Double { (ContinuousClock.now - started).seconds }
 
     /// The summary printed at the end (several lines, each `label: value`).
     func summary(droppedStores: Int) -> String {
