@@ -26,6 +26,9 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
 
     static func badParameter(_ message: String) -> ServiceError { ServiceError(.badRequest, "bad_parameter", message) }
 
+    /// The code of an original that changed under a request (503: asking again reads the new one).
+    static let originalChanged = "original_changed"
+
     /// The engine's error as an HTTP answer: 400 for a bad request or a key the source refuses,
     /// 404 for an unknown key, 413 over the pixel limit, 422 undecodable, 502/504 origin
     /// failures, 503 when shutting down.
@@ -55,6 +58,10 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
                 }
             case .notFound:
                 self.init(.notFound, "not_found", "no image \(source.key.debugDescription) in the source")
+            case .changed(let why):
+                self.init(
+                    .serviceUnavailable, Self.originalChanged, "the original \(source.key.debugDescription) changed (\(why))",
+                    retryAfter: 1)
             default:
                 self.init(.internalServerError, "source_failed", "the source failed for \(source.key.debugDescription)")
             }

@@ -256,7 +256,7 @@ public final class TilePyramids: Sendable {
             let data = try await cache.fetchOriginal(key, lane: FlightLane(.prefetch))
             guard SourceVersion(token: data.version).stamp == version.stamp else {
                 throw .source(
-                    SourceError(key: key.string, reason: .failed("the original changed while its pyramid was asked for; ask again")))
+                    SourceError(key: key.string, reason: .changed("its version is not the one its pyramid was asked for; ask again")))
             }
             let bytes = data.bytes
             try await cache.onPool(key, lane: FlightLane(.prefetch)) { [self] () throws(ImageCacheError) in
@@ -345,7 +345,7 @@ public final class TilePyramids: Sendable {
                     throw ImageCacheError.source(
                         SourceError(
                             key: key.string,
-                            reason: .failed("the original is \(header.size), not the \(build.geometry.size) asked for; ask again")))
+                            reason: .changed("it is \(header.size), not the \(build.geometry.size) asked for; ask again")))
                 }
                 let feed = try PyramidPass.feed(
                     for: header, bytes: raw, maxSourcePixels: maxSourcePixels, wholeDecodePixels: wholeDecodePixels)

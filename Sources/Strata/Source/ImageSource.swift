@@ -59,6 +59,9 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
         case origin(HTTPOriginError)
         /// The requesting task was cancelled before the work finished.
         case cancelled
+        /// The original changed between two reads of one request (its version or size is not
+        /// the one the request was planned for): asking again reads the new one.
+        case changed(String)
     }
 
     public var key: String
@@ -79,6 +82,7 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
         case .failed(let why): return "\(shownKey.debugDescription): source failed: \(why)"
         case .origin(let error): return "\(shownKey.debugDescription): \(error)"
         case .cancelled: return "\(shownKey.debugDescription): cancelled"
+        case .changed(let why): return "\(shownKey.debugDescription): the original changed: \(why)"
         }
     }
 }

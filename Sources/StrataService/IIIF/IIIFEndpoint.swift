@@ -104,11 +104,10 @@ struct IIIFEndpoint: Sendable {
                     return try await tiled(
                         request, pyramids: pyramids, original: original, region: region, output: output, colour: colour, base: base,
                         ifNoneMatch: ifNoneMatch, started: started)
-                } catch {
-                    // The original may have changed since its size was read: read it again, once.
+                } catch  where error.code == ServiceError.originalChanged && attempt < 2 {
+                    // The original changed since its size was read: read it again, once.
                     originals.forget(key)
-                    if attempt < 2 { continue }
-                    throw error
+                    continue
                 }
             }
             // Never a variant smaller than the tile's scale (by default): it would be enlarged.

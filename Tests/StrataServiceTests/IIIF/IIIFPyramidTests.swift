@@ -113,4 +113,39 @@ struct IIIFPyramidTests {
         #expect(try Self.decoded(turned).size == PixelSize(width: 256, height: 512))
         try await server.stop()
     }
+    /// An original replaced by one of another size after its `info.json`: the tile request
+    /// planned on the old size finds the new version, reads the header again and is served from
+    /// the new image's pyramid. A broken original is one failed build, not retried.
+    @Test func aChangedOriginalIsAskedAgainABrokenOneIsNot() async throws {
+        let root = makeScratchDirectory("pyramid-originals")
+        let fixtures = URL(fileURLWithPath: fixturesDirectory + "/jpeg")
+        let first = try Data(contentsOf: fixtures.appendingPathComponent("fallenleaf-2048x1280-420.jpg"))
+        let second = try Data(contentsOf: fixtures.appendingPathComponent("path-2560x1600.jpg"))
+        try first.write(to: URL(fileURLWithPath: root + "/big.jpg"))
+        // A valid header over a body cut short.
+        try second.prefix(second.count / 3).write(to: URL(fileURLWithPath: root + "/broken.jpg"))
+        let server = try await TestServer.start(
+            [
+                "source.directory": root, "iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "1000000",
+                "iiif.tileSize": "256",
+            ], disk: false)
+        let info = try await server.get("/iiif/3/big.jpg/info.json")
+        #expect(info.status == 200)
+        // Replaced in place, with a later modification time: a new version of another size.
+        try second.write(to: URL(fileURLWithPath: root + "/big.jpg"))
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(10)], ofItemAtPath: root + "/big.jpg")
+        let tile = try await server.get("/iiif/3/big.jpg/1792,1024,256,256/256,/0/default.png")
+        #expect(tile.status == 200, "\(tile.status): \(String(decoding: tile.body, as: UTF8.self))")
+        let reference = try ImageDecoder().decode([UInt8](second))
+        let expected = Resampler(filter: .box).resample(
+            reference, region: SourceRect(x: 1792, y: 1024, width: 256, height: 256), to: PixelSize(width: 256, height: 256))
+        #expect(try Self.decoded(tile).hasSamePixels(as: expected))
+        let before = server.server.configured.pyramids?.statistics
+        let broken = try await server.get("/iiif/3/broken.jpg/0,0,256,256/256,/0/default.png")
+        #expect(broken.status == 422, "\(broken.status): \(String(decoding: broken.body, as: UTF8.self))")
+        let after = try #require(server.server.configured.pyramids?.statistics)
+        #expect(after.buildsStarted == (before?.buildsStarted ?? 0) + 1 && after.buildsFailed == (before?.buildsFailed ?? 0) + 1)
+        try await server.stop()
+    }
 }
