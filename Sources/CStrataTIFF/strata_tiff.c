@@ -197,3 +197,98 @@ int strata_tiff_read_rows(TIFF *tiff, uint32_t *raster, uint32_t first_row, uint
     }
     return 0;
 }
+
+// One image of the file (directory at `offset`) made current, unless it is already.
+static int select_directory(TIFF *tiff, uint64_t offset) {
+    if (TIFFCurrentDirOffset(tiff) == offset) {
+        return 1;
+    }
+    return TIFFSetSubDirectory(tiff, offset);
+}
+
+static void record_level(TIFF *tiff, struct strata_tiff_level *level) {
+    uint32_t width = 0, height = 0;
+    TIFFGetField(tiff, TIFFTAG_IMAGEWIDTH, &width);
+    TIFFGetField(tiff, TIFFTAG_IMAGELENGTH, &height);
+    level->width = width;
+    level->height = height;
+    level->offset = TIFFCurrentDirOffset(tiff);
+    level->is_tiled = TIFFIsTiled(tiff);
+    uint32_t block_width = width, block_height = 0;
+    if (level->is_tiled) {
+        if (!TIFFGetField(tiff, TIFFTAG_TILEWIDTH, &block_width) || !TIFFGetField(tiff, TIFFTAG_TILELENGTH, &block_height)) {
+            block_width = width;
+            block_height = height;
+        }
+    } else if (!TIFFGetFieldDefaulted(tiff, TIFFTAG_ROWSPERSTRIP, &block_height) || block_height > height) {
+        block_height = height;
+    }
+    level->block_width = block_width;
+    level->block_height = block_height;
+}
+
+int strata_tiff_levels(TIFF *tiff, struct strata_tiff_level *levels, int capacity) {
+    if (capacity <= 0 || !TIFFSetDirectory(tiff, 0)) {
+        return 0;
+    }
+    int count = 0;
+    record_level(tiff, &levels[count++]);
+    // The first image's SubIFDs (reduced resolutions as `vips tiffsave --subifd` and OME-TIFF
+    // write them), copied before another directory replaces the tag's storage.
+    uint64_t subifds[64];
+    int subifd_count = 0;
+    uint16_t n = 0;
+    uint64_t *offsets = NULL;
+    if (TIFFGetField(tiff, TIFFTAG_SUBIFD, &n, &offsets) && offsets != NULL) {
+        for (uint16_t i = 0; i < n && subifd_count < 64; i++) {
+            subifds[subifd_count++] = offsets[i];
+        }
+    }
+    // The following pages (reduced resolutions as `vips tiffsave --pyramid` and scanners write
+    // them, or the pages of a document).
+    while (count < capacity && TIFFReadDirectory(tiff)) {
+        record_level(tiff, &levels[count++]);
+    }
+    for (int i = 0; i < subifd_count && count < capacity; i++) {
+        if (TIFFSetSubDirectory(tiff, subifds[i])) {
+            record_level(tiff, &levels[count++]);
+        }
+    }
+    strata_tiff_clear_error(tiff);
+    TIFFSetDirectory(tiff, 0);
+    return count;
+}
+
+int strata_tiff_read_region(TIFF *tiff, uint64_t directory, uint32_t *raster, uint32_t x, uint32_t y, uint32_t width,
+                            uint32_t height, char *error, size_t error_capacity) {
+    char message[1024] = "";
+    strata_tiff_clear_error(tiff);
+    if (!select_directory(tiff, directory)) {
+        const char *reason = strata_tiff_error(tiff);
+        snprintf(error, error_capacity, "%s", reason[0] ? reason : "cannot read the image's directory");
+        return -1;
+    }
+    TIFFRGBAImage image;
+    if (!TIFFRGBAImageOK(tiff, message) || !TIFFRGBAImageBegin(&image, tiff, 1, message)) {
+        const char *reason = strata_tiff_error(tiff)[0] ? strata_tiff_error(tiff) : message;
+        snprintf(error, error_capacity, "%s", reason[0] ? reason : "libtiff cannot read this image as RGBA");
+        return -1;
+    }
+    int ok = 0;
+    if (x < image.width && y < image.height && width <= image.width - x && height <= image.height - y) {
+        image.req_orientation = image.orientation;
+        image.row_offset = (int)y;
+        image.col_offset = (int)x;
+        ok = TIFFRGBAImageGet(&image, raster, width, height);
+    } else {
+        snprintf(message, sizeof message, "the region %ux%u at %u,%u is outside the %ux%u image", width, height, x, y,
+                 image.width, image.height);
+    }
+    TIFFRGBAImageEnd(&image);
+    if (!ok) {
+        const char *reason = strata_tiff_error(tiff)[0] ? strata_tiff_error(tiff) : message;
+        snprintf(error, error_capacity, "%s", reason[0] ? reason : "libtiff could not decode the region");
+        return -1;
+    }
+    return 0;
+}

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Runs the Debian image tools the codec tests make their files with (`avifenc`, `avifdec`
-/// from libavif-bin, `heif-enc`, `heif-convert` from libheif-examples, `gifsicle`;
+/// from libavif-bin, `heif-enc`, `heif-convert` from libheif-examples, `gifsicle`, `tiffcp`,
+/// `vips` for pyramidal TIFFs;
 /// `Scripts/install-deps.sh` installs them). A missing tool is a failure naming the package,
 /// never a skipped test.
 package enum ExternalTools {
@@ -15,6 +16,8 @@ package enum ExternalTools {
         switch tool {
         case "avifenc", "avifdec": return "libavif-bin"
         case "heif-enc", "heif-convert", "heif-info": return "libheif-examples"
+        case "vips": return "libvips-tools"
+        case "tiffcp", "tiffset", "tiffinfo": return "libtiff-tools"
         default: return tool
         }
     }

@@ -51,4 +51,26 @@ int strata_tiff_features(TIFF *tiff, struct strata_tiff_features *features, char
 int strata_tiff_read_rows(TIFF *tiff, uint32_t *raster, uint32_t first_row, uint32_t rows, char *error,
                           size_t error_capacity);
 
+/// One image of a file: its size, whether it is tiled, the size of the blocks it is decoded
+/// in (a tile, or the whole width × the rows of a strip), and its directory's offset (which
+/// `strata_tiff_read_region` selects it by).
+struct strata_tiff_level {
+    uint32_t width;
+    uint32_t height;
+    uint64_t offset;
+    int is_tiled;
+    uint32_t block_width;
+    uint32_t block_height;
+};
+
+/// The file's images: the first, then the following pages, then the first image's SubIFDs (at
+/// most `capacity`); the first image is current again afterwards. Returns the count (0 when the
+/// first cannot be read).
+int strata_tiff_levels(TIFF *tiff, struct strata_tiff_level *levels, int capacity);
+
+/// The `width` × `height` region at `x`, `y` of the image whose directory is at `directory`,
+/// as RGBA (R | G << 8 | B << 16 | A << 24, alpha associated), rows top-down as stored.
+int strata_tiff_read_region(TIFF *tiff, uint64_t directory, uint32_t *raster, uint32_t x, uint32_t y, uint32_t width,
+                            uint32_t height, char *error, size_t error_capacity);
+
 #endif

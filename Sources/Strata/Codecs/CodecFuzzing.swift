@@ -8,7 +8,8 @@ extension Fuzzing {
     /// harnesses): inputs not of `format` are skipped. A header that reads is within the limit;
     /// a decode at the full size and, when the header lists thumbnails (HEIF), at the smallest
     /// one fills exactly that size or throws ``ImageDecodingError``; one input in four is also
-    /// rendered, within its box. The decoder is reused, so a failure must leave it usable for
+    /// rendered, within its box; a TIFF whose images make a pyramid of 64-px tiles has every tile
+    /// read from them (``TIFFPyramidLevels``), each of its size. The decoder is reused, so a failure must leave it usable for
     /// the next input.
     public static func decode(_ bytes: UnsafeRawBufferPointer, as format: ImageFormat) {
         guard bytes.count > 0, ImageFormatDetector.detect(bytes) == format else { return }
@@ -36,11 +37,28 @@ extension Fuzzing {
                 _ = image.withUnsafeBytes { $0.reduce(UInt8(0)) { $0 &+ $1 } }  // every byte readable
             }
         }
+        if format == .tiff, header.orientation == 1 { tiffPyramid(bytes, size: header.size) }
         guard bytes.count % 4 == 0 else { return }
         let box = PixelSize(width: 1 + bytes.count % 97, height: 1 + bytes.count % 61)
         let mode: ContentMode = bytes.count % 8 == 0 ? .fit : .fill
         if let image = try? renderer.render(bytes, request: RenderRequest(box: box, mode: mode)) {
             require(image.width <= box.width && image.height <= box.height, "rendered beyond the box")
+        }
+    }
+
+    /// Every tile of a TIFF's own pyramid (when its images make one), each of its rect's size,
+    /// or a typed error.
+    private static func tiffPyramid(_ bytes: UnsafeRawBufferPointer, size: PixelSize) {
+        let geometry = PyramidGeometry(size: size, tileSize: 64)
+        guard let images = try? TIFFCodec.levels(bytes), let levels = TIFFPyramidLevels(images: images, geometry: geometry) else {
+            return
+        }
+        do {
+            try levels.run(bytes, geometry: geometry, waiting: { [] }) { tile, image in
+                require(image.size == geometry.rect(of: tile).size, "a pyramid tile of another size")
+            }
+        } catch {
+            require(error is ImageDecodingError, "a pyramid's read threw \(error)")
         }
     }
 }

@@ -7,7 +7,9 @@ import CTIFF
 /// CMYK and CIELab; 1 to 16 bits; uncompressed, LZW, deflate, PackBits and JPEG (whatever the
 /// Debian libtiff decodes). Stateless; the file is closed before returning.
 ///
-/// - **Pages**: the first image only (a multi-page file's, or a pyramid's full resolution).
+/// - **Pages**: the first image only (a multi-page file's, or a pyramid's full resolution);
+///   a pyramid's other images are listed by `levels(_:)` and read as regions by
+///   `RegionReader`, for tile pyramids.
 /// - **Orientation**: the `Orientation` tag, whose values are EXIF's: the pixels are decoded
 ///   as stored and ``ImageHeader/orientation`` carries it, as for a JPEG.
 /// - **Alpha**: associated alpha is kept, unassociated alpha is premultiplied by libtiff.
@@ -31,7 +33,7 @@ enum TIFFCodec {
     static let maximumSingleAllocation = 256 << 20
 
     /// An open file over `bytes` (not copied: it must not outlive them).
-    private final class File {
+    final class File {
         let tiff: OpaquePointer
         let features: strata_tiff_features
 
@@ -130,7 +132,7 @@ enum TIFFCodec {
 
     /// libtiff's pixels (R | G << 8 | B << 16 | A << 24) as BGRA in memory: R and B swapped.
     /// `source` and `destination` may be the same.
-    private static func toBGRA(_ source: UnsafeMutablePointer<UInt32>, into destination: UnsafeMutablePointer<UInt32>, count: Int) {
+    static func toBGRA(_ source: UnsafeMutablePointer<UInt32>, into destination: UnsafeMutablePointer<UInt32>, count: Int) {
         for i in 0..<count {
             let p = source[i]
             destination[i] = (p & 0xFF00_FF00) | (p & 0xFF) << 16 | (p >> 16) & 0xFF
@@ -138,13 +140,13 @@ enum TIFFCodec {
     }
 
     /// A NUL-ended C string in `buffer`.
-    private static func text(_ buffer: [CChar]) -> String {
+    static func text(_ buffer: [CChar]) -> String {
         String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// A typed error from libtiff's message: truncated data, a feature it does not read, or a
     /// corrupt file.
-    private static func error(_ message: String, while action: String) -> ImageDecodingError {
+    static func error(_ message: String, while action: String) -> ImageDecodingError {
         let lowered = message.lowercased()
         let text = "libtiff: \(message.isEmpty ? "unknown error" : message) while \(action)"
         if lowered.contains("read error") || lowered.contains("unexpected end") || lowered.contains("past end")

@@ -10,7 +10,10 @@
 ///   A *progressive* JPEG makes libjpeg hold the whole image's coefficients (3–6 bytes a
 ///   pixel) while it decodes, so it is taken only up to `wholeDecodePixels`, like a whole
 ///   decode.
-/// - A TIFF (orientation 1) is read in bands of whole strips or tiles through libtiff.
+/// - A pyramidal TIFF (orientation 1; its own reduced images, as pages or SubIFDs, cover every
+///   level: ``TIFFPyramidLevels``) gives each tile from its own image of the tile's level, read
+///   as a region, the tiles a viewer waits for first: nothing is reduced from the full size.
+/// - Another TIFF (orientation 1) is read in bands of whole strips or tiles through libtiff.
 /// - Anything else (PNG, WebP, AVIF, HEIF, GIF, other orientations, CMYK) is decoded whole,
 ///   up to `wholeDecodePixels`, and fed in rows.
 ///
@@ -23,12 +26,14 @@ enum PyramidPass {
     /// How the original's rows are produced.
     enum Feed: Sendable, Hashable {
         case jpegRows, tiffBands, wholeDecode
+        case tiffLevels(TIFFPyramidLevels)
     }
 
-    /// The feed for an original with `header`, or the reason it cannot be made into a pyramid
-    /// (too many pixels for the feed it needs).
+    /// The feed for an original with `header` cut into `geometry`, or the reason it cannot be
+    /// made into a pyramid (too many pixels for the feed it needs).
     static func feed(
-        for header: ImageHeader, bytes: UnsafeRawBufferPointer, maxSourcePixels: Int, wholeDecodePixels: Int
+        for header: ImageHeader, bytes: UnsafeRawBufferPointer, geometry: PyramidGeometry, maxSourcePixels: Int,
+        wholeDecodePixels: Int
     ) throws(ImageDecodingError) -> Feed {
         let pixels = header.codedSize.pixelCount
         if pixels > maxSourcePixels {
@@ -39,7 +44,7 @@ enum PyramidPass {
         case .jpeg where header.orientation == 1 && !header.isCMYK && !Metadata.jpegMarkers(bytes).isProgressive:
             feed = .jpegRows
         case .tiff where header.orientation == 1:
-            feed = .tiffBands
+            feed = TIFFPyramidLevels(images: try TIFFCodec.levels(bytes), geometry: geometry).map { .tiffLevels($0) } ?? .tiffBands
         default:
             feed = .wholeDecode
         }
@@ -58,11 +63,12 @@ enum PyramidPass {
 
     /// Makes every tile of the original (`bytes`, whose header is `header`) of `geometry` (the
     /// original's size) and hands each to `emit` (on one thread at a time); a JPEG's rows are
-    /// decoded on this thread while a helper from `forkJoin` reduces the strip before. Throws
-    /// the decode's ``ImageDecodingError`` or what `emit` threw.
+    /// decoded on this thread while a helper from `forkJoin` reduces the strip before. A feed
+    /// that can make tiles in any order (a pyramidal TIFF's) makes those `waiting()` names
+    /// first. Throws the decode's ``ImageDecodingError`` or what `emit` threw.
     static func run(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, feed: Feed, wholeDecodePixels: Int, forkJoin: ForkJoin,
-        geometry: PyramidGeometry, emit: @escaping (TileAddress, PixelImage) throws -> Void
+        geometry: PyramidGeometry, waiting: () -> [TileAddress] = { [] }, emit: @escaping (TileAddress, PixelImage) throws -> Void
     ) throws {
         precondition(geometry.size == header.size, "PyramidPass: the pyramid is for another size")
         let all = geometry.levels.indices
@@ -78,6 +84,8 @@ enum PyramidPass {
             } else {
                 try jpegRows(bytes, factor: .one, into: PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin)
             }
+        case .tiffLevels(let levels):
+            try levels.run(bytes, geometry: geometry, waiting: waiting, emit: emit)
         case .tiffBands:
             let reducer = PyramidReducer(geometry: geometry, emit: emit)
             // The band reader's errors are decoding errors; what `emit` throws is kept aside.

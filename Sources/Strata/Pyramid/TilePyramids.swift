@@ -348,7 +348,8 @@ public final class TilePyramids: Sendable {
                             reason: .changed("it is \(header.size), not the \(build.geometry.size) asked for; ask again")))
                 }
                 let feed = try PyramidPass.feed(
-                    for: header, bytes: raw, maxSourcePixels: maxSourcePixels, wholeDecodePixels: wholeDecodePixels)
+                    for: header, bytes: raw, geometry: build.geometry, maxSourcePixels: maxSourcePixels,
+                    wholeDecodePixels: wholeDecodePixels)
                 let converter =
                     header.isCMYK
                     ? nil
@@ -364,7 +365,7 @@ public final class TilePyramids: Sendable {
                 // The reduction beside the decode runs as an urgent job: viewers wait for it.
                 try PyramidPass.run(
                     raw, header: header, feed: feed, wholeDecodePixels: wholeDecodePixels, forkJoin: .pool(cache.pool, lane: .urgent),
-                    geometry: build.geometry
+                    geometry: build.geometry, waiting: { build.waitingTiles() }
                 ) { [self] tile, view in
                     let id = entityID(tile, of: key)
                     if let existing = table.image(for: id, sourceVersion: version.stamp) {

@@ -94,7 +94,10 @@ import StrataTestSupport
         let tiff = TIFFWriter.tiff(photo, .rgb)
         try tiff.withUnsafeBytes { raw in
             let header = try ImageDecoder().readHeader(raw)
-            #expect(try PyramidPass.feed(for: header, bytes: raw, maxSourcePixels: 1 << 40, wholeDecodePixels: 1000) == .tiffBands)
+            #expect(
+                try PyramidPass.feed(
+                    for: header, bytes: raw, geometry: PyramidGeometry(size: header.size, tileSize: 256), maxSourcePixels: 1 << 40,
+                    wholeDecodePixels: 1000) == .tiffBands)
         }
         let setup = try Setup(tiff, name: "photo.tif")
         let lowest = try await Self.lowestPSNR(setup, key: "photo.tif", reference: photo)
