@@ -18,6 +18,9 @@
 #    for), then the rest of the trace at once (its slowest tile is the longest wait while the
 #    pyramid builds), the time until the whole pyramid is written (the last tile of level 0 is
 #    written last), then wrk over the trace; Strata's peak RSS (VmHWM).
+# 3. Strata over IIPImage's pyramidal TIFF (step 1's file): a fresh `strata serve` with an empty
+#    pyramid directory, the same first screen and trace and the time until every tile is in its
+#    table (each read from the TIFF's own level), and its peak RSS.
 #
 # Usage: Scripts/bench-iiif-big.sh [--json] [--gigapixel]
 #   STRATA=path  the strata binary (default .build/release/strata).
@@ -85,8 +88,8 @@ fcgi_port=$(free_port)
 nginx_port=$(free_port)
 iip_nginx
 strata_port=$(free_port)
-start_strata() {  # PYRAMID-DIR
-    "$strata" serve --host 127.0.0.1 --port "$strata_port" --source-directory "$work/source" \
+start_strata() {  # PYRAMID-DIR [SOURCE-DIR]
+    "$strata" serve --host 127.0.0.1 --port "$strata_port" --source-directory "${2:-$work/source}" \
         --memory-pressure-enabled false --iiif-pyramid-path "$1" --iiif-tile-size "$tile" \
         --iiif-max-source-pixels 4000000000 >>"$work/strata.log" 2>&1 &
     pids+=($!)
@@ -178,9 +181,24 @@ PY
     log "strata wrk: $strata_tps tiles/s, p99 $strata_p99 ms, $strata_errors errors; peak RSS $strata_kb kB"
     stop "$strata_pid"
 
+    # Strata over IIPImage's pyramidal TIFF, cold: each tile read from the TIFF's own level.
+    rm -rf "$work/pyramids"
+    sync
+    start_strata "$work/pyramids" "$work/tiff"
+    sed "s|^/iiif/3/$image/|/iiif/3/$tiff/|" "$work/strata-home.txt" >"$work/tiff-home.txt"
+    sed "s|^/iiif/3/$image/|/iiif/3/$tiff/|" "$work/strata-rest.txt" >"$work/tiff-rest.txt"
+    began=$(now_ms)
+    tiff_first=$(python3 Scripts/bench-iiif/fetch.py 127.0.0.1 "$strata_port" 6 "$work/tiff-home.txt" "/iiif/3/$tiff/info.json")
+    tiff_rest=$(python3 Scripts/bench-iiif/fetch.py 127.0.0.1 "$strata_port" 6 "$work/tiff-rest.txt")
+    curl -fsS -o /dev/null "http://127.0.0.1:$strata_port/iiif/3/$tiff/$last"
+    tiff_built_ms=$(( $(now_ms) - began ))
+    tiff_kb=$(peak_kb "$strata_pid")
+    log "strata over the TIFF: first screen: $tiff_first; rest of the trace: $tiff_rest; every tile after $tiff_built_ms ms; peak RSS $tiff_kb kB"
+    stop "$strata_pid"
+
     results+=("$(python3 - "$image" "$size" "$conversion_ms" "$conversion_kb" "$iip_first" "$iip_rest" "$iip_tps" "$iip_p99" \
         "$iip_errors" "$iip_kb" "$strata_first" "$strata_rest" "$built_ms" "$strata_tps" "$strata_p99" "$strata_errors" \
-        "$strata_kb" "$warm_ms" "$warm_kb" "$warm_all" <<'PY'
+        "$strata_kb" "$warm_ms" "$warm_kb" "$warm_all" "$tiff_first" "$tiff_rest" "$tiff_built_ms" "$tiff_kb" <<'PY'
 import json, sys
 a = sys.argv[1:]
 def kv(text):
@@ -197,6 +215,10 @@ print(json.dumps({
                "p99_ms": float(a[14]), "errors": int(a[15]), "peak_rss_kb": int(a[16]),
                "warm_iiif_ms": float(a[17]), "warm_iiif_runs_ms": [float(v) for v in a[19].split(",")],
                "warm_iiif_peak_rss_kb": int(a[18])},
+    "strata_over_tiff": {"first_screen_ms": kv(a[20])["ms"],
+                         "slowest_tile_ms": max(kv(a[20])["max_ms"], kv(a[21])["max_ms"]),
+                         "cold_errors": int(kv(a[20])["errors"] + kv(a[21])["errors"]),
+                         "every_tile_ms": float(a[22]), "peak_rss_kb": int(a[23])},
     "ratios": {"pyramid_build_vs_vips_tiffsave": round(float(a[17]) / conv, 3),
                "pyramid_while_serving_vs_vips_tiffsave": round(built / conv, 3),
                "first_screen_vs_iip_plus_conversion": round(s_first["ms"] / (iip_first["ms"] + conv), 3),
@@ -224,6 +246,9 @@ for line in sys.stdin:
     print(f"  warm: IIPImage {i['tiles_per_s']} tiles/s p99 {i['p99_ms']} ms; Strata {s['tiles_per_s']} tiles/s "
           f"p99 {s['p99_ms']} ms ({q['warm_tiles_per_s']}x); errors {i['errors']} / {s['errors'] + s['cold_errors']}")
     print(f"  peak RSS: iipsrv {i['peak_rss_kb_two_processes'] // 1024} MiB (2 processes), Strata {s['peak_rss_kb'] // 1024} MiB")
+    t = r["strata_over_tiff"]
+    print(f"  Strata over the pyramidal TIFF: first screen {t['first_screen_ms']:.0f} ms cold, slowest tile {t['slowest_tile_ms']:.0f} ms, "
+          f"every tile in its table after {t['every_tile_ms']:.0f} ms, peak RSS {t['peak_rss_kb'] // 1024} MiB, errors {t['cold_errors']}")
 PY
 )"
 fi

@@ -27,6 +27,12 @@ struct ImageEndpoint: Sendable {
     let responder: EncodedResponder
     /// `http.presets` in force (replaced on reload by ``StrataServer/apply(_:)``).
     var presets = PresetChoice(.none)
+    /// The tile pyramids of originals over `source.maxPixels` (`nil`: none configured; such
+    /// originals are refused with 413), the originals' sizes (shared with IIIF), and
+    /// `source.maxPixels`.
+    var pyramids: TilePyramids? = nil
+    var originals = IIIFOriginals()
+    var sourceMaxPixels = Int.max
 
     var probes: ServiceProbes { responder.probes }
 
@@ -123,6 +129,9 @@ struct ImageEndpoint: Sendable {
         } else {
             prepared = try prepare(target: Substring(request.uri.string))
         }
+        if let pyramids, isTiled(prepared.parameters.key) {
+            return try await tiled(prepared, pyramids: pyramids, request: request, started: started)
+        }
         // One memory lookup per request: the warm path's, handed over, or this one.
         let memoryHit: CachedImage?
         switch prepared.memoryLookup {
@@ -135,6 +144,9 @@ struct ImageEndpoint: Sendable {
         do {
             served = try await cache.image(for: prepared.request, memoryHit: memoryHit)
         } catch {
+            if let pyramids, case .decoding(_, let decoding) = error, case .tooLarge = decoding.reason {
+                return try await tiled(prepared, pyramids: pyramids, request: request, started: started)
+            }
             throw ServiceError(error)
         }
         let engineDone = ContinuousClock.now
@@ -164,7 +176,7 @@ struct ImageEndpoint: Sendable {
     }
 
     /// The rows as held (`format=raw`): never encoded nor cached as bytes.
-    private func raw(
+    func raw(
         _ served: CachedImage, key: EncodedKey, extra: HTTPFields, ifNoneMatch: [String], started: ContinuousClock.Instant,
         engineDone: ContinuousClock.Instant
     ) -> ImageReply {

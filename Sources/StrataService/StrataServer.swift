@@ -29,6 +29,8 @@ public final class StrataServer: Service, Sendable {
     let logger: Logger
     let onListening: @Sendable (_ host: String, _ port: Int) async -> Void
     let started = ContinuousClock.now
+    /// `source.maxPixels`: `/images` requests of larger originals come from their tile pyramids.
+    let sourceMaxPixels: Int
     let probes: ServiceProbes
     /// `color.output` in force: new requests read it; ``apply(_:)`` changes it.
     let colour: ColourChoice
@@ -56,6 +58,7 @@ public final class StrataServer: Service, Sendable {
         self.metrics = metrics
         self.settings = configuration.http
         self.iiifSettings = configuration.iiif
+        self.sourceMaxPixels = configuration.render.maxPixels
         self.logger = logger
         self.onListening = onListening
         self.colour = ColourChoice(configuration.colourOutput)
@@ -116,10 +119,10 @@ public final class StrataServer: Service, Sendable {
             cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics, probes: probes, colour: colour,
             encodes: encodes)
         let signer = URLSigner(keys: settings.signingKeys, defaultKey: settings.signingKey)
+        let originals = IIIFOriginals()
         let images = ImageEndpoint(
             cache: configured.cache, encoded: encoded, settings: settings, signer: signer, responder: encodedResponder,
-            presets: presets)
-        let originals = IIIFOriginals()
+            presets: presets, pyramids: configured.pyramids, originals: originals, sourceMaxPixels: sourceMaxPixels)
         let responder = ServiceResponder(
             images: images,
             iiif: IIIFEndpoint(

@@ -123,6 +123,7 @@ struct TIFFPyramidLevels: Sendable, Hashable {
             swap(&current, &other)
         }
         precondition(size == rect.size, "TIFFPyramidLevels: a tile of \(size), not \(rect.size)")
-        return PixelImage(width: size.width, height: size.height, bytesPerRow: stride, style: .bgra32Premultiplied, storage: current, offset: 0)
+        return PixelImage(
+            width: size.width, height: size.height, bytesPerRow: stride, style: .bgra32Premultiplied, storage: current, offset: 0)
     }
 }

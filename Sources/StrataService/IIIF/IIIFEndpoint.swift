@@ -148,29 +148,11 @@ struct IIIFEndpoint: Sendable {
         let key = request.identifier.key
         let geometry = pyramids.geometry(for: original.size)
         let cut = IIIFRendering.TileCut(geometry: geometry, region: region, output: output)
-        let cacheKey = CacheKey(key, colour: colour)
-        let cachedTiles = cut.tiles.map { pyramids.cachedTile($0, of: cacheKey, version: original.version) }
-        try responder.admit(unless: cachedTiles.allSatisfy { $0 != nil })
-        var tiles: [PixelImage] = []
-        for (address, cached) in zip(cut.tiles, cachedTiles) {
-            if let cached {
-                tiles.append(cached)
-                continue
-            }
-            do {
-                tiles.append(try await pyramids.tile(address, of: cacheKey, geometry: geometry, version: original.version))
-            } catch {
-                throw ServiceError(error)
-            }
-        }
+        let (images, allCached) = try await cut.images(
+            from: pyramids, key: CacheKey(key, colour: colour), version: original.version
+        ) { (allCached) throws(ServiceError) in try responder.admit(unless: allCached) }
         let engineDone = ContinuousClock.now
-        let levelSize = geometry.levels[cut.level]
-        let images = tiles
-        let served = CachedImage(
-            image: tiles[0],
-            variant: ImageVariant(
-                descriptor: VariantDescriptor(size: levelSize, mode: .fit, style: .bgra32Premultiplied), sourceVersion: original.version),
-            tier: cachedTiles.allSatisfy { $0 != nil } ? .table : .source)
+        let served = cut.served(images, version: original.version, allCached: allCached)
         let quality = request.quality, rotation = request.rotation
         // "t": a pyramid's answer never shares an encoding with a whole-image variant's.
         let work = work(

@@ -2,7 +2,8 @@ import Strata
 
 /// The originals' sizes, memoized per key and source version: an IIIF request needs the
 /// original's width and height before it can resolve its region and size, and `info.json`
-/// publishes them.
+/// publishes them; an `/images` request of a key known to be over `source.maxPixels` goes
+/// straight to its tile pyramid.
 ///
 /// A miss reads the original's header through the engine (``ImageCache/originalHeader(for:)``:
 /// one source fetch, no decode). An entry is dropped when a variant of another source version
@@ -12,6 +13,7 @@ final class IIIFOriginals: Sendable {
     struct Original: Sendable, Hashable {
         var size: PixelSize
         var version: SourceVersion
+        var hasAlpha = false
     }
 
     private let entries = Lock<[String: Original]>([:])
@@ -29,7 +31,7 @@ final class IIIFOriginals: Sendable {
         } catch {
             throw ServiceError(error)
         }
-        let original = Original(size: read.header.size, version: read.version)
+        let original = Original(size: read.header.size, version: read.version, hasAlpha: read.header.hasAlpha)
         entries.withLock { map in
             if map.count >= limit { map.removeAll(keepingCapacity: true) }
             map[key] = original
@@ -39,6 +41,9 @@ final class IIIFOriginals: Sendable {
 
     /// Whether the memo holds `key`'s original (no header read needed).
     func knows(_ key: String) -> Bool { entries.withLock { $0[key] != nil } }
+
+    /// `key`'s original if the memo holds it.
+    func known(_ key: String) -> Original? { entries.withLock { $0[key] } }
 
     /// Forgets `key`'s original whatever its version (a purge).
     func forget(_ key: String) {

@@ -1,7 +1,8 @@
 import Strata
 
 extension IIIFRendering {
-    /// How an IIIF request is cut from a tile pyramid (originals above `iiif.tiledAbove`): the
+    /// How an IIIF request (or an `/images` request of an original over `source.maxPixels`) is
+    /// cut from a tile pyramid (originals above `iiif.tiledAbove`): the
     /// level at the request's scale — the smallest still at least the output's size, so tiles
     /// are only reduced — and the block of that level's tiles the region covers. A viewer's
     /// tile request (aligned to the advertised grid and scale factors) covers exactly one tile,
@@ -19,13 +20,21 @@ extension IIIFRendering {
         let rows: ClosedRange<Int>
 
         init(geometry: PyramidGeometry, region: IIIFRect, output: PixelSize) {
+            self.init(
+                geometry: geometry,
+                region: SourceRect(x: Double(region.x), y: Double(region.y), width: Double(region.width), height: Double(region.height)),
+                output: output)
+        }
+
+        /// The cut of `region` (the original's pixels, fractional: a `/images` fill crop) at
+        /// `output`.
+        init(geometry: PyramidGeometry, region: SourceRect, output: PixelSize) {
             self.geometry = geometry
             self.output = output
-            let reduction = min(Double(region.width) / Double(output.width), Double(region.height) / Double(output.height))
+            let reduction = min(region.width / Double(output.width), region.height / Double(output.height))
             level = geometry.level(forReduction: reduction)
             let f = Double(1 << level), size = geometry.levels[level], t = geometry.tileSize
-            rect = SourceRect(
-                x: Double(region.x) / f, y: Double(region.y) / f, width: Double(region.width) / f, height: Double(region.height) / f)
+            rect = SourceRect(x: region.x / f, y: region.y / f, width: region.width / f, height: region.height / f)
             let x0 = max(0, min(size.width - 1, Int(rect.x.rounded(.down))))
             let y0 = max(0, min(size.height - 1, Int(rect.y.rounded(.down))))
             let x1 = max(x0 + 1, min(size.width, Int((rect.x + rect.width).rounded(.up))))
@@ -36,9 +45,50 @@ extension IIIFRendering {
             tiles = rows.flatMap { row in columns.map { TileAddress(level: level, column: $0, row: row) } }
         }
 
+        /// The covered tiles of `key`'s pyramid at `version`: table hits at once, the others
+        /// waited for while the build writes them. `admit` (load shedding) is asked first unless
+        /// every tile is a hit. Also whether every tile was a hit.
+        func images(
+            from pyramids: TilePyramids, key: CacheKey, version: SourceVersion, admit: (_ allCached: Bool) throws(ServiceError) -> Void
+        ) async throws(ServiceError) -> (images: [PixelImage], allCached: Bool) {
+            let cached = tiles.map { pyramids.cachedTile($0, of: key, version: version) }
+            let allCached = cached.allSatisfy { $0 != nil }
+            try admit(allCached)
+            var images: [PixelImage] = []
+            for (address, hit) in zip(tiles, cached) {
+                if let hit {
+                    images.append(hit)
+                    continue
+                }
+                do {
+                    images.append(try await pyramids.tile(address, of: key, geometry: geometry, version: version))
+                } catch {
+                    throw ServiceError(error)
+                }
+            }
+            return (images, allCached)
+        }
+
+        /// What a reply built from these tiles was served as: the level's size, the version,
+        /// from the table when every tile was a hit.
+        func served(_ images: [PixelImage], version: SourceVersion, allCached: Bool) -> CachedImage {
+            CachedImage(
+                image: images[0],
+                variant: ImageVariant(
+                    descriptor: VariantDescriptor(size: geometry.levels[level], mode: .fit, style: .bgra32Premultiplied),
+                    sourceVersion: version),
+                tier: allCached ? .table : .source)
+        }
+
         /// The output from `images` (the images of ``tiles``, in order), mirrored, turned and
         /// made gray as asked. Call on the engine's threads.
         func compose(_ images: [PixelImage], rotation: IIIFRotation, quality: IIIFQuality) -> PixelImage {
+            IIIFRendering.finish(compose(images), rotation: rotation, quality: quality)
+        }
+
+        /// The output from `images` (the images of ``tiles``, in order). Call on the engine's
+        /// threads.
+        func compose(_ images: [PixelImage]) -> PixelImage {
             let t = geometry.tileSize
             let originX = columns.lowerBound * t, originY = rows.lowerBound * t
             var canvas: PixelImage
@@ -69,7 +119,7 @@ extension IIIFRendering {
             } else {
                 image = Resampler().resample(canvas, region: local, to: output)
             }
-            return IIIFRendering.finish(image, rotation: rotation, quality: quality)
+            return image
         }
     }
 }

@@ -110,7 +110,8 @@ import StrataTestSupport
         }
         #expect(TIFFPyramidLevels(images: [level(4000, 3000), level(4000, 3000)], geometry: geometry) == nil)
         #expect(TIFFPyramidLevels(images: [level(4000, 3000), level(2000, 1500)], geometry: geometry) == nil)
-        #expect(TIFFPyramidLevels(images: [level(4000, 3000, tiled: false), level(2000, 1500), level(500, 375)], geometry: geometry) == nil)
+        #expect(
+            TIFFPyramidLevels(images: [level(4000, 3000, tiled: false), level(2000, 1500), level(500, 375)], geometry: geometry) == nil)
         // One block as large as the image: every tile's read would decode all of it.
         let oneBlock = TIFFCodec.Level(size: size, block: size, directory: 8)
         #expect(TIFFPyramidLevels(images: [oneBlock, level(2000, 1500), level(500, 375)], geometry: geometry) == nil)

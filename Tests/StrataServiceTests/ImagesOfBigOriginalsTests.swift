@@ -1,0 +1,70 @@
+import Foundation
+import Strata
+import StrataTestSupport
+import Testing
+
+@testable import StrataService
+
+/// `/images` requests of originals over `source.maxPixels`: served from their tile pyramid when
+/// `iiif.pyramidPath` is set (fit, fill with a gravity, smart, raw), refused with 413 otherwise.
+@Suite("/images of big originals", .timeLimit(.minutes(5)))
+struct ImagesOfBigOriginalsTests {
+    static let photo = "jpeg/fallenleaf-2048x1280-420.jpg"
+
+    static let reference: PixelImage = {
+        let bytes = try! Data(contentsOf: URL(fileURLWithPath: fixturesDirectory + "/" + photo))
+        return try! ImageDecoder().decode([UInt8](bytes))
+    }()
+
+    /// A server whose `source.maxPixels` (1 MP) the photo (2.6 MP) is over.
+    static func start(pyramids: Bool = true) async throws -> TestServer {
+        var settings = ["source.maxPixels": "1000000", "iiif.tileSize": "256"]
+        if pyramids { settings["iiif.pyramidPath"] = makeScratchDirectory("pyramids") }
+        return try await TestServer.start(settings, disk: false)
+    }
+
+    @Test func fitAndFillComeFromThePyramid() async throws {
+        let server = try await Self.start()
+        // fit: the whole image within 512 × 512, from level 1 (1024 × 640) resampled.
+        let fit = try await server.get("/images/\(Self.photo)?w=512&h=512&format=png")
+        #expect(fit.status == 200, "\(fit.status): \(String(decoding: fit.body, as: UTF8.self))")
+        #expect(fit.header("X-Strata-Tier") == "source")
+        let fitImage = try ImageDecoder().decode(fit.body)
+        #expect(fitImage.size == PixelSize(width: 512, height: 320))
+        let expected = Resampler().resize(Self.reference, box: PixelSize(width: 512, height: 512), mode: .fit)
+        #expect(ColourFixtures.psnr(fitImage, expected) >= 35)
+        // Again: the encoded cache's, without asking the engine (the original is known big).
+        let again = try await server.get("/images/\(Self.photo)?w=512&h=512&format=png")
+        #expect(again.status == 200 && again.header("X-Strata-Tier") == "encoded" && again.body == fit.body)
+        // Another size of the same level: its own encoding, the tiles table hits.
+        let other = try await server.get("/images/\(Self.photo)?w=600&format=png")
+        #expect(other.header("X-Strata-Tier") == "table")
+        #expect(try ImageDecoder().decode(other.body).size == PixelSize(width: 600, height: 375))
+        #expect(other.header("ETag") != fit.header("ETag"))
+        // fill with a gravity: the east edge's crop.
+        let east = try await server.get("/images/\(Self.photo)?w=200&h=200&mode=fill&gravity=east&format=png")
+        #expect(east.status == 200)
+        let eastImage = try ImageDecoder().decode(east.body)
+        let eastExpected = Resampler().resample(
+            Self.reference, region: SourceRect(x: 2048 - 1280, y: 0, width: 1280, height: 1280), to: PixelSize(width: 200, height: 200))
+        #expect(eastImage.size == PixelSize(width: 200, height: 200) && ColourFixtures.psnr(eastImage, eastExpected) >= 35)
+        // smart: placed by the coarsest tile's saliency; raw rows.
+        let smart = try await server.get("/images/\(Self.photo)?w=300&h=100&mode=fill&gravity=smart&format=jpeg")
+        #expect(smart.status == 200)
+        let smartSize = try ImageDecoder().decode(smart.body).size
+        #expect(smartSize == PixelSize(width: 300, height: 100))
+        let raw = try await server.get("/images/\(Self.photo)?w=64&h=64&format=raw")
+        #expect(raw.status == 200 && raw.body.count == Int(raw.header("X-Strata-Bytes-Per-Row") ?? "0")! * 40)
+        // Negotiated: an opaque original is a JPEG for a client that takes anything.
+        let negotiated = try await server.get("/images/\(Self.photo)?w=128", headers: [("Accept", "*/*")])
+        #expect(negotiated.status == 200 && negotiated.header("Vary") == "Accept")
+        try await server.stop()
+    }
+
+    @Test func withoutPyramidsABigOriginalIs413() async throws {
+        let server = try await Self.start(pyramids: false)
+        let answer = try await server.get("/images/\(Self.photo)?w=512&h=512")
+        #expect(answer.status == 413)
+        try await server.stop()
+    }
+}
