@@ -20,7 +20,7 @@
 #    written last), then wrk over the trace; Strata's peak RSS (VmHWM).
 # 3. Strata over IIPImage's pyramidal TIFF (step 1's file): a fresh `strata serve` with an empty
 #    pyramid directory, the same first screen and trace and the time until every tile is in its
-#    table (each read from the TIFF's own level), and its peak RSS.
+#    table (each read from the TIFF's own level: the build's end in /stats), and its peak RSS.
 #
 # Usage: Scripts/bench-iiif-big.sh [--json] [--gigapixel]
 #   STRATA=path  the strata binary (default .build/release/strata).
@@ -190,7 +190,11 @@ PY
     began=$(now_ms)
     tiff_first=$(python3 Scripts/bench-iiif/fetch.py 127.0.0.1 "$strata_port" 6 "$work/tiff-home.txt" "/iiif/3/$tiff/info.json")
     tiff_rest=$(python3 Scripts/bench-iiif/fetch.py 127.0.0.1 "$strata_port" 6 "$work/tiff-rest.txt")
-    curl -fsS -o /dev/null "http://127.0.0.1:$strata_port/iiif/3/$tiff/$last"
+    # Tiles asked for come first here, so the last tile says nothing: wait for the build's end.
+    until curl -fsS "http://127.0.0.1:$strata_port/stats" | python3 -c \
+        'import json, sys; sys.exit(0 if json.load(sys.stdin)["pyramids"]["buildsFinished"] >= 1 else 1)'; do
+        sleep 0.05
+    done
     tiff_built_ms=$(( $(now_ms) - began ))
     tiff_kb=$(peak_kb "$strata_pid")
     log "strata over the TIFF: first screen: $tiff_first; rest of the trace: $tiff_rest; every tile after $tiff_built_ms ms; peak RSS $tiff_kb kB"

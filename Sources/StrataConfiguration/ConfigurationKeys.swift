@@ -94,7 +94,10 @@ extension StrataConfiguration {
         ),
         .init("lanes.urgent", "cores", reloads: true, "Urgent jobs (decode, resample, file reads) run at once; `cores` = one per core."),
         .init("lanes.prefetch", "1", reloads: true, "Prefetch jobs run at once (only while no urgent job waits)."),
-        .init("source.maxPixels", "100000000", "Originals with more pixels are refused from their header."),
+        .init(
+            "source.maxPixels", "100000000",
+            "Originals with more pixels are refused from their header (`/images` serves them from their tile pyramid when `iiif.pyramidPath` is set)."
+        ),
         .init("source.decodeHeadroom", "2", "How much larger than the target a shrink-on-load decode stays (≥ 1)."),
         .init(
             "source.resampleThreads", "2",
@@ -199,11 +202,11 @@ extension StrataConfiguration {
         ),
         .init(
             "iiif.pyramidPath", nil,
-            "IIIF Image API: directory of the tile pyramids of big originals (one image table); unset: no pyramids, every image is cut from whole-image variants (up to `source.maxPixels`)."
+            "IIIF Image API: directory of the tile pyramids of big originals (one image table), which also serve `/images` requests of originals over `source.maxPixels`; unset: no pyramids, every image is cut from whole-image variants (up to `source.maxPixels`)."
         ),
         .init(
-            "iiif.tiledAbove", "40000000",
-            "IIIF Image API: originals with more pixels are served from a tile pyramid built in one streaming pass (with `iiif.pyramidPath`)."
+            "iiif.tiledAbove", "6000000",
+            "IIIF Image API: originals with more pixels are served from a tile pyramid built in one streaming pass (with `iiif.pyramidPath`); smaller ones from whole-image variants, which `/images` shares."
         ),
         .init(
             "iiif.pyramidBytes", "8GiB",

@@ -24,7 +24,9 @@ public struct IIIFSettings: Sendable, Equatable {
     /// Directory of the tile pyramids (`nil`: no pyramids).
     public var pyramidPath: String?
     /// Originals with more pixels than this are served from a pyramid (with ``pyramidPath``).
-    public var tiledAbove = 40_000_000
+    /// From 8 MP up a viewer's session is faster and lighter from a pyramid; at 4 MP the two
+    /// paths are even, and a photo's whole-image variants also serve `/images`.
+    public var tiledAbove = 6_000_000
     /// Most bytes of the pyramids' table.
     public var pyramidBytes = 8 << 30
     /// The largest original a pyramid is built from.

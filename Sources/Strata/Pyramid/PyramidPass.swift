@@ -3,10 +3,11 @@
 /// image.
 ///
 /// - A JPEG (EXIF orientation 1, not CMYK or YCCK) is read in rows through libjpeg's scanline
-///   API straight into the strips, in two passes when the pyramid has more than
-///   ``coarseLevel`` levels: first at 1/8 scale (libjpeg's DCT scaling: each pixel the mean
-///   of an 8 × 8 block, as three 2 × 2 reductions would make it, without the full inverse DCT)
-///   for levels 3 and coarser — a viewer's first screen — then at full size for levels 0–2.
+///   API straight into the strips, in two passes when its level 1 is at least ``screenSide``
+///   long: first straight at the scale of ``coarseLevel(of:)`` (1/2, 1/4 or 1/8: libjpeg's DCT
+///   scaling, each pixel the mean of a 2ⁿ × 2ⁿ block, as n 2 × 2 reductions would make it,
+///   without the full inverse DCT) for that level and the coarser ones — a viewer's first
+///   screen — then at full size for the finer ones.
 ///   A *progressive* JPEG makes libjpeg hold the whole image's coefficients (3–6 bytes a
 ///   pixel) while it decodes, so it is taken only up to `wholeDecodePixels`, like a whole
 ///   decode.
@@ -20,8 +21,18 @@
 /// Colour is not touched here: the pass hands over the decoded pixels, and the caller converts
 /// each tile (as the renderer converts after its resample).
 enum PyramidPass {
-    /// The first level a JPEG's coarse pass makes (its 1/8-scale decode).
-    static let coarseLevel = 3
+    /// The side of a viewer's first screen: the home view of a whole image, which a JPEG's
+    /// coarse pass makes first.
+    static let screenSide = 1024
+
+    /// The first level a JPEG's coarse pass makes: the coarsest of levels 1–3 (libjpeg scales
+    /// by 1/8 at most) whose long side is still at least ``screenSide``, so that a viewer's
+    /// home view needs no tile of the full pass; `nil` when level 1 is shorter (one pass).
+    static func coarseLevel(of geometry: PyramidGeometry) -> Int? {
+        (1...3).reversed().first { level in
+            level < geometry.levels.count && max(geometry.levels[level].width, geometry.levels[level].height) >= screenSide
+        }
+    }
 
     /// How the original's rows are produced.
     enum Feed: Sendable, Hashable {
@@ -74,13 +85,13 @@ enum PyramidPass {
         let all = geometry.levels.indices
         switch feed {
         case .jpegRows:
-            let eighth = JPEGScalingFactor(1, 8)
-            if all.count > coarseLevel, eighth.scaled(header.codedSize) == geometry.levels[coarseLevel] {
+            if let coarse = coarseLevel(of: geometry), JPEGScalingFactor(1, 1 << coarse).scaled(header.codedSize) == geometry.levels[coarse]
+            {
                 try jpegRows(
-                    bytes, factor: eighth, into: PyramidReducer(geometry: geometry, levels: coarseLevel..<all.count, emit: emit),
-                    forkJoin: forkJoin)
+                    bytes, factor: JPEGScalingFactor(1, 1 << coarse),
+                    into: PyramidReducer(geometry: geometry, levels: coarse..<all.count, emit: emit), forkJoin: forkJoin)
                 try jpegRows(
-                    bytes, factor: .one, into: PyramidReducer(geometry: geometry, levels: 0..<coarseLevel, emit: emit), forkJoin: forkJoin)
+                    bytes, factor: .one, into: PyramidReducer(geometry: geometry, levels: 0..<coarse, emit: emit), forkJoin: forkJoin)
             } else {
                 try jpegRows(bytes, factor: .one, into: PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin)
             }

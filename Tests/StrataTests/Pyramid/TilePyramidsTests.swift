@@ -74,8 +74,15 @@ import StrataTestSupport
         return lowest
     }
 
-    @Test func everyTileMatchesItsRegionOfAFullDecodeResized() async throws {
-        let jpeg = try ImageEncoder.encode(Self.oddPhoto(), as: .jpeg, quality: 95)
+    /// One pass (level 1 shorter than a screen), and two: a 2047 × 1301 photo's level 1 (1024
+    /// wide) made first from a 1/2-scale decode, then level 0.
+    @Test(arguments: [1999, 2047])
+    func everyTileMatchesItsRegionOfAFullDecodeResized(width: Int) async throws {
+        let source = try ImageDecoder().decode(Fixtures.bytes("jpeg/path-2560x1600.jpg"))
+        var photo = PixelImage(width: width, height: 1301)
+        paste(Self.cropped(source, width: width, height: 1301), into: &photo, x: 0, y: 0)
+        let jpeg = try ImageEncoder.encode(photo, as: .jpeg, quality: 95)
+        #expect(PyramidPass.coarseLevel(of: PyramidGeometry(size: photo.size, tileSize: 256)) == (width == 1999 ? nil : 1))
         let setup = try Setup(jpeg)
         let reference = try ImageDecoder().decode(jpeg)
         let lowest = try await Self.lowestPSNR(setup, key: "photo.jpg", reference: reference)
@@ -86,6 +93,18 @@ import StrataTestSupport
         let tiles = setup.pyramids.geometry(for: reference.size).tileCount
         #expect(stats.buildsStarted == 1 && stats.buildsFailed == 0 && stats.tilesWritten == tiles)
         #expect(setup.pyramids.tileCount == tiles)
+    }
+
+    /// The coarse pass starts at the coarsest of levels 1–3 still a screen long.
+    @Test func theCoarsePassCoversAViewersFirstScreen() {
+        func coarse(_ width: Int, _ height: Int, tile: Int = 256) -> Int? {
+            PyramidPass.coarseLevel(of: PyramidGeometry(size: PixelSize(width: width, height: height), tileSize: tile))
+        }
+        #expect(coarse(40960, 25600) == 3 && coarse(20480, 8000) == 3 && coarse(10240, 6400) == 3)
+        #expect(coarse(7680, 4800) == 2 && coarse(5120, 3200) == 2 && coarse(3200, 5120) == 2)
+        #expect(coarse(3000, 2000) == 1 && coarse(2046, 100) == nil && coarse(1500, 1000) == nil)
+        // Fewer levels than 3: the coarsest still a screen long.
+        #expect(coarse(5000, 5000, tile: 4096) == 1)
     }
 
     /// A TIFF is read in bands of strips (no whole decode) and gives the same pyramid.
