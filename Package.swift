@@ -63,6 +63,9 @@ let package = Package(
         .systemLibrary(
             name: "CPNG", pkgConfig: "libpng",
             providers: [.apt(["libpng-dev"])]),
+        // libpng's row API for decodes that hand over rows as they go; its C sets libpng's
+        // longjmp landing points.
+        .target(name: "CStrataPNG", dependencies: ["CPNG"]),
         // Little CMS 2: ICC profiles and colour transforms (Sources/Strata/Colour).
         .systemLibrary(
             name: "CLCMS2", pkgConfig: "lcms2",
@@ -104,7 +107,8 @@ let package = Package(
         .target(
             name: "Strata",
             dependencies: [
-                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CAVIF", "CHeif", "CStrataHEIF", "CGIF", "CTIFF", "CStrataTIFF", "CLCMS2",
+                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CStrataPNG", "CAVIF", "CHeif", "CStrataHEIF", "CGIF", "CTIFF", "CStrataTIFF",
+                "CLCMS2",
                 "CZlib", "CXXHash",
                 "CStrataLinux",
                 "CStrataSIMD",

@@ -16,7 +16,8 @@ import Glibc
 /// input's embedded profile (seeds: tagged files) goes through Little CMS; and every input is
 /// also embedded, as an ICC profile (its first 4 bytes set to its length, as a profile's header
 /// says), into a small JPEG (APP2 chunks) and PNG (`iCCP`), which must render whatever the
-/// profile is: a bad profile is ignored, never an error.
+/// profile is: a bad profile is ignored, never an error. A PNG is also read through libpng's
+/// row API, as a tile pyramid reads one (`Fuzzing.pngRows`).
 nonisolated(unsafe) let renderer: ImageRenderer = {
     let renderer = ImageRenderer(limits: DecodingLimits(maxPixels: 1_000_000))
     renderer.decoder.splitsProgressiveJPEG = false
@@ -72,6 +73,7 @@ public func fuzzDecode(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
         require((try? overlapping.render(bytes, request: request)) == nil, "the overlapped render of a failing input succeeded")
     }
     fuzzProfile(bytes, request: request)
+    Fuzzing.pngRows(bytes)
     renderer.decoder.releaseScratch()
     overlapping.decoder.releaseScratch()
     return 0

@@ -61,4 +61,28 @@ extension Fuzzing {
             require(error is ImageDecodingError, "a pyramid's read threw \(error)")
         }
     }
+
+    /// A PNG through libpng's row API, as a tile pyramid's pass reads it (FuzzDecode): every
+    /// row of a non-interlaced image within the 1-megapixel limit, or ``ImageDecodingError``;
+    /// when the whole decode of an untagged file succeeds too, the same bytes.
+    public static func pngRows(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0, ImageFormatDetector.detect(bytes) == .png, let header = try? decoder.readHeader(bytes) else { return }
+        defer { decoder.releaseScratch() }
+        guard let reader = try? PNGRowReader(bytes), !reader.isInterlaced else { return }
+        require(reader.size == header.codedSize, "the row reader's size is not the header's")
+        var rows = PixelImage(uninitializedWidth: reader.size.width, height: reader.size.height, style: .bgra32Premultiplied)
+        let stride = rows.bytesPerRow, height = reader.size.height
+        var read = 0
+        do {
+            try rows.withUnsafeMutableBytes { (raw) throws(ImageDecodingError) in
+                while read < height {
+                    read += try reader.read(into: raw.baseAddress! + read * stride, stride: stride, count: 1 + bytes.count % 13)
+                }
+            }
+        } catch {
+            return
+        }
+        guard header.orientation == 1, case .none = header.colour, let whole = try? decoder.decode(bytes, minimumSize: nil) else { return }
+        require(whole.hasSamePixels(as: rows), "the rows differ from the whole decode")
+    }
 }

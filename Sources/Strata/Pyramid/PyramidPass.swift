@@ -15,8 +15,10 @@
 ///   level: ``TIFFPyramidLevels``) gives each tile from its own image of the tile's level, read
 ///   as a region, the tiles a viewer waits for first: nothing is reduced from the full size.
 /// - Another TIFF (orientation 1) is read in bands of whole strips or tiles through libtiff.
-/// - Anything else (PNG, WebP, AVIF, HEIF, GIF, other orientations, CMYK) is decoded whole,
-///   up to `wholeDecodePixels`, and fed in rows.
+/// - A PNG (not interlaced, orientation 1) is read in rows through libpng's row API
+///   (`PNGRowReader`).
+/// - Anything else (an interlaced PNG, WebP, AVIF, HEIF, GIF, other orientations, CMYK) is
+///   decoded whole, up to `wholeDecodePixels`, and fed in rows.
 ///
 /// Colour is not touched here: the pass hands over the decoded pixels, and the caller converts
 /// each tile (as the renderer converts after its resample).
@@ -36,7 +38,7 @@ enum PyramidPass {
 
     /// How the original's rows are produced.
     enum Feed: Sendable, Hashable {
-        case jpegRows, tiffBands, wholeDecode
+        case jpegRows, tiffBands, pngRows, wholeDecode
         case tiffLevels(TIFFPyramidLevels)
     }
 
@@ -54,6 +56,8 @@ enum PyramidPass {
         switch header.format {
         case .jpeg where header.orientation == 1 && !header.isCMYK && !Metadata.jpegMarkers(bytes).isProgressive:
             feed = .jpegRows
+        case .png where header.orientation == 1 && !isInterlacedPNG(bytes):
+            feed = .pngRows
         case .tiff where header.orientation == 1:
             feed = TIFFPyramidLevels(images: try TIFFCodec.levels(bytes), geometry: geometry).map { .tiffLevels($0) } ?? .tiffBands
         default:
@@ -97,6 +101,19 @@ enum PyramidPass {
             }
         case .tiffLevels(let levels):
             try levels.run(bytes, geometry: geometry, waiting: waiting, emit: emit)
+        case .pngRows:
+            let png = try PNGRowReader(bytes)
+            guard png.size == geometry.size else {
+                throw ImageDecodingError(.corrupt("libpng reads \(png.size), the header says \(geometry.size)"), format: .png)
+            }
+            // libpng's state passes between the two threads, never used by both at once.
+            let reader = UncheckedPNG(png: png)
+            try PyramidReducer(geometry: geometry, emit: emit).pipelined(forkJoin: forkJoin) { rows, stride, count in
+                var done = 0
+                while done < count {
+                    done += try reader.png.read(into: rows + done * stride, stride: stride, count: count - done)
+                }
+            }
         case .tiffBands:
             let reducer = PyramidReducer(geometry: geometry, emit: emit)
             // The band reader's errors are decoding errors; what `emit` throws is kept aside.
@@ -159,4 +176,16 @@ extension PyramidPass {
 /// it at once (``PyramidReducer/pipelined(forkJoin:decode:)`` joins them first).
 private struct UncheckedJPEG: @unchecked Sendable {
     let jpeg: JPEGRowDecompressor
+}
+
+/// libpng's reader handed between the two threads of a pipelined pass, as ``UncheckedJPEG``.
+private struct UncheckedPNG: @unchecked Sendable {
+    let png: PNGRowReader
+}
+
+extension PyramidPass {
+    /// Whether a PNG's `IHDR` (its first chunk, as libpng requires) says Adam7.
+    static func isInterlacedPNG(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        bytes.count > 28 && bytes[28] != 0
+    }
 }
