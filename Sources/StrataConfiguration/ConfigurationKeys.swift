@@ -108,6 +108,10 @@ extension StrataConfiguration {
             "`srgb`: embedded ICC profiles are converted to sRGB (Little CMS); `original`: RGB pixels keep their profile's colours and every answer embeds it (gray and CMYK are still converted)."
         ),
         .init("source.directory", nil, "Directory of originals (keys are paths below it); exclusive with `source.http.baseURL`."),
+        .init(
+            "source.maxFileSize", "256MiB",
+            "Larger files in `source.directory` are refused (an original is held in memory while it is decoded; a tile pyramid's build holds it beside a few strips of tiles)."
+        ),
         .init("source.http.baseURL", nil, "HTTP(S) origin of originals: the key's segments are appended, percent-encoded."),
         .init("source.http.connectTimeout", "5s", "Connecting to the origin."),
         .init("source.http.readTimeout", "15s", "Longest wait for the next bytes of a response."),

@@ -64,7 +64,7 @@ public final class ConfiguredImageCache: Sendable {
             shutdownSource = {}
         case .directory(let root):
             do {
-                source = try DirectorySource(root: root, pool: shared)
+                source = try DirectorySource(root: root, maxFileBytes: configuration.sourceMaxFileBytes, pool: shared)
             } catch {
                 throw ConfigurationError(key: "source.directory", value: root, reason: "cannot open the directory: \(error)")
             }

@@ -44,6 +44,9 @@ public struct StrataConfiguration: Sendable {
     /// `color.output`: the colours variants are rendered in (``ColourOutput``); reloads.
     public var colourOutput: ColourOutput = .srgb
     public var source: SourceSetting
+    /// `source.maxFileSize`: the largest file `source.directory` reads (an original is held in
+    /// memory while it is decoded).
+    public var sourceMaxFileBytes = 256 << 20
     public var revalidateAfter: Duration?
     public var negativeTTL: Duration
     /// ``ImageCache/Options/negativeCapacity``.
@@ -117,6 +120,7 @@ public struct StrataConfiguration: Sendable {
             resampleThreads: try reader.threads("source.resampleThreads"))
         colourOutput = try reader.choice("color.output", ColourOutput.allCases.map { ($0.rawValue, $0) })
         let directory = try reader.path("source.directory")
+        sourceMaxFileBytes = try reader.bytes("source.maxFileSize", min: 1)
         let origin = try HTTPSource.Configuration.read(from: &reader)
         switch (directory, origin) {
         case (let directory?, nil): source = .directory(directory)

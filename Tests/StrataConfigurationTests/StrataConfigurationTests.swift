@@ -232,4 +232,28 @@ struct StrataConfigurationTests {
         }
         #expect(error?.key == "renderAhead")
     }
+
+    /// `source.maxFileSize` bounds what the directory source reads: a file over it is refused
+    /// by the engine, naming the limit; a zero is a configuration error naming the key.
+    @Test func theDirectorySourcesFileSizeLimitIsConfigured() async throws {
+        let layers = try await ConfigurationLayers(
+            arguments: [
+                "--source-directory", Fixtures.directory.path, "--source-max-file-size", "4KiB", "--memory-pressure-enabled", "false",
+            ],
+            environment: [:])
+        let configuration = try StrataConfiguration(from: layers)
+        #expect(configuration.sourceMaxFileBytes == 4096)
+        let configured = try ConfiguredImageCache(configuration)
+        let error = await #expect(throws: ImageCacheError.self) {
+            _ = try await configured.cache.image(for: ImageRequest(key: "jpeg/path-2560x1600.jpg", box: PixelSize(width: 64, height: 64)))
+        }
+        #expect("\(error.map { "\($0)" } ?? "")".contains("4096-byte limit"))
+        // The red fixture is under the limit.
+        _ = try await configured.cache.image(for: ImageRequest(key: "png/red-8x8.png", box: PixelSize(width: 8, height: 8)))
+        await configured.shutdown()
+        let zero = await #expect(throws: ConfigurationError.self) {
+            try StrataConfiguration(from: try await ConfigurationLayers(environment: ["STRATA_SOURCE_MAX_FILE_SIZE": "0"]))
+        }
+        #expect(zero?.key == "source.maxFileSize")
+    }
 }
