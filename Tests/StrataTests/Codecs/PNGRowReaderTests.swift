@@ -60,10 +60,14 @@ import StrataTestSupport
         return try tools.read(output)
     }
 
+    /// ``png(_:tools:)`` on a thread of its own (vips runs as child processes).
+    static func png(_ storage: String) async throws -> [UInt8] {
+        try await offThePool("png") { try png(storage, tools: FormatTools()) }
+    }
+
     @Test(arguments: storages.map(\.0))
-    func rowsAreTheWholeDecodesBytes(_ storage: String) throws {
-        let tools = FormatTools()
-        let bytes = try Self.png(storage, tools: tools)
+    func rowsAreTheWholeDecodesBytes(_ storage: String) async throws {
+        let bytes = try await Self.png(storage)
         let whole = try ImageDecoder().decode(bytes)
         var rows = PixelImage(width: whole.width, height: whole.height)
         let stride = rows.bytesPerRow
@@ -82,11 +86,13 @@ import StrataTestSupport
     }
 
     /// A file gamma other than sRGB's (`gAMA` 1.0, linear) is applied as the whole decode does.
-    @Test func aFileGammaIsAppliedAsTheWholeDecodeDoes() throws {
+    @Test func aFileGammaIsAppliedAsTheWholeDecodeDoes() async throws {
         // Re-saved by vips: no sRGB or gAMA chunk of its own.
-        let tools = FormatTools(), output = tools.path("png")
-        try ExternalTools.run("vips", ["pngsave", try tools.png(ColourFixtures.photo(Self.size)), output])
-        let plain = try tools.read(output)
+        let plain = try await offThePool("png") { () throws -> [UInt8] in
+            let tools = FormatTools(), output = tools.path("png")
+            try ExternalTools.run("vips", ["pngsave", try tools.png(ColourFixtures.photo(Self.size)), output])
+            return try tools.read(output)
+        }
         let bytes = Self.inserting(chunk: "gAMA", data: [0, 0x01, 0x86, 0xA0], into: plain)  // 100000: 1.0
         let whole = try ImageDecoder().decode(bytes)
         #expect(PixelDiff.compare(whole, try ImageDecoder().decode(plain)).max > 20, "gAMA 1.0 changes the pixels")
@@ -101,9 +107,8 @@ import StrataTestSupport
         #expect(PixelDiff.compare(rows, whole).max <= 1)
     }
 
-    @Test func truncatedAndInterlacedFiles() throws {
-        let tools = FormatTools()
-        let bytes = try Self.png("8-bit RGB", tools: tools)
+    @Test func truncatedAndInterlacedFiles() async throws {
+        let bytes = try await Self.png("8-bit RGB")
         // Cut short: the rows past the data are a truncated error.
         let cut = Array(bytes.prefix(bytes.count / 2))
         try cut.withUnsafeBytes { raw in
@@ -117,10 +122,11 @@ import StrataTestSupport
             }
         }
         // Adam7: said before any row, and a pyramid decodes it whole (under its limit).
-        let input = try tools.png(ColourFixtures.photo(Self.size))
-        let output = tools.path("png")
-        try ExternalTools.run("vips", ["pngsave", input, output, "--interlace"])
-        let interlaced = try tools.read(output)
+        let interlaced = try await offThePool("png") { () throws -> [UInt8] in
+            let tools = FormatTools(), output = tools.path("png")
+            try ExternalTools.run("vips", ["pngsave", try tools.png(ColourFixtures.photo(Self.size)), output, "--interlace"])
+            return try tools.read(output)
+        }
         try interlaced.withUnsafeBytes { raw in
             #expect(try PNGRowReader(raw).isInterlaced && PyramidPass.isInterlacedPNG(raw))
             let header = try ImageDecoder().readHeader(raw)

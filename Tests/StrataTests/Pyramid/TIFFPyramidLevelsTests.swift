@@ -24,6 +24,11 @@ import StrataTestSupport
         return (try tools.read(output), pages)
     }
 
+    /// ``pages(_:)`` on a thread of its own (`tiffcp` runs as a child process).
+    static func pages() async throws -> (bytes: [UInt8], pages: [Int: PixelImage]) {
+        try await offThePool("tiffcp") { try pages(FormatTools()) }
+    }
+
     /// `image` padded to `size` by repeating its last column and row.
     static func padded(_ image: PixelImage, to size: PixelSize) -> PixelImage {
         var out = PixelImage(width: size.width, height: size.height)
@@ -40,8 +45,7 @@ import StrataTestSupport
     }
 
     @Test func eachLevelComesFromItsOwnImageOrTheNearestFinerOne() async throws {
-        let tools = FormatTools()
-        let (bytes, pages) = try Self.pages(tools)
+        let (bytes, pages) = try await Self.pages()
         let geometry = PyramidGeometry(size: PixelSize(width: 1000, height: 700), tileSize: 64)
         #expect(geometry.levels.count == 5)
         let feed = try bytes.withUnsafeBytes { raw in
@@ -81,9 +85,8 @@ import StrataTestSupport
     }
 
     /// The tiles a viewer waits for are made first, then the rest coarse to fine.
-    @Test func waitedForTilesComeFirst() throws {
-        let tools = FormatTools()
-        let (bytes, _) = try Self.pages(tools)
+    @Test func waitedForTilesComeFirst() async throws {
+        let (bytes, _) = try await Self.pages()
         let geometry = PyramidGeometry(size: PixelSize(width: 1000, height: 700), tileSize: 64)
         let images = try bytes.withUnsafeBytes { try TIFFCodec.levels($0) }
         let levels = try #require(TIFFPyramidLevels(images: images, geometry: geometry))
@@ -130,12 +133,12 @@ import StrataTestSupport
         ["--subifd", "--compression", "deflate"],
     ])
     func vipsPyramids(_ options: [String]) async throws {
-        let tools = FormatTools()
         let photo = TilePyramidsTests.oddPhoto()
-        let input = try tools.png(photo)
-        let output = tools.path("tif")
-        try ExternalTools.run("vips", ["tiffsave", input, output, "--tile", "--pyramid"] + options)
-        let bytes = try tools.read(output)
+        let bytes = try await offThePool("vips") { () throws -> [UInt8] in
+            let tools = FormatTools(), output = tools.path("tif")
+            try ExternalTools.run("vips", ["tiffsave", try tools.png(photo), output, "--tile", "--pyramid"] + options)
+            return try tools.read(output)
+        }
         let geometry = PyramidGeometry(size: photo.size, tileSize: 256)
         let levels = try #require(TIFFPyramidLevels(images: try bytes.withUnsafeBytes { try TIFFCodec.levels($0) }, geometry: geometry))
         #expect(levels.sources.enumerated().allSatisfy { $0.offset == $0.element.level }, "\(levels.sources.map(\.level))")
@@ -147,8 +150,7 @@ import StrataTestSupport
     /// A pyramidal TIFF cut short, or with tiles of level 0 overwritten: a decoding error (of
     /// the header, or of the build, which fails), and the engine goes on.
     @Test func brokenPyramidsAreDecodingErrors() async throws {
-        let tools = FormatTools()
-        let (bytes, _) = try Self.pages(tools)
+        let (bytes, _) = try await Self.pages()
         var damaged = bytes
         for i in (bytes.count / 10)..<(bytes.count * 3 / 10) { damaged[i] = 0xFF }
         for (broken, failsTheBuild) in [(Array(bytes.prefix(bytes.count * 2 / 3)), false), (damaged, true)] {
