@@ -17,8 +17,20 @@ extension ImageEndpoint {
     /// the output's scale (never smaller) and resampled, through the shared encoded responder.
     /// Its encodings are keyed by the output's size, mode and gravity (`t…`), never shared with
     /// a whole-image variant's. Cost: the covered tiles (table hits, or waits while the build
-    /// writes them) and one resample of the output's size.
+    /// writes them) and one resample of the output's size. An original that changed since its
+    /// size was memoized is read again, once.
     func tiled(
+        _ prepared: Prepared, pyramids: TilePyramids, request: Request, started: ContinuousClock.Instant
+    ) async throws(ServiceError) -> ImageReply {
+        do {
+            return try await tiledOnce(prepared, pyramids: pyramids, request: request, started: started)
+        } catch  where error.code == ServiceError.originalChanged {
+            originals.forget(prepared.parameters.key)
+            return try await tiledOnce(prepared, pyramids: pyramids, request: request, started: started)
+        }
+    }
+
+    private func tiledOnce(
         _ prepared: Prepared, pyramids: TilePyramids, request: Request, started: ContinuousClock.Instant
     ) async throws(ServiceError) -> ImageReply {
         let parameters = prepared.parameters, key = prepared.request.key

@@ -67,4 +67,30 @@ struct ImagesOfBigOriginalsTests {
         #expect(answer.status == 413)
         try await server.stop()
     }
+
+    /// An original replaced by another after its size was memoized (by IIIF's `info.json`,
+    /// which starts no build under `iiif.tiledAbove`): the `/images` build finds the new
+    /// version, the size is read again and the answer is the new image's.
+    @Test func aChangedOriginalIsReadAgain() async throws {
+        let root = makeScratchDirectory("big-originals")
+        let fixtures = URL(fileURLWithPath: fixturesDirectory + "/jpeg")
+        let second = try Data(contentsOf: fixtures.appendingPathComponent("path-2560x1600.jpg"))
+        try Data(contentsOf: fixtures.appendingPathComponent("fallenleaf-2048x1280-420.jpg")).write(
+            to: URL(fileURLWithPath: root + "/big.jpg"))
+        let server = try await TestServer.start(
+            [
+                "source.directory": root, "source.maxPixels": "1000000", "iiif.tileSize": "256",
+                "iiif.pyramidPath": makeScratchDirectory("pyramids"),
+            ], disk: false)
+        #expect(try await server.get("/iiif/3/big.jpg/info.json").status == 200)
+        try second.write(to: URL(fileURLWithPath: root + "/big.jpg"))
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(10)], ofItemAtPath: root + "/big.jpg")
+        let answer = try await server.get("/images/big.jpg?w=512&format=png")
+        #expect(answer.status == 200, "\(answer.status): \(String(decoding: answer.body, as: UTF8.self))")
+        let image = try ImageDecoder().decode(answer.body)
+        let expected = Resampler().resize(
+            try ImageDecoder().decode([UInt8](second)), box: PixelSize(width: 512, height: 4096), mode: .fit)
+        #expect(image.size == expected.size && ColourFixtures.psnr(image, expected) >= 35)
+        try await server.stop()
+    }
 }
