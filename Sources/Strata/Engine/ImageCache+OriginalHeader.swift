@@ -34,4 +34,13 @@ extension ImageCache {
         case .failure(let error): throw .decoding(key: key.string, error)
         }
     }
+
+    /// The version of `key`'s original now, as the source reports it cheaply (a `stat` for a
+    /// directory, a conditional `HEAD` for an origin; a fetch where the source has no cheaper
+    /// check): for a caller that memoizes something of the original (its size) and revalidates
+    /// it as ``Options/revalidateAfter`` says.
+    public func originalVersion(for key: CacheKey) async throws(ImageCacheError) -> SourceVersion {
+        guard let source else { throw .noSource(key: key.string) }
+        return SourceVersion(token: try await currentVersion(of: key, in: source))
+    }
 }

@@ -7,8 +7,9 @@ import Strata
 ///
 /// A miss reads the original's header through the engine (``ImageCache/originalHeader(for:)``:
 /// one source fetch, no decode). An entry is dropped when a variant of another source version
-/// is served for its key (``forget(_:unless:)``). Bounded: past `limit` entries the memo starts
-/// over. Cost of a hit: one lock and one dictionary lookup.
+/// is served for its key (``forget(_:unless:)``), or, with `revalidateAfter`, when a check in
+/// the background finds another version. Bounded: past `limit` entries the memo starts over.
+/// Cost of a hit: one lock and one dictionary lookup.
 final class IIIFOriginals: Sendable {
     struct Original: Sendable, Hashable {
         var size: PixelSize
@@ -16,15 +17,29 @@ final class IIIFOriginals: Sendable {
         var hasAlpha = false
     }
 
-    private let entries = Lock<[String: Original]>([:])
+    /// A memoized original and when its version was last read or checked.
+    private struct Entry {
+        var original: Original
+        var checked: ContinuousClock.Instant
+    }
+
+    private let entries = Lock<[String: Entry]>([:])
     let limit: Int
 
     init(limit: Int = 65_536) { self.limit = limit }
 
     /// The original of `key`, from the memo or its header (read under `maxPixels` when given:
-    /// the tile pyramids' limit, above the source's).
+    /// the tile pyramids' limit, above the source's). With the engine's `revalidateAfter`, an
+    /// entry older than that is served and its version checked in the background (once per
+    /// interval): a changed or vanished original leaves the memo, so the next request reads
+    /// the new header (and a tile pyramid of the new version is built).
     func original(for key: String, cache: ImageCache, maxPixels: Int? = nil) async throws(ServiceError) -> Original {
-        if let known = entries.withLock({ $0[key] }) { return known }
+        if let known = entries.withLock({ $0[key] }) {
+            if let after = cache.options.revalidateAfter, known.checked.duration(to: .now) > after, claimCheck(key, known) {
+                Task.detached(priority: .background) { [self] in await revalidate(key, known.original, cache: cache) }
+            }
+            return known.original
+        }
         let read: (header: ImageHeader, version: SourceVersion)
         do {
             read = try await cache.originalHeader(for: CacheKey(key), maxPixels: maxPixels)
@@ -34,16 +49,41 @@ final class IIIFOriginals: Sendable {
         let original = Original(size: read.header.size, version: read.version, hasAlpha: read.header.hasAlpha)
         entries.withLock { map in
             if map.count >= limit { map.removeAll(keepingCapacity: true) }
-            map[key] = original
+            map[key] = Entry(original: original, checked: .now)
         }
         return original
+    }
+
+    /// Marks `known` as checked now unless another request did first: whether this one checks.
+    private func claimCheck(_ key: String, _ known: Entry) -> Bool {
+        entries.withLock { map in
+            guard let current = map[key], current.checked == known.checked, current.original == known.original else { return false }
+            map[key]?.checked = .now
+            return true
+        }
+    }
+
+    /// Drops `key`'s entry if the source's version is no longer `known`'s (or the original is
+    /// gone); a failed check keeps it.
+    private func revalidate(_ key: String, _ known: Original, cache: ImageCache) async {
+        let current: SourceVersion?
+        do {
+            current = try await cache.originalVersion(for: CacheKey(key))
+        } catch {
+            guard case .notFound = error else { return }
+            current = nil
+        }
+        guard current != known.version else { return }
+        entries.withLock { map in
+            if map[key]?.original == known { map[key] = nil }
+        }
     }
 
     /// Whether the memo holds `key`'s original (no header read needed).
     func knows(_ key: String) -> Bool { entries.withLock { $0[key] != nil } }
 
     /// `key`'s original if the memo holds it.
-    func known(_ key: String) -> Original? { entries.withLock { $0[key] } }
+    func known(_ key: String) -> Original? { entries.withLock { $0[key]?.original } }
 
     /// Forgets `key`'s original whatever its version (a purge).
     func forget(_ key: String) {
@@ -54,7 +94,7 @@ final class IIIFOriginals: Sendable {
     @discardableResult
     func forget(_ key: String, unless version: SourceVersion) -> Bool {
         entries.withLock { map in
-            guard let known = map[key], known.version != version else { return false }
+            guard let known = map[key], known.original.version != version else { return false }
             map[key] = nil
             return true
         }

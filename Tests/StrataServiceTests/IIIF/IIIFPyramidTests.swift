@@ -148,4 +148,42 @@ struct IIIFPyramidTests {
         #expect(after.buildsStarted == (before?.buildsStarted ?? 0) + 1 && after.buildsFailed == (before?.buildsFailed ?? 0) + 1)
         try await server.stop()
     }
+
+    /// With `revalidateAfter`, a big original replaced in place is noticed by a check in the
+    /// background: `info.json` gives the new size, and tiles come from the new version's pyramid.
+    @Test func aReplacedOriginalIsNoticedAfterRevalidateAfter() async throws {
+        let root = makeScratchDirectory("pyramid-fresh")
+        let fixtures = URL(fileURLWithPath: fixturesDirectory + "/jpeg")
+        let second = try Data(contentsOf: fixtures.appendingPathComponent("path-2560x1600.jpg"))
+        try Data(contentsOf: fixtures.appendingPathComponent("fallenleaf-2048x1280-420.jpg")).write(
+            to: URL(fileURLWithPath: root + "/big.jpg"))
+        let server = try await TestServer.start(
+            [
+                "source.directory": root, "iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "1000000",
+                "iiif.tileSize": "256", "revalidateAfter": "100ms",
+            ], disk: false)
+        func width() async throws -> Int? {
+            let info =
+                try JSONSerialization.jsonObject(with: Data(try await server.get("/iiif/3/big.jpg/info.json").body)) as? [String: Any]
+            return info?["width"] as? Int
+        }
+        #expect(try await width() == 2048)
+        #expect(try await server.get("/iiif/3/big.jpg/0,0,256,256/256,/0/default.png").status == 200)
+        try second.write(to: URL(fileURLWithPath: root + "/big.jpg"))
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(10)], ofItemAtPath: root + "/big.jpg")
+        try await Task.sleep(for: .milliseconds(150))
+        var seen = try await width()
+        for _ in 0..<250 where seen != 2560 {
+            try await Task.sleep(for: .milliseconds(20))
+            seen = try await width()
+        }
+        #expect(seen == 2560)
+        let tile = try await server.get("/iiif/3/big.jpg/0,0,256,256/256,/0/default.png")
+        let expected = Resampler(filter: .box).resample(
+            try ImageDecoder().decode([UInt8](second)), region: SourceRect(x: 0, y: 0, width: 256, height: 256),
+            to: PixelSize(width: 256, height: 256))
+        #expect(tile.status == 200)
+        #expect(try Self.decoded(tile).hasSamePixels(as: expected))
+        try await server.stop()
+    }
 }
