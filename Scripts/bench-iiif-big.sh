@@ -65,17 +65,6 @@ trap cleanup EXIT
 # The images: mosaics of two fixture photos at 2560×1600.
 export VIPS_WARNING=0
 mkdir -p "$work/source" "$work/tiff"
-vips copy Fixtures/jpeg/path-2560x1600.jpg "$work/path.v"
-vips resize Fixtures/jpeg/fallenleaf-2048x1280-420.jpg "$work/leaf.v" 1.25
-mosaic() {  # NAME ACROSS DOWN
-    [ -s "$work/source/$1" ] && return 0
-    python3 - "$work" "$1" "$2" "$3" <<'PY'
-import subprocess, sys
-work, name, across, down = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-tiles = [f"{work}/{'path' if (r + c) % 2 == 0 else 'leaf'}.v" for r in range(down) for c in range(across)]
-subprocess.run(["vips", "arrayjoin", " ".join(tiles), f"{work}/source/{name}[Q=85,strip]", "--across", str(across)], check=True)
-PY
-}
 images=(mosaic-164mp.jpg)
 mosaic mosaic-164mp.jpg 8 5
 if [ "$gigapixel" -eq 1 ]; then

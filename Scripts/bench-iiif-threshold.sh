@@ -47,21 +47,6 @@ cleanup() {
 trap cleanup EXIT
 export VIPS_WARNING=0
 mkdir -p "$work/source"
-vips copy Fixtures/jpeg/path-2560x1600.jpg "$work/path.v"
-vips resize Fixtures/jpeg/fallenleaf-2048x1280-420.jpg "$work/leaf.v" 1.25
-mosaic() {  # NAME ACROSS DOWN
-    [ -s "$work/source/$1" ] && return 0
-    python3 - "$work" "$1" "$2" "$3" <<'PY'
-import subprocess, sys
-work, name, across, down = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-tiles = [f"{work}/{'path' if (r + c) % 2 == 0 else 'leaf'}.v" for r in range(down) for c in range(across)]
-out = f"{work}/source/{name}[Q=85,strip]"
-# arrayjoin of one image crashes libvips 8.14: a copy is the same file.
-command = ["vips", "copy", tiles[0], out] if len(tiles) == 1 else ["vips", "arrayjoin", " ".join(tiles), out, "--across", str(across)]
-subprocess.run(command, check=True)
-PY
-}
-
 port=$(free_port)
 run() {  # IMAGE SIZE TILED-ABOVE → "first=… total=… slowest=… errors=… peak_kb=…"
     rm -rf "$work/pyramids"

@@ -87,3 +87,22 @@ iip_start() {
     [ "${#iip_pids[@]}" -eq "$1" ] || { echo "spawn-fcgi: $out" >&2; exit 1; }
     wait_http "http://127.0.0.1:$nginx_port$iip_prefix$2/info.json"
 }
+
+# mosaic NAME ACROSS DOWN: $work/source/NAME, a baseline JPEG (quality 85) of ACROSS × DOWN
+# 2560×1600 photos, two fixtures alternating, unless it is there already. Run from the
+# repository's root.
+mosaic() {
+    [ -s "$work/source/$1" ] && return 0
+    mkdir -p "$work/source"
+    [ -s "$work/path.v" ] || vips copy Fixtures/jpeg/path-2560x1600.jpg "$work/path.v"
+    [ -s "$work/leaf.v" ] || vips resize Fixtures/jpeg/fallenleaf-2048x1280-420.jpg "$work/leaf.v" 1.25
+    python3 - "$work" "$1" "$2" "$3" <<'PY'
+import subprocess, sys
+work, name, across, down = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+tiles = [f"{work}/{'path' if (r + c) % 2 == 0 else 'leaf'}.v" for r in range(down) for c in range(across)]
+out = f"{work}/source/{name}[Q=85,strip]"
+# arrayjoin of one image crashes libvips 8.14: a copy is the same file.
+command = ["vips", "copy", tiles[0], out] if len(tiles) == 1 else ["vips", "arrayjoin", " ".join(tiles), out, "--across", str(across)]
+subprocess.run(command, check=True)
+PY
+}
