@@ -72,19 +72,14 @@ struct ImagesOfBigOriginalsTests {
     /// which starts no build under `iiif.tiledAbove`): the `/images` build finds the new
     /// version, the size is read again and the answer is the new image's.
     @Test func aChangedOriginalIsReadAgain() async throws {
-        let root = makeScratchDirectory("big-originals")
-        let fixtures = URL(fileURLWithPath: fixturesDirectory + "/jpeg")
-        let second = try Data(contentsOf: fixtures.appendingPathComponent("path-2560x1600.jpg"))
-        try Data(contentsOf: fixtures.appendingPathComponent("fallenleaf-2048x1280-420.jpg")).write(
-            to: URL(fileURLWithPath: root + "/big.jpg"))
+        let original = try ReplaceableOriginal(), root = original.root, second = original.replacement
         let server = try await TestServer.start(
             [
                 "source.directory": root, "source.maxPixels": "1000000", "iiif.tileSize": "256",
                 "iiif.pyramidPath": makeScratchDirectory("pyramids"),
             ], disk: false)
         #expect(try await server.get("/iiif/3/big.jpg/info.json").status == 200)
-        try second.write(to: URL(fileURLWithPath: root + "/big.jpg"))
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(10)], ofItemAtPath: root + "/big.jpg")
+        try original.replace()
         let answer = try await server.get("/images/big.jpg?w=512&format=png")
         #expect(answer.status == 200, "\(answer.status): \(String(decoding: answer.body, as: UTF8.self))")
         let image = try ImageDecoder().decode(answer.body)

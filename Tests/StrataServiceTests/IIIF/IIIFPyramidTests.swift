@@ -118,11 +118,7 @@ struct IIIFPyramidTests {
     /// planned on the old size finds the new version, reads the header again and is served from
     /// the new image's pyramid. A broken original is one failed build, not retried.
     @Test func aChangedOriginalIsAskedAgainABrokenOneIsNot() async throws {
-        let root = makeScratchDirectory("pyramid-originals")
-        let fixtures = URL(fileURLWithPath: fixturesDirectory + "/jpeg")
-        let first = try Data(contentsOf: fixtures.appendingPathComponent("fallenleaf-2048x1280-420.jpg"))
-        let second = try Data(contentsOf: fixtures.appendingPathComponent("path-2560x1600.jpg"))
-        try first.write(to: URL(fileURLWithPath: root + "/big.jpg"))
+        let original = try ReplaceableOriginal(), root = original.root, second = original.replacement
         // A valid header over a body cut short.
         try second.prefix(second.count / 3).write(to: URL(fileURLWithPath: root + "/broken.jpg"))
         let server = try await TestServer.start(
@@ -137,9 +133,7 @@ struct IIIFPyramidTests {
         #expect(refused.status == 400)
         #expect(server.server.configured.pyramids?.statistics.buildsStarted == 0)
         // Replaced in place, with a later modification time: a new version of another size.
-        try second.write(to: URL(fileURLWithPath: root + "/big.jpg"))
-        try FileManager.default.setAttributes(
-            [.modificationDate: Date().addingTimeInterval(10)], ofItemAtPath: root + "/big.jpg")
+        try original.replace()
         let tile = try await server.get("/iiif/3/big.jpg/1792,1024,256,256/256,/0/default.png")
         #expect(tile.status == 200, "\(tile.status): \(String(decoding: tile.body, as: UTF8.self))")
         let reference = try ImageDecoder().decode([UInt8](second))
@@ -157,11 +151,7 @@ struct IIIFPyramidTests {
     /// With `revalidateAfter`, a big original replaced in place is noticed by a check in the
     /// background: `info.json` gives the new size, and tiles come from the new version's pyramid.
     @Test func aReplacedOriginalIsNoticedAfterRevalidateAfter() async throws {
-        let root = makeScratchDirectory("pyramid-fresh")
-        let fixtures = URL(fileURLWithPath: fixturesDirectory + "/jpeg")
-        let second = try Data(contentsOf: fixtures.appendingPathComponent("path-2560x1600.jpg"))
-        try Data(contentsOf: fixtures.appendingPathComponent("fallenleaf-2048x1280-420.jpg")).write(
-            to: URL(fileURLWithPath: root + "/big.jpg"))
+        let original = try ReplaceableOriginal(), root = original.root, second = original.replacement
         let server = try await TestServer.start(
             [
                 "source.directory": root, "iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "1000000",
@@ -174,8 +164,7 @@ struct IIIFPyramidTests {
         }
         #expect(try await width() == 2048)
         #expect(try await server.get("/iiif/3/big.jpg/0,0,256,256/256,/0/default.png").status == 200)
-        try second.write(to: URL(fileURLWithPath: root + "/big.jpg"))
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(10)], ofItemAtPath: root + "/big.jpg")
+        try original.replace()
         try await Task.sleep(for: .milliseconds(150))
         var seen = try await width()
         for _ in 0..<250 where seen != 2560 {
