@@ -44,11 +44,6 @@ public struct MappedRegion: ~Copyable, @unchecked Sendable {
 
     deinit { _ = munmap(base, count) }
 
-    /// Drops this process's page-table entries for `length` bytes at `start` (page aligned) of
-    /// a *shared file* mapping (`madvise(MADV_DONTNEED)`): the pages leave the process's
-    /// resident set, written ones stay dirty in the page cache and reach the file as usual, and
-    /// a later access maps them again from the page cache. For a writer that streams far more
-    /// than it keeps. Never for private or anonymous memory (it would read back as zeros).
     /// Maps every page of `length` bytes at `start` (page aligned) of a writable shared mapping
     /// in one call (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14), instead of one page fault
     /// per page as a writer touches them. Advice only: on an older kernel the writes fault.
@@ -56,6 +51,11 @@ public struct MappedRegion: ~Copyable, @unchecked Sendable {
         _ = madvise(start, length, 23)  // MADV_POPULATE_WRITE (not in every libc's headers)
     }
 
+    /// Drops this process's page-table entries for `length` bytes at `start` (page aligned) of
+    /// a *shared file* mapping (`madvise(MADV_DONTNEED)`): the pages leave the process's
+    /// resident set, written ones stay dirty in the page cache and reach the file as usual, and
+    /// a later access maps them again from the page cache. For a writer that streams far more
+    /// than it keeps. Never for private or anonymous memory (it would read back as zeros).
     static func dropResidentPages(_ start: UnsafeMutableRawPointer, length: Int) {
         _ = madvise(start, length, MADV_DONTNEED)  // advice only: nothing to do when it fails
     }
