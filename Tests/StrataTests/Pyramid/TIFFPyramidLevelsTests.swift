@@ -9,8 +9,8 @@ import StrataTestSupport
     /// A 1000 × 700 photo with its own images at levels 1 and 3 of 64-px tiles: level 1 a
     /// *gray* photo (not the reduction of level 0, so a tile shows which image it came from),
     /// level 3 a pixel short of the level's 125 × 88 (its writer rounded down); 2 and 4 are
-    /// missing. Deflate-compressed 64-px tiles.
-    static func pages(_ tools: FormatTools) throws -> (bytes: [UInt8], pages: [Int: PixelImage]) {
+    /// missing. Deflate-compressed tiles of `tiffTile` pixels.
+    static func pages(_ tools: FormatTools, tiffTile: Int = 64) throws -> (bytes: [UInt8], pages: [Int: PixelImage]) {
         let pages = [
             0: ColourFixtures.photo(PixelSize(width: 1000, height: 700)),
             1: ColourFixtures.photo(PixelSize(width: 500, height: 350), gray: true),
@@ -19,14 +19,15 @@ import StrataTestSupport
         let output = tools.path("tif")
         try ExternalTools.run(
             "tiffcp",
-            ["-c", "zip", "-t", "-w", "64", "-l", "64"] + [0, 1, 3].map { tools.write(TIFFWriter.tiff(pages[$0]!, .rgb), suffix: "tif") }
+            ["-c", "zip", "-t", "-w", "\(tiffTile)", "-l", "\(tiffTile)"]
+                + [0, 1, 3].map { tools.write(TIFFWriter.tiff(pages[$0]!, .rgb), suffix: "tif") }
                 + [output])
         return (try tools.read(output), pages)
     }
 
     /// ``pages(_:)`` on a thread of its own (`tiffcp` runs as a child process).
-    static func pages() async throws -> (bytes: [UInt8], pages: [Int: PixelImage]) {
-        try await offThePool("tiffcp") { try pages(FormatTools()) }
+    static func pages(tiffTile: Int = 64) async throws -> (bytes: [UInt8], pages: [Int: PixelImage]) {
+        try await offThePool("tiffcp") { try pages(FormatTools(), tiffTile: tiffTile) }
     }
 
     /// `image` padded to `size` by repeating its last column and row.
@@ -44,8 +45,10 @@ import StrataTestSupport
         return out
     }
 
-    @Test func eachLevelComesFromItsOwnImageOrTheNearestFinerOne() async throws {
-        let (bytes, pages) = try await Self.pages()
+    /// The file's tiles the size of the pyramid's, and 48 px ones: regions across tile edges.
+    @Test(arguments: [64, 48])
+    func eachLevelComesFromItsOwnImageOrTheNearestFinerOne(tiffTile: Int) async throws {
+        let (bytes, pages) = try await Self.pages(tiffTile: tiffTile)
         let geometry = PyramidGeometry(size: PixelSize(width: 1000, height: 700), tileSize: 64)
         #expect(geometry.levels.count == 5)
         let feed = try bytes.withUnsafeBytes { raw in
