@@ -168,26 +168,27 @@ int strata_tiff_features(TIFF *tiff, struct strata_tiff_features *f, char *error
     return 0;
 }
 
-int strata_tiff_read_rows(TIFF *tiff, uint32_t *raster, uint32_t first_row, uint32_t rows, char *error,
-                          size_t error_capacity) {
+// The `width` × `height` region at `x`, `y` of the current directory through libtiff's RGBA
+// reader (which checks that it can convert the image), rows as stored: the caller applies the
+// orientation (libtiff only flips, never transposes).
+static int read_region(TIFF *tiff, uint32_t *raster, uint32_t x, uint32_t y, uint32_t width, uint32_t height,
+                       char *error, size_t error_capacity) {
     char message[1024] = "";
     TIFFRGBAImage image;
-    strata_tiff_clear_error(tiff);
     if (!TIFFRGBAImageBegin(&image, tiff, 1, message)) {
         const char *reason = strata_tiff_error(tiff)[0] ? strata_tiff_error(tiff) : message;
         snprintf(error, error_capacity, "%s", reason[0] ? reason : "libtiff cannot read this image as RGBA");
         return -1;
     }
     int ok = 0;
-    if (first_row <= image.height && rows <= image.height - first_row) {
-        // The rows as stored: the caller applies the orientation (libtiff only flips, never
-        // transposes).
+    if (x < image.width && y < image.height && width <= image.width - x && height <= image.height - y) {
         image.req_orientation = image.orientation;
-        image.row_offset = (int)first_row;
-        image.col_offset = 0;
-        ok = TIFFRGBAImageGet(&image, raster, image.width, rows);
+        image.row_offset = (int)y;
+        image.col_offset = (int)x;
+        ok = TIFFRGBAImageGet(&image, raster, width, height);
     } else {
-        snprintf(message, sizeof message, "rows %u…%u are outside the image", first_row, first_row + rows);
+        snprintf(message, sizeof message, "the region %ux%u at %u,%u is outside the %ux%u image", width, height, x, y,
+                 image.width, image.height);
     }
     TIFFRGBAImageEnd(&image);
     if (!ok) {
@@ -196,6 +197,14 @@ int strata_tiff_read_rows(TIFF *tiff, uint32_t *raster, uint32_t first_row, uint
         return -1;
     }
     return 0;
+}
+
+int strata_tiff_read_rows(TIFF *tiff, uint32_t *raster, uint32_t first_row, uint32_t rows, char *error,
+                          size_t error_capacity) {
+    strata_tiff_clear_error(tiff);
+    uint32_t width = 0;
+    TIFFGetField(tiff, TIFFTAG_IMAGEWIDTH, &width);
+    return read_region(tiff, raster, 0, first_row, width, rows, error, error_capacity);
 }
 
 // One image of the file (directory at `offset`) made current, unless it is already.
@@ -261,34 +270,11 @@ int strata_tiff_levels(TIFF *tiff, struct strata_tiff_level *levels, int capacit
 
 int strata_tiff_read_region(TIFF *tiff, uint64_t directory, uint32_t *raster, uint32_t x, uint32_t y, uint32_t width,
                             uint32_t height, char *error, size_t error_capacity) {
-    char message[1024] = "";
     strata_tiff_clear_error(tiff);
     if (!select_directory(tiff, directory)) {
         const char *reason = strata_tiff_error(tiff);
         snprintf(error, error_capacity, "%s", reason[0] ? reason : "cannot read the image's directory");
         return -1;
     }
-    TIFFRGBAImage image;
-    if (!TIFFRGBAImageOK(tiff, message) || !TIFFRGBAImageBegin(&image, tiff, 1, message)) {
-        const char *reason = strata_tiff_error(tiff)[0] ? strata_tiff_error(tiff) : message;
-        snprintf(error, error_capacity, "%s", reason[0] ? reason : "libtiff cannot read this image as RGBA");
-        return -1;
-    }
-    int ok = 0;
-    if (x < image.width && y < image.height && width <= image.width - x && height <= image.height - y) {
-        image.req_orientation = image.orientation;
-        image.row_offset = (int)y;
-        image.col_offset = (int)x;
-        ok = TIFFRGBAImageGet(&image, raster, width, height);
-    } else {
-        snprintf(message, sizeof message, "the region %ux%u at %u,%u is outside the %ux%u image", width, height, x, y,
-                 image.width, image.height);
-    }
-    TIFFRGBAImageEnd(&image);
-    if (!ok) {
-        const char *reason = strata_tiff_error(tiff)[0] ? strata_tiff_error(tiff) : message;
-        snprintf(error, error_capacity, "%s", reason[0] ? reason : "libtiff could not decode the region");
-        return -1;
-    }
-    return 0;
+    return read_region(tiff, raster, x, y, width, height, error, error_capacity);
 }
