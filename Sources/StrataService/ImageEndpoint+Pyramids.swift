@@ -3,10 +3,11 @@ import Hummingbird
 import Strata
 
 extension ImageEndpoint {
-    /// Whether `/images` answers for `key` come from its tile pyramid: its original is known
-    /// (from an earlier request or IIIF) to be over `source.maxPixels`, which the engine refuses.
+    /// Whether `/images` answers for `key` come from its tile pyramid (when pyramids are set):
+    /// its original is known (from an earlier request or IIIF) to be over `source.maxPixels`,
+    /// which the engine refuses.
     func isTiled(_ key: String) -> Bool {
-        guard pyramids != nil, let known = originals.known(key) else { return false }
+        guard let known = originals.known(key) else { return false }
         return known.size.pixelCount > sourceMaxPixels
     }
 

@@ -16,8 +16,11 @@ enum PNGCodec {
         }
     }
 
-    private static func failure(_ image: inout png_image) -> ImageDecodingError {
-        let text = message(&image)
+    private static func failure(_ image: inout png_image) -> ImageDecodingError { error(message(&image)) }
+
+    /// libpng's message as a typed error: data that ends early is truncated, anything else
+    /// corrupt.
+    static func error(_ text: String) -> ImageDecodingError {
         let lower = text.lowercased()
         if lower.contains("eof") || lower.contains("truncat") || lower.contains("not enough") || lower.contains("too short") {
             return ImageDecodingError(.truncated, format: .png)

@@ -48,13 +48,8 @@ final class PNGRowReader {
         return rows
     }
 
-    /// libpng's message as a typed error: a file that ends early is truncated.
+    /// The C reader's message (NUL-ended in `buffer`) as ``PNGCodec``'s typed error.
     private static func error(_ buffer: [CChar]) -> ImageDecodingError {
-        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let lower = text.lowercased()
-        if lower.contains("truncat") || lower.contains("not enough") || lower.contains("eof") {
-            return ImageDecodingError(.truncated, format: .png)
-        }
-        return ImageDecodingError(.corrupt(text.isEmpty ? "libpng error" : text), format: .png)
+        PNGCodec.error(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 }

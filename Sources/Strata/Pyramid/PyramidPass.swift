@@ -108,11 +108,8 @@ enum PyramidPass {
             }
             // libpng's state passes between the two threads, never used by both at once.
             let reader = UncheckedPNG(png: png)
-            try PyramidReducer(geometry: geometry, emit: emit).pipelined(forkJoin: forkJoin) { rows, stride, count in
-                var done = 0
-                while done < count {
-                    done += try reader.png.read(into: rows + done * stride, stride: stride, count: count - done)
-                }
+            try pipelined(PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin) {
+                try reader.png.read(into: $0, stride: $1, count: $2)
             }
         case .tiffBands:
             let reducer = PyramidReducer(geometry: geometry, emit: emit)
@@ -158,17 +155,26 @@ extension PyramidPass {
         // libjpeg's state passes between the two threads, never used by both at once.
         let decoder = UncheckedJPEG(jpeg: jpeg)
         do {
-            try reducer.pipelined(forkJoin: forkJoin) { rows, stride, count in
-                var done = 0
-                while done < count {
-                    done += try decoder.jpeg.read(into: rows + done * stride, stride: stride, count: count - done)
-                }
-            }
+            try pipelined(reducer, forkJoin: forkJoin) { try decoder.jpeg.read(into: $0, stride: $1, count: $2) }
         } catch {
             jpeg.abort()
             throw error
         }
         try jpeg.finish()
+    }
+}
+
+extension PyramidPass {
+    /// `reducer`'s pipelined run over a row reader: `read(rows, stride, count)` writes up to
+    /// `count` rows and returns how many, and is called until the strip is full.
+    fileprivate static func pipelined(
+        _ reducer: PyramidReducer, forkJoin: ForkJoin,
+        read: @escaping @Sendable (UnsafeMutableRawPointer, _ stride: Int, _ count: Int) throws -> Int
+    ) throws {
+        try reducer.pipelined(forkJoin: forkJoin) { rows, stride, count in
+            var done = 0
+            while done < count { done += try read(rows + done * stride, stride, count - done) }
+        }
     }
 }
 
