@@ -9,8 +9,8 @@ extension Fuzzing {
     /// a decode at the full size and, when the header lists thumbnails (HEIF), at the smallest
     /// one fills exactly that size or throws ``ImageDecodingError``; one input in four is also
     /// rendered, within its box; a TIFF whose images make a pyramid of 64-px tiles has every tile
-    /// read from them (``TIFFPyramidLevels``), each of its size. The decoder is reused, so a failure must leave it usable for
-    /// the next input.
+    /// read from them (``TIFFPyramidLevels``), each of its size. The decoder is reused, so a
+    /// failure must leave it usable for the next input.
     public static func decode(_ bytes: UnsafeRawBufferPointer, as format: ImageFormat) {
         guard bytes.count > 0, ImageFormatDetector.detect(bytes) == format else { return }
         defer {
