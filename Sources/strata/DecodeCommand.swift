@@ -17,7 +17,7 @@ struct DecodeCommand: ParsableCommand {
     @Argument(help: "The encoded image (JPEG, WebP, PNG, AVIF, HEIC or GIF; detected from its bytes).")
     var input: String
 
-    @Option(help: "The bounding box, WxH.", transform: PixelSize.parseOption)
+    @Option(help: "The bounding box, WxH.", transform: { try PixelSize.parseOption($0) })
     var size: PixelSize
 
     @Option(help: "fit (inside the box, default) or fill (cover the box and centre-crop).")

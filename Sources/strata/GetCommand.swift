@@ -27,7 +27,7 @@ struct GetCommand: AsyncParsableCommand {
     @Argument(help: "The image's key: a path relative to --source.")
     var key: String
 
-    @Option(help: "The bounding box, WxH.", transform: PixelSize.parseOption)
+    @Option(help: "The bounding box, WxH.", transform: { try PixelSize.parseOption($0) })
     var size: PixelSize
 
     @Option(help: "fit (inside the box, default) or fill (cover the box and crop).")

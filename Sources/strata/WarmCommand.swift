@@ -50,7 +50,7 @@ struct WarmCommand: AsyncParsableCommand {
     @Argument(help: "Directory of originals (source.directory); keys are paths relative to it.")
     var directory: String
 
-    @Option(help: "A bounding box, WxH; repeat for several sizes.", transform: PixelSize.parseOption)
+    @Option(help: "A bounding box, WxH; repeat for several sizes.", transform: { try PixelSize.parseOption($0) })
     var size: [PixelSize] = []
 
     @Option(help: "fit (inside the box, default) or fill (cover the box and centre-crop).")
