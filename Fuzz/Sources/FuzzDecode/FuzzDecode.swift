@@ -17,7 +17,8 @@ import Glibc
 /// also embedded, as an ICC profile (its first 4 bytes set to its length, as a profile's header
 /// says), into a small JPEG (APP2 chunks) and PNG (`iCCP`), which must render whatever the
 /// profile is: a bad profile is ignored, never an error. A PNG is also read through libpng's
-/// row API, as a tile pyramid reads one (`Fuzzing.pngRows`).
+/// row API and a still WebP through libwebp's incremental decoder, as a tile pyramid reads them
+/// (`Fuzzing.pngRows`, `Fuzzing.webpRows`).
 nonisolated(unsafe) let renderer: ImageRenderer = {
     let renderer = ImageRenderer(limits: DecodingLimits(maxPixels: 1_000_000))
     renderer.decoder.splitsProgressiveJPEG = false
@@ -74,6 +75,7 @@ public func fuzzDecode(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     }
     fuzzProfile(bytes, request: request)
     Fuzzing.pngRows(bytes)
+    Fuzzing.webpRows(bytes)
     renderer.decoder.releaseScratch()
     overlapping.decoder.releaseScratch()
     return 0

@@ -70,13 +70,43 @@ extension Fuzzing {
         defer { decoder.releaseScratch() }
         guard let reader = try? PNGRowReader(bytes), !reader.isInterlaced else { return }
         require(reader.size == header.codedSize, "the row reader's size is not the header's")
-        var rows = PixelImage(uninitializedWidth: reader.size.width, height: reader.size.height, style: .bgra32Premultiplied)
-        let stride = rows.bytesPerRow, height = reader.size.height
-        var read = 0
+        rowsMatchTheWholeDecode(bytes, header: header) { (rows, stride, count) throws(ImageDecodingError) in
+            try reader.read(into: rows, stride: stride, count: count)
+        }
+    }
+
+    /// A still WebP through libwebp's incremental decoder, as a tile pyramid's pass reads it
+    /// (FuzzDecode): every row within the 1-megapixel limit, or ``ImageDecodingError``; when
+    /// the whole decode of an untagged file succeeds too, the same bytes.
+    public static func webpRows(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0, ImageFormatDetector.detect(bytes) == .webp, let header = try? decoder.readHeader(bytes),
+            !header.isAnimated
+        else { return }
+        defer { decoder.releaseScratch() }
+        guard let reader = try? WebPRowReader(bytes) else { return }
+        require(reader.size == header.codedSize, "the row reader's size is not the header's")
+        rowsMatchTheWholeDecode(bytes, header: header) { (rows, stride, count) throws(ImageDecodingError) in
+            try reader.read(into: rows, stride: stride, count: count)
+        }
+    }
+
+    /// Reads every row of `header`'s coded size through `read` (a row reader's: rows, stride,
+    /// count → rows written), a few at a time; when that and the whole decode of an untagged,
+    /// upright file both succeed, they must be the same bytes.
+    private static func rowsMatchTheWholeDecode(
+        _ bytes: UnsafeRawBufferPointer, header: ImageHeader,
+        read: (UnsafeMutableRawPointer, Int, Int) throws(ImageDecodingError) -> Int
+    ) {
+        let size = header.codedSize
+        var rows = PixelImage(uninitializedWidth: size.width, height: size.height, style: .bgra32Premultiplied)
+        let stride = rows.bytesPerRow
+        var done = 0
         do {
             try rows.withUnsafeMutableBytes { (raw) throws(ImageDecodingError) in
-                while read < height {
-                    read += try reader.read(into: raw.baseAddress! + read * stride, stride: stride, count: 1 + bytes.count % 13)
+                while done < size.height {
+                    let n = try read(raw.baseAddress! + done * stride, stride, min(1 + bytes.count % 13, size.height - done))
+                    require(n > 0 && done + n <= size.height, "a row reader returned \(n) rows at \(done)")
+                    done += n
                 }
             }
         } catch {

@@ -7,6 +7,8 @@ enum WebPCodec {
         var size: PixelSize
         var hasAlpha: Bool
         var isAnimated: Bool
+        /// VP8 (lossy) rather than VP8L (lossless); false for an animation of either.
+        var isLossy: Bool
     }
 
     static func features(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) -> Features {
@@ -15,7 +17,7 @@ enum WebPCodec {
         guard status == VP8_STATUS_OK else { throw error(status, while: "reading the header") }
         return Features(
             size: PixelSize(width: Int(f.width), height: Int(f.height)),
-            hasAlpha: f.has_alpha != 0, isAnimated: f.has_animation != 0)
+            hasAlpha: f.has_alpha != 0, isAnimated: f.has_animation != 0, isLossy: f.format == 1)
     }
 
     /// Decodes a still WebP as premultiplied BGRA (MODE_bgrA) into `destination`, scaled to

@@ -17,8 +17,11 @@
 /// - Another TIFF (orientation 1) is read in bands of whole strips or tiles through libtiff.
 /// - A PNG (not interlaced, orientation 1) is read in rows through libpng's row API
 ///   (`PNGRowReader`).
-/// - Anything else (an interlaced PNG, WebP, AVIF, HEIF, GIF, other orientations, CMYK) is
-///   decoded whole, up to `wholeDecodePixels`, and fed in rows.
+/// - A still WebP (orientation 1) is read in rows through libwebp's incremental decoder
+///   (`WebPRowReader`). Only a lossy one without alpha is bounded by the bands: libwebp holds
+///   the alpha plane or a lossless image whole, so those are taken up to `wholeDecodePixels`.
+/// - Anything else (an interlaced PNG, an animated WebP, AVIF, HEIF, GIF, other orientations,
+///   CMYK) is decoded whole, up to `wholeDecodePixels`, and fed in rows.
 ///
 /// Colour is not touched here: the pass hands over the decoded pixels, and the caller converts
 /// each tile (as the renderer converts after its resample).
@@ -38,7 +41,7 @@ enum PyramidPass {
 
     /// How the original's rows are produced.
     enum Feed: Sendable, Hashable {
-        case jpegRows, tiffBands, pngRows, wholeDecode
+        case jpegRows, tiffBands, pngRows, webpRows, wholeDecode
         case tiffLevels(TIFFPyramidLevels)
     }
 
@@ -58,22 +61,36 @@ enum PyramidPass {
             feed = .jpegRows
         case .png where header.orientation == 1 && !isInterlacedPNG(bytes):
             feed = .pngRows
+        case .webp where header.orientation == 1 && !header.isAnimated:
+            feed = .webpRows
         case .tiff where header.orientation == 1:
             feed = TIFFPyramidLevels(images: try TIFFCodec.levels(bytes), geometry: geometry).map { .tiffLevels($0) } ?? .tiffBands
         default:
             feed = .wholeDecode
         }
-        if feed == .wholeDecode || (header.format == .jpeg && feed != .jpegRows), pixels > wholeDecodePixels {
-            let why =
+        guard pixels > wholeDecodePixels else { return feed }
+        let why: String
+        switch feed {
+        case .wholeDecode:
+            why =
                 header.format == .jpeg && header.orientation == 1 && !header.isCMYK
                 ? "a progressive JPEG" : "a \(header.format) image that is not read in bands"
-            throw ImageDecodingError(
-                .unsupported(
-                    "\(why) of \(pixels) pixels is decoded whole, and that is limited to \(wholeDecodePixels) pixels; "
-                        + "convert it to a baseline JPEG or a tiled TIFF"),
-                format: header.format)
+        case .webpRows where !WebPRowReader.isBoundedByBands(bytes):
+            why = "a lossless or transparent WebP (libwebp holds it whole while it decodes)"
+        default:
+            return feed
         }
-        return feed
+        throw ImageDecodingError(
+            .unsupported(
+                "\(why) of \(pixels) pixels is decoded whole, and that is limited to \(wholeDecodePixels) pixels; "
+                    + "convert it to a baseline JPEG or a tiled TIFF"),
+            format: header.format)
+    }
+
+    /// Hands a codec's row reader to the two threads of a pipelined pass, which never use it at
+    /// once (``PyramidReducer/pipelined(forkJoin:decode:)`` joins them first).
+    private struct HandedOver<Reader>: @unchecked Sendable {
+        let reader: Reader
     }
 
     /// Makes every tile of the original (`bytes`, whose header is `header`) of `geometry` (the
@@ -107,9 +124,18 @@ enum PyramidPass {
                 throw ImageDecodingError(.corrupt("libpng reads \(png.size), the header says \(geometry.size)"), format: .png)
             }
             // libpng's state passes between the two threads, never used by both at once.
-            let reader = UncheckedPNG(png: png)
+            let handed = HandedOver(reader: png)
             try pipelined(PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin) {
-                try reader.png.read(into: $0, stride: $1, count: $2)
+                try handed.reader.read(into: $0, stride: $1, count: $2)
+            }
+        case .webpRows:
+            let webp = try WebPRowReader(bytes)
+            guard webp.size == geometry.size else {
+                throw ImageDecodingError(.corrupt("libwebp reads \(webp.size), the header says \(geometry.size)"), format: .webp)
+            }
+            let handed = HandedOver(reader: webp)
+            try pipelined(PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin) {
+                try handed.reader.read(into: $0, stride: $1, count: $2)
             }
         case .tiffBands:
             let reducer = PyramidReducer(geometry: geometry, emit: emit)
@@ -153,9 +179,9 @@ extension PyramidPass {
             throw ImageDecodingError(.corrupt("the image decodes to \(size), not the \(reducer.inputSize) its header gave"), format: .jpeg)
         }
         // libjpeg's state passes between the two threads, never used by both at once.
-        let decoder = UncheckedJPEG(jpeg: jpeg)
+        let handed = HandedOver(reader: jpeg)
         do {
-            try pipelined(reducer, forkJoin: forkJoin) { try decoder.jpeg.read(into: $0, stride: $1, count: $2) }
+            try pipelined(reducer, forkJoin: forkJoin) { try handed.reader.read(into: $0, stride: $1, count: $2) }
         } catch {
             jpeg.abort()
             throw error
@@ -176,17 +202,6 @@ extension PyramidPass {
             while done < count { done += try read(rows + done * stride, stride, count - done) }
         }
     }
-}
-
-/// libjpeg's decompressor handed between the two threads of a pipelined pass, which never use
-/// it at once (``PyramidReducer/pipelined(forkJoin:decode:)`` joins them first).
-private struct UncheckedJPEG: @unchecked Sendable {
-    let jpeg: JPEGRowDecompressor
-}
-
-/// libpng's reader handed between the two threads of a pipelined pass, as ``UncheckedJPEG``.
-private struct UncheckedPNG: @unchecked Sendable {
-    let png: PNGRowReader
 }
 
 extension PyramidPass {

@@ -1,0 +1,130 @@
+import Foundation
+import Testing
+@testable import Strata
+import StrataTestSupport
+
+/// libwebp's incremental decoder (`WebPRowReader`) gives the bytes of the whole decode for every
+/// kind of still WebP, band by band, holding only a band of its output; and a tile pyramid reads
+/// a lossy WebP in rows, however large.
+@Suite struct WebPRowReaderTests {
+    /// The odd-sized photo, with an alpha ramp when `alpha`.
+    static func photo(alpha: Bool) -> PixelImage {
+        var photo = TilePyramidsTests.oddPhoto()
+        guard alpha else { return photo }
+        let stride = photo.bytesPerRow, size = photo.size
+        photo.withUnsafeMutableBytes { raw in
+            for y in 0..<size.height {
+                for x in 0..<size.width {
+                    let a = 255 - (x * 255 / size.width) / 2
+                    for c in 0..<3 { raw[y * stride + 4 * x + c] = UInt8(Int(raw[y * stride + 4 * x + c]) * a / 255) }
+                    raw[y * stride + 4 * x + 3] = UInt8(a)
+                }
+            }
+        }
+        return photo
+    }
+
+    /// Every row of `bytes` read through a `WebPRowReader`, `count` rows asked at a time; and
+    /// the most of its output that was resident after any read.
+    static func rows(_ bytes: [UInt8], count: Int) throws -> (PixelImage, peakResident: Int, boundedByBands: Bool) {
+        try bytes.withUnsafeBytes { raw in
+            let reader = try WebPRowReader(raw)
+            var image = PixelImage(width: reader.size.width, height: reader.size.height)
+            let stride = image.bytesPerRow
+            var peak = 0
+            try image.withUnsafeMutableBytes { out in
+                var done = 0
+                while done < reader.size.height {
+                    done += try reader.read(
+                        into: out.baseAddress! + done * stride, stride: stride, count: min(count, reader.size.height - done))
+                    peak = max(peak, reader.outputResidentBytes)
+                }
+            }
+            return (image, peak, reader.isBoundedByBands)
+        }
+    }
+
+    static let kinds: [(String, lossless: Bool, alpha: Bool)] = [
+        ("lossy", false, false), ("lossy with alpha", false, true), ("lossless", true, false), ("lossless with alpha", true, true),
+    ]
+
+    @Test(arguments: kinds.map(\.0))
+    func rowsAreTheWholeDecodesBytes(_ kind: String) throws {
+        let (_, lossless, alpha) = try #require(Self.kinds.first { $0.0 == kind })
+        let bytes = try ImageEncoder.encode(Self.photo(alpha: alpha), as: .webp, quality: lossless ? 100 : 80)
+        let whole = try ImageDecoder().decode(bytes)
+        let (rows, _, bounded) = try Self.rows(bytes, count: 37)
+        let difference = PixelDiff.compare(rows, whole)
+        #expect(difference.max == 0, "\(kind): \(difference)")
+        #expect(bounded == (!lossless && !alpha))
+        bytes.withUnsafeBytes { raw in #expect(WebPRowReader.isBoundedByBands(raw) == bounded) }
+    }
+
+    /// The decoder's whole-image output is never resident at once: rows already read are handed
+    /// back, and the file is given to libwebp a slice at a time.
+    @Test func onlyABandOfTheOutputIsResident() async throws {
+        let bytes = try await offThePool("webp") { () throws -> [UInt8] in
+            let mosaic = try ImageDecoder().decode(try Mosaic.jpeg(PixelSize(width: 4000, height: 3000)))
+            return try ImageEncoder.encode(mosaic, as: .webp, quality: 80)
+        }
+        let (rows, peak, _) = try Self.rows(bytes, count: 64)
+        let output = rows.width * 4 * rows.height
+        #expect(peak > 0 && peak <= output / 8, "peak resident output \(peak >> 10) KiB of \(output >> 10) KiB")
+        #expect(PixelDiff.compare(rows, try ImageDecoder().decode(bytes)).max == 0)
+    }
+
+    @Test func truncatedAndAnimatedFiles() throws {
+        let bytes = try ImageEncoder.encode(Self.photo(alpha: false), as: .webp, quality: 80)
+        let cut = Array(bytes.prefix(bytes.count / 2))
+        #expect(throws: ImageDecodingError(.truncated, format: .webp)) { try Self.rows(cut, count: 64) }
+        // Damaged in the middle: a typed error, never a crash (libwebp may also decode noise).
+        var damaged = bytes
+        for i in stride(from: bytes.count / 3, to: bytes.count / 3 + 64, by: 1) { damaged[i] = 0xFF }
+        do { _ = try Self.rows(damaged, count: 64) } catch { #expect(error is ImageDecodingError) }
+
+        let animated = Fixtures.bytes("webp/animated-96x64-3frames.webp")
+        try animated.withUnsafeBytes { raw in
+            #expect(throws: ImageDecodingError.self) { try WebPRowReader(raw) }
+            let header = try ImageDecoder().readHeader(raw)
+            let geometry = PyramidGeometry(size: header.size, tileSize: 64)
+            #expect(
+                try PyramidPass.feed(for: header, bytes: raw, geometry: geometry, maxSourcePixels: 1 << 40, wholeDecodePixels: 1 << 20)
+                    == .wholeDecode)
+        }
+    }
+
+    /// Past the whole decode's limit, a lossy WebP without alpha is still read in rows; a
+    /// lossless or transparent one is refused with a reason (libwebp would hold it whole).
+    @Test(arguments: kinds.map(\.0))
+    func feedPastTheWholeDecodesLimit(_ kind: String) throws {
+        let (_, lossless, alpha) = try #require(Self.kinds.first { $0.0 == kind })
+        let bytes = try ImageEncoder.encode(Self.photo(alpha: alpha), as: .webp, quality: lossless ? 100 : 80)
+        try bytes.withUnsafeBytes { raw in
+            let header = try ImageDecoder().readHeader(raw)
+            let geometry = PyramidGeometry(size: header.size, tileSize: 256)
+            #expect(
+                try PyramidPass.feed(for: header, bytes: raw, geometry: geometry, maxSourcePixels: 1 << 40, wholeDecodePixels: 1 << 30)
+                    == .webpRows)
+            if !lossless && !alpha {
+                #expect(
+                    try PyramidPass.feed(for: header, bytes: raw, geometry: geometry, maxSourcePixels: 1 << 40, wholeDecodePixels: 1000)
+                        == .webpRows)
+            } else {
+                let error = #expect(throws: ImageDecodingError.self) {
+                    try PyramidPass.feed(for: header, bytes: raw, geometry: geometry, maxSourcePixels: 1 << 40, wholeDecodePixels: 1000)
+                }
+                #expect("\(error.map { $0 } as Any)".contains("lossless or transparent WebP"))
+            }
+        }
+    }
+
+    /// A lossy WebP over the whole decode's pixel limit is read in rows into its pyramid: every
+    /// tile within 40 dB of the full decode resized.
+    @Test func aPyramidReadsAWebPInRowsPastTheWholeDecodesLimit() async throws {
+        let bytes = try ImageEncoder.encode(Self.photo(alpha: false), as: .webp, quality: 85)
+        let reference = try ImageDecoder().decode(bytes)
+        let setup = try TilePyramidsTests.Setup(bytes, name: "photo.webp", maxPixels: 1_000_000)
+        let lowest = try await TilePyramidsTests.lowestPSNR(setup, key: "photo.webp", reference: reference)
+        #expect(lowest.box >= 40, "lowest tile PSNR \(lowest) dB")
+    }
+}
