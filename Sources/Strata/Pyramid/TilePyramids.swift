@@ -373,7 +373,7 @@ public final class TilePyramids: Sendable {
                         build.produced(tile, existing)
                         return
                     }
-                    let image = try table.store(id, sourceVersion: version.stamp, dropsResidentPages: true) { canvas in
+                    let image = try table.store(id, sourceVersion: version.stamp, streaming: true) { canvas in
                         try Self.draw(view, into: &canvas, converter: converter)
                     }
                     written += 1

@@ -44,13 +44,6 @@ public struct MappedRegion: ~Copyable, @unchecked Sendable {
 
     deinit { _ = munmap(base, count) }
 
-    /// Maps every page of `length` bytes at `start` (page aligned) of a writable shared mapping
-    /// in one call (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14), instead of one page fault
-    /// per page as a writer touches them. Advice only: on an older kernel the writes fault.
-    static func populateForWriting(_ start: UnsafeMutableRawPointer, length: Int) {
-        _ = madvise(start, length, 23)  // MADV_POPULATE_WRITE (not in every libc's headers)
-    }
-
     /// Drops this process's page-table entries for `length` bytes at `start` (page aligned) of
     /// a *shared file* mapping (`madvise(MADV_DONTNEED)`): the pages leave the process's
     /// resident set, written ones stay dirty in the page cache and reach the file as usual, and

@@ -5,7 +5,7 @@
 extension ImageTable {
     /// Empties the table: new, empty files are renamed over the old ones, so images already
     /// handed out stay valid; other processes switch on their next access. Blocks like
-    /// ``store(_:sourceVersion:dropsResidentPages:draw:)``; readers are not held up.
+    /// ``store(_:sourceVersion:streaming:draw:)``; readers are not held up.
     public func reset() throws(ImageTableError) {
         try writing { () throws(ImageTableError) in
             var fresh = try Self.createFiles(layout: layout, format: format, tablePath: tablePath, metaPath: metaPath)
@@ -15,7 +15,7 @@ extension ImageTable {
 
     /// Rewrites the table with its live entries packed into the lowest slots, as new files
     /// renamed over the old ones, and returns the bytes of disk freed. Images already handed
-    /// out keep the old (unlinked) mapping. Blocks like ``store(_:sourceVersion:dropsResidentPages:draw:)``; readers
+    /// out keep the old (unlinked) mapping. Blocks like ``store(_:sourceVersion:streaming:draw:)``; readers
     /// are served from the old files until the new ones are in place.
     @discardableResult
     public func compact() throws(ImageTableError) -> Int {

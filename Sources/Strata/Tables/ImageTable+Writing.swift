@@ -12,15 +12,19 @@ extension ImageTable {
     /// slot that no live image references. Throws ``ImageTableError/tableFull(format:maximumCount:)``
     /// when every slot is held, and rethrows `draw`'s errors (the entry is then absent).
     ///
-    /// `dropsResidentPages`: once the entry is written, its pages leave this process's resident
-    /// set (they stay in the page cache; a read maps them again): for a writer that streams many
-    /// entries it does not read back (a pyramid's build).
+    /// `streaming`: for a writer that streams many entries it does not read back (a pyramid's
+    /// build). The canvas is then private memory, not the slot, and the entry reaches the file
+    /// with two `pwrite`s (pixels, then the trailer that vouches for them) into the page cache
+    /// every mapping of the table shares, and the slot's pages leave this process's resident set
+    /// (only the trailer's page, invalidated through the mapping when the slot is claimed, was
+    /// mapped): the kernel's buffered write path is much cheaper than faulting and dirtying
+    /// shared mapped pages one by one. The canvas's image is valid during `draw` only.
     ///
     /// Blocks (waits for other processes' writers, reserves disk space): call it from a
     /// dedicated thread, never from Swift's cooperative pool.
     @discardableResult
     public func store(
-        _ id: ImageEntityID, sourceVersion: UInt64, dropsResidentPages: Bool = false, draw: (inout ImageTableCanvas) throws -> Void
+        _ id: ImageEntityID, sourceVersion: UInt64, streaming: Bool = false, draw: (inout ImageTableCanvas) throws -> Void
     ) throws -> PixelImage {
         try writerGate.withLock { lockFile throws -> PixelImage in
             try lockAndRefresh(&lockFile)
@@ -29,25 +33,37 @@ extension ImageTable {
             let (file, chunk, entry, slot) = try chooseSlot(for: id)  // pinned by this writer
             defer { unpin(slot, file: file) }
             var content = format.size
-            // A streaming writer writes the whole entry: map its pages in one call.
-            if dropsResidentPages { MappedRegion.populateForWriting(entry, length: layout.entryLength) }
+            // Streaming: the rows drawn into private memory and written out below.
+            var streamed: PixelImage?
             do {
                 var canvas = ImageTableCanvas(
                     format: format,
-                    image: makeImage(
-                        file: file, chunk: chunk, entry: entry, slot: slot,
-                        width: layout.width, height: layout.height, writable: true, pinFirst: true))
+                    image: streaming
+                        ? PixelImage(uninitializedWidth: layout.width, height: layout.height, style: layout.style)
+                        : makeImage(
+                            file: file, chunk: chunk, entry: entry, slot: slot,
+                            width: layout.width, height: layout.height, writable: true, pinFirst: true))
+                let start = streaming ? canvas.image.withUnsafeBytes { $0.baseAddress! } : UnsafeRawPointer(entry)
                 try draw(&canvas)
                 content = canvas.contentSize
                 let inPlace =
-                    canvas.image.withUnsafeBytes { $0.baseAddress } == UnsafeRawPointer(entry)
-                    && canvas.image.bytesPerRow == layout.bytesPerRow
-                if !inPlace {
+                    canvas.image.withUnsafeBytes { $0.baseAddress } == start && canvas.image.bytesPerRow == layout.bytesPerRow
+                if inPlace, streaming {
+                    // Never write what the heap held before.
+                    canvas.image.withUnsafeMutableBytes { zeroOutside(content, in: $0.baseAddress!) }
+                    streamed = canvas.image
+                } else if !inPlace {
                     let img = canvas.image
                     guard img.style == format.style, img.width <= layout.width, img.height <= layout.height else {
                         throw ImageTableError.imageDoesNotFit(format: format.name, size: img.size, style: img.style)
                     }
-                    copyRows(of: img, to: entry)
+                    if streaming {
+                        var rows = PixelImage(uninitializedWidth: layout.width, height: layout.height, style: layout.style)
+                        rows.withUnsafeMutableBytes { copyRows(of: img, to: $0.baseAddress!) }
+                        streamed = rows
+                    } else {
+                        copyRows(of: img, to: entry)
+                    }
                     content = img.size
                 }
             }
@@ -55,14 +71,27 @@ extension ImageTable {
                 throw ImageTableError.imageDoesNotFit(format: format.name, size: content, style: format.style)
             }
             let sequence = takeSequence()
-            let rows = UnsafeRawBufferPointer(start: entry, count: layout.rowsBytes)
-            let fields = EntryTrailer.Fields(
-                width: content.width, height: content.height, id: id, sourceVersion: sourceVersion,
-                sequence: sequence, pixelChecksum: EntryTrailer.pixelChecksum(rows, id: id, sourceVersion: sourceVersion))
-            // Pixels are complete before the trailer that vouches for them.
-            atomicMemoryFence(ordering: .sequentiallyConsistent)
-            layout.trailer(entry).write(fields, slot: slot)
-            atomicMemoryFence(ordering: .sequentiallyConsistent)
+            func trailer(_ rows: UnsafeRawBufferPointer) -> EntryTrailer.Fields {
+                EntryTrailer.Fields(
+                    width: content.width, height: content.height, id: id, sourceVersion: sourceVersion,
+                    sequence: sequence, pixelChecksum: EntryTrailer.pixelChecksum(rows, id: id, sourceVersion: sourceVersion))
+            }
+            let fields: EntryTrailer.Fields
+            if let streamed {
+                precondition(streamed.bytesPerRow == layout.bytesPerRow, "ImageTable: streamed rows of another stride")
+                fields = try streamed.withUnsafeBytes { raw throws(ImageTableError) in
+                    let rows = UnsafeRawBufferPointer(start: raw.baseAddress, count: layout.rowsBytes)
+                    let fields = trailer(rows)
+                    try writeThrough(rows, fields, slot: slot, file: file)
+                    return fields
+                }
+            } else {
+                fields = trailer(UnsafeRawBufferPointer(start: entry, count: layout.rowsBytes))
+                // Pixels are complete before the trailer that vouches for them.
+                atomicMemoryFence(ordering: .sequentiallyConsistent)
+                layout.trailer(entry).write(fields, slot: slot)
+                atomicMemoryFence(ordering: .sequentiallyConsistent)
+            }
             state.withLock { s in
                 // The files cannot have been replaced (gate and flock held); if they were, the
                 // entry is simply not published (the returned image stays valid).
@@ -76,7 +105,8 @@ extension ImageTable {
                 bumpChange(&s)
                 pin(&s, slot)  // for the returned image
             }
-            if dropsResidentPages { MappedRegion.dropResidentPages(entry, length: layout.entryLength) }
+            // The claim invalidated the old trailer through the mapping: that page leaves too.
+            if streaming { MappedRegion.dropResidentPages(entry, length: layout.entryLength) }
             return makeImage(
                 file: file, chunk: chunk, entry: entry, slot: slot, width: content.width,
                 height: content.height, writable: false)
@@ -84,7 +114,7 @@ extension ImageTable {
     }
 
     /// Stores a copy of `image` (which must have the format's style and fit its size). Blocks
-    /// like ``store(_:sourceVersion:dropsResidentPages:draw:)``.
+    /// like ``store(_:sourceVersion:streaming:draw:)``.
     @discardableResult
     public func setImage(_ image: PixelImage, for id: ImageEntityID, sourceVersion: UInt64) throws -> PixelImage {
         guard image.style == format.style, image.width <= layout.width, image.height <= layout.height else {
@@ -98,7 +128,7 @@ extension ImageTable {
     }
 
     /// Removes the entry of `id` (its slot becomes free once no image references it). Blocks
-    /// like ``store(_:sourceVersion:dropsResidentPages:draw:)``.
+    /// like ``store(_:sourceVersion:streaming:draw:)``.
     public func delete(_ id: ImageEntityID) throws(ImageTableError) {
         try writing { () throws(ImageTableError) in
             let (found, file) = state.withLock { ($0.index[id], $0.file) }
@@ -277,6 +307,37 @@ extension ImageTable {
             noteFileSize(layout.entryEnd(slot), of: file)
             return try mapChunk(of: slot, file: file)
         } catch { throw .system(error) }
+    }
+
+    /// A streamed entry's rows, then its trailer, written into `slot` of `file` (two `pwrite`s,
+    /// in that order: a reader never finds a trailer vouching for pixels not yet there).
+    private func writeThrough(
+        _ rows: UnsafeRawBufferPointer, _ fields: EntryTrailer.Fields, slot: Int, file: Shared<FileDescriptor>
+    ) throws(ImageTableError) {
+        let trailer = UnsafeMutableRawPointer.allocate(byteCount: EntryTrailerView.length, alignment: 64)
+        defer { trailer.deallocate() }
+        trailer.initializeMemory(as: UInt8.self, repeating: 0, count: EntryTrailerView.length)
+        EntryTrailerView(base: trailer).write(fields, slot: slot)
+        do throws(SystemCallError) {
+            try file.resource.write(rows, at: layout.entryOffset(slot))
+            try file.resource.write(
+                UnsafeRawBufferPointer(start: trailer, count: EntryTrailerView.length), at: layout.entryOffset(slot) + layout.trailerOffset)
+        } catch {
+            throw .system(error)
+        }
+    }
+
+    /// Zeroes what lies outside `content` in the rows at `entry`.
+    private func zeroOutside(_ content: PixelSize, in entry: UnsafeMutableRawPointer) {
+        let used = content.width * layout.style.bytesPerPixel
+        for y in 0..<layout.height {
+            let row = entry + y * layout.bytesPerRow
+            if y >= content.height {
+                row.initializeMemory(as: UInt8.self, repeating: 0, count: layout.bytesPerRow)
+            } else if used < layout.bytesPerRow {
+                (row + used).initializeMemory(as: UInt8.self, repeating: 0, count: layout.bytesPerRow - used)
+            }
+        }
     }
 
     func copyRows(of image: PixelImage, to entry: UnsafeMutableRawPointer) {

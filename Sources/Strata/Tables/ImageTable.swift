@@ -18,7 +18,7 @@ import Musl
 /// - Readers never wait for writers. They share one in-memory lock with them, and nobody holds
 ///   it for more than a few in-memory updates: every file operation (reserving disk space,
 ///   mapping, copying, `fsync`, renaming, the writer `flock`), every scan of the whole metadata
-///   and every draw runs outside it. Writers (``store(_:sourceVersion:dropsResidentPages:draw:)``, ``delete(_:)``,
+///   and every draw runs outside it. Writers (``store(_:sourceVersion:streaming:draw:)``, ``delete(_:)``,
 ///   ``reset()``, ``compact()``) are serialised by a writer gate and the file's `flock`, which
 ///   readers never take; all of them block, so call them from a dedicated thread
 ///   (``ImageTableCache`` runs them on its ``BlockingPool``).
