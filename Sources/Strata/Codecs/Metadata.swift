@@ -13,6 +13,9 @@ enum Metadata {
         /// Whether the frame is progressive (SOF2, SOF6, SOF10, SOF14): libjpeg then holds the
         /// whole image's coefficients while it decodes.
         var isProgressive = false
+        /// Whether the walk reached the first scan (SOS): every header segment (EXIF, ICC
+        /// profile, Adobe, frame) lies in the bytes walked.
+        var reachesScan = false
     }
 
     /// Walks the JPEG segments from SOI up to SOS (or the end of the data).
@@ -30,6 +33,7 @@ enum Metadata {
             let marker = bytes[j]
             i = j + 1
             if marker == 0xD8 || marker == 0x01 || (0xD0...0xD7).contains(marker) { continue }  // no length
+            if marker == 0xDA { result.reachesScan = true }
             if marker == 0xD9 || marker == 0xDA { break }  // EOI, SOS
             guard i + 2 <= n else { break }
             let length = Int(bytes[i]) << 8 | Int(bytes[i + 1])

@@ -434,16 +434,22 @@ extension ImageCache {
         return data
     }
 
-    /// Reads `key` from a blocking source on the calling thread (one of the engine's), timed; a
-    /// missing original is remembered for the negative TTL.
+    /// Reads `key` (its first `prefix` bytes when given) from a blocking source on the calling
+    /// thread (one of the engine's), timed; a missing original is remembered for the negative
+    /// TTL.
     func fetchBlocking(
-        _ key: CacheKey, from source: any BlockingImageSource, parent: ServiceContext? = nil
+        _ key: CacheKey, from source: any BlockingImageSource, parent: ServiceContext? = nil, prefix: Int? = nil
     ) throws(ImageCacheError) -> SourceData {
         let fetchStart = ContinuousClock.now
         let span = keySpan("strata.source.fetch", key: key, parent: parent)
         defer { span?.end() }
         do {
-            let data = try source.fetchBlocking(key: key.sourceKey)
+            let data: SourceData
+            if let prefix {
+                data = try source.fetchPrefixBlocking(key: key.sourceKey, maxBytes: prefix)
+            } else {
+                data = try source.fetchBlocking(key: key.sourceKey)
+            }
             metrics.sourceFetch.recordInterval(since: fetchStart)
             span?.attributes["strata.bytes"] = data.bytes.count
             span?.attributes["strata.outcome"] = "fetched"

@@ -4,7 +4,10 @@ extension ImageCache {
     /// pixels (an IIIF `info.json` needs the original's width and height).
     ///
     /// Cost: one source fetch (counted as a fetch, not a decode) and a header parse on the
-    /// engine's threads; no pixel memory. Not cached here: callers memoize per key and version.
+    /// engine's threads; no pixel memory. From a blocking source (a directory) a JPEG's header
+    /// is read from its first ``headerPrefixBytes`` when its first scan starts there (every
+    /// header segment is then in them): describing a gigapixel original reads a megabyte, not
+    /// the file; other formats (whose metadata may follow the pixels) are read whole. Not cached here: callers memoize per key and version.
     /// Throws like ``image(for:)``: not found (remembered for the negative TTL), a refused key,
     /// an unrecognised or too large image. `maxPixels` replaces the source's pixel limit for
     /// this read (a tile pyramid's originals may be larger than any whole decode).
@@ -14,7 +17,18 @@ extension ImageCache {
         if key.string.isEmpty { throw .invalidRequest(key: key.string, reason: "the key is empty") }
         guard source != nil else { throw .noSource(key: key.string) }
         try checkNegative(key)
-        let data = try await fetchOriginal(key, lane: FlightLane(.urgent))
+        let data: SourceData
+        if let files = blockingSource {
+            countFetch()
+            data = try await onPool(key, lane: FlightLane(.urgent)) { [self] () throws(ImageCacheError) in
+                let prefix = try fetchBlocking(key, from: files, prefix: Self.headerPrefixBytes)
+                let whole = prefix.bytes.count < Self.headerPrefixBytes
+                if whole || prefix.bytes.withUnsafeBytes({ Metadata.jpegMarkers($0).reachesScan }) { return prefix }
+                return try fetchBlocking(key, from: files)
+            }
+        } else {
+            data = try await fetchOriginal(key, lane: FlightLane(.urgent))
+        }
         let bytes = data.bytes
         let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers, pool] () -> Result<ImageHeader, ImageDecodingError> in
             if let maxPixels {
@@ -34,6 +48,10 @@ extension ImageCache {
         case .failure(let error): throw .decoding(key: key.string, error)
         }
     }
+
+    /// How much of an original ``originalHeader(for:maxPixels:)`` reads first from a blocking
+    /// source: room for a JPEG's EXIF, thumbnails and a large ICC profile before its scan.
+    static let headerPrefixBytes = 1 << 20
 
     /// The version of `key`'s original now, as the source reports it cheaply (a `stat` for a
     /// directory, a conditional `HEAD` for an origin; a fetch where the source has no cheaper

@@ -79,6 +79,30 @@ public struct DirectorySource: BlockingImageSource {
             maxFileBytes: maxFileBytes)
     }
 
+    /// The first `maxBytes` bytes of the file (all of it when shorter) and its version (the
+    /// same string ``fetch(key:)`` reports); a file over the size limit is refused as
+    /// ``fetch(key:)`` refuses it.
+    public func fetchPrefixBlocking(key: String, maxBytes: Int) throws(SourceError) -> SourceData {
+        let opened = try Self.open(components: try Self.validatedComponents(of: key), key: key, root: root)
+        let size = Int(opened.status.st_size)
+        guard size <= maxFileBytes else { throw Self.tooLarge("\(size)", key: key, maxFileBytes: maxFileBytes) }
+        var bytes = [UInt8](repeating: 0, count: max(0, min(size, maxBytes)))
+        do {
+            let got = try rethrowingTyped(SystemCallError.self) {
+                try bytes.withUnsafeMutableBytes { raw in try opened.file.read(into: raw, at: 0) }
+            }
+            bytes.removeLast(bytes.count - got)
+        } catch {
+            throw SourceError(key: key, reason: .io(error))
+        }
+        return SourceData(bytes: bytes, version: Self.version(of: opened.status))
+    }
+
+    /// The refusal of an original over `maxFileBytes` (`size` as the message says it).
+    static func tooLarge(_ size: String, key: String, maxFileBytes: Int) -> SourceError {
+        SourceError(key: key, reason: .failed("original is \(size) bytes, over the \(maxFileBytes)-byte limit"))
+    }
+
     /// Splits `key` into path components, refusing anything that could leave the root.
     static func validatedComponents(of key: String) throws(SourceError) -> [String] {
         func refuse(_ why: String) -> SourceError { SourceError(key: key, reason: .invalidKey(why)) }
@@ -110,9 +134,7 @@ public struct DirectorySource: BlockingImageSource {
         of file: borrowing FileDescriptor, expectedSize: Int, key: String,
         maxFileBytes: Int
     ) throws(SourceError) -> [UInt8] {
-        func tooLarge(_ size: String) -> SourceError {
-            SourceError(key: key, reason: .failed("original is \(size) bytes, over the \(maxFileBytes)-byte limit"))
-        }
+        func tooLarge(_ size: String) -> SourceError { Self.tooLarge(size, key: key, maxFileBytes: maxFileBytes) }
         guard expectedSize <= maxFileBytes else { throw tooLarge("\(expectedSize)") }
         // Reading one byte more than the limit proves the file is over it.
         let cap = maxFileBytes == .max ? maxFileBytes : maxFileBytes + 1

@@ -39,6 +39,16 @@ public protocol BlockingImageSource: ImageSource {
     func fetchBlocking(key: String) throws(SourceError) -> SourceData
     /// ``ImageSource/version(key:)`` on the calling thread (which may block).
     func versionBlocking(key: String) throws(SourceError) -> String
+    /// The first `maxBytes` bytes of the original (all of it when it is shorter) and its
+    /// version, on the calling thread: enough to read a header without reading the image.
+    func fetchPrefixBlocking(key: String, maxBytes: Int) throws(SourceError) -> SourceData
+}
+
+extension BlockingImageSource {
+    /// The whole original (``fetchBlocking(key:)``): for sources that cannot read less.
+    public func fetchPrefixBlocking(key: String, maxBytes: Int) throws(SourceError) -> SourceData {
+        try fetchBlocking(key: key)
+    }
 }
 
 /// Why the source tier could not produce an image; every case names the key.

@@ -53,8 +53,15 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
                 ])
             // The kill lands at a random moment after the child has opened the table (its start-up
             // time varies a lot: debug builds, sanitizers, a loaded machine).
-            try waitUntilSynchronously("the table-writer child has opened the table") {
-                Self.progress(at: progressPath) != nil || waitpid(pid, nil, WNOHANG) == pid
+            do {
+                try waitUntilSynchronously("the table-writer child has opened the table") {
+                    Self.progress(at: progressPath) != nil || waitpid(pid, nil, WNOHANG) == pid
+                }
+            } catch {
+                // Never leave the child running after the test.
+                kill(pid, SIGKILL)
+                _ = waitFor(pid)
+                throw error
             }
             usleep(UInt32.random(in: 1_000...30_000, using: &rng))
             kill(pid, SIGKILL)
