@@ -5,9 +5,10 @@ extension ImageCache {
     ///
     /// Cost: one source fetch (counted as a fetch, not a decode) and a header parse on the
     /// engine's threads; no pixel memory. From a blocking source (a directory) a JPEG's header
-    /// is read from its first ``headerPrefixBytes`` when its first scan starts there (every
-    /// header segment is then in them): describing a gigapixel original reads a megabyte, not
-    /// the file; other formats (whose metadata may follow the pixels) are read whole. Not cached here: callers memoize per key and version.
+    /// is read from its first megabyte (`headerPrefixBytes`) when its first scan starts there
+    /// (every header segment is then in it): describing a gigapixel original reads a megabyte,
+    /// not the file; other formats (whose metadata may follow the pixels) are read whole. Not
+    /// cached here: callers memoize per key and version.
     /// Throws like ``image(for:)``: not found (remembered for the negative TTL), a refused key,
     /// an unrecognised or too large image. `maxPixels` replaces the source's pixel limit for
     /// this read (a tile pyramid's originals may be larger than any whole decode).
