@@ -24,19 +24,7 @@ import StrataTestSupport
     /// A PNG of `storage` made with vips from ``ColourFixtures``' photo with an alpha ramp.
     static func png(_ storage: String, tools: FormatTools) throws -> [UInt8] {
         let options = try #require(storages.first { $0.0 == storage }?.1)
-        var photo = ColourFixtures.photo(size)
-        let stride = photo.bytesPerRow
-        photo.withUnsafeMutableBytes { raw in
-            for y in 0..<size.height {
-                for x in 0..<size.width {
-                    // Premultiplied: the colour scaled with the alpha ramp.
-                    let a = 255 - (x * 255 / size.width) / 2
-                    for c in 0..<3 { raw[y * stride + 4 * x + c] = UInt8(Int(raw[y * stride + 4 * x + c]) * a / 255) }
-                    raw[y * stride + 4 * x + 3] = UInt8(a)
-                }
-            }
-        }
-        let input = try tools.png(photo)
+        let input = try tools.png(withAlphaRamp(ColourFixtures.photo(size)))
         var image = input
         if options.contains("--flatten") {
             image = tools.path("v")
@@ -58,6 +46,23 @@ import StrataTestSupport
         if let at = options.firstIndex(of: "--bitdepth") { save += ["--bitdepth", options[at + 1]] }
         try ExternalTools.run("vips", save)
         return try tools.read(output)
+    }
+
+    /// `image` with alpha falling from 255 at the left edge to 128 at the right, premultiplied
+    /// (the colour scaled with it).
+    static func withAlphaRamp(_ image: PixelImage) -> PixelImage {
+        var image = image
+        let stride = image.bytesPerRow, size = image.size
+        image.withUnsafeMutableBytes { raw in
+            for y in 0..<size.height {
+                for x in 0..<size.width {
+                    let a = 255 - (x * 255 / size.width) / 2
+                    for c in 0..<3 { raw[y * stride + 4 * x + c] = UInt8(Int(raw[y * stride + 4 * x + c]) * a / 255) }
+                    raw[y * stride + 4 * x + 3] = UInt8(a)
+                }
+            }
+        }
+        return image
     }
 
     /// ``png(_:tools:)`` on a thread of its own (vips runs as child processes).

@@ -9,19 +9,8 @@ import StrataTestSupport
 @Suite struct WebPRowReaderTests {
     /// The odd-sized photo, with an alpha ramp when `alpha`.
     static func photo(alpha: Bool) -> PixelImage {
-        var photo = TilePyramidsTests.oddPhoto()
-        guard alpha else { return photo }
-        let stride = photo.bytesPerRow, size = photo.size
-        photo.withUnsafeMutableBytes { raw in
-            for y in 0..<size.height {
-                for x in 0..<size.width {
-                    let a = 255 - (x * 255 / size.width) / 2
-                    for c in 0..<3 { raw[y * stride + 4 * x + c] = UInt8(Int(raw[y * stride + 4 * x + c]) * a / 255) }
-                    raw[y * stride + 4 * x + 3] = UInt8(a)
-                }
-            }
-        }
-        return photo
+        let photo = TilePyramidsTests.oddPhoto()
+        return alpha ? PNGRowReaderTests.withAlphaRamp(photo) : photo
     }
 
     /// Every row of `bytes` read through a `WebPRowReader`, `count` rows asked at a time; and
