@@ -42,11 +42,14 @@ import StrataTestSupport
     }
 
     @Test func aBigJPEGsHeaderComesFromItsFirstMegabyte() async throws {
-        let big = try await offThePool("mosaic") { try Mosaic.jpeg(PixelSize(width: 4000, height: 3000)) }
+        // Seconds of encoding, on a thread of its own.
+        let (big, png) = try await offThePool("originals") { () throws -> ([UInt8], [UInt8]) in
+            let big = try Mosaic.jpeg(PixelSize(width: 4000, height: 3000))
+            return (big, try ImageEncoder.encode(try ImageDecoder().decode(big), as: .png))
+        }
         #expect(big.count > ImageCache.headerPrefixBytes, "the JPEG must be larger than the prefix (\(big.count) bytes)")
         let small = Fixtures.bytes("jpeg/orientation-6.jpg")
         let late = Self.padded(Fixtures.bytes("jpeg/path-2560x1600.jpg"), bytes: ImageCache.headerPrefixBytes + 1000)
-        let png = try ImageEncoder.encode(try ImageDecoder().decode(big), as: .png)
         #expect(png.count > ImageCache.headerPrefixBytes)
         let cases: [(String, [UInt8], whole: Int)] = [
             ("big.jpg", big, 0),  // the scan starts in the first megabyte
