@@ -40,8 +40,18 @@ import StrataTestSupport
     /// `kind`'s WebP of the photo, made on a thread of its own (seconds of encoding must not hold
     /// one of Swift's two cooperative threads).
     static func webp(_ kind: String) async throws -> [UInt8] {
-        let (_, lossless, alpha) = try #require(kinds.first { $0.0 == kind })
-        return try await offThePool("webp") { try ImageEncoder.encode(photo(alpha: alpha), as: .webp, quality: lossless ? 100 : 80) }
+        try #require(try await encodings.value[kind])
+    }
+
+    /// Every kind's WebP, encoded once for the suite.
+    static let encodings = Task {
+        try await offThePool("webp") { () throws -> [String: [UInt8]] in
+            var encoded: [String: [UInt8]] = [:]
+            for (kind, lossless, alpha) in kinds {
+                encoded[kind] = try ImageEncoder.encode(photo(alpha: alpha), as: .webp, quality: lossless ? 100 : 80)
+            }
+            return encoded
+        }
     }
 
     @Test(arguments: kinds.map(\.0))

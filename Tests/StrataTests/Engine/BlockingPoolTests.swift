@@ -24,7 +24,7 @@ import StrataTestSupport
         private let arrived = Atomic<Int>(0)
         func pass() {
             arrived.add(1, ordering: .relaxed)
-            _ = waitUntil(seconds: 120) { open.load(ordering: .acquiring) }
+            _ = waitUntil(seconds: 300) { open.load(ordering: .acquiring) }
         }
         func release() { open.store(true, ordering: .releasing) }
         var waiting: Int { arrived.load(ordering: .relaxed) }

@@ -45,7 +45,7 @@ import StrataTestSupport
         // Seconds of encoding, on a thread of its own.
         let (big, png) = try await offThePool("originals") { () throws -> ([UInt8], [UInt8]) in
             let big = try Mosaic.jpeg(PixelSize(width: 4000, height: 3000))
-            return (big, try ImageEncoder.encode(try ImageDecoder().decode(big), as: .png))
+            return (big, try ImageEncoder.encode(try ImageDecoder().decode(Fixtures.bytes("jpeg/path-2560x1600.jpg")), as: .png))
         }
         #expect(big.count > ImageCache.headerPrefixBytes, "the JPEG must be larger than the prefix (\(big.count) bytes)")
         let small = Fixtures.bytes("jpeg/orientation-6.jpg")

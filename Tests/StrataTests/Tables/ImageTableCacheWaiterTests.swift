@@ -38,7 +38,7 @@ struct WaitTimedOut: Error, CustomStringConvertible {
 
 /// Polls `condition` (``eventually(_:_:)``) until it holds; throws ``WaitTimedOut`` (naming `what`)
 /// after `seconds` — a generous bound, so a test that would hang fails clearly instead.
-func waitUntil(_ what: String, seconds: Double = 60, _ condition: () -> Bool) async throws {
+func waitUntil(_ what: String, seconds: Double = 180, _ condition: () -> Bool) async throws {
     guard await eventually(seconds, condition) else { throw WaitTimedOut(what: what, seconds: seconds) }
 }
 

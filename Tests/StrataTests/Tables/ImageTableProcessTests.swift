@@ -29,18 +29,23 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
         return TableWriterProgress(decoding: bytes)
     }
 
-    @Test func aWriterKilledAtRandomMomentsNeverLeavesAWrongImage() throws {
-        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
+    /// What the kill cycles found.
+    struct KillOutcome: Sendable {
+        var failures: [String] = []
+        var totalHits = 0, killedWhileRunning = 0, tornMidDraw = 0
+    }
+
+    /// Spawns and kills `cycles` writers, checking the table after each (on a thread of its own:
+    /// a minute of spawning and killing must not hold one of Swift's two cooperative threads).
+    static func killCycles(_ exe: String, cycles: Int) throws -> KillOutcome {
         let dir = TempDirectory()
         let entities = 24
         let height = 40
         let format = ImageTableFormat(name: "t", family: "test", size: PixelSize(width: 48, height: height), maximumCount: 16)
         let progressPath = dir.path + "/progress"
         var rng = SystemRandomNumberGenerator()
-        var totalHits = 0
-        var killedWhileRunning = 0
-        var tornMidDraw = 0
-        for cycle in 0..<Self.cycles {
+        var outcome = KillOutcome()
+        for cycle in 0..<cycles {
             unlink(progressPath)
             // Every other cycle the child sleeps after each drawn row, so the kill lands mid-draw.
             let pid = try spawn(
@@ -65,29 +70,38 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
             }
             usleep(UInt32.random(in: 1_000...30_000, using: &rng))
             kill(pid, SIGKILL)
-            if waitFor(pid) == 128 + SIGKILL { killedWhileRunning += 1 }
+            if waitFor(pid) == 128 + SIGKILL { outcome.killedWhileRunning += 1 }
             let last = Self.progress(at: progressPath)
             // "Restart": a fresh instance opens (and repairs) the table, then serves what it can.
             let table = try ImageTable(directory: dir.path, format: format)
             var held: [(PixelImage, Int, UInt64)] = []
             let (hits, wrong) = verifyAllHits(table, entities: entities, held: &held)
-            #expect(wrong == 0, "cycle \(cycle): \(wrong) wrong images")
-            totalHits += hits
+            if wrong != 0 { outcome.failures.append("cycle \(cycle): \(wrong) wrong images") }
+            outcome.totalHits += hits
             // Killed inside a draw: at most `rows + 1` rows were drawn (the next row may have been
             // drawn but not yet reported), so with two rows missing the draw had certainly not
             // finished. The slot was invalidated before the draw: the entry must be a miss.
             if let last, last.phase == .drawing, last.rows + 2 <= height {
-                tornMidDraw += 1
-                #expect(
-                    table.image(for: TableTestPattern.entityID(last.entity), sourceVersion: last.version) == nil,
-                    "cycle \(cycle): the entry killed after \(last.rows) of \(height) rows was served")
+                outcome.tornMidDraw += 1
+                if table.image(for: TableTestPattern.entityID(last.entity), sourceVersion: last.version) != nil {
+                    outcome.failures.append("cycle \(cycle): the entry killed after \(last.rows) of \(height) rows was served")
+                }
             }
             if wrong > 0 { break }
         }
-        print("table writer kill test: \(Self.cycles) cycles, \(tornMidDraw) killed inside a draw, \(totalHits) hits checked")
-        #expect(killedWhileRunning == Self.cycles, "every child was killed, none exited on its own")
-        #expect(totalHits > Self.cycles, "the writers stored entries (otherwise the test proves nothing)")
-        #expect(tornMidDraw > 0, "no kill landed inside a draw (otherwise the test proves nothing about torn writes)")
+        return outcome
+    }
+
+    @Test func aWriterKilledAtRandomMomentsNeverLeavesAWrongImage() async throws {
+        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
+        let cycles = Self.cycles
+        let outcome = try await offThePool("kill cycles") { try Self.killCycles(exe, cycles: cycles) }
+        print(
+            "table writer kill test: \(cycles) cycles, \(outcome.tornMidDraw) killed inside a draw, \(outcome.totalHits) hits checked")
+        #expect(outcome.failures.isEmpty, "\(outcome.failures)")
+        #expect(outcome.killedWhileRunning == cycles, "every child was killed, none exited on its own")
+        #expect(outcome.totalHits > cycles, "the writers stored entries (otherwise the test proves nothing)")
+        #expect(outcome.tornMidDraw > 0, "no kill landed inside a draw (otherwise the test proves nothing about torn writes)")
     }
 
     @Test func twoProcessesShareATableWithoutCorruptingIt() throws {
