@@ -49,15 +49,26 @@ let testClient: HTTPClient = {
     return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
 }()
 
-/// Sends `GET target` to 127.0.0.1:`port` with AsyncHTTPClient.
+/// Sends `GET target` to 127.0.0.1:`port` with AsyncHTTPClient. A request that finds its
+/// pooled keep-alive connection reset (the server closed it for idleness while a starved test
+/// process held it) is sent once more, on a new connection: GET and HEAD are idempotent.
 func get(port: Int, _ target: String, headers: [(String, String)] = [], method: HTTPMethod = .GET) async throws -> Answer {
     var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(target)")
     request.method = method
     for (name, value) in headers { request.headers.add(name: name, value: value) }
-    // Generous: a debug build under the full parallel suite renders large originals slowly.
-    let response = try await testClient.execute(request, timeout: .seconds(300))
-    let body = try await response.body.collect(upTo: 64 << 20)
-    return Answer(status: Int(response.status.code), headers: response.headers, body: Array(buffer: body))
+    func send() async throws -> Answer {
+        // Generous: a debug build under the full parallel suite renders large originals slowly.
+        let response = try await testClient.execute(request, timeout: .seconds(300))
+        let body = try await response.body.collect(upTo: 64 << 20)
+        return Answer(status: Int(response.status.code), headers: response.headers, body: Array(buffer: body))
+    }
+    do {
+        return try await send()
+    } catch let error as IOError where [ECONNRESET, EPIPE].contains(error.errnoCode) {
+        return try await send()
+    } catch let error as HTTPClientError where error == .remoteConnectionClosed {
+        return try await send()
+    }
 }
 
 /// A `StrataServer` running in this process on an ephemeral port of 127.0.0.1, in its own
