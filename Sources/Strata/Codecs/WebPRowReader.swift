@@ -26,7 +26,12 @@ final class WebPRowReader {
 
     /// Whether a still WebP's rows come in memory bounded by the bands (see the type's notes).
     static func isBoundedByBands(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        (try? WebPCodec.features(bytes)).map { $0.isLossy && !$0.hasAlpha && !$0.isAnimated } ?? false
+        (try? WebPCodec.features(bytes)).map(isBoundedByBands) ?? false
+    }
+
+    /// The rule of ``isBoundedByBands``: a still, lossy file without alpha.
+    private static func isBoundedByBands(_ features: WebPCodec.Features) -> Bool {
+        features.isLossy && !features.hasAlpha && !features.isAnimated
     }
 
     /// Opens `bytes` (which must outlive the reader): reads the header and maps the output.
@@ -36,7 +41,7 @@ final class WebPRowReader {
             throw ImageDecodingError(.unsupported("an animated WebP is not read in rows"), format: .webp)
         }
         size = features.size
-        isBoundedByBands = features.isLossy && !features.hasAlpha
+        isBoundedByBands = Self.isBoundedByBands(features)
         self.bytes = bytes
         step = max(64 << 10, bytes.count / 256)
         let rowBytes = size.width * 4
