@@ -39,7 +39,7 @@ extension ImageTable {
                 var canvas = ImageTableCanvas(
                     format: format,
                     image: streaming
-                        ? PixelImage(uninitializedWidth: layout.width, height: layout.height, style: layout.style)
+                        ? takeStreamingRows()
                         : makeImage(
                             file: file, chunk: chunk, entry: entry, slot: slot,
                             width: layout.width, height: layout.height, writable: true, pinFirst: true))
@@ -58,7 +58,7 @@ extension ImageTable {
                         throw ImageTableError.imageDoesNotFit(format: format.name, size: img.size, style: img.style)
                     }
                     if streaming {
-                        var rows = PixelImage(uninitializedWidth: layout.width, height: layout.height, style: layout.style)
+                        var rows = takeStreamingRows()
                         rows.withUnsafeMutableBytes { copyRows(of: img, to: $0.baseAddress!) }
                         streamed = rows
                     } else {
@@ -85,6 +85,9 @@ extension ImageTable {
                     try writeThrough(rows, fields, slot: slot, file: file)
                     return fields
                 }
+                // Kept for the next streaming store; a draw that kept a copy of its canvas
+                // shares it, and the next draw's writes then copy it first (copy on write).
+                streamingRows.withLock { $0 = streamed }
             } else {
                 fields = trailer(UnsafeRawBufferPointer(start: entry, count: layout.rowsBytes))
                 // Pixels are complete before the trailer that vouches for them.
@@ -111,6 +114,16 @@ extension ImageTable {
                 file: file, chunk: chunk, entry: entry, slot: slot, width: content.width,
                 height: content.height, writable: false)
         }
+    }
+
+    /// A streaming store's private rows (the last one's, or new): every byte is written before
+    /// it is read (drawn, copied or zeroed outside the content).
+    private func takeStreamingRows() -> PixelImage {
+        let kept = streamingRows.withLock { rows -> PixelImage? in
+            defer { rows = nil }
+            return rows
+        }
+        return kept ?? PixelImage(uninitializedWidth: layout.width, height: layout.height, style: layout.style)
     }
 
     /// Stores a copy of `image` (which must have the format's style and fit its size). Blocks

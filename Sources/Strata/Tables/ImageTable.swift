@@ -55,6 +55,11 @@ public final class ImageTable: Sendable {
     /// holds the open `<name>.lock` file writers `flock` (reopened when the file was replaced).
     /// Held across the `flock` wait, file work and the draw: only writers take it.
     let writerGate: Lock<Shared<FileDescriptor>>
+    /// The private rows a streaming `store` draws into, kept for the next one (writers are
+    /// serialised by `writerGate`): a build writes thousands of entries, and a fresh heap block
+    /// for each is page faults in every entry (and, under the address sanitizer, a quarantine
+    /// of freed blocks that grows with the build).
+    let streamingRows = Lock<PixelImage?>(nil)
     /// What readers and writers of this instance share. Held only for short in-memory work.
     let state: Lock<State>
     /// Test seams (pausing a compaction or a metadata scan part-way).
