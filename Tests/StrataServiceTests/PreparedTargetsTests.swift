@@ -10,7 +10,7 @@ extension Result {
 
 /// The warm path's per-loop memo of checked targets keeps only what `prepare` accepts, answers
 /// as `prepare` does, and stays within its capacity.
-@Suite("Prepared targets", .timeLimit(.minutes(2)))
+@Suite("Prepared targets", .timeLimit(.minutes(5)))
 struct PreparedTargetsTests {
     @Test func rememberedTargetsAreCheckedOnesOnly() async throws {
         let server = try await TestServer.start(["http.maxDimension": "1000"])

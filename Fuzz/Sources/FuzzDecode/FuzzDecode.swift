@@ -18,7 +18,8 @@ import Glibc
 /// says), into a small JPEG (APP2 chunks) and PNG (`iCCP`), which must render whatever the
 /// profile is: a bad profile is ignored, never an error. A PNG is also read through libpng's
 /// row API and a still WebP through libwebp's incremental decoder, as a tile pyramid reads them
-/// (`Fuzzing.pngRows`, `Fuzzing.webpRows`).
+/// (`Fuzzing.pngRows`, `Fuzzing.webpRows`), and a JPEG at 1/8 scale in one part and in many
+/// speculative ones, which must agree (`Fuzzing.jpegEighth`).
 nonisolated(unsafe) let renderer: ImageRenderer = {
     let renderer = ImageRenderer(limits: DecodingLimits(maxPixels: 1_000_000))
     renderer.decoder.splitsProgressiveJPEG = false
@@ -76,6 +77,7 @@ public func fuzzDecode(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     fuzzProfile(bytes, request: request)
     Fuzzing.pngRows(bytes)
     Fuzzing.webpRows(bytes)
+    Fuzzing.jpegEighth(bytes)
     renderer.decoder.releaseScratch()
     overlapping.decoder.releaseScratch()
     return 0

@@ -89,4 +89,49 @@ int strata_jpeg_read_icc(const uint8_t *data, size_t size, uint8_t **icc, unsign
 /// Frees what `strata_jpeg_read_icc` allocated.
 void strata_jpeg_free(void *pointer);
 
+/// A baseline JPEG read at 1/8 scale with its entropy-coded data decoded on several threads
+/// (see strata_jpeg_eighth.c): each output pixel is the mean of its 8 × 8 block, or of a
+/// quadrant of a subsampled chroma block. Not thread-safe, except that the parts of one round
+/// (`strata_jpeg_eighth_decode_part`, each index once) may run on different threads at once.
+typedef struct strata_jpeg_eighth strata_jpeg_eighth;
+
+/// Reads the header of `size` bytes at `data` (which must stay valid until the decoder is
+/// closed). Returns 1 with `*out`, `*width` and `*height` (⌈image / 8⌉) set; 0 when the file is
+/// not one this decoder takes (progressive, arithmetic-coded, 12-bit, not YCbCr or grayscale,
+/// several scans, sampling factors above 2): use libjpeg; -1 when libjpeg cannot read the
+/// header (message in `message`, at least JMSG_LENGTH_MAX bytes).
+int strata_jpeg_eighth_open(
+    const uint8_t *data, size_t size, strata_jpeg_eighth **out, uint32_t *width, uint32_t *height, char *message);
+void strata_jpeg_eighth_close(strata_jpeg_eighth *decoder);
+
+/// The raw bytes of data each part of a round covers (1 MiB unless set; at least 64).
+void strata_jpeg_eighth_set_part_bytes(strata_jpeg_eighth *decoder, size_t bytes);
+
+/// Plans a round of `parts` parts (at most 64): part 0 continues from the true state, the
+/// others start speculatively further on (`*speculative` of them have data to start in).
+/// Returns the number of parts.
+int strata_jpeg_eighth_plan(strata_jpeg_eighth *decoder, int parts, int *speculative);
+
+/// Decodes part `index` of the planned round. Returns 0, or -1 when the part met corrupt data
+/// (reported by `strata_jpeg_eighth_finish_round`).
+int strata_jpeg_eighth_decode_part(strata_jpeg_eighth *decoder, int index);
+
+/// Joins the round's parts: the true decode walks on until each speculative part is in step
+/// with it, or decodes that part's range itself. Adds the parts that were in step to
+/// `*synced_parts`. Returns 1 while there is more to decode, 0 when the image is complete,
+/// -1 on corrupt data (message in `strata_jpeg_eighth_message`). Then the round's pixels are
+/// written (`strata_jpeg_eighth_write_slice`) and taken (`strata_jpeg_eighth_rows`).
+int strata_jpeg_eighth_finish_round(strata_jpeg_eighth *decoder, int64_t *synced_parts);
+
+/// Writes slice `index` of `slices` of the round's pixels (BGRA, alpha 255); the slices of
+/// one round may be written on different threads at once.
+void strata_jpeg_eighth_write_slice(strata_jpeg_eighth *decoder, int index, int slices);
+
+/// The rows the round made complete: returns how many, at `*rows`, `*stride` apart, the first
+/// being output row `*first_row`; valid until the next round's finish.
+uint32_t strata_jpeg_eighth_rows(strata_jpeg_eighth *decoder, const uint8_t **rows, size_t *stride, uint32_t *first_row);
+
+/// The last error's message.
+const char *strata_jpeg_eighth_message(const strata_jpeg_eighth *decoder);
+
 #endif

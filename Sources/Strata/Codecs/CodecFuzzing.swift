@@ -90,6 +90,53 @@ extension Fuzzing {
         }
     }
 
+    /// A JPEG at 1/8 scale through ``JPEGEighthReader`` (FuzzDecode), as a tile pyramid's
+    /// coarse pass reads it: in one part a round, and in three small parts whose speculative
+    /// decodes must fall in step with the true one or be redone by it. Both throw
+    /// ``ImageDecodingError`` or both give the same bytes, every row.
+    public static func jpegEighth(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0, ImageFormatDetector.detect(bytes) == .jpeg, let header = try? decoder.readHeader(bytes),
+            header.codedSize.pixelCount <= 1_000_000
+        else { return }
+        defer { decoder.releaseScratch() }
+        let here = ForkJoin { _ in false }  // every part on this thread, in order
+        func read(parts: Int, partBytes: Int) -> Result<PixelImage, ImageDecodingError>? {
+            do throws(ImageDecodingError) {
+                guard let reader = try JPEGEighthReader(bytes, partBytes: partBytes) else { return nil }
+                let size = reader.size
+                var image = PixelImage(width: size.width, height: size.height)
+                let stride = image.bytesPerRow
+                var next = 0
+                do {
+                    try image.withUnsafeMutableBytes { out in
+                        try reader.read(parts: parts, forkJoin: here) { rows, rowStride, count in
+                            for row in 0..<count {
+                                (out.baseAddress! + (next + row) * stride).copyMemory(
+                                    from: rows + row * rowStride, byteCount: size.width * 4)
+                            }
+                            next += count
+                        }
+                    }
+                } catch let error as ImageDecodingError {
+                    return .failure(error)
+                } catch {
+                    fatalError("the 1/8 reader threw \(error)")
+                }
+                require(next == size.height, "the 1/8 reader made \(next) rows of \(size.height)")
+                return .success(image)
+            } catch {
+                return .failure(error)
+            }
+        }
+        let one = read(parts: 1, partBytes: 1 << 20)
+        let many = read(parts: 3, partBytes: 64 + bytes.count % 500)
+        switch (one, many) {
+        case (nil, nil), (.failure, .failure): break
+        case (.success(let a), .success(let b)): require(a.hasSamePixels(as: b), "the parts' decode differs from one part's")
+        default: fatalError("one part and many parts disagree: \(String(describing: one)) against \(String(describing: many))")
+        }
+    }
+
     /// Reads every row of `header`'s coded size through `read` (a row reader's: rows, stride,
     /// count → rows written), a few at a time; when that and the whole decode of an untagged,
     /// upright file both succeed, they must be the same bytes.

@@ -165,11 +165,25 @@ enum PyramidPass {
 }
 
 extension PyramidPass {
+    /// The parts of each round of a 1/8-scale read (``JPEGEighthReader``): one a core.
+    static let eighthParts = min(Processors.online, 16)
+
     /// One scanline decode of a JPEG at `factor` into `reducer` (whose input is that scale's
-    /// level), pipelined: a strip decoded on this thread beside the reduction of the last.
+    /// level), pipelined: a strip decoded on this thread beside the reduction of the last. At
+    /// 1/8 a file ``JPEGEighthReader`` takes is read by it instead, on every core.
     fileprivate static func jpegRows(
         _ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor, into reducer: PyramidReducer, forkJoin: ForkJoin
     ) throws {
+        if factor == JPEGScalingFactor(1, 8), let eighth = try JPEGEighthReader(bytes) {
+            guard eighth.size == reducer.inputSize else {
+                throw ImageDecodingError(
+                    .corrupt("the image decodes to \(eighth.size), not the \(reducer.inputSize) its header gave"), format: .jpeg)
+            }
+            try eighth.read(parts: eighthParts, forkJoin: forkJoin) { rows, stride, count in
+                try reducer.write(rows: count, from: rows, stride: stride)
+            }
+            return
+        }
         let jpeg = JPEGRowDecompressor()
         guard let size = try jpeg.start(bytes, factor: factor) else {
             throw ImageDecodingError(.unsupported("a CMYK JPEG is not read in rows"), format: .jpeg)

@@ -58,7 +58,7 @@ struct EngineIdentityTests {
     }
 }
 
-@Suite("ImageCache: blocking file work off the caller's thread", .timeLimit(.minutes(2)))
+@Suite("ImageCache: blocking file work off the caller's thread", .timeLimit(.minutes(5)))
 struct EngineBlockingWorkTests {
     @Test func removalsDeleteFilesOnTheEnginesThreads() async throws {
         let scratch = ScratchDirectory()

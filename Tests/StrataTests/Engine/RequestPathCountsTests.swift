@@ -8,7 +8,7 @@ import StrataTestSupport
 /// What one request costs inside the engine, counted, not estimated: executor switches (each
 /// job on the engine's threads is a switch there and one back; each flight is a task started
 /// and a waiter resumed) and lookups per tier.
-@Suite("ImageCache: switches and lookups per request", .timeLimit(.minutes(2)))
+@Suite("ImageCache: switches and lookups per request", .timeLimit(.minutes(5)))
 struct RequestPathCountsTests {
     struct Counts: Equatable, CustomStringConvertible {
         var jobs = 0

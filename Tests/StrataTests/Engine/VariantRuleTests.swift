@@ -6,7 +6,7 @@ import StrataTestSupport
 
 /// One table of match cases, run against the memory tier, the disk tier's index and the image
 /// tables' format choice: the same rule (``VariantMatcher``) must decide all three.
-@Suite("The one variant rule: memory, disk and tables decide alike", .timeLimit(.minutes(2)))
+@Suite("The one variant rule: memory, disk and tables decide alike", .timeLimit(.minutes(5)))
 struct VariantRuleTests {
     struct Held: Sendable, CustomStringConvertible {
         var width: Int

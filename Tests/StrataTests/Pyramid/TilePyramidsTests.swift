@@ -46,11 +46,13 @@ import StrataTestSupport
     /// Every tile of `key` against the same region of `reference` (the original's full decode)
     /// resized by an area average (the pyramid's own filter) and by Lanczos-3; the lowest PSNR
     /// of each.
-    static func lowestPSNR(_ setup: Setup, key: CacheKey, reference: PixelImage) async throws -> (box: Double, lanczos: Double) {
+    static func lowestPSNR(
+        _ setup: Setup, key: CacheKey, reference: PixelImage, from first: Int = 0
+    ) async throws -> (box: Double, lanczos: Double) {
         let (header, version) = try await setup.pyramids.original(for: key)
         let geometry = setup.pyramids.geometry(for: header.size)
         var lowest = (box: Double.infinity, lanczos: Double.infinity)
-        for level in geometry.levels.indices {
+        for level in geometry.levels.indices where level >= first {
             let scale = Double(1 << level)
             let (columns, rows) = geometry.grid(level)
             for row in 0..<rows {
@@ -93,6 +95,19 @@ import StrataTestSupport
         let tiles = setup.pyramids.geometry(for: reference.size).tileCount
         #expect(stats.buildsStarted == 1 && stats.buildsFailed == 0 && stats.tilesWritten == tiles)
         #expect(setup.pyramids.tileCount == tiles)
+    }
+
+    /// A JPEG 8200 px wide: its coarse pass starts at level 3, read at 1/8 scale by
+    /// `JPEGEighthReader` (block means, the 4:2:0 chroma's quadrant means), on two threads.
+    @Test func aCoarsePassAtAnEighthMatchesAFullDecodeResized() async throws {
+        let size = PixelSize(width: 8200, height: 1301)
+        let jpeg = try await offThePool("mosaic") { try Mosaic.jpeg(size) }
+        #expect(PyramidPass.coarseLevel(of: PyramidGeometry(size: size, tileSize: 256)) == 3)
+        let setup = try Setup(jpeg)
+        let reference = try await offThePool("decode") { try ImageDecoder().decode(jpeg) }
+        let lowest = try await Self.lowestPSNR(setup, key: "photo.jpg", reference: reference, from: 3)
+        #expect(lowest.box >= 40, "lowest tile PSNR \(lowest) dB")
+        #expect(setup.pyramids.statistics.tilesWritten == setup.pyramids.geometry(for: size).tileCount)
     }
 
     /// The coarse pass starts at the coarsest of levels 1–3 still a screen long.

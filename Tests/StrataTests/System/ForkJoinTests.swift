@@ -5,7 +5,7 @@ import Testing
 @testable import Strata
 import StrataTestSupport
 
-@Suite("ForkJoin", .timeLimit(.minutes(1)))
+@Suite("ForkJoin", .timeLimit(.minutes(5)))
 struct ForkJoinTests {
     /// A one-shot latch for blocking threads.
     final class Latch: Sendable {

@@ -78,7 +78,7 @@ final class ScriptedSource: Sendable {
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct ImageTableCacheWaiterTests {
+@Suite(.timeLimit(.minutes(5))) struct ImageTableCacheWaiterTests {
     let formats = [
         ImageTableFormat(name: "thumb100", family: "thumbs", size: PixelSize(width: 100, height: 100), maximumCount: 8),
         ImageTableFormat(name: "thumb50", family: "thumbs", size: PixelSize(width: 50, height: 50), maximumCount: 8),

@@ -65,7 +65,7 @@ final class LoopingReader: Sendable {
 
 /// Readers never wait for writers: not for a compaction, a reset, a store's disk reservation or
 /// its draw (the doc of ``ImageTable``).
-@Suite(.serialized, .timeLimit(.minutes(2))) struct ImageTableReaderLatencyTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ImageTableReaderLatencyTests {
     static let side = 64
 
     /// A table of `count` entries of 64×64 (each one byte value, cheap to draw).
