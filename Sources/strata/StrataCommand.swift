@@ -23,6 +23,7 @@ struct BenchCommand: AsyncParsableCommand {
         subcommands: [
             BenchSourceCommand.self, BenchGravityCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
             BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self, BenchEngineCommand.self, BenchNegativeCommand.self,
+            BenchEighthCommand.self,
         ]
     )
 }

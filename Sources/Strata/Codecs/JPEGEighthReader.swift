@@ -19,19 +19,19 @@ import CStrataJPEG
 /// (a MiB of data each) and the output rows they complete, never the image.
 ///
 /// Not thread-safe: one decode at a time.
-final class JPEGEighthReader {
+package final class JPEGEighthReader {
     private let decoder: OpaquePointer
     /// The output size: ⌈width / 8⌉ × ⌈height / 8⌉.
-    let size: PixelSize
+    package let size: PixelSize
     /// Speculative parts that were in step with the true decode (their blocks were kept).
-    private(set) var partsInStep: Int64 = 0
+    package private(set) var partsInStep: Int64 = 0
     /// Speculative parts in the rounds so far.
-    private(set) var speculativeParts = 0
+    package private(set) var speculativeParts = 0
 
     /// The reader for the JPEG `bytes` (which must outlive it), or `nil` when the file is not
     /// one it takes. Each part of a round covers `partBytes` bytes of the data (tests make
     /// them small). Throws when libjpeg cannot read the header.
-    init?(_ bytes: UnsafeRawBufferPointer, partBytes: Int = 1 << 20) throws(ImageDecodingError) {
+    package init?(_ bytes: UnsafeRawBufferPointer, partBytes: Int = 1 << 20) throws(ImageDecodingError) {
         guard let base = bytes.baseAddress else { return nil }
         var decoder: OpaquePointer?
         var width: UInt32 = 0, height: UInt32 = 0
@@ -58,7 +58,7 @@ final class JPEGEighthReader {
     /// Decodes the image in rounds of `parts` parts (run through `forkJoin`, this thread taking
     /// one), handing each run of completed rows to `rows(first, stride, count)` in order, on
     /// this thread. Throws ``ImageDecodingError`` for corrupt data, or what `rows` threw.
-    func read(
+    package func read(
         parts: Int, forkJoin: ForkJoin, rows: (UnsafeRawPointer, _ stride: Int, _ count: Int) throws -> Void
     ) throws {
         let round = Parts(decoder: decoder)
