@@ -13,10 +13,11 @@ import CStrataJPEG
 /// depends on a guess (`strata_jpeg_eighth.c` tells how).
 ///
 /// Takes 8-bit baseline (Huffman, one interleaved scan) YCbCr or grayscale files whose sampling
-/// factors are 1 or 2; ``init(_:)`` answers `nil` for others (read them with libjpeg). Each
+/// factors are 1 or 2; ``init(_:partBytes:)`` answers `nil` for others (read them with libjpeg). Each
 /// luma pixel is libjpeg's own 1/8-scale value; a subsampled chroma pixel is its quadrant's
 /// exact mean (libjpeg's 1/8 scale approximates it). Memory: the records of one round's parts
-/// (a MiB of data each) and the output rows they complete, never the image.
+/// (a MiB of data each, at most 65 536 MCUs: about 5 MB) and the output rows they complete,
+/// never the image.
 ///
 /// Not thread-safe: one decode at a time.
 package final class JPEGEighthReader {

@@ -112,7 +112,7 @@ public final class TilePyramids: Sendable {
 
     /// Bytes one build holds beyond the original's bytes: a strip of `tileSize` rows per level
     /// and the decoder's band (for a progressive JPEG or a whole decode, the decode's own memory
-    /// comes on top).
+    /// comes on top; a JPEG's 1/8-scale coarse pass adds up to about 5 MB a core).
     public func memoryBound(for size: PixelSize) -> Int {
         geometry(for: size).levels.reduce(0) {
             $0 + PixelLayout.bytesPerRow(width: $1.width, style: .bgra32Premultiplied) * settings.tileSize
