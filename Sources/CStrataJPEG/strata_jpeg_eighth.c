@@ -1,4 +1,5 @@
 #include "CStrataJPEG.h"
+#include "strata_jpeg_header_errors.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -89,7 +90,7 @@ typedef struct {
     int64_t origin_d;       // the absolute data position of `origin` (filled in by the sync)
     const uint8_t *stop;    // a part stops at an MCU start once its reader is past this byte
     decode_state end;       // the state after the last record
-    int failed;             // the exact part met an error; a speculative one gave up
+    int failed;             // the exact part's error (an MCU_ status), 0 if none
     int used;               // the part has a range this round
 } part;
 
@@ -145,22 +146,6 @@ struct strata_jpeg_eighth {
 };
 
 // MARK: - Header
-
-typedef struct {
-    struct jpeg_error_mgr errors;
-    jmp_buf landing;
-    char *message;
-} header_errors;
-
-static void header_error_exit(j_common_ptr info) {
-    header_errors *errors = (header_errors *)info->err;
-    (*info->err->format_message)(info, errors->message);
-    longjmp(errors->landing, 1);
-}
-
-static void header_emit_message(j_common_ptr info, int level) {
-    if (level < 0) header_error_exit(info);
-}
 
 /// A decoding table from a DHT's counts and symbols (libjpeg's derivation); 0 when the table is
 /// malformed.
@@ -221,11 +206,8 @@ int strata_jpeg_eighth_open(
     *out = NULL;
     message[0] = 0;
     struct jpeg_decompress_struct info;
-    header_errors errors;
-    errors.message = message;
-    info.err = jpeg_std_error(&errors.errors);
-    errors.errors.error_exit = header_error_exit;
-    errors.errors.emit_message = header_emit_message;
+    strata_jpeg_header_errors errors;
+    strata_jpeg_header_errors_install(&info, &errors, message, 1);  // as the row decoder's
     strata_jpeg_eighth *d = NULL;
     if (setjmp(errors.landing)) {
         jpeg_destroy_decompress(&info);
@@ -452,7 +434,7 @@ static inline void skip_bits(bit_reader *r, int s) {
 
 // MARK: - MCUs
 
-enum { MCU_OK = 0, MCU_BAD_CODE = 1, MCU_PAST_DATA = 2, MCU_BAD_RESTART = 3, MCU_NO_RESTART_AFTER = 4 };
+enum { MCU_OK = 0, MCU_BAD_CODE = 1, MCU_PAST_DATA = 2, MCU_BAD_RESTART = 3, MCU_NO_RESTART_AFTER = 4, MCU_NO_MEMORY = 5 };
 
 /// Handles the restart marker due before the next MCU: the rest of the byte is dropped, the
 /// marker must come next with the expected number, and the predictors start again from 0.
@@ -657,6 +639,16 @@ int strata_jpeg_eighth_plan(strata_jpeg_eighth *d, int parts, int *speculative) 
     return d->part_count;
 }
 
+/// Decodes the next MCU from the true state `s` into a record appended to `into` (part 0's or
+/// the catch-up's). A restart marker missing after it is an error here: the image goes on.
+static int append_exact(strata_jpeg_eighth *d, part *into, decode_state *s) {
+    if (!reserve(into, d->record_size, 0)) return MCU_NO_MEMORY;
+    int status = decode_mcu(d, s, into->records + into->count * d->record_size, 1);
+    if (status) return status == MCU_NO_RESTART_AFTER ? MCU_BAD_RESTART : status;
+    into->count++;
+    return MCU_OK;
+}
+
 int strata_jpeg_eighth_decode_part(strata_jpeg_eighth *d, int index) {
     part *p = &d->parts[index];
     if (!p->used) return 0;
@@ -664,26 +656,19 @@ int strata_jpeg_eighth_decode_part(strata_jpeg_eighth *d, int index) {
         // The exact part: from the true state, up to its stop, as far as the image goes.
         p->end = d->exact;
         while (p->end.mcu < d->total_mcus && p->count < d->part_capacity && p->end.r.p < p->stop) {
-            if (!reserve(p, d->record_size, 0)) {
-                p->failed = 1;
-                return -1;
-            }
-            int status = decode_mcu(d, &p->end, p->records + p->count * d->record_size, 1);
+            int status = append_exact(d, p, &p->end);
             if (status) {
-                p->failed = status == MCU_NO_RESTART_AFTER ? MCU_BAD_RESTART : status;
+                p->failed = status;
                 return -1;
             }
-            p->count++;
         }
         return 0;
     }
     // A speculative part: every MCU start is recorded; a bad code starts it again after it.
+    // One that gives up keeps no records (the true decode then covers its range).
     int restarts = 0;
     while (p->count < d->part_capacity && p->end.r.p < p->stop) {
-        if (!reserve(p, d->record_size, 1)) {
-            p->failed = 1;
-            return 0;
-        }
+        if (!reserve(p, d->record_size, 1)) break;  // the records so far stand
         decode_state before = p->end;
         int64_t at = position(&p->end.r);
         int status = decode_mcu(d, &p->end, p->records + p->count * d->record_size, 0);
@@ -699,29 +684,27 @@ int strata_jpeg_eighth_decode_part(strata_jpeg_eighth *d, int index) {
             p->end = before;  // the data ends here
             break;
         }
-        if (++restarts > SCAN_FAIL) {
-            p->failed = 1;
+        // Started again at the next byte boundary (after a restart marker in a file that has
+        // them), its data position carried on; not past a marker or the part's end.
+        if (++restarts > SCAN_FAIL || p->end.r.marker) {
             p->count = 0;
             return 0;
         }
-        // Started again at the next byte boundary, the data position carried on.
-        int64_t loaded = p->end.r.marker ? p->end.r.real_end : p->end.r.loaded;
-        const uint8_t *next = p->end.r.marker ? NULL : p->end.r.p;
+        const uint8_t *next = p->end.r.p;
+        int64_t loaded = p->end.r.loaded;  // the data position of `next`
         int restart_number = 0;
-        if (next && d->restart_interval) {
+        if (d->restart_interval) {
             const uint8_t *after = part_origin(d, next, &restart_number);
             if (after) loaded += 8 * data_bytes(next, after, d->scan_end);
             next = after;
         }
         if (!next || next >= p->stop) {
             p->count = 0;
-            p->failed = 1;
             return 0;
         }
-        int64_t origin_offset = loaded;
         start_speculation(d, p, p->origin, restart_number);
         p->end.r.p = next;
-        p->end.r.loaded = origin_offset;
+        p->end.r.loaded = loaded;
     }
     return 0;
 }
@@ -821,20 +804,15 @@ static void write_mcus(const strata_jpeg_eighth *d, const part *p, size_t first,
 }
 
 /// Appends MCUs decoded by the exact decoder during a synchronisation to the catch-up part.
-static int catch_up_one(strata_jpeg_eighth *d) {
-    part *c = &d->catchup;
-    if (!reserve(c, d->record_size, 0)) return MCU_BAD_CODE;
-    int status = decode_mcu(d, &d->exact, c->records + c->count * d->record_size, 1);
-    if (status) return status == MCU_NO_RESTART_AFTER ? MCU_BAD_RESTART : status;
-    c->count++;
-    return MCU_OK;
-}
-
 static int fail(strata_jpeg_eighth *d, int status) {
-    const char *why = status == MCU_BAD_CODE      ? "a Huffman code the tables do not have"
-                      : status == MCU_PAST_DATA   ? "the data ends before the last MCU"
-                      : status == MCU_BAD_RESTART ? "a missing or misnumbered restart marker"
-                                                  : "out of memory";
+    if (status == MCU_NO_MEMORY) {
+        snprintf(d->message, sizeof d->message, "out of memory for the 1/8-scale decode's records (MCU %lld of %lld)",
+                 (long long)d->exact.mcu, (long long)d->total_mcus);
+        return -1;
+    }
+    const char *why = status == MCU_BAD_CODE    ? "a Huffman code the tables do not have"
+                      : status == MCU_PAST_DATA ? "the data ends before the last MCU"
+                                                : "a missing or misnumbered restart marker";
     snprintf(d->message, sizeof d->message, "Corrupt JPEG data: %s (MCU %lld of %lld)", why,
              (long long)d->exact.mcu, (long long)d->total_mcus);
     return -1;
@@ -892,7 +870,7 @@ int strata_jpeg_eighth_finish_round(strata_jpeg_eighth *d, int64_t *synced_parts
             }
             // Past the part's last record (or with none): the exact decoder covers its range.
             if (k >= p->count && d->exact.r.p >= p->stop) break;
-            int status = catch_up_one(d);
+            int status = append_exact(d, &d->catchup, &d->exact);
             if (status) return fail(d, status);
         }
         add_span(d, c, caught, c->count - caught, next_mcu, NULL);
@@ -921,7 +899,7 @@ int strata_jpeg_eighth_finish_round(strata_jpeg_eighth *d, int64_t *synced_parts
         d->exact = end;
     }
     d->exact.mcu = next_mcu < d->exact.mcu ? d->exact.mcu : next_mcu;
-    if (reserve_band(d, d->span_first_mcu + d->span_mcus)) return fail(d, -1);
+    if (reserve_band(d, d->span_first_mcu + d->span_mcus)) return fail(d, MCU_NO_MEMORY);
     return d->exact.mcu >= d->total_mcus ? 0 : 1;
 }
 

@@ -1,4 +1,5 @@
 #include "CStrataJPEG.h"
+#include "strata_jpeg_header_errors.h"
 
 #include <setjmp.h>
 #include <stdio.h>
@@ -6,34 +7,14 @@
 #include <string.h>
 #include <jpeglib.h>
 
-typedef struct {
-    struct jpeg_error_mgr errors;
-    jmp_buf landing;
-    char *message;
-} strata_icc_errors;
-
-static void strata_icc_error_exit(j_common_ptr info) {
-    strata_icc_errors *errors = (strata_icc_errors *)info->err;
-    (*info->err->format_message)(info, errors->message);
-    longjmp(errors->landing, 1);
-}
-
-/// Warnings while reading a header do not matter here: the decode itself reports them.
-static void strata_icc_emit_message(j_common_ptr info, int level) {
-    (void)info;
-    (void)level;
-}
-
 int strata_jpeg_read_icc(const uint8_t *data, size_t size, uint8_t **icc, unsigned int *icc_size, char *message) {
     struct jpeg_decompress_struct info;
-    strata_icc_errors errors;
+    strata_jpeg_header_errors errors;
     *icc = NULL;
     *icc_size = 0;
     message[0] = 0;
-    info.err = jpeg_std_error(&errors.errors);
-    errors.errors.error_exit = strata_icc_error_exit;
-    errors.errors.emit_message = strata_icc_emit_message;
-    errors.message = message;
+    // Warnings while reading a header do not matter here: the decode itself reports them.
+    strata_jpeg_header_errors_install(&info, &errors, message, 0);
     if (setjmp(errors.landing)) {
         jpeg_destroy_decompress(&info);
         if (*icc) {

@@ -27,14 +27,14 @@ struct BenchEighthCommand: ParsableCommand {
         let header = try decoder.readHeader(bytes)
         let eighth = PixelSize(width: (header.codedSize.width + 7) / 8, height: (header.codedSize.height + 7) / 8)
         print("\(file): \(header.codedSize), \(bytes.count) bytes; 1/8 scale \(eighth)")
-        let libjpeg = Self.median(rounds) {
+        let libjpeg = try BenchDiskCommand.median(runs: max(1, rounds)) {
             let image = try decoder.decode(bytes, minimumSize: eighth)
             guard image.size == eighth else { throw ValidationError("libjpeg-turbo decoded \(image.size), not \(eighth)") }
         }
         print(String(format: "libjpeg-turbo 1/8 (one thread):   %8.1f ms", libjpeg * 1000))
         for count in [1, parts] {
             var inStep: Int64 = 0, speculative = 0
-            let seconds = Self.median(rounds) {
+            let seconds = try BenchDiskCommand.median(runs: max(1, rounds)) {
                 try bytes.withUnsafeBytes { raw in
                     guard let reader = try JPEGEighthReader(raw) else {
                         throw ValidationError("not a JPEG the 1/8 reader takes (progressive, CMYK, 4:1:1…)")
@@ -52,14 +52,4 @@ struct BenchEighthCommand: ParsableCommand {
         }
     }
 
-    /// The median of `rounds` timings of `body`, in seconds (errors end the run).
-    static func median(_ rounds: Int, _ body: () throws -> Void) -> Double {
-        var times: [Double] = []
-        for _ in 0..<max(1, rounds) {
-            let start = ContinuousClock.now
-            do { try body() } catch { fatalError("\(error)") }
-            times.append((ContinuousClock.now - start) / .seconds(1))
-        }
-        return times.sorted()[times.count / 2]
-    }
 }
