@@ -152,6 +152,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                // `/stats`' `asyncExecutor`: whether async code runs on the event loops.
+                .product(name: "NIOPosix", package: "swift-nio"),
                 // The warm path: NIO's HTTP/1 parts, before their conversion to HTTP types.
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -169,6 +171,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 // `tracing.*`: spans exported over OTLP/HTTP, trace ids in log metadata (here,
                 // not in StrataService, which only makes spans: embedders pick their backend).
                 .product(name: "OTel", package: "swift-otel"),

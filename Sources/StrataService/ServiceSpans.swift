@@ -64,12 +64,14 @@ extension WarmPathHandler {
     static func traceWarmAnswer(_ head: HTTPRequestHead, start: DefaultTracerClock.Instant, includeKeys: Bool) {
         var parent = ServiceContext.topLevel
         InstrumentationSystem.instrument.extract(head.headers, into: &parent, using: NIOHeadersExtractor())
-        let span = InstrumentationSystem.tracer.startSpan("GET /images/{key}", context: parent, ofKind: .server, at: start)
+        let path = String(head.uri.prefix { $0 != "?" })
+        let route = ServiceResponder.routeTemplate(of: path)
+        let span = InstrumentationSystem.tracer.startSpan("GET \(route)", context: parent, ofKind: .server, at: start)
         span.attributes["http.request.method"] = "GET"
-        span.attributes["http.route"] = "/images/{key}"
+        span.attributes["http.route"] = route
         span.attributes["url.scheme"] = "http"
         span.attributes["network.protocol.version"] = "1.1"
-        if includeKeys { span.attributes["url.path"] = String(head.uri.prefix { $0 != "?" }) }
+        if includeKeys { span.attributes["url.path"] = path }
         span.attributes["strata.warm"] = true
         ServiceResponder.describe(span, status: 200, tier: "encoded")
         span.end()

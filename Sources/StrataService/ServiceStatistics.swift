@@ -1,4 +1,5 @@
 import Foundation
+import NIOPosix
 import Strata
 
 /// `GET /stats`: the engine's and each tier's counters as one JSON object, for operators and
@@ -9,7 +10,9 @@ import Strata
 /// (the encoded cache), `queues` (jobs waiting per lane), `colour` (``ColourStatistics``:
 /// profiles ignored, conversions, identities, transforms built), `pyramids` (with
 /// `iiif.pyramidPath`: builds started, finished and failed, tiles written and found, tile
-/// hits and waits, tiles held and their bytes on disk), `uptimeSeconds`.
+/// hits and waits, tiles held and their bytes on disk), `uptimeSeconds`, `asyncExecutor`
+/// (`eventLoops` when the service's async code runs on NIO's event loops, as `strata serve`
+/// sets it up; `cooperativePool` when on Swift's).
 /// Cost: one statistics read per tier (each a lock or a few atomics).
 struct ServiceStatistics: Encodable {
     struct Engine: Encodable {
@@ -47,9 +50,12 @@ struct ServiceStatistics: Encodable {
     var colour: ColourStatistics
     var pyramids: Pyramids?
     var uptimeSeconds: Double
+    var asyncExecutor: String
 
+    /// Call from the async code whose executor `asyncExecutor` names (the `/stats` route).
     init(node: String, cache: ImageCache, encoded encodedCache: EncodedCache, pyramids tiles: TilePyramids? = nil, uptime: Duration) {
         self.node = node
+        asyncExecutor = MultiThreadedEventLoopGroup.currentEventLoop != nil ? "eventLoops" : "cooperativePool"
         let stats = cache.statistics
         let e = stats.engine
         engine = Engine(

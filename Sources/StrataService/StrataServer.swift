@@ -123,11 +123,12 @@ public final class StrataServer: Service, Sendable {
         let images = ImageEndpoint(
             cache: configured.cache, encoded: encoded, settings: settings, signer: signer, responder: encodedResponder,
             presets: presets, pyramids: configured.pyramids, originals: originals, sourceMaxPixels: sourceMaxPixels)
+        let iiif = IIIFEndpoint(
+            cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder,
+            pyramids: configured.pyramids)
         let responder = ServiceResponder(
             images: images,
-            iiif: IIIFEndpoint(
-                cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder,
-                pyramids: configured.pyramids),
+            iiif: iiif,
             purge: PurgeEndpoint(
                 cache: configured.cache, encoded: encoded, originals: originals, profiles: encodedResponder.originalProfiles,
                 pyramids: configured.pyramids, adminToken: settings.adminToken),
@@ -143,7 +144,7 @@ public final class StrataServer: Service, Sendable {
             // Warm image requests are answered on the event loop, before Hummingbird's tasks.
             server: HTTPServerBuilder { responder in
                 WarmHTTP1Channel(
-                    http1: HTTP1Channel(responder: responder), endpoint: images, metrics: metrics,
+                    http1: HTTP1Channel(responder: responder), endpoint: images, iiif: iiif, metrics: metrics,
                     limits: limits)
             },
             configuration: .init(address: .hostname(host, port: settings.port), serverName: "strata"),

@@ -9,7 +9,8 @@ import Tracing
 
 /// Answers warm image requests on the connection's event loop, before Hummingbird sees them:
 /// an HTTP/1.1 keep-alive `GET /images/…` whose variant is in the engine's memory tier and whose
-/// encoding is in the encoded cache is written back at once — no task, no thread hop, no
+/// encoding is in the encoded cache, or a IIIF image request whose encoding is
+/// (``IIIFEndpoint/warmTile(path:authority:ifNoneMatch:)``), is written back at once — no task, no thread hop, no
 /// conversion to HTTP types and no response encoder: the encoding's head was rendered when it
 /// was cached (``EncodedResponder/warmHead(_:length:)``), and the answer
 /// is that head, three per-response fields and the shared body, written as bytes below NIO's
@@ -30,6 +31,8 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let endpoint: ImageEndpoint
+    /// IIIF image requests' warm answers (`nil`: every IIIF request is passed on).
+    private let iiif: IIIFEndpoint?
     private let metrics: ServiceMetrics
     /// Checked targets of this connection's event loop.
     private let targets: NIOLoopBound<PreparedTargets>
@@ -48,8 +51,12 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// ``WarmHTTP1Channel`` sets it, and again once the pipeline is torn down.
     var output: ChannelHandlerContext?
 
-    init(endpoint: ImageEndpoint, metrics: ServiceMetrics, targets: NIOLoopBound<PreparedTargets>, handOff: PreparedHandOff) {
+    init(
+        endpoint: ImageEndpoint, iiif: IIIFEndpoint?, metrics: ServiceMetrics, targets: NIOLoopBound<PreparedTargets>,
+        handOff: PreparedHandOff
+    ) {
         self.endpoint = endpoint
+        self.iiif = iiif
         self.metrics = metrics
         self.targets = targets
         self.handOff = handOff
@@ -127,9 +134,10 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func warmAnswer(_ head: HTTPRequestHead, allocator: ByteBufferAllocator) -> Outcome {
         // HTTP/1.1 only: the ready-made head says `HTTP/1.1` and no `Connection` field, which an
         // HTTP/1.0 keep-alive client would need to keep the connection.
-        guard head.method == .GET, head.version == .http1_1, head.isKeepAlive,
-            head.uri.utf8.starts(with: ImageParameters.prefix.utf8), endpoint.cache.options.revalidateAfter == nil
+        guard head.method == .GET, head.version == .http1_1, head.isKeepAlive, endpoint.cache.options.revalidateAfter == nil
         else { return .passOn(nil) }
+        if let iiif, head.uri.utf8.starts(with: IIIFRoute.prefix.utf8) { return iiifAnswer(head, iiif, allocator: allocator) }
+        guard head.uri.utf8.starts(with: ImageParameters.prefix.utf8) else { return .passOn(nil) }
         let started = ContinuousClock.now
         let spanStart = traces ? DefaultTracerClock.now : nil
         let prepared: ImageEndpoint.Prepared
@@ -168,6 +176,39 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let spanStart { Self.traceWarmAnswer(head, start: spanStart, includeKeys: tracesKeys) }
         return .answer(bytes, body: warm.image.body)
     }
+
+    /// A IIIF image request's answer when its encoding is at hand (``IIIFEndpoint/warmTile(path:authority:ifNoneMatch:)``):
+    /// the encoding's head, the route's CORS and `Link` fields and the per-response ones — the
+    /// fields the ordinary IIIF answer from the encoded cache has. Anything else is passed on
+    /// (no parse to hand over: the IIIF route parses its own).
+    private func iiifAnswer(_ head: HTTPRequestHead, _ iiif: IIIFEndpoint, allocator: ByteBufferAllocator) -> Outcome {
+        let started = ContinuousClock.now
+        let spanStart = traces ? DefaultTracerClock.now : nil
+        // Hummingbird takes the authority from `Host`; a request with several goes its way.
+        let hosts = head.headers["host"]
+        let uri = Substring(head.uri)
+        guard hosts.count <= 1,
+            let warm = iiif.warmTile(
+                path: uri[..<(uri.firstIndex(of: "?") ?? uri.endIndex)], authority: hosts.first,
+                ifNoneMatch: head.headers["if-none-match"])
+        else { return .passOn(nil) }
+        let engineDone = ContinuousClock.now
+        var bytes = allocator.buffer(capacity: warm.head.readableBytes + warm.link.utf8.count + 200)
+        bytes.writeImmutableBuffer(warm.head)
+        bytes.writeStaticString("Access-Control-Allow-Origin: *\r\nLink: ")
+        bytes.writeString(warm.link)
+        bytes.writeStaticString("\r\nServer-Timing: ")
+        EncodedResponder.writeTiming(started: started, engine: engineDone, encode: nil, into: &bytes)
+        bytes.writeStaticString("\r\nDate: ")
+        bytes.writeString(date.now())
+        bytes.writeStaticString("\r\n\r\n")
+        if warm.memoryHit { endpoint.cache.countMemoryHit() }
+        metrics.served(by: "encoded")
+        metrics.warm.increment()
+        metrics.record(route: "iiif", status: 200, nanoseconds: ServiceResponder.nanoseconds(since: started))
+        if let spanStart { Self.traceWarmAnswer(head, start: spanStart, includeKeys: tracesKeys) }
+        return .answer(bytes, body: warm.image.body)
+    }
 }
 
 /// A pass-through placed in front of NIO's HTTP/1 response encoder: its context is where
@@ -203,15 +244,17 @@ struct WarmHTTP1Channel: ServerChildChannel {
 
     let http1: HTTP1Channel
     let endpoint: ImageEndpoint
+    let iiif: IIIFEndpoint?
     let metrics: ServiceMetrics
     let limits: ConnectionLimits
     let connectionMetrics: ConnectionMetrics
     let connections: OpenConnections
     let targets = PreparedTargetsByLoop()
 
-    init(http1: HTTP1Channel, endpoint: ImageEndpoint, metrics: ServiceMetrics, limits: ConnectionLimits) {
+    init(http1: HTTP1Channel, endpoint: ImageEndpoint, iiif: IIIFEndpoint? = nil, metrics: ServiceMetrics, limits: ConnectionLimits) {
         self.http1 = http1
         self.endpoint = endpoint
+        self.iiif = iiif
         self.metrics = metrics
         self.limits = limits
         connectionMetrics = ConnectionMetrics(factory: metrics.factory)
@@ -228,6 +271,7 @@ struct WarmHTTP1Channel: ServerChildChannel {
             return channel.eventLoop.makeFailedFuture(OverLimit())
         }
         let endpoint = self.endpoint
+        let iiif = self.iiif
         let metrics = self.metrics
         let targets = self.targets.memo(for: channel.eventLoop)
         let guardian: NIOLoopBound<ConnectionGuard>
@@ -266,7 +310,7 @@ struct WarmHTTP1Channel: ServerChildChannel {
                 return value
             }
             let output = WarmPathOutput()
-            let warm = WarmPathHandler(endpoint: endpoint, metrics: metrics, targets: targets, handOff: handOff)
+            let warm = WarmPathHandler(endpoint: endpoint, iiif: iiif, metrics: metrics, targets: targets, handOff: handOff)
             try pipeline.addHandler(output, position: .before(encoder))
             try pipeline.addHandler(warm, position: .before(codec))
             warm.output = try pipeline.context(handler: output)

@@ -17,7 +17,9 @@ struct ServeThreadsTests {
         }
     }
 
-    @Test("With memory, disk, tables, a directory and memory pressure, strata's threads are the pool's and the disk watcher")
+    @Test(
+        "With memory, disk, tables, a directory and memory pressure, strata's threads are the pool's and the disk watcher, and async code runs on the event loops"
+    )
     func onlyThePoolAndTheWatcher() async throws {
         let scratch = makeScratchDirectory("threads")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
@@ -56,8 +58,12 @@ struct ServeThreadsTests {
 
         let all = try Self.threadNames(of: process.processIdentifier)
         print("strata serve threads: \(all.sorted())")
-        // The event loops run the service.
+        // The event loops run the service and, taken over, Swift's async code too: the /stats
+        // route's handler, a task, ran on one.
         #expect(all.contains { $0.hasPrefix("NIO-") }, "\(all.sorted())")
+        let stats = try await get(port: port, "/stats")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any])
+        #expect(json["asyncExecutor"] as? String == "eventLoops", "\(stats.text)")
         let names = all.filter { $0.hasPrefix("strata-") }
         let others = names.filter { !$0.hasPrefix("strata-engine-") && $0 != "strata-disk-i" }
         #expect(others.isEmpty, "threads beyond the pool and the disk watcher: \(names.sorted())")

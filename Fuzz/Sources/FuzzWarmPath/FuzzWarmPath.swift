@@ -17,7 +17,8 @@ import NIOHTTP1
 /// - responses come in the order of the requests, one each: the n-th is the stand-in's
 ///   answer to the n-th request head, or a warm answer whose body is the encoding of the key
 ///   the n-th target names (in the format it asks for, with the size its head says);
-/// - warm answers only for HTTP/1.1 keep-alive GETs of `/images/`;
+/// - warm answers only for HTTP/1.1 keep-alive GETs of `/images/` and `/iiif/`, a IIIF one
+///   with the bytes of the identifier its target names, in its format, with CORS and `Link`;
 /// - every request whose end arrived is answered, unless the connection was closed (a
 ///   decoding error, or an answer to a request that did not keep the connection alive, after
 ///   which nothing more is written).
@@ -159,9 +160,29 @@ func check(_ response: Response, answers head: HTTPRequestHead) {
     }
     require(response.field("X-Strata-Tier") == "encoded", "neither passed on nor warm: \(response.status) \(response.fields)")
     require(
-        head.method == .GET && head.version == .http1_1 && head.isKeepAlive && head.uri.hasPrefix("/images/"),
+        head.method == .GET && head.version == .http1_1 && head.isKeepAlive
+            && (head.uri.hasPrefix("/images/") || head.uri.hasPrefix("/iiif/")),
         "a warm answer to \(head.method) \(head.uri.debugDescription) \(head.version) keep-alive \(head.isKeepAlive)")
     guard let marker = ServiceFuzzing.WarmPath.Marker(response.body) else { fatalError("a warm body that is not the fixture's") }
+    require(
+        response.field("X-Strata-Width") == String(marker.width) && response.field("X-Strata-Height") == String(marker.height),
+        "the head's size is not the body's")
+    require(response.field("Content-Type")?.hasSuffix(marker.format) == true, "the head's type is not the body's")
+    if head.uri.hasPrefix("/iiif/") {
+        // The path parsed on its own: the answer's key and format must be the ones it names.
+        guard case .image(let request)? = try? IIIFRoute(path: head.uri.prefix { $0 != "?" }) else {
+            fatalError("a warm answer to a IIIF target that is no image request: \(head.uri.debugDescription)")
+        }
+        require(
+            marker.key == request.identifier.key, "\(head.uri.debugDescription) answered with the bytes of \(marker.key.debugDescription)")
+        require(
+            marker.format == (request.format == .jpg ? "jpeg" : request.format.rawValue),
+            "\(head.uri.debugDescription) answered as \(marker.format)")
+        require(
+            response.field("Access-Control-Allow-Origin") == "*" && response.field("Link")?.contains(#"rel="canonical""#) == true,
+            "a warm IIIF answer without its CORS or Link field: \(response.fields)")
+        return
+    }
     // The target parsed on its own: the answer's key and format must be the ones it names.
     let target = head.uri.dropFirst("/images/".count)
     let question = target.firstIndex(of: "?")
@@ -176,10 +197,6 @@ func check(_ response: Response, answers head: HTTPRequestHead) {
     if let format = parameters.format {
         require(marker.format == format.rawValue, "\(head.uri.debugDescription) answered as \(marker.format)")
     }
-    require(
-        response.field("X-Strata-Width") == String(marker.width) && response.field("X-Strata-Height") == String(marker.height),
-        "the head's size is not the body's")
-    require(response.field("Content-Type")?.hasSuffix(marker.format) == true, "the head's type is not the body's")
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -6,9 +6,10 @@ import StrataConfiguration
 
 extension ServiceFuzzing {
     /// What the `FuzzWarmPath` harness puts a connection's warm path in front of: an engine
-    /// whose memory tier holds a variant for each of ``targets``, and an encoded cache holding
-    /// each variant as JPEG, WebP and PNG at the default quality, with the ready-made heads the
-    /// ordinary path would have made. The encoded bodies are not images but markers naming the
+    /// whose memory tier holds a variant for each of ``targets`` and ``iiifTargets``, and an
+    /// encoded cache holding each `/images` variant as JPEG, WebP and PNG at the default quality
+    /// and each IIIF image as it asks, with the ready-made heads the ordinary path would have
+    /// made (the IIIF originals' sizes memoized). The encoded bodies are not images but markers naming the
     /// key, the variant's size and the format (``Marker``), so that the harness can tell which
     /// request an answer's bytes were made for. Built once (it blocks while the engine renders
     /// the variants); ``addHandlers(to:between:)`` sets a connection's pipeline up as
@@ -18,6 +19,13 @@ extension ServiceFuzzing {
         /// `fit`, a `fill` with a gravity, and a key with a directory and an escaped space.
         public static let targets = [
             "/images/a.jpg?w=32&h=24", "/images/a.jpg?w=16&h=16&mode=fill&gravity=north", "/images/dir/b%20c.png?w=20",
+        ]
+
+        /// IIIF image requests whose encodings are cached: a region (3.0), a whole image with an
+        /// escaped key as PNG (2.1), a centred square turned and made gray as WebP.
+        public static let iiifTargets = [
+            "/iiif/3/a.jpg/0,0,32,24/16,/0/default.jpg", "/iiif/2/dir%2Fb%20c.png/full/20,/0/default.png",
+            "/iiif/3/a.jpg/square/24,/90/gray.webp",
         ]
 
         /// What an encoded body of this fixture says it is.
@@ -50,6 +58,7 @@ extension ServiceFuzzing {
         }
 
         let endpoint: ImageEndpoint
+        let iiif: IIIFEndpoint
         let metrics: ServiceMetrics
         /// Shared by the connections of one event loop, as on a server.
         let memos = PreparedTargetsByLoop(capacity: 64)
@@ -85,7 +94,10 @@ extension ServiceFuzzing {
             let responder = EncodedResponder(
                 cache: cache, encoded: encoded, settings: settings, metrics: metrics, probes: ServiceProbes())
             endpoint = ImageEndpoint(cache: cache, encoded: encoded, settings: settings, signer: nil, responder: responder)
-            let endpoint = self.endpoint
+            let iiifSettings = IIIFSettings()
+            iiif = IIIFEndpoint(
+                cache: cache, settings: iiifSettings, http: settings, originals: IIIFOriginals(), responder: responder, pyramids: nil)
+            let endpoint = self.endpoint, iiif = self.iiif
             let done = DispatchSemaphore(value: 0)
             Task {
                 for target in Self.targets {
@@ -102,6 +114,31 @@ extension ServiceFuzzing {
                                 head: responder.warmHead(fields, length: body.readableBytes)),
                             for: key)
                     }
+                }
+                for target in Self.iiifTargets {
+                    // The ordinary path's steps up to its encoded lookup, then its insertion.
+                    guard case .image(let request) = try! IIIFRoute(path: Substring(target)) else { fatalError(target) }
+                    let key = request.identifier.key
+                    let original = try! await iiif.originals.original(for: key, cache: cache)
+                    let region = try! request.region.resolve(in: original.size)
+                    let output = try! request.size.resolve(region: region.size, limits: iiifSettings, version: request.version)
+                    let served = try! await cache.image(
+                        for: ImageRequest(
+                            key: CacheKey(key), box: IIIFRendering.engineBox(original: original.size, region: region, output: output),
+                            mode: .fit, upscaleTolerance: iiifSettings.upscaleTolerance))
+                    let (encodedKey, _) = iiif.encoding(
+                        request, variant: served.variant.descriptor, version: served.sourceVersion,
+                        base: "http://fuzz\(request.version.prefix)\(request.identifier.raw)", region: region, original: original.size,
+                        output: output, colour: .srgb, derivationPrefix: "")
+                    let size = request.rotation.swapsSides ? PixelSize(width: output.height, height: output.width) : output
+                    let format = request.format.responseFormat
+                    let body = ByteBuffer(string: Marker(key: key, format: format.rawValue, size: size).body)
+                    let fields = responder.fields(etag: encodedKey.etag, size: size, format: format)
+                    encoded.insert(
+                        EncodedImage(
+                            body: body, format: format, etag: encodedKey.etag, size: size,
+                            head: responder.warmHead(fields, length: body.readableBytes)),
+                        for: encodedKey)
                 }
                 done.signal()
             }
@@ -120,7 +157,7 @@ extension ServiceFuzzing {
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
             let output = WarmPathOutput()
             let warm = WarmPathHandler(
-                endpoint: endpoint, metrics: metrics, targets: memos.memo(for: channel.eventLoop), handOff: PreparedHandOff())
+                endpoint: endpoint, iiif: iiif, metrics: metrics, targets: memos.memo(for: channel.eventLoop), handOff: PreparedHandOff())
             try pipeline.addHandler(output, position: .before(encoder))
             try pipeline.addHandler(inbound)
             try pipeline.addHandler(warm)

@@ -163,24 +163,42 @@ struct IIIFEndpoint: Sendable {
         return (reply.response, reply.tier)
     }
 
-    /// The encoded responder's work for an image request: its encoding (the served variant,
-    /// version, format, quality and the canonical request after `derivationPrefix`), CORS and
-    /// `Link` headers, the output's size after the rotation, and `derive`, the cut.
+    /// The encoded responder's work for an image request: its encoding (``encoding(_:variant:version:base:region:original:output:colour:derivationPrefix:)``),
+    /// CORS and `Link` headers, the output's size after the rotation, and `derive`, the cut. The
+    /// encoding gets a ready-made head: the warm path answers it next time (``warmTile(path:authority:ifNoneMatch:)``).
     private func work(
         _ request: IIIFImageRequest, served: CachedImage, base: String, region: IIIFRect, original: PixelSize, output: PixelSize,
         colour: ColourOutput, derivationPrefix: String, derive: @escaping @Sendable (PixelImage) -> PixelImage
     ) -> EncodedResponder.Work {
+        let (key, canonical) = encoding(
+            request, variant: served.variant.descriptor, version: served.sourceVersion, base: base, region: region, original: original,
+            output: output, colour: colour, derivationPrefix: derivationPrefix)
+        var extra = Self.cors
+        extra[Self.link] = Self.linkValue(canonical: canonical, version: request.version)
+        let size = request.rotation.swapsSides ? PixelSize(width: output.height, height: output.width) : output
+        return EncodedResponder.Work(served: served, key: key, size: size, hit: nil, extra: extra, derive: derive, warm: true)
+    }
+
+    /// An image request's encoding — the variant it is cut from, its source version, the format,
+    /// quality and the canonical request after `derivationPrefix` (`t` for a pyramid's) — and its
+    /// canonical URI.
+    func encoding(
+        _ request: IIIFImageRequest, variant: VariantDescriptor, version: SourceVersion, base: String, region: IIIFRect,
+        original: PixelSize, output: PixelSize, colour: ColourOutput, derivationPrefix: String
+    ) -> (key: EncodedKey, canonical: String) {
         let format = request.format
         let canonical = Self.canonical(request, base: base, region: region, original: original, output: output)
         let key = EncodedKey(
-            key: request.identifier.key, variant: served.variant.descriptor, version: served.sourceVersion.stamp,
+            key: request.identifier.key, variant: variant, version: version.stamp,
             format: format.responseFormat, quality: format == .png ? 0 : format == .avif ? http.avifQuality : http.quality,
             colour: colour, derivation: derivationPrefix + String(request.version.rawValue) + canonical.dropFirst(base.count),
             speed: format == .avif ? http.avifSpeed : nil)
-        var extra = Self.cors
-        extra[Self.link] = "<\(canonical)>;rel=\"canonical\", <\(request.version.levelProfile)>;rel=\"profile\""
-        let size = request.rotation.swapsSides ? PixelSize(width: output.height, height: output.width) : output
-        return EncodedResponder.Work(served: served, key: key, size: size, hit: nil, extra: extra, derive: derive, warm: false)
+        return (key, canonical)
+    }
+
+    /// The `Link` field of an image answer: its canonical URI and the compliance level's profile.
+    static func linkValue(canonical: String, version: IIIFVersion) -> String {
+        "<\(canonical)>;rel=\"canonical\", <\(version.levelProfile)>;rel=\"profile\""
     }
 
     /// Where `square` sits in the image `key` of `size` (`iiif.squareGravity`). `smart` reads the

@@ -73,11 +73,12 @@ extension IIIFRendering {
         /// from the table when every tile was a hit.
         func served(_ images: [PixelImage], version: SourceVersion, allCached: Bool) -> CachedImage {
             CachedImage(
-                image: images[0],
-                variant: ImageVariant(
-                    descriptor: VariantDescriptor(size: geometry.levels[level], mode: .fit, style: .bgra32Premultiplied),
-                    sourceVersion: version),
-                tier: allCached ? .table : .source)
+                image: images[0], variant: ImageVariant(descriptor: descriptor, sourceVersion: version), tier: allCached ? .table : .source)
+        }
+
+        /// The variant a reply built from these tiles is cut from: the level's size.
+        var descriptor: VariantDescriptor {
+            VariantDescriptor(size: geometry.levels[level], mode: .fit, style: .bgra32Premultiplied)
         }
 
         /// The output from `images` (the images of ``tiles``, in order), mirrored, turned and

@@ -51,6 +51,9 @@ struct NegativeCacheTests {
     @Test func theEngineAnswersRememberedKeysWithoutTheSource() async throws {
         var options = ImageCache.Options()
         options.negativeCapacity = 8
+        // Long enough that none expires while a loaded machine runs the twenty misses (the
+        // default 10 s did, once: 6 of 8 left after 160 s).
+        options.negativeTTL = .seconds(3600)
         let source = CountingSource()
         let cache = try ImageCache(memory: ImageMemoryTier(), source: source, options: options)
         for i in 0..<20 {
