@@ -17,8 +17,9 @@ import StrataConfiguration
 /// validator format, 304, the encoded cache, the encode on the engine's threads): its
 /// ``EncodedKey`` names the variant it was cut from, its source version and the API version
 /// with the canonical request, so a warm tile costs a memo lookup, the engine's memory hit,
-/// one encoded lookup and a write; a tile whose level is cached but which was never asked for
-/// costs a resample of the tile's size and an encode.
+/// one encoded lookup and a write — on the connection's event loop, before any task
+/// (``warmTile(path:authority:ifNoneMatch:)``, asked by ``WarmPathHandler``); a tile whose level
+/// is cached but which was never asked for costs a resample of the tile's size and an encode.
 struct IIIFEndpoint: Sendable {
     let cache: ImageCache
     let settings: IIIFSettings
