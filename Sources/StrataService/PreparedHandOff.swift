@@ -1,7 +1,8 @@
 import Strata
 
 /// What the warm path parsed of the requests it passed on, handed to the ordinary path, so
-/// that a cold request's target is parsed (and its signature checked) once: one per
+/// that a cold request's target is parsed (and its signature checked) once, and memory is asked
+/// once for its variant (a IIIF request's: ``IIIFLookup``): one per
 /// connection, filled on the connection's event loop by ``WarmPathHandler`` as it passes a
 /// request on, and taken by the route (``ServiceResponder``), which finds its connection's
 /// through the task-local ``current`` that ``WarmHTTP1Channel`` sets around the connection's
@@ -15,29 +16,44 @@ import Strata
 final class PreparedHandOff: Sendable {
     typealias Parse = Result<ImageEndpoint.Prepared, ServiceError>
 
+    /// The warm path's memory lookup for a IIIF image request it passed on: the engine request
+    /// it asked memory for (the route uses the answer only for the same request) and the hit.
+    struct IIIFLookup: Sendable {
+        var request: ImageRequest
+        var hit: CachedImage?
+    }
+
+    /// What is handed over for one target.
+    enum Entry: Sendable {
+        /// An `/images` request's parse (or refusal), with its memory lookup.
+        case images(Parse)
+        /// A IIIF image request's memory lookup.
+        case iiif(IIIFLookup)
+    }
+
     /// The hand-off of the connection whose Hummingbird task this is.
     @TaskLocal static var current: PreparedHandOff?
 
     /// The most entries that wait.
     static let capacity = 16
 
-    private let entries = Lock<[(target: String, parse: Parse)]>([])
+    private let entries = Lock<[(target: String, entry: Entry)]>([])
 
-    /// Keeps the parse of `target`, a request passed on, for the route.
-    func put(_ parse: Parse, for target: String) {
+    /// Keeps what the warm path made of `target`, a request passed on, for the route.
+    func put(_ entry: Entry, for target: String) {
         entries.withLock { entries in
             if entries.count >= Self.capacity { entries.removeFirst() }
-            entries.append((target, parse))
+            entries.append((target, entry))
         }
     }
 
-    /// The parse of `target` handed over, if there is one (taken: asked again, `nil`).
-    func take(for target: String) -> Parse? {
+    /// What was handed over for `target`, if anything (taken: asked again, `nil`).
+    func take(for target: String) -> Entry? {
         entries.withLock { entries in
             guard let index = entries.firstIndex(where: { $0.target == target }) else { return nil }
-            let parse = entries[index].parse
+            let entry = entries[index].entry
             entries.removeSubrange(...index)
-            return parse
+            return entry
         }
     }
 

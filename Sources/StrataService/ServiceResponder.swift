@@ -44,13 +44,17 @@ struct ServiceResponder: HTTPResponder {
         } else if path.hasPrefix(ImageParameters.prefix) {
             route = "images"
             // What the warm path parsed of this request, when it passed it on.
-            let handedOver = PreparedHandOff.current?.take(for: request.uri.string)
+            var handedOver: PreparedHandOff.Parse?
+            if case .images(let parse)? = PreparedHandOff.current?.take(for: request.uri.string) { handedOver = parse }
             let (answer, tier) = await images.respond(to: request, handedOver: handedOver)
             if let tier { metrics.served(by: tier) }
             response = answer
         } else if path.hasPrefix(IIIFRoute.prefix) {
             route = "iiif"
-            let (answer, tier) = await iiif.respond(to: request)
+            // The warm path's memory lookup for this request, when it made one.
+            var handedOver: PreparedHandOff.IIIFLookup?
+            if case .iiif(let lookup)? = PreparedHandOff.current?.take(for: request.uri.string) { handedOver = lookup }
+            let (answer, tier) = await iiif.respond(to: request, handedOver: handedOver)
             if let tier { metrics.served(by: tier) }
             response = answer
         } else {

@@ -75,8 +75,8 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     output.writeAndFlush(NIOAny(body), promise: nil)
                     keepEncoderInStep(context: context)
                     return
-                case .passOn(let parse):
-                    if let parse { handOff.put(parse, for: head.uri) }
+                case .passOn(let entry):
+                    if let entry { handOff.put(entry, for: head.uri) }
                 }
             }
             passedOn += 1
@@ -125,8 +125,9 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private enum Outcome {
         /// Answered: the head and the body to write.
         case answer(ByteBuffer, body: ByteBuffer)
-        /// Passed on, with the parse of its target when one was made.
-        case passOn(PreparedHandOff.Parse?)
+        /// Passed on, with what was made of it for the route (an `/images` target's parse, a IIIF
+        /// request's memory lookup).
+        case passOn(PreparedHandOff.Entry?)
     }
 
     /// The answer's head and body when memory and the encoded cache have it; else the request
@@ -143,7 +144,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let prepared: ImageEndpoint.Prepared
         switch targets.value.prepared(head.uri, by: endpoint) {
         case .success(let checked): prepared = checked
-        case .failure(let refusal): return .passOn(.failure(refusal))
+        case .failure(let refusal): return .passOn(.images(.failure(refusal)))
         }
         let found = endpoint.cache.cachedImage(for: prepared.request)
         guard let served = found,
@@ -153,7 +154,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // The route goes on from this lookup: one memory lookup for the request.
             var handed = prepared
             handed.memoryLookup = found.map { .hit($0) } ?? .miss
-            return .passOn(.success(handed))
+            return .passOn(.images(.success(handed)))
         }
         let engineDone = ContinuousClock.now
         var bytes = allocator.buffer(capacity: warm.head.readableBytes + 160)
@@ -179,19 +180,22 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// A IIIF image request's answer when its encoding is at hand (``IIIFEndpoint/warmTile(path:authority:ifNoneMatch:)``):
     /// the encoding's head, the route's CORS and `Link` fields and the per-response ones — the
-    /// fields the ordinary IIIF answer from the encoded cache has. Anything else is passed on
-    /// (no parse to hand over: the IIIF route parses its own).
+    /// fields the ordinary IIIF answer from the encoded cache has. Anything else is passed on,
+    /// with the memory lookup when one was made (the IIIF route parses its own target).
     private func iiifAnswer(_ head: HTTPRequestHead, _ iiif: IIIFEndpoint, allocator: ByteBufferAllocator) -> Outcome {
         let started = ContinuousClock.now
         let spanStart = traces ? DefaultTracerClock.now : nil
         // Hummingbird takes the authority from `Host`; a request with several goes its way.
         let hosts = head.headers["host"]
+        guard hosts.count <= 1 else { return .passOn(nil) }
         let uri = Substring(head.uri)
-        guard hosts.count <= 1,
-            let warm = iiif.warmTile(
-                path: uri[..<(uri.firstIndex(of: "?") ?? uri.endIndex)], authority: hosts.first,
-                ifNoneMatch: head.headers["if-none-match"])
-        else { return .passOn(nil) }
+        let warm: IIIFEndpoint.WarmTile
+        switch iiif.warmTile(
+            path: uri[..<(uri.firstIndex(of: "?") ?? uri.endIndex)], authority: hosts.first, ifNoneMatch: head.headers["if-none-match"])
+        {
+        case .answer(let tile): warm = tile
+        case .passOn(let lookup): return .passOn(lookup.map { .iiif($0) })
+        }
         let engineDone = ContinuousClock.now
         var bytes = allocator.buffer(capacity: warm.head.readableBytes + warm.link.utf8.count + 200)
         bytes.writeImmutableBuffer(warm.head)

@@ -54,6 +54,32 @@ struct ParseOnceTests {
         try await server.stop()
     }
 
+    /// A IIIF image request asks memory once too: the warm path's lookup goes with the request
+    /// it passes on (a tile of a level memory holds, cut and encoded by the route), a warm tile
+    /// asks once, and one the warm path leaves alone (`Connection: close`) asks in the route.
+    @Test func everyIIIFRequestAsksMemoryOnce() async throws {
+        let server = try await TestServer.start(disk: false)
+        func lookups() -> UInt64 {
+            let memory = server.cache.statistics.memory
+            return (memory?.hits ?? 0) + (memory?.misses ?? 0)
+        }
+        func asked(_ target: String, headers: [(String, String)] = [], tier: String) async throws -> UInt64 {
+            let before = lookups()
+            let answer = try await server.get(target, headers: headers)
+            let served = answer.header("X-Strata-Tier") ?? "-"
+            #expect(answer.status == 200 && served == tier, "\(target): \(answer.status) \(served)")
+            return lookups() - before
+        }
+        let id = "/iiif/3/jpeg%2Fkite-800x500-gray.jpg"
+        // The first asks for the original's size (no memory lookup on the warm path), then renders.
+        #expect(try await asked("\(id)/0,0,400,250/200,/0/default.jpg", tier: "source") == 1)
+        #expect(try await asked("\(id)/400,0,400,250/200,/0/default.jpg", tier: "memory") == 1)
+        #expect(try await asked("\(id)/400,0,400,250/200,/0/default.jpg", tier: "encoded") == 1)
+        #expect(
+            try await asked("\(id)/400,250,400,250/200,/0/default.jpg", headers: [("Connection", "close")], tier: "memory") == 1)
+        try await server.stop()
+    }
+
     /// Pipelined requests on one connection: the first is parsed by the warm path and handed
     /// over; those behind it, which the warm path leaves alone while Hummingbird answers, by
     /// the route. Each target once, each answer its own.
@@ -81,9 +107,9 @@ struct ParseOnceTests {
     @Test func theHandOffGivesAParseOnlyToItsTarget() throws {
         let refusal = ServiceError.badParameter("test")
         let handOff = PreparedHandOff()
-        handOff.put(.failure(refusal), for: "/images/a?w=1")
-        handOff.put(.failure(refusal), for: "/images/b?w=1")
-        handOff.put(.failure(refusal), for: "/images/c?w=1")
+        handOff.put(.images(.failure(refusal)), for: "/images/a?w=1")
+        handOff.put(.images(.failure(refusal)), for: "/images/b?w=1")
+        handOff.put(.images(.failure(refusal)), for: "/images/c?w=1")
         #expect(handOff.take(for: "/images/other?w=1") == nil)
         #expect(handOff.count == 3)
         #expect(handOff.take(for: "/images/b?w=1") != nil)
@@ -91,7 +117,7 @@ struct ParseOnceTests {
         #expect(handOff.take(for: "/images/a?w=1") == nil)
         #expect(handOff.take(for: "/images/c?w=1") != nil)
         #expect(handOff.take(for: "/images/c?w=1") == nil)
-        for index in 0...PreparedHandOff.capacity { handOff.put(.failure(refusal), for: "/images/\(index)?w=1") }
+        for index in 0...PreparedHandOff.capacity { handOff.put(.images(.failure(refusal)), for: "/images/\(index)?w=1") }
         #expect(handOff.count == PreparedHandOff.capacity)
         #expect(handOff.take(for: "/images/0?w=1") == nil)
         #expect(handOff.take(for: "/images/\(PreparedHandOff.capacity)?w=1") != nil)

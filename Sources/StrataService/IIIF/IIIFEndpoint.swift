@@ -39,15 +39,17 @@ struct IIIFEndpoint: Sendable {
     static let link = HTTPField.Name("Link")!
 
     /// The answer and the tier label for metrics (`nil` when no image was served).
-    func respond(to request: Request) async -> (Response, tier: String?) {
+    /// `handedOver`: the warm path's memory lookup for this request, when it made one.
+    func respond(to request: Request, handedOver: PreparedHandOff.IIIFLookup? = nil) async -> (Response, tier: String?) {
         do {
-            return try await answer(request)
+            return try await answer(request, handedOver: handedOver)
         } catch {
             return (error.response(headers: Self.cors), nil)
         }
     }
 
-    private func answer(_ request: Request) async throws(ServiceError) -> (Response, tier: String?) {
+    private func answer(_ request: Request, handedOver: PreparedHandOff.IIIFLookup?) async throws(ServiceError) -> (Response, tier: String?)
+    {
         let target = Substring(request.uri.string)
         let path = target[..<(target.firstIndex(of: "?") ?? target.endIndex)]
         let route = try IIIFRoute(path: path)
@@ -74,7 +76,9 @@ struct IIIFEndpoint: Sendable {
             if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
             return (Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: json))), nil)
         case .image(let image):
-            return try await render(image, base: base(image.version, image.identifier), ifNoneMatch: request.headers[values: .ifNoneMatch])
+            return try await render(
+                image, base: base(image.version, image.identifier), ifNoneMatch: request.headers[values: .ifNoneMatch],
+                handedOver: handedOver)
         }
     }
 
@@ -83,9 +87,10 @@ struct IIIFEndpoint: Sendable {
     /// and the tile needs it (the original's size is not known, or memory does not hold the
     /// level); the validator, 304, encoded cache and encode (the
     /// cut on the engine's threads first) are the shared ``EncodedResponder``'s, with the tile's
-    /// canonical derivation in its ``EncodedKey``.
+    /// canonical derivation in its ``EncodedKey``. Memory is asked once for the variant: the
+    /// warm path's lookup (`handedOver`) is used when it was for the same engine request.
     private func render(
-        _ request: IIIFImageRequest, base: String, ifNoneMatch: [String]
+        _ request: IIIFImageRequest, base: String, ifNoneMatch: [String], handedOver: PreparedHandOff.IIIFLookup?
     ) async throws(ServiceError) -> (Response, tier: String?) {
         let started = ContinuousClock.now
         var attempt = 0
@@ -115,12 +120,21 @@ struct IIIFEndpoint: Sendable {
             let engineRequest = ImageRequest(
                 key: CacheKey(key, colour: colour), box: IIIFRendering.engineBox(original: original.size, region: region, output: output),
                 mode: .fit, upscaleTolerance: settings.upscaleTolerance)
-            try responder.admit(unless: cache.cachedImage(for: engineRequest) != nil)
             let served: CachedImage
-            do {
-                served = try await cache.image(for: engineRequest)
-            } catch {
-                throw ServiceError(error)
+            if attempt == 1, let handedOver, handedOver.request == engineRequest {
+                try responder.admit(unless: handedOver.hit != nil)
+                do {
+                    served = try await cache.image(for: engineRequest, memoryHit: handedOver.hit)
+                } catch {
+                    throw ServiceError(error)
+                }
+            } else {
+                try responder.admit(unless: cache.cachedImage(for: engineRequest) != nil)
+                do {
+                    served = try await cache.image(for: engineRequest)
+                } catch {
+                    throw ServiceError(error)
+                }
             }
             if served.sourceVersion != .unknown, originals.forget(key, unless: served.sourceVersion), attempt < 2 { continue }
             let engineDone = ContinuousClock.now

@@ -14,36 +14,46 @@ extension IIIFEndpoint {
         let memoryHit: Bool
     }
 
+    /// What the warm path does with a IIIF request.
+    enum WarmOutcome {
+        /// Answered from the encoded cache.
+        case answer(WarmTile)
+        /// Passed on, with the memory lookup when one was made (for the route to go on from).
+        case passOn(PreparedHandOff.IIIFLookup?)
+    }
+
     /// The answer to the IIIF image request at `path` when everything it needs is at hand
     /// without waiting — the original's size in the memo, the variant in memory (for an original
     /// cut from a tile pyramid, its level: the encoding names it, and its tiles are not needed),
     /// and the encoding, with a ready-made head, in the encoded cache — for the warm path to write
-    /// on the event loop (``WarmPathHandler``). `nil` for everything the ordinary path must
+    /// on the event loop (``WarmPathHandler``). Passed on for everything the ordinary path must
     /// decide or wait for: another route, an error, a `square` region placed by saliency, a
-    /// variant of another source version than the memo's, a 304, a miss anywhere. The same
+    /// variant of another source version than the memo's, a 304, a miss anywhere — with the
+    /// memory lookup once one was made, so the route does not ask memory again. The same
     /// encoding as the ordinary path's (``encoding(_:variant:version:base:region:original:output:colour:derivationPrefix:)``),
     /// so the same bytes and validator. Touches no pixel; cost: the path's parse and the region
     /// and size arithmetic, the canonical URI, a memo lookup, at most one memory lookup, one
     /// encoded lookup.
-    func warmTile(path: Substring, authority: String?, ifNoneMatch: [String]) -> WarmTile? {
+    func warmTile(path: Substring, authority: String?, ifNoneMatch: [String]) -> WarmOutcome {
         guard case .image(let request)? = try? IIIFRoute(path: path), let original = originals.known(request.identifier.key) else {
-            return nil
+            return .passOn(nil)
         }
         let focus: CropFocus
         if request.region == .square, original.size.width != original.size.height {
-            guard let fixed = settings.squareGravity.focus else { return nil }
+            guard let fixed = settings.squareGravity.focus else { return .passOn(nil) }
             focus = fixed
         } else {
             focus = .center
         }
         guard let region = try? request.region.resolve(in: original.size, squareFocus: focus),
             let output = try? request.size.resolve(region: region.size, limits: settings, version: request.version)
-        else { return nil }
+        else { return .passOn(nil) }
         let colour = responder.colour.current
         let variant: VariantDescriptor
         var version = original.version
         let memoryHit: Bool
         let derivationPrefix: String
+        var lookup: PreparedHandOff.IIIFLookup?
         if let pyramids, original.size.pixelCount > settings.tiledAbove {
             variant = IIIFRendering.TileCut(geometry: pyramids.geometry(for: original.size), region: region, output: output).descriptor
             memoryHit = false
@@ -53,10 +63,12 @@ extension IIIFEndpoint {
                 key: CacheKey(request.identifier.key, colour: colour),
                 box: IIIFRendering.engineBox(original: original.size, region: region, output: output), mode: .fit,
                 upscaleTolerance: settings.upscaleTolerance)
+            let found = cache.cachedImage(for: engineRequest)
             // A variant of another version than the memo's: the ordinary path forgets the memo's.
-            guard let served = cache.cachedImage(for: engineRequest),
-                served.sourceVersion == .unknown || served.sourceVersion == original.version
-            else { return nil }
+            guard let served = found, served.sourceVersion == .unknown || served.sourceVersion == original.version else {
+                return .passOn(PreparedHandOff.IIIFLookup(request: engineRequest, hit: found))
+            }
+            lookup = PreparedHandOff.IIIFLookup(request: engineRequest, hit: served)
             variant = served.variant.descriptor
             version = served.sourceVersion
             memoryHit = true
@@ -68,11 +80,11 @@ extension IIIFEndpoint {
             colour: colour, derivationPrefix: derivationPrefix)
         guard let hit = responder.encoded.value(for: key), let head = hit.head,
             !FormatNegotiation.matches(etag: hit.etag, ifNoneMatch: ifNoneMatch)
-        else { return nil }
+        else { return .passOn(lookup) }
         // The authority is the client's text: a value the ordinary path's HTTP types would have
         // to make legal goes that way.
         let link = Self.linkValue(canonical: canonical, version: request.version)
-        guard HTTPField.isValidValue(link) else { return nil }
-        return WarmTile(image: hit, head: head, link: link, memoryHit: memoryHit)
+        guard HTTPField.isValidValue(link) else { return .passOn(lookup) }
+        return .answer(WarmTile(image: hit, head: head, link: link, memoryHit: memoryHit))
     }
 }
