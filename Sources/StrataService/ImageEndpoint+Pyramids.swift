@@ -43,7 +43,9 @@ extension ImageEndpoint {
             let whole = TileAddress(level: geometry.levels.count - 1, column: 0, row: 0)
             do {
                 let small = try await pyramids.tile(whole, of: key, geometry: geometry, version: original.version)
-                focus = Saliency.focus(of: small, forFillOf: prepared.request.box)
+                // The saliency map on the engine's threads: async code runs on the event loops.
+                let box = prepared.request.box
+                focus = try await cache.runOnEngineThreads { Saliency.focus(of: small, forFillOf: box) }.get()
             } catch {
                 throw ServiceError(error)
             }
@@ -70,15 +72,19 @@ extension ImageEndpoint {
             "t\(plan.output)-\(parameters.mode)" + (parameters.gravity == .center ? "" : "-gravity=\(parameters.gravity)")
         let ifNoneMatch = request.headers[values: .ifNoneMatch]
         if format == .raw {
-            let image: PixelImage
+            // The cut and the copy of its rows in one job.
+            let made: (image: PixelImage, rows: ByteBuffer)
             do {
-                image = try await cache.runOnEngineThreads { cut.compose(images) }.get()
+                made = try await cache.runOnEngineThreads { () -> (image: PixelImage, rows: ByteBuffer) in
+                    let image = cut.compose(images)
+                    return (image, image.withUnsafeBytes { ByteBuffer(bytes: $0) })
+                }.get()
             } catch {
                 throw ServiceError(error)
             }
-            return raw(
-                CachedImage(image: image, variant: served.variant, tier: served.tier), key: encodedKey, extra: extra,
-                ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
+            return try await raw(
+                CachedImage(image: made.image, variant: served.variant, tier: served.tier), key: encodedKey, extra: extra,
+                ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone, rows: made.rows)
         }
         return try await responder.answer(
             EncodedResponder.Work(

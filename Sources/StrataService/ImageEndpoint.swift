@@ -167,7 +167,7 @@ struct ImageEndpoint: Sendable {
         if choice.negotiated { extra[.vary] = "Accept" }
         if let dpr = parameters.dprText { extra[Self.contentDPR] = dpr }
         if format == .raw {
-            return raw(served, key: key, extra: extra, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
+            return try await raw(served, key: key, extra: extra, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
         }
         return try await responder.answer(
             EncodedResponder.Work(
@@ -175,11 +175,13 @@ struct ImageEndpoint: Sendable {
             ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
     }
 
-    /// The rows as held (`format=raw`): never encoded nor cached as bytes.
+    /// The rows as held (`format=raw`): never encoded nor cached as bytes. They are copied into
+    /// the body on the engine's threads (a mapped disk or table hit's pages may still have to be
+    /// read from the disk, which no event loop may wait for), unless the caller did (`rows`).
     func raw(
         _ served: CachedImage, key: EncodedKey, extra: HTTPFields, ifNoneMatch: [String], started: ContinuousClock.Instant,
-        engineDone: ContinuousClock.Instant
-    ) -> ImageReply {
+        engineDone: ContinuousClock.Instant, rows: ByteBuffer? = nil
+    ) async throws(ServiceError) -> ImageReply {
         let etag = key.etag
         let fields = responder.fields(etag: etag, size: served.image.size, format: .raw)
         let tier = served.tier.rawValue
@@ -192,7 +194,17 @@ struct ImageEndpoint: Sendable {
         headers[Self.style] = served.image.style.description
         headers[EncodedResponder.tier] = tier
         headers[EncodedResponder.serverTiming] = EncodedResponder.timing(started: started, engine: engineDone, encode: nil)
-        let body = served.image.withUnsafeBytes { ByteBuffer(bytes: $0) }
+        let image = served.image
+        let body: ByteBuffer
+        if let rows {
+            body = rows
+        } else {
+            do {
+                body = try await cache.runOnEngineThreads { image.withUnsafeBytes { ByteBuffer(bytes: $0) } }.get()
+            } catch {
+                throw ServiceError(error)
+            }
+        }
         return ImageReply(status: .ok, headers: headers, body: body, tier: tier)
     }
 

@@ -218,7 +218,8 @@ struct IIIFEndpoint: Sendable {
 
     /// Where `square` sits in the image `key` of `size` (`iiif.squareGravity`). `smart` reads the
     /// saliency of a small `fit` variant of the whole image, asked of the engine like any other
-    /// (a memory hit once a viewer has shown its thumbnail), off the event loops.
+    /// (a memory hit once a viewer has shown its thumbnail); the map is made on the engine's
+    /// threads, off the event loops.
     private func squareFocus(_ key: String, size: PixelSize) async throws(ServiceError) -> CropFocus {
         if let focus = settings.squareGravity.focus { return focus }
         guard size.width != size.height else { return .center }
@@ -232,7 +233,14 @@ struct IIIFEndpoint: Sendable {
             throw ServiceError(error)
         }
         let crop = Double(min(size.width, size.height))
-        return Saliency.focus(of: small.image, cropWidth: crop / Double(size.width), cropHeight: crop / Double(size.height))
+        let image = small.image
+        do {
+            return try await cache.runOnEngineThreads {
+                Saliency.focus(of: image, cropWidth: crop / Double(size.width), cropHeight: crop / Double(size.height))
+            }.get()
+        } catch {
+            throw ServiceError(error)
+        }
     }
 
     /// The canonical URI of an image request (Image API 3.0 §4.7, 2.1 §4.7): the region as
