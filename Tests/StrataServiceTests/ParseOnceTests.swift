@@ -28,21 +28,29 @@ struct ParseOnceTests {
         try await server.stop()
     }
 
+    /// The memory tier's lookups (hits and misses) that answering `target` took; the answer
+    /// must be a 200 from `tier`.
+    static func memoryLookups(
+        of server: TestServer, _ target: String, headers: [(String, String)], tier: String
+    ) async throws -> UInt64 {
+        func lookups() -> UInt64 {
+            let memory = server.cache.statistics.memory
+            return (memory?.hits ?? 0) + (memory?.misses ?? 0)
+        }
+        let before = lookups()
+        let answer = try await server.get(target, headers: headers)
+        let served = answer.header("X-Strata-Tier") ?? "-"
+        #expect(answer.status == 200 && served == tier, "\(target): \(answer.status) \(served)")
+        return lookups() - before
+    }
+
     /// The warm path's memory lookup goes with the request it passes on: every request asks
     /// the memory tier once — a cold one (the warm path's miss), another encoding of a variant
     /// memory holds (its hit), a warm answer, and one the warm path leaves alone.
     @Test func everyRequestAsksMemoryOnce() async throws {
         let server = try await TestServer.start(disk: false)
-        func lookups() -> UInt64 {
-            let memory = server.cache.statistics.memory
-            return (memory?.hits ?? 0) + (memory?.misses ?? 0)
-        }
         func asked(_ target: String, headers: [(String, String)] = [], tier: String) async throws -> UInt64 {
-            let before = lookups()
-            let answer = try await server.get(target, headers: headers)
-            let served = answer.header("X-Strata-Tier") ?? "-"
-            #expect(answer.status == 200 && served == tier, "\(target): \(answer.status) \(served)")
-            return lookups() - before
+            try await Self.memoryLookups(of: server, target, headers: headers, tier: tier)
         }
         let jpeg = "/images/jpeg/kite-800x500-gray.jpg?w=150&format=jpeg"
         #expect(try await asked(jpeg, tier: "source") == 1)
@@ -59,16 +67,8 @@ struct ParseOnceTests {
     /// asks once, and one the warm path leaves alone (`Connection: close`) asks in the route.
     @Test func everyIIIFRequestAsksMemoryOnce() async throws {
         let server = try await TestServer.start(disk: false)
-        func lookups() -> UInt64 {
-            let memory = server.cache.statistics.memory
-            return (memory?.hits ?? 0) + (memory?.misses ?? 0)
-        }
         func asked(_ target: String, headers: [(String, String)] = [], tier: String) async throws -> UInt64 {
-            let before = lookups()
-            let answer = try await server.get(target, headers: headers)
-            let served = answer.header("X-Strata-Tier") ?? "-"
-            #expect(answer.status == 200 && served == tier, "\(target): \(answer.status) \(served)")
-            return lookups() - before
+            try await Self.memoryLookups(of: server, target, headers: headers, tier: tier)
         }
         let id = "/iiif/3/jpeg%2Fkite-800x500-gray.jpg"
         // The first asks for the original's size (no memory lookup on the warm path), then renders.
