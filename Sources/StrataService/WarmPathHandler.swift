@@ -165,17 +165,26 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
             bytes.writeString(dpr)
             bytes.writeStaticString("\r\n")
         }
+        endpoint.cache.countMemoryHit()
+        finish(&bytes, route: "images", head, started: started, engineDone: engineDone, spanStart: spanStart)
+        return .answer(bytes, body: warm.image.body)
+    }
+
+    /// Ends a warm answer's head — `Server-Timing`, `Date`, the blank line — and counts it (the
+    /// HTTP metrics of `route`, the warm answers, its span when tracing is on).
+    private func finish(
+        _ bytes: inout ByteBuffer, route: String, _ head: HTTPRequestHead, started: ContinuousClock.Instant,
+        engineDone: ContinuousClock.Instant, spanStart: DefaultTracerClock.Instant?
+    ) {
         bytes.writeStaticString("Server-Timing: ")
         EncodedResponder.writeTiming(started: started, engine: engineDone, encode: nil, into: &bytes)
         bytes.writeStaticString("\r\nDate: ")
         bytes.writeString(date.now())
         bytes.writeStaticString("\r\n\r\n")
-        endpoint.cache.countMemoryHit()
         metrics.served(by: "encoded")
         metrics.warm.increment()
-        metrics.record(route: "images", status: 200, nanoseconds: ServiceResponder.nanoseconds(since: started))
+        metrics.record(route: route, status: 200, nanoseconds: ServiceResponder.nanoseconds(since: started))
         if let spanStart { Self.traceWarmAnswer(head, start: spanStart, includeKeys: tracesKeys) }
-        return .answer(bytes, body: warm.image.body)
     }
 
     /// A IIIF image request's answer when its encoding is at hand (``IIIFEndpoint/warmTile(path:authority:ifNoneMatch:)``):
@@ -201,16 +210,9 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         bytes.writeImmutableBuffer(warm.head)
         bytes.writeStaticString("Access-Control-Allow-Origin: *\r\nLink: ")
         bytes.writeString(warm.link)
-        bytes.writeStaticString("\r\nServer-Timing: ")
-        EncodedResponder.writeTiming(started: started, engine: engineDone, encode: nil, into: &bytes)
-        bytes.writeStaticString("\r\nDate: ")
-        bytes.writeString(date.now())
-        bytes.writeStaticString("\r\n\r\n")
+        bytes.writeStaticString("\r\n")
         if warm.memoryHit { endpoint.cache.countMemoryHit() }
-        metrics.served(by: "encoded")
-        metrics.warm.increment()
-        metrics.record(route: "iiif", status: 200, nanoseconds: ServiceResponder.nanoseconds(since: started))
-        if let spanStart { Self.traceWarmAnswer(head, start: spanStart, includeKeys: tracesKeys) }
+        finish(&bytes, route: "iiif", head, started: started, engineDone: engineDone, spanStart: spanStart)
         return .answer(bytes, body: warm.image.body)
     }
 }
@@ -255,7 +257,7 @@ struct WarmHTTP1Channel: ServerChildChannel {
     let connections: OpenConnections
     let targets = PreparedTargetsByLoop()
 
-    init(http1: HTTP1Channel, endpoint: ImageEndpoint, iiif: IIIFEndpoint? = nil, metrics: ServiceMetrics, limits: ConnectionLimits) {
+    init(http1: HTTP1Channel, endpoint: ImageEndpoint, iiif: IIIFEndpoint?, metrics: ServiceMetrics, limits: ConnectionLimits) {
         self.http1 = http1
         self.endpoint = endpoint
         self.iiif = iiif

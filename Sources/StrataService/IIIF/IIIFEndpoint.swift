@@ -120,21 +120,18 @@ struct IIIFEndpoint: Sendable {
             let engineRequest = ImageRequest(
                 key: CacheKey(key, colour: colour), box: IIIFRendering.engineBox(original: original.size, region: region, output: output),
                 mode: .fit, upscaleTolerance: settings.upscaleTolerance)
+            // The warm path's memory lookup, when it was for this engine request, is the request's one.
+            let handed = attempt == 1 ? handedOver.flatMap { $0.request == engineRequest ? $0 : nil } : nil
+            try responder.admit(unless: handed.map { $0.hit != nil } ?? (cache.cachedImage(for: engineRequest) != nil))
             let served: CachedImage
-            if attempt == 1, let handedOver, handedOver.request == engineRequest {
-                try responder.admit(unless: handedOver.hit != nil)
-                do {
-                    served = try await cache.image(for: engineRequest, memoryHit: handedOver.hit)
-                } catch {
-                    throw ServiceError(error)
-                }
-            } else {
-                try responder.admit(unless: cache.cachedImage(for: engineRequest) != nil)
-                do {
+            do {
+                if let handed {
+                    served = try await cache.image(for: engineRequest, memoryHit: handed.hit)
+                } else {
                     served = try await cache.image(for: engineRequest)
-                } catch {
-                    throw ServiceError(error)
                 }
+            } catch {
+                throw ServiceError(error)
             }
             if served.sourceVersion != .unknown, originals.forget(key, unless: served.sourceVersion), attempt < 2 { continue }
             let engineDone = ContinuousClock.now

@@ -51,12 +51,11 @@ extension IIIFEndpoint {
         let colour = responder.colour.current
         let variant: VariantDescriptor
         var version = original.version
-        let memoryHit: Bool
         let derivationPrefix: String
+        // The memory lookup, when one was made (a pyramid's level needs none).
         var lookup: PreparedHandOff.IIIFLookup?
         if let pyramids, original.size.pixelCount > settings.tiledAbove {
             variant = IIIFRendering.TileCut(geometry: pyramids.geometry(for: original.size), region: region, output: output).descriptor
-            memoryHit = false
             derivationPrefix = "t"
         } else {
             let engineRequest = ImageRequest(
@@ -71,7 +70,6 @@ extension IIIFEndpoint {
             lookup = PreparedHandOff.IIIFLookup(request: engineRequest, hit: served)
             variant = served.variant.descriptor
             version = served.sourceVersion
-            memoryHit = true
             derivationPrefix = ""
         }
         let base = "http://\(authority ?? "\(http.host):\(http.port)")\(request.version.prefix)\(request.identifier.raw)"
@@ -85,6 +83,6 @@ extension IIIFEndpoint {
         // to make legal goes that way.
         let link = Self.linkValue(canonical: canonical, version: request.version)
         guard HTTPField.isValidValue(link) else { return .passOn(lookup) }
-        return .answer(WarmTile(image: hit, head: head, link: link, memoryHit: memoryHit))
+        return .answer(WarmTile(image: hit, head: head, link: link, memoryHit: lookup != nil))
     }
 }
