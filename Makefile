@@ -13,23 +13,29 @@ release: deps
 run: release
 	./.build/release/strata serve
 
-# The whole log goes to .build/test.log too; on a failure the failing tests and their issues are
+# The build refuses an import of a target that is not a declared dependency (the layers:
+# docs/Architecture.md). The whole log goes to .build/test.log too; on a failure the failing tests and their issues are
 # printed again at the end, where a CI log's tail shows them. PyramidProcessTests run after the
 # rest, alone: they make originals of up to 200 megapixels (800 MB while one is encoded) and
 # run builds in child processes, which would move the others' measures of this process's peak
 # memory and their timeouts.
 test: deps
 	@mkdir -p .build
-	@set -o pipefail; { swift test --skip PyramidProcessTests && swift test --skip-build --filter PyramidProcessTests; } 2>&1 \
+	@set -o pipefail; { swift build --build-tests --explicit-target-dependency-import-check error \
+	  && swift test --skip-build --skip PyramidProcessTests && swift test --skip-build --filter PyramidProcessTests; } 2>&1 \
 	  | tee .build/test.log || { \
 	  echo "== failed tests and their issues (whole log: .build/test.log) =="; \
 	  grep -E '✘|recorded an issue|error:|Fatal error|fatal error' .build/test.log \
 	    | grep -v -E '^✘ Test run with' | head -80; \
 	  exit 1; }
 
-# Formatting: `.swift-format` at the root; the toolchain ships swift-format.
+# Formatting: `.swift-format` at the root; the toolchain ships swift-format;
+# and the layers (Scripts/check-layers.py: every import points down; its self-test shows an
+# upward one refused).
 lint:
-	swift format lint --strict --recursive Sources Tests Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift
+	swift format lint --strict --recursive Sources Tests Fuzz/Sources Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift
+	python3 Scripts/check-layers.py
+	python3 Scripts/check-layers.py --self-test
 
 format:
-	swift format format --in-place --recursive Sources Tests Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift
+	swift format format --in-place --recursive Sources Tests Fuzz/Sources Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift

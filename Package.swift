@@ -104,19 +104,52 @@ let package = Package(
         .target(name: "CStrataLinux"),
         // The resampler's AVX2 kernels (per-function target attributes, chosen at run time).
         .target(name: "CStrataSIMD"),
+        // The library's layers, each importing only those below it (docs/Architecture.md, "Layers";
+        // Scripts/check-layers.py refuses an import that breaks them). The base: syscalls, locks,
+        // the pool and its lanes, pixels and the resampler, keys and the shared vocabulary.
         .target(
-            name: "Strata",
+            name: "StrataBase",
             dependencies: [
-                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CStrataPNG", "CAVIF", "CHeif", "CStrataHEIF", "CGIF", "CTIFF", "CStrataTIFF",
-                "CLCMS2",
-                "CZlib", "CXXHash",
-                "CStrataLinux",
-                "CStrataSIMD",
+                "CStrataLinux", "CStrataSIMD", "CXXHash",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ]
+        ),
+        // Codecs, colour and the renderer (decode, colour, resample).
+        .target(
+            name: "StrataCodecs",
+            dependencies: [
+                "StrataBase",
+                "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CStrataPNG", "CAVIF", "CHeif", "CStrataHEIF", "CGIF", "CTIFF",
+                "CStrataTIFF", "CLCMS2", "CZlib", "CStrataSIMD",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ]
+        ),
+        // The tiers: memory, disk, image tables, and the sources of originals.
+        .target(
+            name: "StrataTiers",
+            dependencies: [
+                "StrataBase", "StrataCodecs", "CXXHash",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The engine (ImageCache: the chain of tiers, coalescing, freshness) and tile pyramids.
+        .target(
+            name: "StrataEngine",
+            dependencies: [
+                "StrataBase", "StrataCodecs", "StrataTiers", "CStrataSIMD",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
+        ),
+        // The product's module: re-exports the four layers, so `import Strata` is the whole library.
+        .target(
+            name: "Strata",
+            dependencies: ["StrataBase", "StrataCodecs", "StrataTiers", "StrataEngine"]
         ),
         // The HTTP origin (HTTPSource).
         .target(
@@ -178,14 +211,42 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
+        // The crash tests' child processes (`strata-test-helper disk-writer | table-writer`): built
+        // with the tests, in no product.
+        .executableTarget(
+            name: "strata-test-helper",
+            dependencies: [
+                "Strata", "StrataTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tests/StrataTestHelper"),
         // Helpers shared by the test targets (fixtures, child processes, the built `strata`,
-        // polling, a capturing log handler); public API of Strata only, so it builds in release.
+        // polling, a capturing log handler, the tables' test pattern).
         .target(
             name: "StrataTestSupport",
             dependencies: [
                 "Strata", "CLCMS2", "CTurboJPEG", "CZlib", "CHeif", .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/StrataTestSupport"),
+        // The checks behind the libFuzzer harnesses (FuzzHarness): run over every corpus by
+        // StrataFuzzingTests, and under libFuzzer by strata-fuzz (Scripts/fuzz.sh). In no product.
+        .target(
+            name: "StrataFuzzing",
+            dependencies: [
+                "Strata", "StrataConfiguration", "StrataService", "StrataTestSupport",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/StrataFuzzing"),
+        // One harness by name under libFuzzer (built by Scripts/fuzz.sh with -DSTRATA_LIBFUZZER
+        // and -sanitize=fuzzer), or, in an ordinary build, over the files it is given.
+        .executableTarget(
+            name: "strata-fuzz",
+            dependencies: ["StrataFuzzing"],
+            path: "Fuzz/Sources/strata-fuzz"),
         .testTarget(
             name: "StrataTests",
             dependencies: [
@@ -218,6 +279,11 @@ let package = Package(
                 // TracingTests' OTLP/HTTP receiver and origin.
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
+        ),
+        // Every fuzz harness over its corpus and seeds (Fuzz/Corpus), in every test run.
+        .testTarget(
+            name: "StrataFuzzingTests",
+            dependencies: ["StrataFuzzing", "StrataTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses of Fuzz/ (with -sanitize=fuzzer,address) and runs each for
+# Builds `strata-fuzz` (Fuzz/Sources/strata-fuzz: every harness of Tests/StrataFuzzing, chosen by
+# $STRATA_FUZZ_HARNESS) with -sanitize=fuzzer,address and runs each harness under libFuzzer for
 # SECONDS (default 30), printing the executions per harness; exits non-zero when any harness
 # finds a crash (the input is kept under .build-fuzz/crashes/: add it to Fuzz/Corpus/<harness>/
-# once fixed, as a regression seed).
+# once fixed, as a regression seed — `StrataFuzzingTests` then runs it in every `make test` and
+# ASan run; `strata-fuzz HARNESS FILE` replays one in an ordinary build).
+#
+# These long explorations are run and reported per issue; CI runs every corpus and seed as
+# tests (CorpusTests) instead.
 #
 #   Scripts/fuzz.sh [SECONDS] [HARNESS...]     e.g. Scripts/fuzz.sh 600 FuzzDiskFile
 set -euo pipefail
@@ -10,17 +15,14 @@ cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing FuzzAVIF FuzzHEIF FuzzGIF FuzzTIFF)
-# The request parsers (their build adds NIO, Hummingbird and the configuration stack).
-[ $# -gt 0 ] || harnesses+=(FuzzImageParameters FuzzIIIF FuzzURLSigner FuzzConfigFile FuzzWarmPath)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing FuzzAVIF FuzzHEIF FuzzGIF FuzzTIFF
+    FuzzImageParameters FuzzIIIF FuzzURLSigner FuzzConfigFile FuzzWarmPath)
 scratch=.build-fuzz
 
 ./Scripts/install-deps.sh >/dev/null
-echo "fuzz: building ${harnesses[*]} (release, -sanitize=fuzzer,address)…"
-# SwiftPM keeps its build plan while the fuzz package's manifest is unchanged, and does not see
-# files added to the main package (a path dependency here) until it plans again.
-touch Fuzz/Package.swift
-swift build --package-path Fuzz --scratch-path "$scratch" -c release \
+echo "fuzz: building strata-fuzz (release, -sanitize=fuzzer,address)…"
+# -DSTRATA_LIBFUZZER leaves out strata-fuzz's own main: libFuzzer's runs the harness.
+swift build --product strata-fuzz --scratch-path "$scratch" -c release -Xswiftc -DSTRATA_LIBFUZZER \
     -Xswiftc -sanitize=fuzzer,address --sanitize=fuzzer --sanitize=address 2>&1 | grep -v "Cannot export local symbol" | tail -3
 bin="$scratch/release"
 
@@ -50,7 +52,7 @@ for h in "${harnesses[@]}"; do
     log="$scratch/$h.log"
     start=$(date +%s)
     set +e
-    "$bin/$h" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=1024 -print_final_stats=1 \
+    STRATA_FUZZ_HARNESS="$h" "$bin/strata-fuzz" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=1024 -print_final_stats=1 \
         -artifact_prefix="$scratch/crashes/$h-" "$corpus" "${seeds[@]}" >"$log" 2>&1
     rc=$?
     set -e

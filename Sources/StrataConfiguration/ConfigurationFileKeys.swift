@@ -4,15 +4,15 @@ import Yams
 
 /// The dotted leaf keys of a YAML (or JSON) configuration file, for refusing unknown keys:
 /// swift-configuration's providers answer the keys asked for and never list the rest.
-enum ConfigurationFileKeys {
+package enum ConfigurationFileKeys {
     /// `memory: {costLimit: 1}` → `["memory.costLimit"]`. A flat dotted key (`memory.costLimit: 1`)
     /// counts as the same key. Sequences are leaves.
-    static func leaves(ofFileAt path: String) throws -> [String] {
+    package static func leaves(ofFileAt path: String) throws -> [String] {
         try leaves(of: try String(contentsOfFile: path, encoding: .utf8), path: path)
     }
 
     /// The leaves of the file `path` whose text is `text`.
-    static func leaves(of text: String, path: String) throws -> [String] {
+    package static func leaves(of text: String, path: String) throws -> [String] {
         guard let node = try Yams.compose(yaml: text) else { return [] }
         guard case .mapping = node else {
             throw ConfigurationError(key: "config", value: path, reason: "the file's top level must be a mapping of keys")

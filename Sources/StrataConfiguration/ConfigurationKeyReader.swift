@@ -3,18 +3,18 @@ import Strata
 
 /// Reads keys from ``ConfigurationLayers`` one at a time, parsing each in its own syntax and
 /// recording its value and origin; every error names the key, the value and the origin.
-struct KeyReader {
+package struct KeyReader {
     /// The sources, frozen when reading began: one version of the file for every key.
-    let layers: ConfigurationLayers.Snapshot
-    var resolved: [StrataConfiguration.Resolved] = []
+    package let layers: ConfigurationLayers.Snapshot
+    package var resolved: [StrataConfiguration.Resolved] = []
     /// The raw text and origin of the key read last (for errors raised after parsing).
     private var current: [String: (String, ConfigurationOrigin)] = [:]
 
-    init(layers: ConfigurationLayers) {
+    package init(layers: ConfigurationLayers) {
         self.init(snapshot: layers.snapshot())
     }
 
-    init(snapshot: ConfigurationLayers.Snapshot) {
+    package init(snapshot: ConfigurationLayers.Snapshot) {
         self.layers = snapshot
     }
 
@@ -48,13 +48,13 @@ struct KeyReader {
     }
 
     /// An error about `name`'s value as read.
-    func error(_ name: String, reason: String) -> ConfigurationError {
+    package func error(_ name: String, reason: String) -> ConfigurationError {
         let (value, origin) = current[name] ?? ("", .default)
         return ConfigurationError(key: name, value: value, reason: reason, origin: "\(origin)")
     }
 
     /// A tier's `validate()` error, with the dotted key and the value's origin.
-    func explain(_ error: ConfigurationError, section: String) -> ConfigurationError {
+    package func explain(_ error: ConfigurationError, section: String) -> ConfigurationError {
         let aliases = [
             "cgroupTargetFraction": "cgroupTarget", "someAvg10Threshold": "someAvg10", "fullAvg10Threshold": "fullAvg10",
             "psiTrimShare": "trimShare", "maxEntryShare": "entryShare",
@@ -65,13 +65,13 @@ struct KeyReader {
         return explained
     }
 
-    mutating func number(_ name: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
+    package mutating func number(_ name: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
         guard let value = try optionalNumber(name, in: range) else { throw error(name, reason: "must be set") }
         return value
     }
 
     /// A number, or `off` for none.
-    mutating func optionalNumber(_ name: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double? {
+    package mutating func optionalNumber(_ name: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double? {
         guard let text = try scalar(name), text.lowercased() != "off" else { return nil }
         guard let value = Double(text), value.isFinite, range.contains(value) else {
             throw error(name, reason: "must be a number within \(range.lowerBound)...\(range.upperBound)")
@@ -79,7 +79,7 @@ struct KeyReader {
         return value
     }
 
-    mutating func integer(_ name: String, min: Int) throws(ConfigurationError) -> Int {
+    package mutating func integer(_ name: String, min: Int) throws(ConfigurationError) -> Int {
         guard let text = try scalar(name), let value = Int(text.replacingOccurrences(of: "_", with: "")), value >= min else {
             throw error(name, reason: "must be a whole number ≥ \(min)")
         }
@@ -87,14 +87,14 @@ struct KeyReader {
     }
 
     /// A byte size with a unit (`512MiB`).
-    mutating func bytes(_ name: String, min: Int = 0) throws(ConfigurationError) -> Int {
+    package mutating func bytes(_ name: String, min: Int = 0) throws(ConfigurationError) -> Int {
         guard let text = try scalar(name), let value = ConfigurationUnits.bytes(text), value >= min else {
             throw error(name, reason: "must be a size ≥ \(min) bytes, e.g. 512MiB, 1GiB, 64KB or 4096")
         }
         return value
     }
 
-    mutating func duration(_ name: String) throws(ConfigurationError) -> Duration {
+    package mutating func duration(_ name: String) throws(ConfigurationError) -> Duration {
         guard let text = try scalar(name), let value = ConfigurationUnits.duration(text) else {
             throw error(name, reason: "must be a duration, e.g. 30s, 250ms, 2m or 1h")
         }
@@ -102,7 +102,7 @@ struct KeyReader {
     }
 
     /// A duration, or `off` for none.
-    mutating func optionalDuration(_ name: String) throws(ConfigurationError) -> Duration? {
+    package mutating func optionalDuration(_ name: String) throws(ConfigurationError) -> Duration? {
         guard let text = try scalar(name), text.lowercased() != "off" else { return nil }
         guard let value = ConfigurationUnits.duration(text) else {
             throw error(name, reason: "must be a duration (30s, 10m, 1h) or off")
@@ -110,7 +110,7 @@ struct KeyReader {
         return value
     }
 
-    mutating func bool(_ name: String) throws(ConfigurationError) -> Bool {
+    package mutating func bool(_ name: String) throws(ConfigurationError) -> Bool {
         switch try scalar(name)?.lowercased() {
         case "true", "yes", "on", "1": return true
         case "false", "no", "off", "0": return false
@@ -118,7 +118,7 @@ struct KeyReader {
         }
     }
 
-    mutating func choice<T>(_ name: String, _ choices: [(String, T)]) throws(ConfigurationError) -> T {
+    package mutating func choice<T>(_ name: String, _ choices: [(String, T)]) throws(ConfigurationError) -> T {
         let text = try scalar(name)
         guard let match = choices.first(where: { $0.0.lowercased() == text?.lowercased() }) else {
             throw error(name, reason: "must be one of \(choices.map(\.0).joined(separator: ", "))")
@@ -127,19 +127,19 @@ struct KeyReader {
     }
 
     /// A path, or `nil` when unset or empty.
-    mutating func path(_ name: String) throws(ConfigurationError) -> String? {
+    package mutating func path(_ name: String) throws(ConfigurationError) -> String? {
         guard let text = try scalar(name), !text.isEmpty else { return nil }
         if text.utf8.contains(0) { throw error(name, reason: "must not contain a NUL byte") }
         return text
     }
 
     /// An optional string (unset or empty is `nil`).
-    mutating func string(_ name: String) throws(ConfigurationError) -> String? {
+    package mutating func string(_ name: String) throws(ConfigurationError) -> String? {
         guard let text = try scalar(name), !text.isEmpty else { return nil }
         return text
     }
 
-    mutating func list(_ name: String) throws(ConfigurationError) -> [String] {
+    package mutating func list(_ name: String) throws(ConfigurationError) -> [String] {
         let (value, _) = try raw(name)
         switch value {
         case nil: return []
@@ -149,7 +149,7 @@ struct KeyReader {
     }
 
     /// A thread count, or `cores` for the number of cores.
-    mutating func threads(_ name: String) throws(ConfigurationError) -> Int {
+    package mutating func threads(_ name: String) throws(ConfigurationError) -> Int {
         let text = try scalar(name)
         if text?.lowercased() == "cores" { return Processors.online }
         guard let text, let value = Int(text), (1...1024).contains(value) else {
@@ -159,7 +159,7 @@ struct KeyReader {
     }
 
     /// `NAME FAMILY WxH [style=a|x|r|g] [mode=fill|fit] [max=N]`.
-    func tableFormat(_ text: String) throws(ConfigurationError) -> ImageTableFormat {
+    package func tableFormat(_ text: String) throws(ConfigurationError) -> ImageTableFormat {
         let name = "tables.formats"
         let fields = text.split(whereSeparator: \.isWhitespace).map(String.init)
         let usage = "each format is NAME FAMILY WxH [style=a|x|r|g] [mode=fill|fit] [max=N], got \(text.debugDescription)"

@@ -19,7 +19,7 @@ public struct ConfigurationKey: Sendable, Hashable {
     /// One line for the README.
     public let meaning: String
 
-    init(
+    package init(
         _ name: String, _ defaultValue: String?, reloads: Bool = false, list: Bool = false, secret: Bool = false,
         _ meaning: String
     ) {
@@ -48,7 +48,7 @@ public struct ConfigurationKey: Sendable, Hashable {
     }
 
     /// `costLimit` → `["cost", "Limit"]`, `baseURL` → `["base", "URL"]`.
-    static func words(of component: String) -> [String] {
+    package static func words(of component: String) -> [String] {
         var words: [String] = []
         var current = ""
         var previous: Character?

@@ -48,12 +48,12 @@ public enum ConfigurationRawValue: Sendable, Hashable, CustomStringConvertible {
 /// `STRATA_…` variable, a `--flag` or a file key that names no ``ConfigurationKey`` is refused
 /// with the closest known name, so a typo never falls back to a default in silence.
 public struct ConfigurationLayers: Sendable {
-    struct Layer: Sendable {
-        var provider: any ConfigProvider
-        var origin: @Sendable (ConfigurationKey) -> ConfigurationOrigin
+    package struct Layer: Sendable {
+        package var provider: any ConfigProvider
+        package var origin: @Sendable (ConfigurationKey) -> ConfigurationOrigin
     }
 
-    var layers: [Layer]
+    package var layers: [Layer]
     /// The file's reloading provider (run it as a service for reloads), when there is a file.
     public let fileProvider: ReloadingFileProvider<YAMLSnapshot>?
     /// The configuration file's path.
@@ -122,7 +122,11 @@ public struct ConfigurationLayers: Sendable {
 
     /// The sources' values at one moment (``snapshot()``).
     public struct Snapshot: Sendable {
-        let layers: [(any ConfigSnapshot, @Sendable (ConfigurationKey) -> ConfigurationOrigin)]
+        package init(layers: [(any ConfigSnapshot, @Sendable (ConfigurationKey) -> ConfigurationOrigin)]) {
+            self.layers = layers
+        }
+
+        package let layers: [(any ConfigSnapshot, @Sendable (ConfigurationKey) -> ConfigurationOrigin)]
 
         /// As ``ConfigurationLayers/value(of:)``, from these frozen values.
         public func value(of key: ConfigurationKey) throws(ConfigurationError) -> (ConfigurationRawValue, ConfigurationOrigin)? {
@@ -138,7 +142,7 @@ public struct ConfigurationLayers: Sendable {
 
     /// One key from one snapshot, whatever scalar type the source parsed it as (a JSON number,
     /// a YAML boolean, a string).
-    static func read(
+    package static func read(
         _ absolute: AbsoluteConfigKey, list: Bool, from snapshot: any ConfigSnapshot, key: ConfigurationKey,
         origin: ConfigurationOrigin
     ) throws(ConfigurationError) -> ConfigurationRawValue? {
@@ -168,7 +172,7 @@ public struct ConfigurationLayers: Sendable {
     }
 
     /// A list given as one string (an environment variable): comma-separated.
-    static func splitList(_ text: String) -> [String] {
+    package static func splitList(_ text: String) -> [String] {
         text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
@@ -181,7 +185,7 @@ public struct ConfigurationLayers: Sendable {
     ]
 
     /// The `STRATA_…` variables without the prefix (the provider's view), each naming a key.
-    static func strataVariables(_ environment: [String: String]) throws(ConfigurationError) -> [String: String] {
+    package static func strataVariables(_ environment: [String: String]) throws(ConfigurationError) -> [String: String] {
         let known = Dictionary(uniqueKeysWithValues: StrataConfiguration.keys.map { ($0.environmentVariable, $0) })
         var variables: [String: String] = [:]
         for (name, value) in environment where name.hasPrefix("STRATA_") && !otherVariables.contains(name) {
@@ -197,7 +201,7 @@ public struct ConfigurationLayers: Sendable {
     }
 
     /// Every `--flag` in `arguments` names a key.
-    static func checkFlags(_ arguments: [String]) throws(ConfigurationError) {
+    package static func checkFlags(_ arguments: [String]) throws(ConfigurationError) {
         let known = Set(StrataConfiguration.keys.map(\.commandLineFlag))
         for argument in arguments where argument.hasPrefix("--") {
             let flag = String(argument.split(separator: "=", maxSplits: 1)[0])
@@ -210,12 +214,12 @@ public struct ConfigurationLayers: Sendable {
     }
 
     /// Every leaf key of the file names a key (a nested mapping per dot).
-    static func checkFileKeys(_ path: String) throws(ConfigurationError) {
+    package static func checkFileKeys(_ path: String) throws(ConfigurationError) {
         try checkFileKeys(path) { try ConfigurationFileKeys.leaves(ofFileAt: path) }
     }
 
     /// Every leaf key that `leaves` lists of the file `path` names a key.
-    static func checkFileKeys(_ path: String, leaves read: () throws -> [String]) throws(ConfigurationError) {
+    package static func checkFileKeys(_ path: String, leaves read: () throws -> [String]) throws(ConfigurationError) {
         let leaves: [String]
         do {
             leaves = try read()
@@ -234,12 +238,12 @@ public struct ConfigurationLayers: Sendable {
     }
 
     /// The known name closest to `name` (edit distance, case-insensitive), as "did you mean".
-    static func closest(to name: String, in known: [String]) -> String {
+    package static func closest(to name: String, in known: [String]) -> String {
         let best = known.min { distance(name.lowercased(), $0.lowercased()) < distance(name.lowercased(), $1.lowercased()) }
         return best.map { "did you mean \($0)?" } ?? "none"
     }
 
-    static func distance(_ a: String, _ b: String) -> Int {
+    package static func distance(_ a: String, _ b: String) -> Int {
         let a = Array(a)
         let b = Array(b)
         var row = Array(0...b.count)

@@ -15,18 +15,18 @@ import Strata
 /// - invalid: the error is logged with its key, value and origin, and every value in force
 ///   stays as it was.
 public final class ConfigurationReloader: Service, Sendable {
-    let layers: ConfigurationLayers
-    let engine: ImageCache
-    let logger: Logger
+    package let layers: ConfigurationLayers
+    package let engine: ImageCache
+    package let logger: Logger
     /// The configuration in force (the last one applied).
-    let applied: Lock<StrataConfiguration>
-    let counts = Lock<(applied: Int, refused: Int)>((0, 0))
+    package let applied: Lock<StrataConfiguration>
+    package let counts = Lock<(applied: Int, refused: Int)>((0, 0))
     /// Called with each configuration applied, after the engine's settings (the service's own
     /// reloadable settings, such as `color.output`).
-    let onApply: (@Sendable (StrataConfiguration) -> Void)?
+    package let onApply: (@Sendable (StrataConfiguration) -> Void)?
     /// Checks a read configuration further before anything is applied (`strata serve`: its
     /// presets, parsed as `/images` parameters); an error refuses the reload.
-    let check: (@Sendable (StrataConfiguration) throws(ConfigurationError) -> Void)?
+    package let check: (@Sendable (StrataConfiguration) throws(ConfigurationError) -> Void)?
 
     public init(
         layers: ConfigurationLayers, engine: ImageCache, initial: StrataConfiguration, logger: Logger = Logger(label: "strata.config"),

@@ -14,9 +14,9 @@ public final class ConfiguredImageCache: Sendable {
     public let pyramids: TilePyramids?
     public let configuration: StrataConfiguration
     package let monitor: MemoryPressureMonitor?
-    let shutdownSource: @Sendable () async -> Void
+    package let shutdownSource: @Sendable () async -> Void
     /// The shared pool (stopped when this object goes away).
-    let pool: BlockingPoolOwner<Void>
+    package let pool: BlockingPoolOwner<Void>
 
     /// Opens the tiers the configuration names (memory always; disk, tables and the source when
     /// set) and starts the engine. Throws a ``ConfigurationError`` naming the key whose value

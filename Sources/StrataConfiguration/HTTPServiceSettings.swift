@@ -65,13 +65,13 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     public var signsURLs: Bool { signingKey != nil || !signingKeys.isEmpty }
 
     /// A key id: 1…32 letters, digits, `-` or `_` (it is written into URLs as it is).
-    static func isValidKeyID(_ id: Substring) -> Bool {
+    package static func isValidKeyID(_ id: Substring) -> Bool {
         isName(id, maxBytes: 32, punctuation: "-_")
     }
 
     /// Whether `text` is 1…`maxBytes` bytes, each an ASCII letter, a digit or one of
     /// `punctuation`.
-    static func isName(_ text: Substring, maxBytes: Int, punctuation: String) -> Bool {
+    package static func isName(_ text: Substring, maxBytes: Int, punctuation: String) -> Bool {
         (1...maxBytes).contains(text.utf8.count)
             && text.utf8.allSatisfy { byte in
                 (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
@@ -82,7 +82,7 @@ public struct HTTPServiceSettings: Sendable, Equatable {
 
 extension HTTPServiceSettings {
     /// Reads every `http.*` key.
-    static func read(from reader: inout KeyReader) throws(ConfigurationError) -> HTTPServiceSettings {
+    package static func read(from reader: inout KeyReader) throws(ConfigurationError) -> HTTPServiceSettings {
         var settings = HTTPServiceSettings()
         settings.host = try reader.string("http.host") ?? settings.host
         let port = try reader.integer("http.port", min: 0)
@@ -151,7 +151,7 @@ extension HTTPServiceSettings {
     /// `http.presets`: entries `name: parameters`, the name 1…32 letters, digits, `-` or `_`
     /// (it is written into URLs as it is), each name once, the parameters not empty. The
     /// parameters themselves are checked by the service (``HTTPServiceSettings/presets``).
-    static func readPresets(from reader: inout KeyReader) throws(ConfigurationError) -> [String: String] {
+    package static func readPresets(from reader: inout KeyReader) throws(ConfigurationError) -> [String: String] {
         var presets: [String: String] = [:]
         for entry in try reader.list("http.presets") {
             let parts = entry.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
@@ -176,7 +176,7 @@ extension HTTPServiceSettings {
     }
 
     /// A preset's name: 1…32 letters, digits, `-` or `_` (a key id's characters).
-    static func isValidPresetName(_ name: Substring) -> Bool {
+    package static func isValidPresetName(_ name: Substring) -> Bool {
         isValidKeyID(name)
     }
 
@@ -185,7 +185,7 @@ extension HTTPServiceSettings {
 
     /// `http.formats`: formats of ``negotiableFormats``, each once, JPEG or PNG among them (an
     /// answer every client decodes).
-    static func readFormats(from reader: inout KeyReader) throws(ConfigurationError) -> [ImageFormat] {
+    package static func readFormats(from reader: inout KeyReader) throws(ConfigurationError) -> [ImageFormat] {
         let names = Self.negotiableFormats.map(\.rawValue).joined(separator: ", ")
         var formats: [ImageFormat] = []
         for entry in try reader.list("http.formats") {
@@ -206,12 +206,12 @@ extension HTTPServiceSettings {
     }
 
     /// Whether `name` can be an HTTP header value and a Prometheus label value as it is.
-    static func isValidNodeName(_ name: String) -> Bool {
+    package static func isValidNodeName(_ name: String) -> Bool {
         isName(Substring(name), maxBytes: 64, punctuation: "-._:")
     }
 
     /// The machine's host name, or `strata` when it has none usable as a node name.
-    static func hostName() -> String {
+    package static func hostName() -> String {
         guard let name = HostName.current, isValidNodeName(name) else { return "strata" }
         return name
     }

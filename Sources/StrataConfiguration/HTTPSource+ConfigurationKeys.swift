@@ -6,7 +6,7 @@ extension HTTPSource.Configuration {
     /// Reads every `source.http.*` key into an origin's settings and checks them
     /// (``validate()``); `nil` when `source.http.baseURL` is unset (the other keys are still
     /// read, so that `strata config` shows them).
-    static func read(from reader: inout KeyReader) throws(ConfigurationError) -> HTTPSource.Configuration? {
+    package static func read(from reader: inout KeyReader) throws(ConfigurationError) -> HTTPSource.Configuration? {
         let base = try reader.string("source.http.baseURL")
         var origin = HTTPSource.Configuration(baseURL: base ?? "http://unset.invalid/")
         origin.connectTimeout = try reader.duration("source.http.connectTimeout")

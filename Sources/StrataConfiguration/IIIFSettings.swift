@@ -44,7 +44,7 @@ public struct IIIFSettings: Sendable, Equatable {
 
 extension IIIFSettings {
     /// Reads every `iiif.*` key.
-    static func read(from reader: inout KeyReader) throws(ConfigurationError) -> IIIFSettings {
+    package static func read(from reader: inout KeyReader) throws(ConfigurationError) -> IIIFSettings {
         var settings = IIIFSettings()
         settings.maxWidth = try reader.integer("iiif.maxWidth", min: 1)
         settings.maxHeight = try reader.integer("iiif.maxHeight", min: 1)

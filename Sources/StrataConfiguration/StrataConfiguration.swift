@@ -75,7 +75,7 @@ public struct StrataConfiguration: Sendable {
     }
 
     /// Reads and checks every key from the sources' values at one moment.
-    init(snapshot: ConfigurationLayers.Snapshot) throws(ConfigurationError) {
+    package init(snapshot: ConfigurationLayers.Snapshot) throws(ConfigurationError) {
         var reader = KeyReader(snapshot: snapshot)
         tolerance = try reader.number("tolerance", in: 0...1)
         memory = ImageMemoryTier.Configuration(

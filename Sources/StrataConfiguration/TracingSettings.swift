@@ -35,7 +35,7 @@ public struct TracingSettings: Sendable, Equatable {
 
 extension TracingSettings {
     /// Reads every `tracing.*` key.
-    static func read(from reader: inout KeyReader) throws(ConfigurationError) -> TracingSettings {
+    package static func read(from reader: inout KeyReader) throws(ConfigurationError) -> TracingSettings {
         var settings = TracingSettings()
         settings.enabled = try reader.bool("tracing.enabled")
         let endpoint = try reader.string("tracing.endpoint") ?? settings.endpoint

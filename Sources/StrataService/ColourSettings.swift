@@ -4,14 +4,14 @@ import Synchronization
 /// `color.output` in force for new requests: read once per request (an atomic load) when its
 /// key is made (``CacheKey/init(_:colour:)``), set by ``StrataServer/apply(_:)`` when a reload
 /// changes it. A request already in flight keeps the choice it started with.
-final class ColourChoice: Sendable {
+package final class ColourChoice: Sendable {
     private let original: Atomic<Bool>
 
-    init(_ output: ColourOutput) { original = Atomic(output == .original) }
+    package init(_ output: ColourOutput) { original = Atomic(output == .original) }
 
-    var current: ColourOutput { original.load(ordering: .relaxed) ? .original : .srgb }
+    package var current: ColourOutput { original.load(ordering: .relaxed) ? .original : .srgb }
 
-    func set(_ output: ColourOutput) { original.store(output == .original, ordering: .relaxed) }
+    package func set(_ output: ColourOutput) { original.store(output == .original, ordering: .relaxed) }
 }
 
 /// The profiles `original` answers embed, memoized per source key and version: the engine's
@@ -19,16 +19,16 @@ final class ColourChoice: Sendable {
 /// is read from its header (``ImageCache/originalHeader(for:)``: one source fetch, no decode)
 /// the first time a variant of that version is encoded, and kept. Bounded: past `limit`
 /// entries the memo starts over. Cost of a hit: one lock and one dictionary lookup.
-final class OriginalProfiles: Sendable {
+package final class OriginalProfiles: Sendable {
     /// By source key: the version read, and its profile (`nil`: it has none).
     private let entries = Lock<[String: (version: UInt64, profile: ColourProfile?)]>([:])
-    let limit: Int
+    package let limit: Int
 
-    init(limit: Int = 16_384) { self.limit = limit }
+    package init(limit: Int = 16_384) { self.limit = limit }
 
     /// The profile an `original` answer of `key`'s variant of `version` embeds (``ColourConversion/profileToEmbed(for:grayscale:output:)``),
     /// `nil` when it has none or its original cannot be read now (not memoized then).
-    func profile(for key: String, version: SourceVersion, cache: ImageCache) async -> ColourProfile? {
+    package func profile(for key: String, version: SourceVersion, cache: ImageCache) async -> ColourProfile? {
         if let known = entries.withLock({ $0[key] }), known.version == version.stamp { return known.profile }
         guard let read = try? await cache.originalHeader(for: CacheKey(key)) else { return nil }
         let profile = ColourConversion.profileToEmbed(for: read.header.colour, grayscale: read.header.isGrayscale, output: .original)
@@ -41,7 +41,7 @@ final class OriginalProfiles: Sendable {
     }
 
     /// Forgets `key`'s profile (a purge).
-    func forget(_ key: String) {
+    package func forget(_ key: String) {
         entries.withLock { $0[key] = nil }
     }
 }

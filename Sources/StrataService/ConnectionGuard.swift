@@ -16,14 +16,14 @@ import NIOHTTP1
 /// starts and ends. It serves both paths: the warm path and Hummingbird's. Cost: one
 /// scheduled timer per connection, rescheduled when it fires (at most once per the shorter
 /// timeout), never per request or per byte; per request, two clock reads and a few compares.
-final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-    typealias OutboundIn = IOData
-    typealias OutboundOut = IOData
+package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias InboundOut = ByteBuffer
+    package typealias OutboundIn = IOData
+    package typealias OutboundOut = IOData
 
     /// What the connection is waiting for.
-    enum Phase {
+    package enum Phase {
         /// A request's head: since the accept, or since its first byte after an idle pause.
         case head
         /// The end of a request's body, or the server's responses.
@@ -33,7 +33,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Why a connection was closed (the `reason` label of `strata_http_connections_closed_total`).
-    enum Reason: String, CaseIterable, Sendable {
+    package enum Reason: String, CaseIterable, Sendable {
         case headerTimeout = "header_timeout"
         case idleTimeout = "idle_timeout"
         case bodyTimeout = "body_timeout"
@@ -45,7 +45,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private let limits: ConnectionLimits
     private let metrics: ConnectionMetrics
     private let logger: Logger
-    private(set) var phase = Phase.head
+    package private(set) var phase = Phase.head
     /// When the wait of ``phase`` ends (`distantFuture`: none, the server is answering).
     private var deadline = NIODeadline.distantFuture
     /// When a stall of the connection's writes ends it (`distantFuture`: writable).
@@ -59,29 +59,29 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var timer: Scheduled<Void>?
     private var context: ChannelHandlerContext?
 
-    init(limits: ConnectionLimits, metrics: ConnectionMetrics, logger: Logger) {
+    package init(limits: ConnectionLimits, metrics: ConnectionMetrics, logger: Logger) {
         self.limits = limits
         self.metrics = metrics
         self.logger = logger
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         if context.channel.isActive { start(context: context) }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
         self.context = nil
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         if timer == nil { start(context: context) }
         context.fireChannelActive()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
         context.fireChannelInactive()
@@ -96,7 +96,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         schedule(at: now + limits.tick, context: context)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if phase == .idle {
             // The first bytes of the next request: its head must be in within headerTimeout.
             phase = .head
@@ -105,7 +105,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
-    func read(context: ChannelHandlerContext) {
+    package func read(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             context.read()
         } else {
@@ -113,7 +113,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             stalledUntil = .distantFuture
             // The stall was not the client's idleness.
@@ -131,7 +131,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: What ``RequestPhases`` reports
 
     /// A request's head was read: the server answers it; its body, if any, must keep coming.
-    func requestHead() {
+    package func requestHead() {
         inFlight += 1
         phase = .request
         bodyOpen = true
@@ -139,12 +139,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A part of a request's body was read.
-    func requestBody() {
+    package func requestBody() {
         deadline = .now() + limits.idleTimeout
     }
 
     /// A request's end was read.
-    func requestEnd() {
+    package func requestEnd() {
         bodyOpen = false
         if inFlight == 0 {
             becomeIdle()
@@ -154,7 +154,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A response's end was written.
-    func responseEnd() {
+    package func responseEnd() {
         inFlight = max(0, inFlight - 1)
         if inFlight == 0, !bodyOpen { becomeIdle() }
     }
@@ -165,7 +165,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Closes the connection for `reason`.
-    func close(_ reason: Reason) {
+    package func close(_ reason: Reason) {
         guard let context else { return }
         metrics.closed(reason)
         logger.debug(
@@ -214,11 +214,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 /// One per connection, right after NIO's HTTP/1 decoder: it sees every request part, and every
 /// response part the encoder gets (the warm path's step response included, one per warm
 /// answer). Cost: a call into the guard per part, no allocation.
-final class RequestPhases: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPServerRequestPart
-    typealias OutboundIn = HTTPServerResponsePart
-    typealias OutboundOut = HTTPServerResponsePart
+package final class RequestPhases: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPServerRequestPart
+    package typealias InboundOut = HTTPServerRequestPart
+    package typealias OutboundIn = HTTPServerResponsePart
+    package typealias OutboundOut = HTTPServerResponsePart
 
     private let guardian: ConnectionGuard
     private let maxBody: Int
@@ -233,12 +233,12 @@ final class RequestPhases: ChannelDuplexHandler, RemovableChannelHandler {
     /// `Connection: close` request but would keep an HTTP/1.0 connection open; nginx closes both.
     private var closing: [Int] = []
 
-    init(guardian: ConnectionGuard, maxBody: Int) {
+    package init(guardian: ConnectionGuard, maxBody: Int) {
         self.guardian = guardian
         self.maxBody = maxBody
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
             bodyBytes = 0
@@ -258,7 +258,7 @@ final class RequestPhases: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard case .end = unwrapOutboundIn(data) else {
             context.write(data, promise: promise)
             return

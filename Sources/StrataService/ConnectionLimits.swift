@@ -6,28 +6,28 @@ import Synchronization
 /// What one connection may hold of the server (``ConnectionGuard`` enforces it) and how many
 /// connections may be open at once (``OpenConnections``): `http.headerTimeout`,
 /// `http.idleTimeout`, `http.maxConnections`. A value type made once per server.
-struct ConnectionLimits: Sendable {
+package struct ConnectionLimits: Sendable {
     /// From the accept, or the first byte of a request after an idle pause, to its head's end.
-    var headerTimeout: TimeAmount
+    package var headerTimeout: TimeAmount
     /// Between requests on a keep-alive connection; also the longest stall of a request's body
     /// or of the connection's writes.
-    var idleTimeout: TimeAmount
+    package var idleTimeout: TimeAmount
     /// Most connections open at once.
-    var maxConnections: Int
+    package var maxConnections: Int
     /// Bytes of one request's body drained and discarded before the connection is closed (the
     /// service's routes read no body; nginx's `client_max_body_size` default).
-    var maxDiscardedBody = 1 << 20
+    package var maxDiscardedBody = 1 << 20
 
-    init(_ settings: HTTPServiceSettings) {
+    package init(_ settings: HTTPServiceSettings) {
         headerTimeout = Self.amount(settings.headerTimeout)
         idleTimeout = Self.amount(settings.idleTimeout)
         maxConnections = settings.maxConnections
     }
 
     /// The shorter timeout: how often a connection's timer may fire.
-    var tick: TimeAmount { min(headerTimeout, idleTimeout) }
+    package var tick: TimeAmount { min(headerTimeout, idleTimeout) }
 
-    static func amount(_ duration: Duration) -> TimeAmount {
+    package static func amount(_ duration: Duration) -> TimeAmount {
         let (seconds, attoseconds) = duration.components
         return .nanoseconds(max(1, seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
     }
@@ -39,22 +39,22 @@ struct ConnectionLimits: Sendable {
 /// connection closed without an answer, and the connections already open keep flowing).
 ///
 /// One per server, shared by its event loops. Cost: two atomic adds per connection.
-final class OpenConnections: Sendable {
+package final class OpenConnections: Sendable {
     private let open = Atomic<Int>(0)
-    let limit: Int
+    package let limit: Int
     private let gauge: Gauge
 
-    init(limit: Int, metrics: ConnectionMetrics) {
+    package init(limit: Int, metrics: ConnectionMetrics) {
         self.limit = limit
         self.gauge = metrics.open
     }
 
     /// The connections open now.
-    var count: Int { open.load(ordering: .relaxed) }
+    package var count: Int { open.load(ordering: .relaxed) }
 
     /// Takes a place for `channel`, given back when it closes; `false` (nothing taken) when
     /// every place is taken.
-    func admit(_ channel: any Channel) -> Bool {
+    package func admit(_ channel: any Channel) -> Bool {
         let now = open.wrappingAdd(1, ordering: .relaxed).newValue
         guard now <= limit else {
             open.wrappingSubtract(1, ordering: .relaxed)
@@ -70,11 +70,11 @@ final class OpenConnections: Sendable {
 
 /// The connection metrics: `strata_http_connections_closed_total{reason}` (closed by the
 /// server for a limit: ``ConnectionGuard/Reason``) and `strata_http_connections_open`.
-struct ConnectionMetrics: Sendable {
+package struct ConnectionMetrics: Sendable {
     private let closedBy: [ConnectionGuard.Reason: Counter]
-    let open: Gauge
+    package let open: Gauge
 
-    init(factory: any MetricsFactory) {
+    package init(factory: any MetricsFactory) {
         var closedBy: [ConnectionGuard.Reason: Counter] = [:]
         for reason in ConnectionGuard.Reason.allCases {
             closedBy[reason] = Counter(
@@ -84,5 +84,5 @@ struct ConnectionMetrics: Sendable {
         open = Gauge(label: "strata_http_connections_open", factory: factory)
     }
 
-    func closed(_ reason: ConnectionGuard.Reason) { closedBy[reason]?.increment() }
+    package func closed(_ reason: ConnectionGuard.Reason) { closedBy[reason]?.increment() }
 }

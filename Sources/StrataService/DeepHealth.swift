@@ -8,15 +8,15 @@ import Strata
 /// Rate-limited: a check runs at most once per ``interval``; callers meanwhile share the
 /// running check or get the last report, so probing it hard cannot become a load vector.
 /// Cost of one check: a 64×40 decode and resample, a 16×10 encode, one small file write.
-final class DeepHealth: Sendable {
+package final class DeepHealth: Sendable {
     /// What a check found: `nil` when every part works, else the failing part and why.
-    struct Report: Sendable {
-        var failure: (part: String, message: String)?
-        var at: ContinuousClock.Instant
+    package struct Report: Sendable {
+        package var failure: (part: String, message: String)?
+        package var at: ContinuousClock.Instant
     }
 
     /// The shortest time between two checks.
-    static let interval: Duration = .seconds(1)
+    package static let interval: Duration = .seconds(1)
 
     private let cache: ImageCache
     private let probes: ServiceProbes
@@ -24,7 +24,7 @@ final class DeepHealth: Sendable {
     private let sample: [UInt8]
     private let state = Lock<(last: Report?, running: Task<Report, Never>?)>((nil, nil))
 
-    init(cache: ImageCache, probes: ServiceProbes = ServiceProbes()) {
+    package init(cache: ImageCache, probes: ServiceProbes = ServiceProbes()) {
         self.cache = cache
         self.probes = probes
         self.sample = Self.makeSample()
@@ -32,7 +32,7 @@ final class DeepHealth: Sendable {
 
     /// The current report: the last one if it is younger than ``interval``, else a new check
     /// (one at a time: concurrent callers wait for the same one).
-    func report() async -> Report {
+    package func report() async -> Report {
         let task = state.withLock { s -> Task<Report, Never>? in
             if let last = s.last, ContinuousClock.now - last.at < Self.interval { return nil }
             if let running = s.running { return running }
@@ -88,7 +88,7 @@ final class DeepHealth: Sendable {
     }
 
     /// A 64×40 opaque gray gradient, dark to bright from left to right, as JPEG.
-    static func makeSample() -> [UInt8] {
+    package static func makeSample() -> [UInt8] {
         var image = PixelImage(width: 64, height: 40)
         let stride = image.bytesPerRow
         image.withUnsafeMutableBytes { bytes in

@@ -5,16 +5,24 @@ import Strata
 /// quality, ready to write, with what its answers' fields say (``EncodedResponder/fields(etag:size:format:)``).
 /// No built fields: the warm path copies it out of the cache for every answer, so it holds as
 /// few reference-counted members as it can.
-struct EncodedImage: Sendable {
-    let body: ByteBuffer
-    let format: ResponseFormat
+package struct EncodedImage: Sendable {
+    package init(body: ByteBuffer, format: ResponseFormat, etag: String, size: PixelSize, head: ByteBuffer? = nil) {
+        self.body = body
+        self.format = format
+        self.etag = etag
+        self.size = size
+        self.head = head
+    }
+
+    package let body: ByteBuffer
+    package let format: ResponseFormat
     /// The strong validator, ``EncodedKey/etag``.
-    let etag: String
+    package let etag: String
     /// The encoded image's size (`X-Strata-Width`/`-Height`).
-    let size: PixelSize
+    package let size: PixelSize
     /// For `/images/` answers, the warm path's ready-made response head up to its per-response
     /// fields (``EncodedResponder/warmHead(_:length:)``); `nil` otherwise.
-    var head: ByteBuffer? = nil
+    package var head: ByteBuffer? = nil
 }
 
 /// A variant as the encoded cache knows it: the key, the variant (size, mode, style), the
@@ -22,25 +30,25 @@ struct EncodedImage: Sendable {
 /// cut from the variant (`derivation`: the API version and the canonical
 /// region/size/rotation/quality.format, `3/0,0,512,512/256,256/0/default.jpg`; empty for a
 /// whole variant).
-struct EncodedKey: Hashable, Sendable {
-    let key: String
-    let variant: VariantDescriptor
-    let version: UInt64
-    let format: ResponseFormat
-    let quality: Int
+package struct EncodedKey: Hashable, Sendable {
+    package let key: String
+    package let variant: VariantDescriptor
+    package let version: UInt64
+    package let format: ResponseFormat
+    package let quality: Int
     /// `original` answers embed the original's profile; their validator says so (`-icc`).
-    var colour: ColourOutput = .srgb
-    var derivation: String = ""
+    package var colour: ColourOutput = .srgb
+    package var derivation: String = ""
     /// The AVIF encoder's speed (`http.avifSpeed`), which changes the bytes; `nil` for the
     /// other formats.
-    var speed: Int? = nil
+    package var speed: Int? = nil
 
     /// The strong validator of these bytes, one format for `/images` and IIIF:
     /// `"{source version, hex}-{variant}-{format}[-q{quality}][-s{speed}][-icc][-{derivation}]"`,
     /// the quality only for JPEG, WebP and AVIF, the speed only for AVIF, `-icc` for
     /// `color.output` `original`, the derivation's commas written `;` (clients and
     /// ``FormatNegotiation`` split `If-None-Match` on commas; canonical forms have no `;`).
-    var etag: String {
+    package var etag: String {
         var tag = "\"\(String(version, radix: 16))-\(variant)-\(format.rawValue)"
         if quality > 0 { tag += "-q\(quality)" }
         if let speed { tag += "-s\(speed)" }
@@ -60,24 +68,24 @@ struct EncodedKey: Hashable, Sendable {
 /// (``EncodedResponder/encodes``). Cost-limited (``MemoryCache``, TinyLFU admission),
 /// thread-safe. A `ByteBuffer` body is
 /// shared, not copied, by every response that sends it.
-final class EncodedCache: Sendable {
+package final class EncodedCache: Sendable {
     private let cache: MemoryCache<EncodedKey, EncodedImage>?
 
     /// `costLimit` 0 turns the cache off.
-    init(costLimit: Int) {
+    package init(costLimit: Int) {
         cache = costLimit > 0 ? MemoryCache(costLimit: costLimit, maxEntryShare: 0.25) : nil
     }
 
-    func value(for key: EncodedKey) -> EncodedImage? { cache?.value(forKey: key) }
+    package func value(for key: EncodedKey) -> EncodedImage? { cache?.value(forKey: key) }
 
     /// Keeps `image`; its cost is its body, its head and 128 bytes (the validator and the rest).
-    func insert(_ image: EncodedImage, for key: EncodedKey) {
+    package func insert(_ image: EncodedImage, for key: EncodedKey) {
         _ = cache?.insert(image, forKey: key, cost: image.body.readableBytes + (image.head?.readableBytes ?? 0) + 128)
     }
 
     /// Drops every encoding of `key` (a purge); returns how many.
     @discardableResult
-    func remove(key: String) -> Int { cache?.removeAll { $0.key == key } ?? 0 }
+    package func remove(key: String) -> Int { cache?.removeAll { $0.key == key } ?? 0 }
 
-    var statistics: CacheStatistics? { cache?.statistics }
+    package var statistics: CacheStatistics? { cache?.statistics }
 }

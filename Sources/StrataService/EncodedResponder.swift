@@ -7,16 +7,16 @@ import StrataConfiguration
 
 /// The encodes in flight, keyed by encoding: the engine's ``Coalescer``, one operation per
 /// ``EncodedKey`` that every request for it joins.
-typealias EncodeCoalescer = Coalescer<EncodedKey, Void, Int, EncodedImage, ServiceError>
+package typealias EncodeCoalescer = Coalescer<EncodedKey, Void, Int, EncodedImage, ServiceError>
 
 /// An image answer, ready to write, with the tier label for metrics.
-struct ImageReply: Sendable {
-    var status: HTTPResponse.Status
-    var headers: HTTPFields
-    var body: ByteBuffer?
-    var tier: String
+package struct ImageReply: Sendable {
+    package var status: HTTPResponse.Status
+    package var headers: HTTPFields
+    package var body: ByteBuffer?
+    package var tier: String
 
-    var response: Response {
+    package var response: Response {
         Response(status: status, headers: headers, body: body.map { .init(byteBuffer: $0) } ?? .init())
     }
 }
@@ -33,24 +33,24 @@ struct ImageReply: Sendable {
 /// Cost of an encoded-cache answer: one lookup (none when the caller looked it up) and its
 /// five fields; of a miss: a coalescer hand-off, and for the request that starts the encode a
 /// second lookup, a job on the engine's urgent lane (cut, encode) and an insertion.
-struct EncodedResponder: Sendable {
-    let cache: ImageCache
-    let encoded: EncodedCache
-    let settings: HTTPServiceSettings
-    let metrics: ServiceMetrics
-    let probes: ServiceProbes
+package struct EncodedResponder: Sendable {
+    package let cache: ImageCache
+    package let encoded: EncodedCache
+    package let settings: HTTPServiceSettings
+    package let metrics: ServiceMetrics
+    package let probes: ServiceProbes
     /// `color.output` in force (read when a request's key is made).
-    let colour: ColourChoice
+    package let colour: ColourChoice
     /// The profiles `original` answers embed.
-    let originalProfiles = OriginalProfiles()
+    package let originalProfiles = OriginalProfiles()
     /// Encodes in flight, one per encoding (``EncodedKey``): a request whose encoding another
     /// is making waits for it rather than encoding it again (``answer(_:ifNoneMatch:started:engineDone:)``).
-    let encodes: EncodeCoalescer
+    package let encodes: EncodeCoalescer
     /// Whether the configured field values (`http.cacheControl`, `http.nodeName`) are legal
     /// field values, which a ready-made head needs.
     private let legalConfiguredValues: Bool
 
-    init(
+    package init(
         cache: ImageCache, encoded: EncodedCache, settings: HTTPServiceSettings, metrics: ServiceMetrics, probes: ServiceProbes,
         colour: ColourChoice = ColourChoice(.srgb), encodes: EncodeCoalescer = EncodeCoalescer()
     ) {
@@ -68,7 +68,7 @@ struct EncodedResponder: Sendable {
     /// urgent lane is refused (503 `overloaded`, `Retry-After`), unless `ready` (asked only
     /// then) says it needs no work there: memory holds the variant asked for, or a IIIF
     /// original's size is known.
-    func admit(unless ready: @autoclosure () -> Bool) throws(ServiceError) {
+    package func admit(unless ready: @autoclosure () -> Bool) throws(ServiceError) {
         guard cache.queueDepths.urgent >= settings.maxQueue, !ready() else { return }
         metrics.shed.increment()
         throw ServiceError(
@@ -78,7 +78,7 @@ struct EncodedResponder: Sendable {
 
     /// Whether any pixel of `image` is translucent: the scan runs on the engine's urgent lane,
     /// never on the caller's thread (an event loop or the cooperative pool).
-    func hasTransparency(_ image: PixelImage) async throws(ServiceError) -> Bool {
+    package func hasTransparency(_ image: PixelImage) async throws(ServiceError) -> Bool {
         let probe = probes.transparencyScanned
         do {
             return try await cache.runOnEngineThreads { () -> Bool in
@@ -91,27 +91,27 @@ struct EncodedResponder: Sendable {
     }
 
     /// One encoded answer to make.
-    struct Work: Sendable {
+    package struct Work: Sendable {
         /// What the engine served: the pixels and their tier.
-        var served: CachedImage
+        package var served: CachedImage
         /// The encoding: variant, source version, format, quality, derivation.
-        var key: EncodedKey
+        package var key: EncodedKey
         /// The encoded image's size.
-        var size: PixelSize
+        package var size: PixelSize
         /// The encoded cache's entry when the caller looked it up already (`nil`: look it up).
-        var hit: EncodedImage?
+        package var hit: EncodedImage?
         /// The route's own fields (IIIF: CORS and `Link`; a negotiated format: `Vary`).
-        var extra: HTTPFields
+        package var extra: HTTPFields
         /// Cut from the variant before the encode (a IIIF tile); `nil` encodes it whole.
-        var derive: (@Sendable (PixelImage) -> PixelImage)?
+        package var derive: (@Sendable (PixelImage) -> PixelImage)?
         /// Whether the entry gets the warm path's ready-made head (`/images` answers).
-        var warm: Bool
+        package var warm: Bool
     }
 
     /// The answer to `work`: 304 when `If-None-Match` names its validator, else the encoded
     /// cache's bytes, else a fresh encode (kept in the encoded cache), shared with the requests
     /// for the same encoding that arrive while it runs.
-    func answer(
+    package func answer(
         _ work: Work, ifNoneMatch: [String], started: ContinuousClock.Instant, engineDone: ContinuousClock.Instant
     ) async throws(ServiceError) -> ImageReply {
         let hit = work.hit ?? encoded.value(for: work.key)
@@ -199,7 +199,7 @@ struct EncodedResponder: Sendable {
     }
 
     /// A 304: the route's fields and the 200's (`fields`) but `Content-Type`.
-    func notModified(
+    package func notModified(
         _ extra: HTTPFields, fields: HTTPFields, tier: String, started: ContinuousClock.Instant, engineDone: ContinuousClock.Instant
     ) -> ImageReply {
         var headers = extra
@@ -212,15 +212,15 @@ struct EncodedResponder: Sendable {
 
     // MARK: - The head
 
-    static let tier = HTTPField.Name("X-Strata-Tier")!
-    static let width = HTTPField.Name("X-Strata-Width")!
-    static let height = HTTPField.Name("X-Strata-Height")!
-    static let serverTiming = HTTPField.Name("Server-Timing")!
+    package static let tier = HTTPField.Name("X-Strata-Tier")!
+    package static let width = HTTPField.Name("X-Strata-Width")!
+    package static let height = HTTPField.Name("X-Strata-Height")!
+    package static let serverTiming = HTTPField.Name("Server-Timing")!
 
     /// The fields of an encoding's 200 that are the same in every answer with it: `ETag`,
     /// `Cache-Control` (`http.cacheControl`), `X-Strata-Width`/`-Height`, `Content-Type`; a 304
     /// sends them but `Content-Type`, and the warm head is rendered from them.
-    func fields(etag: String, size: PixelSize, format: ResponseFormat) -> HTTPFields {
+    package func fields(etag: String, size: PixelSize, format: ResponseFormat) -> HTTPFields {
         var fields = HTTPFields()
         fields.reserveCapacity(5)
         fields[.eTag] = etag
@@ -238,7 +238,7 @@ struct EncodedResponder: Sendable {
     /// not a legal field value (CR, LF or NUL in `http.cacheControl` or `http.nodeName`): such
     /// answers go the ordinary way, whose HTTP types make values legal, so no configured text
     /// can add a field of its own.
-    func warmHead(_ fields: HTTPFields, length: Int) -> ByteBuffer? {
+    package func warmHead(_ fields: HTTPFields, length: Int) -> ByteBuffer? {
         guard legalConfiguredValues else { return nil }
         var head = ByteBuffer()
         head.writeStaticString("HTTP/1.1 200 OK\r\n")
@@ -258,7 +258,9 @@ struct EncodedResponder: Sendable {
 
     /// `Server-Timing`: the engine's part, the encode's part and the whole, in milliseconds
     /// with microsecond digits.
-    static func timing(started: ContinuousClock.Instant, engine: ContinuousClock.Instant, encode: ContinuousClock.Instant?) -> String {
+    package static func timing(
+        started: ContinuousClock.Instant, engine: ContinuousClock.Instant, encode: ContinuousClock.Instant?
+    ) -> String {
         var text = ByteBuffer()
         writeTiming(started: started, engine: engine, encode: encode, into: &text)
         return String(buffer: text)
@@ -266,7 +268,7 @@ struct EncodedResponder: Sendable {
 
     /// Writes the value of ``timing(started:engine:encode:)`` into `buffer` (the warm path's
     /// way: no string in between).
-    static func writeTiming(
+    package static func writeTiming(
         started: ContinuousClock.Instant, engine: ContinuousClock.Instant, encode: ContinuousClock.Instant?, into buffer: inout ByteBuffer
     ) {
         let now = ContinuousClock.now
@@ -281,7 +283,7 @@ struct EncodedResponder: Sendable {
     }
 
     /// Writes `duration` as milliseconds with three decimals (`1.234`).
-    static func write(_ duration: Duration, into buffer: inout ByteBuffer) {
+    package static func write(_ duration: Duration, into buffer: inout ByteBuffer) {
         let micros = max(0, duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
         buffer.writeString(String(micros / 1000))
         let fraction = micros % 1000

@@ -2,9 +2,9 @@ import Strata
 
 /// The small HTTP rules of an image response: `Accept` negotiation, `If-None-Match`
 /// matching, and whether an image needs an alpha channel. Pure functions.
-enum FormatNegotiation {
+package enum FormatNegotiation {
     /// What `Accept` and `http.formats` choose before the pixels are looked at.
-    enum Outcome: Equatable {
+    package enum Outcome: Equatable {
         case format(ResponseFormat)
         /// JPEG for opaque pixels, PNG for translucent ones: a scan of the pixels (or a cached
         /// encoding of them) tells which.
@@ -17,7 +17,7 @@ enum FormatNegotiation {
     /// (then ``Outcome/byAlpha``); PNG. JPEG when none applies (the configuration lists JPEG or
     /// PNG, so only a list built in code gets there). Cost: a scan of `Accept` per listed AVIF
     /// or WebP before the one chosen.
-    static func negotiate(_ formats: [ImageFormat], accept: [String]) -> Outcome {
+    package static func negotiate(_ formats: [ImageFormat], accept: [String]) -> Outcome {
         for (index, format) in formats.enumerated() {
             switch format {
             case .avif: if accepts("image/avif", in: accept) { return .format(.avif) }
@@ -32,7 +32,7 @@ enum FormatNegotiation {
 
     /// Whether `Accept` names `type` (lower case) explicitly with a non-zero q-value
     /// (`image/*` does not count: a browser that says only that may not decode WebP).
-    static func accepts(_ type: String, in accept: [String]) -> Bool {
+    package static func accepts(_ type: String, in accept: [String]) -> Bool {
         for field in accept {
             for item in field.split(separator: ",") {
                 let parts = item.split(separator: ";")
@@ -46,7 +46,7 @@ enum FormatNegotiation {
 
     /// `If-None-Match` (weak comparison, RFC 9110 §13.1.2): `*`, or any listed tag equal to
     /// `etag` once `W/` is ignored.
-    static func matches(etag: String, ifNoneMatch: [String]) -> Bool {
+    package static func matches(etag: String, ifNoneMatch: [String]) -> Bool {
         for field in ifNoneMatch {
             for item in field.split(separator: ",") {
                 var tag = trimmed(item)
@@ -59,7 +59,7 @@ enum FormatNegotiation {
     }
 
     /// `text` without surrounding spaces and tabs.
-    static func trimmed(_ text: Substring) -> Substring {
+    package static func trimmed(_ text: Substring) -> Substring {
         var text = text
         while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
         while let last = text.last, last == " " || last == "\t" { text.removeLast() }
@@ -70,7 +70,7 @@ enum FormatNegotiation {
     /// Cost: one pass over the alpha bytes, stopping at the first translucent one — never on an
     /// event loop: the service calls it through ``EncodedResponder/hasTransparency(_:)``, on the
     /// engine's threads.
-    static func hasTransparency(_ image: PixelImage) -> Bool {
+    package static func hasTransparency(_ image: PixelImage) -> Bool {
         guard image.style == .bgra32Premultiplied else { return false }
         return image.withUnsafeBytes { raw in
             for y in 0..<image.height {

@@ -6,7 +6,7 @@ extension ImageEndpoint {
     /// Whether `/images` answers for `key` come from its tile pyramid (when pyramids are set):
     /// its original is known (from an earlier request or IIIF) to be over `source.maxPixels`,
     /// which the engine refuses.
-    func isTiled(_ key: String) -> Bool {
+    package func isTiled(_ key: String) -> Bool {
         guard let known = originals.known(key) else { return false }
         return known.size.pixelCount > sourceMaxPixels
     }
@@ -20,7 +20,7 @@ extension ImageEndpoint {
     /// a whole-image variant's. Cost: the covered tiles (table hits, or waits while the build
     /// writes them) and one resample of the output's size. An original that changed since its
     /// size was memoized is read again, once.
-    func tiled(
+    package func tiled(
         _ prepared: Prepared, pyramids: TilePyramids, request: Request, started: ContinuousClock.Instant
     ) async throws(ServiceError) -> ImageReply {
         do {

@@ -19,40 +19,40 @@ import Glibc
 /// (``PreparedHandOff``), so a cold request's target is parsed once. Cost of a warm request: the
 /// engine's memory hit (a hash lookup and a scan of the key's variants), one encoded-cache
 /// lookup, and the write of a shared buffer.
-struct ImageEndpoint: Sendable {
-    let cache: ImageCache
-    let encoded: EncodedCache
-    let settings: HTTPServiceSettings
-    let signer: URLSigner?
-    let responder: EncodedResponder
+package struct ImageEndpoint: Sendable {
+    package let cache: ImageCache
+    package let encoded: EncodedCache
+    package let settings: HTTPServiceSettings
+    package let signer: URLSigner?
+    package let responder: EncodedResponder
     /// `http.presets` in force (replaced on reload by ``StrataServer/apply(_:)``).
-    var presets = PresetChoice(.none)
+    package var presets = PresetChoice(.none)
     /// The tile pyramids of originals over `source.maxPixels` (`nil`: none configured; such
     /// originals are refused with 413), the originals' sizes (shared with IIIF), and
     /// `source.maxPixels`.
-    var pyramids: TilePyramids? = nil
-    var originals = IIIFOriginals()
-    var sourceMaxPixels = Int.max
+    package var pyramids: TilePyramids? = nil
+    package var originals = IIIFOriginals()
+    package var sourceMaxPixels = Int.max
 
-    var probes: ServiceProbes { responder.probes }
+    package var probes: ServiceProbes { responder.probes }
 
     /// A checked image request.
-    struct Prepared: Sendable {
-        var parameters: ImageParameters
-        var request: ImageRequest
+    package struct Prepared: Sendable {
+        package var parameters: ImageParameters
+        package var request: ImageRequest
         /// The warm path's memory lookup for this request, when it made one before passing the
         /// request on (the route then asks memory no more).
-        var memoryLookup: MemoryLookup = .notAsked
+        package var memoryLookup: MemoryLookup = .notAsked
         /// When the URL's signature expires (`exp=`, Unix seconds); checked again each time a
         /// memoized parse is reused (``PreparedTargets``).
-        var expires: Int? = nil
+        package var expires: Int? = nil
         /// The ``PresetChoice/generation`` it was parsed under: a memoized parse of another
         /// generation is parsed again (``PreparedTargets``).
-        var presetGeneration = 0
+        package var presetGeneration = 0
     }
 
     /// What a memory lookup made before the route found.
-    enum MemoryLookup: Sendable {
+    package enum MemoryLookup: Sendable {
         case notAsked
         case hit(CachedImage)
         case miss
@@ -60,7 +60,7 @@ struct ImageEndpoint: Sendable {
 
     /// The answer and the tier label for metrics (`nil` when no image was served).
     /// `handedOver`: the warm path's parse of this request's target, when it made one.
-    func respond(to request: Request, handedOver: Result<Prepared, ServiceError>?) async -> (Response, tier: String?) {
+    package func respond(to request: Request, handedOver: Result<Prepared, ServiceError>?) async -> (Response, tier: String?) {
         let started = ContinuousClock.now
         do {
             let reply = try await image(for: request, handedOver: handedOver, started: started)
@@ -72,7 +72,7 @@ struct ImageEndpoint: Sendable {
 
     /// Checks the signature (when signing is on), resolves a preset (``ImagePresets``) and
     /// parses the target.
-    func prepare(target signed: Substring, now: Int = Int(time(nil))) throws(ServiceError) -> Prepared {
+    package func prepare(target signed: Substring, now: Int = Int(time(nil))) throws(ServiceError) -> Prepared {
         probes.targetParsed?(signed)
         var target = signed
         var expires: Int?
@@ -105,7 +105,7 @@ struct ImageEndpoint: Sendable {
     }
 
     /// The 403 of a refused signature.
-    static func refusal(_ refusal: URLSigner.Refusal) -> ServiceError {
+    package static func refusal(_ refusal: URLSigner.Refusal) -> ServiceError {
         switch refusal {
         case .missing:
             ServiceError(.forbidden, "missing_signature", "this service needs signed URLs: add sig= (see `strata sign`)")
@@ -178,7 +178,7 @@ struct ImageEndpoint: Sendable {
     /// The rows as held (`format=raw`): never encoded nor cached as bytes. They are copied into
     /// the body on the engine's threads (a mapped disk or table hit's pages may still have to be
     /// read from the disk, which no event loop may wait for), unless the caller did (`rows`).
-    func raw(
+    package func raw(
         _ served: CachedImage, key: EncodedKey, extra: HTTPFields, ifNoneMatch: [String], started: ContinuousClock.Instant,
         engineDone: ContinuousClock.Instant, rows: ByteBuffer? = nil
     ) async throws(ServiceError) -> ImageReply {
@@ -210,22 +210,24 @@ struct ImageEndpoint: Sendable {
 
     /// The encoding a request gets: its format (from the URL, else negotiated from `Accept`),
     /// and the encoded cache's bytes of it when they are there.
-    struct Choice {
+    package struct Choice {
         /// `nil`: negotiated, and only a scan of the pixels for alpha can tell PNG from JPEG.
-        var format: ResponseFormat?
-        var negotiated: Bool
-        var hit: EncodedImage?
+        package var format: ResponseFormat?
+        package var negotiated: Bool
+        package var hit: EncodedImage?
     }
 
     /// The quality `format` is encoded at: the request's, else `http.avifQuality` (AVIF) or
     /// `http.quality`; 0 for the formats without one.
-    func quality(_ parameters: ImageParameters, _ format: ResponseFormat) -> Int {
+    package func quality(_ parameters: ImageParameters, _ format: ResponseFormat) -> Int {
         guard format.hasQuality else { return 0 }
         return parameters.quality ?? (format == .avif ? settings.avifQuality : settings.quality)
     }
 
     /// The encoded cache's key of `served` in `format`.
-    func encodedKey(_ parameters: ImageParameters, _ colour: ColourOutput, _ served: CachedImage, _ format: ResponseFormat) -> EncodedKey {
+    package func encodedKey(
+        _ parameters: ImageParameters, _ colour: ColourOutput, _ served: CachedImage, _ format: ResponseFormat
+    ) -> EncodedKey {
         EncodedKey(
             key: parameters.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
             quality: quality(parameters, format), colour: colour,
@@ -240,7 +242,7 @@ struct ImageEndpoint: Sendable {
     /// variant; else undecided (`format` `nil`): the route scans the pixels for alpha on the
     /// engine's threads (PNG with alpha, JPEG without), and the warm path passes the request
     /// on. Never scans pixels itself: it runs on event loops.
-    func choose(_ parameters: ImageParameters, colour: ColourOutput, served: CachedImage, accept: [String]) -> Choice {
+    package func choose(_ parameters: ImageParameters, colour: ColourOutput, served: CachedImage, accept: [String]) -> Choice {
         if let format = parameters.format {
             let hit = format == .raw ? nil : encoded.value(for: encodedKey(parameters, colour, served, format))
             return Choice(format: format, negotiated: false, hit: hit)
@@ -262,7 +264,7 @@ struct ImageEndpoint: Sendable {
     /// with its ready-made head, when there is one and the answer is a 200 (not a 304: an
     /// `If-None-Match` that matches goes the ordinary way). `negotiated`: the answer varies
     /// with `Accept`.
-    func warmEncoding(
+    package func warmEncoding(
         for prepared: Prepared, served: CachedImage, accept: [String], ifNoneMatch: [String]
     ) -> (image: EncodedImage, head: ByteBuffer, negotiated: Bool)? {
         let choice = choose(prepared.parameters, colour: prepared.request.key.colourOutput, served: served, accept: accept)
@@ -272,7 +274,22 @@ struct ImageEndpoint: Sendable {
         return (hit, head, choice.negotiated)
     }
 
-    static let bytesPerRow = HTTPField.Name("X-Strata-Bytes-Per-Row")!
-    static let contentDPR = HTTPField.Name(ImageParameters.contentDPR)!
-    static let style = HTTPField.Name("X-Strata-Style")!
+    package static let bytesPerRow = HTTPField.Name("X-Strata-Bytes-Per-Row")!
+    package static let contentDPR = HTTPField.Name(ImageParameters.contentDPR)!
+    package static let style = HTTPField.Name("X-Strata-Style")!
+}
+
+extension ImageEndpoint {
+    /// The memberwise initializer, visible to the package's other modules.
+    package init(
+        cache: ImageCache, encoded: EncodedCache, settings: HTTPServiceSettings, signer: URLSigner?, responder: EncodedResponder,
+        pyramids: TilePyramids? = nil
+    ) {
+        self.cache = cache
+        self.encoded = encoded
+        self.settings = settings
+        self.signer = signer
+        self.responder = responder
+        self.pyramids = pyramids
+    }
 }

@@ -7,7 +7,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
     case webp, jpeg, png, avif, raw
 
     /// The response format of an encoder's format (`nil`: one answers are never encoded in).
-    init?(_ format: ImageFormat) {
+    package init?(_ format: ImageFormat) {
         switch format {
         case .webp: self = .webp
         case .jpeg: self = .jpeg
@@ -18,7 +18,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
     }
 
     /// The encoder's format (`nil` for `raw`).
-    var imageFormat: ImageFormat? {
+    package var imageFormat: ImageFormat? {
         switch self {
         case .webp: return .webp
         case .jpeg: return .jpeg
@@ -28,7 +28,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         }
     }
 
-    var contentType: String {
+    package var contentType: String {
         switch self {
         case .webp: return "image/webp"
         case .jpeg: return "image/jpeg"
@@ -39,7 +39,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
     }
 
     /// Whether requests choose its quality (`quality=`): the lossy encodings.
-    var hasQuality: Bool { self == .jpeg || self == .webp || self == .avif }
+    package var hasQuality: Bool { self == .jpeg || self == .webp || self == .avif }
 }
 
 /// What an image URL asks for — `/images/{key}?w=&h=&mode=&tolerance=&format=&quality=&exact=`
@@ -65,13 +65,13 @@ public struct ImageParameters: Sendable, Hashable {
     public var gravity: Gravity = .center
 
     /// The route's prefix.
-    static let prefix = "/images/"
+    package static let prefix = "/images/"
 
     /// `Content-DPR`: the device pixel ratio an answer was sized for.
-    static let contentDPR = "Content-DPR"
+    package static let contentDPR = "Content-DPR"
 
     /// ``dpr`` as `Content-DPR` writes it: at most three decimals, no trailing zeros (`2`, `1.5`).
-    var dprText: String? {
+    package var dprText: String? {
         guard let dpr else { return nil }
         var text = String(format: "%.3f", dpr)
         while text.hasSuffix("0") { text.removeLast() }
@@ -80,10 +80,10 @@ public struct ImageParameters: Sendable, Hashable {
     }
 
     /// The query's parameter names.
-    enum Name: Int, CaseIterable {
+    package enum Name: Int, CaseIterable {
         case w, h, mode, tolerance, format, quality, exact, signature, keyID, expiry, dpr, gravity
 
-        var text: String {
+        package var text: String {
             switch self {
             case .w: return "w"
             case .h: return "h"
@@ -103,7 +103,7 @@ public struct ImageParameters: Sendable, Hashable {
         /// The name spelled by `bytes`, compared byte for byte (names are ASCII). The first
         /// byte picks the one candidate (and the length, for `exact` and `exp`), without
         /// building `allCases`.
-        init?(_ bytes: Substring.UTF8View) {
+        package init?(_ bytes: Substring.UTF8View) {
             let name: Name
             switch bytes.first {
             case UInt8(ascii: "w"): name = .w
@@ -216,14 +216,14 @@ public struct ImageParameters: Sendable, Hashable {
     }
 
     /// `text` percent-decoded (as it is when it has no `%`, or when the escapes are invalid).
-    static func decoded(_ text: Substring) -> Substring {
+    package static func decoded(_ text: Substring) -> Substring {
         guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
         return Substring(String(text).removingPercentEncoding ?? String(text))
     }
 
     /// Checks an already decoded key against the same rules: no empty, `.` or `..` segment,
     /// no NUL (an IIIF identifier, decoded once, may hold `/`).
-    static func checkKey(_ key: String) throws(ServiceError) {
+    package static func checkKey(_ key: String) throws(ServiceError) {
         for segment in key.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             // Split at `/`, so a segment holds none: the same rule as a path's segments.
             guard isAllowed(segment: segment) else {
@@ -235,14 +235,14 @@ public struct ImageParameters: Sendable, Hashable {
     }
 
     /// Whether `segment` (decoded) may be part of a key: not empty, `.` or `..`, no `/` or NUL.
-    static func isAllowed(segment: Substring.UTF8View) -> Bool {
+    package static func isAllowed(segment: Substring.UTF8View) -> Bool {
         !segment.isEmpty && !segment.elementsEqual(".".utf8) && !segment.elementsEqual("..".utf8)
             && !segment.contains(UInt8(ascii: "/")) && !segment.contains(0)
     }
 
     /// The key: path segments, percent-decoded and checked. A path without `%` (the common
     /// case) is checked in place, byte by byte, and copied once.
-    static func key(fromPath path: Substring) throws(ServiceError) -> String {
+    package static func key(fromPath path: Substring) throws(ServiceError) -> String {
         func refused() -> ServiceError {
             ServiceError(
                 .badRequest, "bad_key",

@@ -24,25 +24,25 @@ public struct ImagePresets: Sendable, Equatable {
 
     /// Parameters a presets-only request may add, and no preset may hold: the signature's,
     /// which say who signed the URL and until when, not what image it is.
-    static let signatureParameters = [URLSigner.parameter, URLSigner.keyIDParameter, URLSigner.expiryParameter]
+    package static let signatureParameters = [URLSigner.parameter, URLSigner.keyIDParameter, URLSigner.expiryParameter]
 
     /// One preset's parameters.
-    struct Preset: Sendable, Equatable {
+    package struct Preset: Sendable, Equatable {
         /// One `name=value` (or a bare `name`) as written in the configuration.
-        struct Pair: Sendable, Equatable {
-            var name: String
-            var value: String
-            var text: String
+        package struct Pair: Sendable, Equatable {
+            package var name: String
+            package var value: String
+            package var text: String
         }
 
-        var pairs: [Pair]
+        package var pairs: [Pair]
     }
 
-    let presets: [String: Preset]
+    package let presets: [String: Preset]
     /// `http.presetsOnly`: `/images` answers presets only.
     public let only: Bool
     /// The presets' names, sorted (listed in refusals).
-    let names: [String]
+    package let names: [String]
 
     /// No presets: `preset=` is refused, every other request is parsed as it is.
     public static let none = ImagePresets(presets: [:], only: false)
@@ -64,7 +64,7 @@ public struct ImagePresets: Sendable, Equatable {
 
     /// `definitions`: preset name → parameters (`w=256 h=256 mode=fill`, separated by spaces
     /// or `&`).
-    init(definitions: [String: String], only: Bool, maxDimension: Int, origin: String? = nil) throws(ConfigurationError) {
+    package init(definitions: [String: String], only: Bool, maxDimension: Int, origin: String? = nil) throws(ConfigurationError) {
         var presets: [String: Preset] = [:]
         for (name, text) in definitions {
             presets[name] = try Self.preset(named: name, text, only: only, maxDimension: maxDimension, origin: origin)
@@ -74,7 +74,7 @@ public struct ImagePresets: Sendable, Equatable {
 
     /// Parses and checks one preset: it parses as a query, with `w=1`/`h=1` for a side it leaves
     /// to the request (a presets-only service's presets must be whole: nothing can be added).
-    static func preset(
+    package static func preset(
         named name: String, _ text: String, only: Bool, maxDimension: Int, origin: String?
     ) throws(ConfigurationError) -> Preset {
         func refused(_ reason: String) -> ConfigurationError {
@@ -116,7 +116,7 @@ public struct ImagePresets: Sendable, Equatable {
     /// removed): the same query without a preset; the request's parameters and its preset's
     /// (those it does not give) with one. Throws the 400s of an unknown preset, a conflict
     /// between the two, and a presets-only service's refusals.
-    func resolve(_ query: Substring?) throws(ServiceError) -> Substring? {
+    package func resolve(_ query: Substring?) throws(ServiceError) -> Substring? {
         guard let query, Self.namesPreset(query) else {
             if only { throw presetsOnlyRefusal(got: "no preset") }
             return query
@@ -171,7 +171,7 @@ public struct ImagePresets: Sendable, Equatable {
     }
 
     /// Whether a query has a `preset` parameter: a scan of its bytes, no allocation.
-    static func namesPreset(_ query: Substring) -> Bool {
+    package static func namesPreset(_ query: Substring) -> Bool {
         var rest = query.utf8[...]
         while !rest.isEmpty {
             let ampersand = rest.firstIndex(of: UInt8(ascii: "&")) ?? rest.endIndex
@@ -191,21 +191,21 @@ public struct ImagePresets: Sendable, Equatable {
 /// and a target memoized under another generation (``PreparedTargets``) is parsed again, so an
 /// old preset's meaning is never served after a reload. Cost of the memo's check: one atomic
 /// load.
-final class PresetChoice: Sendable {
+package final class PresetChoice: Sendable {
     private let state: Lock<(presets: ImagePresets, generation: Int)>
     private let latest = Atomic<Int>(0)
 
-    init(_ presets: ImagePresets) { state = Lock((presets, 0)) }
+    package init(_ presets: ImagePresets) { state = Lock((presets, 0)) }
 
     /// The presets in force and their generation.
-    var current: (presets: ImagePresets, generation: Int) { state.withLock { $0 } }
+    package var current: (presets: ImagePresets, generation: Int) { state.withLock { $0 } }
 
     /// The generation of the presets in force.
-    var generation: Int { latest.load(ordering: .acquiring) }
+    package var generation: Int { latest.load(ordering: .acquiring) }
 
     /// Puts `presets` in force; `false` when they are the ones in force already.
     @discardableResult
-    func set(_ presets: ImagePresets) -> Bool {
+    package func set(_ presets: ImagePresets) -> Bool {
         state.withLock { state in
             guard state.presets != presets else { return false }
             state = (presets, state.generation + 1)

@@ -6,37 +6,37 @@ import CoreMetrics
 /// scrapes of a cluster's nodes can be told apart (and summed) in a dashboard.
 ///
 /// Cost: one array append when an instrument is made; nothing per update.
-struct NodeLabelledMetricsFactory: MetricsFactory {
-    let base: any MetricsFactory
-    let node: String
+package struct NodeLabelledMetricsFactory: MetricsFactory {
+    package let base: any MetricsFactory
+    package let node: String
 
     private func labelled(_ dimensions: [(String, String)]) -> [(String, String)] {
         dimensions.contains { $0.0 == "node" } ? dimensions : dimensions + [("node", node)]
     }
 
-    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+    package func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
         base.makeCounter(label: label, dimensions: labelled(dimensions))
     }
 
-    func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+    package func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
         base.makeFloatingPointCounter(label: label, dimensions: labelled(dimensions))
     }
 
-    func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+    package func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
         base.makeMeter(label: label, dimensions: labelled(dimensions))
     }
 
-    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+    package func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
         base.makeRecorder(label: label, dimensions: labelled(dimensions), aggregate: aggregate)
     }
 
-    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+    package func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
         base.makeTimer(label: label, dimensions: labelled(dimensions))
     }
 
-    func destroyCounter(_ handler: any CounterHandler) { base.destroyCounter(handler) }
-    func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) { base.destroyFloatingPointCounter(handler) }
-    func destroyMeter(_ handler: any MeterHandler) { base.destroyMeter(handler) }
-    func destroyRecorder(_ handler: any RecorderHandler) { base.destroyRecorder(handler) }
-    func destroyTimer(_ handler: any TimerHandler) { base.destroyTimer(handler) }
+    package func destroyCounter(_ handler: any CounterHandler) { base.destroyCounter(handler) }
+    package func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) { base.destroyFloatingPointCounter(handler) }
+    package func destroyMeter(_ handler: any MeterHandler) { base.destroyMeter(handler) }
+    package func destroyRecorder(_ handler: any RecorderHandler) { base.destroyRecorder(handler) }
+    package func destroyTimer(_ handler: any TimerHandler) { base.destroyTimer(handler) }
 }

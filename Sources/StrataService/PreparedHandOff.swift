@@ -13,18 +13,20 @@ import Strata
 /// another request's answer. At most ``capacity`` entries wait (pipelined requests); past that
 /// the oldest goes. Cost: a lock and an append per request passed on, a lock and a removal
 /// per request the route answers; nothing on the warm path's own answers.
-final class PreparedHandOff: Sendable {
-    typealias Parse = Result<ImageEndpoint.Prepared, ServiceError>
+package final class PreparedHandOff: Sendable {
+    package init() {}
+
+    package typealias Parse = Result<ImageEndpoint.Prepared, ServiceError>
 
     /// The warm path's memory lookup for a IIIF image request it passed on: the engine request
     /// it asked memory for (the route uses the answer only for the same request) and the hit.
-    struct IIIFLookup: Sendable {
-        var request: ImageRequest
-        var hit: CachedImage?
+    package struct IIIFLookup: Sendable {
+        package var request: ImageRequest
+        package var hit: CachedImage?
     }
 
     /// What is handed over for one target.
-    enum Entry: Sendable {
+    package enum Entry: Sendable {
         /// An `/images` request's parse (or refusal), with its memory lookup.
         case images(Parse)
         /// A IIIF image request's memory lookup.
@@ -32,15 +34,15 @@ final class PreparedHandOff: Sendable {
     }
 
     /// The hand-off of the connection whose Hummingbird task this is.
-    @TaskLocal static var current: PreparedHandOff?
+    @TaskLocal package static var current: PreparedHandOff?
 
     /// The most entries that wait.
-    static let capacity = 16
+    package static let capacity = 16
 
     private let entries = Lock<[(target: String, entry: Entry)]>([])
 
     /// Keeps what the warm path made of `target`, a request passed on, for the route.
-    func put(_ entry: Entry, for target: String) {
+    package func put(_ entry: Entry, for target: String) {
         entries.withLock { entries in
             if entries.count >= Self.capacity { entries.removeFirst() }
             entries.append((target, entry))
@@ -48,7 +50,7 @@ final class PreparedHandOff: Sendable {
     }
 
     /// What was handed over for `target`, if anything (taken: asked again, `nil`).
-    func take(for target: String) -> Entry? {
+    package func take(for target: String) -> Entry? {
         entries.withLock { entries in
             guard let index = entries.firstIndex(where: { $0.target == target }) else { return nil }
             let entry = entries[index].entry
@@ -58,5 +60,5 @@ final class PreparedHandOff: Sendable {
     }
 
     /// Entries waiting.
-    var count: Int { entries.withLock { $0.count } }
+    package var count: Int { entries.withLock { $0.count } }
 }

@@ -16,11 +16,11 @@ import Glibc
 /// stream of distinct URLs costs what it did without the memo). Not thread-safe: it is
 /// touched only on its event loop (``PreparedTargetsByLoop`` hands it out loop-bound).
 /// Memory: a target's bytes and a `Prepared` (~200 bytes) an entry.
-final class PreparedTargets {
+package final class PreparedTargets {
     private var entries: [String: ImageEndpoint.Prepared] = [:]
     private let capacity: Int
 
-    init(capacity: Int) {
+    package init(capacity: Int) {
         self.capacity = max(1, capacity)
     }
 
@@ -28,7 +28,7 @@ final class PreparedTargets {
     /// `endpoint` refuses it.
     /// `now`: Unix seconds, for signatures that expire (read only when one does; default: the
     /// clock).
-    func prepared(_ target: String, by endpoint: ImageEndpoint, now: Int? = nil) -> PreparedHandOff.Parse {
+    package func prepared(_ target: String, by endpoint: ImageEndpoint, now: Int? = nil) -> PreparedHandOff.Parse {
         // A target memoized before a reload changed `color.output` or the presets is prepared
         // again.
         if let known = entries[target], known.request.key.colourOutput == endpoint.responder.colour.current,
@@ -52,23 +52,23 @@ final class PreparedTargets {
         return .success(prepared)
     }
 
-    var count: Int { entries.count }
+    package var count: Int { entries.count }
 }
 
 /// One ``PreparedTargets`` per event loop, shared by the connections of that loop.
-final class PreparedTargetsByLoop: Sendable {
+package final class PreparedTargetsByLoop: Sendable {
     /// Entries per loop.
-    static let defaultCapacity = 4096
+    package static let defaultCapacity = 4096
 
     private let capacity: Int
     private let loops = Lock<[ObjectIdentifier: NIOLoopBound<PreparedTargets>]>([:])
 
-    init(capacity: Int = defaultCapacity) {
+    package init(capacity: Int = defaultCapacity) {
         self.capacity = capacity
     }
 
     /// The memo of `loop` (made on first use), usable only on that loop.
-    func memo(for loop: any EventLoop) -> NIOLoopBound<PreparedTargets> {
+    package func memo(for loop: any EventLoop) -> NIOLoopBound<PreparedTargets> {
         loops.withLock { loops in
             let id = ObjectIdentifier(loop)
             if let known = loops[id] { return known }

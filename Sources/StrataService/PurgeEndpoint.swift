@@ -15,17 +15,17 @@ import Strata
 /// a configured token the routes do not exist (404), so a node never exposes them by accident.
 /// Cost: one engine removal (its file work on the engine's threads) and a walk of the encoded
 /// cache's keys — an administrative call, not a request path.
-struct PurgeEndpoint: Sendable {
-    let cache: ImageCache
-    let encoded: EncodedCache
-    let originals: IIIFOriginals
-    let profiles: OriginalProfiles
+package struct PurgeEndpoint: Sendable {
+    package let cache: ImageCache
+    package let encoded: EncodedCache
+    package let originals: IIIFOriginals
+    package let profiles: OriginalProfiles
     /// The tile pyramids (`iiif.pyramidPath`), whose tiles of the key go too.
-    let pyramids: TilePyramids?
+    package let pyramids: TilePyramids?
     /// SHA-256 of `http.adminToken`; `nil` when none is configured.
     private let tokenDigest: [UInt8]?
 
-    init(
+    package init(
         cache: ImageCache, encoded: EncodedCache, originals: IIIFOriginals, profiles: OriginalProfiles, pyramids: TilePyramids? = nil,
         adminToken: String?
     ) {
@@ -38,12 +38,12 @@ struct PurgeEndpoint: Sendable {
     }
 
     /// What a purge removed, as its JSON answer says.
-    struct Purged: Encodable {
-        var key: String
-        var encodings: Int
+    package struct Purged: Encodable {
+        package var key: String
+        package var encodings: Int
     }
 
-    func respond(to request: Request) async -> Response {
+    package func respond(to request: Request) async -> Response {
         guard let tokenDigest else {
             return ServiceError(.notFound, "not_found", "no such endpoint (purging needs http.adminToken)").response()
         }
@@ -72,7 +72,7 @@ struct PurgeEndpoint: Sendable {
 
     /// The key a purge path names: `/images/{key}` (as an image URL spells it, no query) or an
     /// IIIF base URI `/iiif/{2|3}/{identifier}`.
-    static func key(of path: String) throws(ServiceError) -> String {
+    package static func key(of path: String) throws(ServiceError) -> String {
         if path.hasPrefix(ImageParameters.prefix) {
             return try ImageParameters.key(fromPath: Substring(path).dropFirst(ImageParameters.prefix.count))
         }
@@ -85,7 +85,7 @@ struct PurgeEndpoint: Sendable {
 
     /// Whether `header` is `Bearer {token}` for the token whose SHA-256 is `digest`: digests
     /// compared in constant time, so the comparison's time says nothing of the token.
-    static func authorises(_ header: String?, digest: [UInt8]) -> Bool {
+    package static func authorises(_ header: String?, digest: [UInt8]) -> Bool {
         guard let header, header.hasPrefix("Bearer ") else { return false }
         let given = Array(SHA256.hash(data: Data(header.dropFirst("Bearer ".count).utf8)))
         var difference: UInt8 = 0

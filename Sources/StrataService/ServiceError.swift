@@ -24,15 +24,15 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
 
     public var description: String { "\(status.code) \(code): \(message)" }
 
-    static func badParameter(_ message: String) -> ServiceError { ServiceError(.badRequest, "bad_parameter", message) }
+    package static func badParameter(_ message: String) -> ServiceError { ServiceError(.badRequest, "bad_parameter", message) }
 
     /// The code of an original that changed under a request (503: asking again reads the new one).
-    static let originalChanged = "original_changed"
+    package static let originalChanged = "original_changed"
 
     /// The engine's error as an HTTP answer: 400 for a bad request or a key the source refuses,
     /// 404 for an unknown key, 413 over the pixel limit, 422 undecodable, 502/504 origin
     /// failures, 503 when shutting down.
-    init(_ error: ImageCacheError) {
+    package init(_ error: ImageCacheError) {
         switch error {
         case .invalidRequest(_, let reason):
             self.init(.badRequest, "bad_parameter", reason)
@@ -73,7 +73,7 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
     }
 
     /// The JSON response.
-    func response(headers extra: HTTPFields = [:]) -> Response {
+    package func response(headers extra: HTTPFields = [:]) -> Response {
         struct Body: Encodable {
             var status: Int
             var error: String

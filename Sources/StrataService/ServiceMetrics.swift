@@ -3,9 +3,9 @@ import Metrics
 import Prometheus
 import Strata
 
-typealias Counter = CoreMetrics.Counter
-typealias Gauge = CoreMetrics.Gauge
-typealias Timer = CoreMetrics.Timer
+package typealias Counter = CoreMetrics.Counter
+package typealias Gauge = CoreMetrics.Gauge
+package typealias Timer = CoreMetrics.Timer
 
 /// The service's Prometheus registry and its HTTP instruments. The engine's swift-metrics
 /// (`ImageCache`'s counters, timers and gauges) are made through the same factory, so one
@@ -30,22 +30,22 @@ public final class ServiceMetrics: Sendable {
     /// The factory the engine is built with (Prometheus, every instrument labelled `node`).
     public let factory: any MetricsFactory
 
-    static let routes = ["images", "metrics", "stats", "healthz", "other"]
-    static let statuses = [200, 304, 400, 403, 404, 405, 413, 422, 500, 502, 503, 504]
+    package static let routes = ["images", "metrics", "stats", "healthz", "other"]
+    package static let statuses = [200, 304, 400, 403, 404, 405, 413, 422, 500, 502, 503, 504]
 
     private let requests: [String: [Int: Counter]]
     private let durations: [String: Timer]
     private let tiers: [String: Counter]
-    let shed: Counter
-    let warm: Counter
+    package let shed: Counter
+    package let warm: Counter
     private let encodes: [ResponseFormat: Counter]
-    let encodesJoined: Counter
-    let encodedBytes: Gauge
-    let encodedEntries: Gauge
-    let encodedHits: Gauge
+    package let encodesJoined: Counter
+    package let encodedBytes: Gauge
+    package let encodedEntries: Gauge
+    package let encodedHits: Gauge
     /// ``ColourStatistics`` (process-wide counts), published with the other gauges.
-    let colourProfilesIgnored: Gauge
-    let colourConversions: Gauge
+    package let colourProfilesIgnored: Gauge
+    package let colourConversions: Gauge
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), node: String) {
         self.registry = registry
@@ -93,7 +93,7 @@ public final class ServiceMetrics: Sendable {
     }
 
     /// Counts one response of `route` and its duration.
-    func record(route: String, status: Int, nanoseconds: Int64) {
+    package func record(route: String, status: Int, nanoseconds: Int64) {
         if let counter = requests[route]?[status] {
             counter.increment()
         } else {
@@ -104,11 +104,11 @@ public final class ServiceMetrics: Sendable {
     }
 
     /// Counts an image answered by `tier`.
-    func served(by tier: String) { tiers[tier]?.increment() }
+    package func served(by tier: String) { tiers[tier]?.increment() }
 
     /// Counts one encode run in `format`.
-    func encoded(_ format: ResponseFormat) { encodes[format]?.increment() }
+    package func encoded(_ format: ResponseFormat) { encodes[format]?.increment() }
 
     /// The Prometheus text exposition of everything registered.
-    func exposition() -> [UInt8] { registry.emitToBuffer() }
+    package func exposition() -> [UInt8] { registry.emitToBuffer() }
 }

@@ -1,19 +1,19 @@
 /// Test seams: closures told of the service's costly steps, on the thread that runs them.
 /// Production servers have none (each call site is one `nil` check).
-struct ServiceProbes: Sendable {
+package struct ServiceProbes: Sendable {
     /// An image target's parse (``ImageEndpoint/prepare(target:)``), with the target.
-    var targetParsed: (@Sendable (Substring) -> Void)?
+    package var targetParsed: (@Sendable (Substring) -> Void)?
     /// A scan of a variant's alpha bytes for format negotiation.
-    var transparencyScanned: (@Sendable () -> Void)?
+    package var transparencyScanned: (@Sendable () -> Void)?
     /// A deep health check (``DeepHealth``) starting.
-    var deepHealthChecked: (@Sendable () -> Void)?
+    package var deepHealthChecked: (@Sendable () -> Void)?
     /// An encode about to be handed to the engine's threads, awaited in the task that every
     /// request for the encoding waits on (tests count encodes and hold one back).
-    var encodeStarting: (@Sendable () async -> Void)?
+    package var encodeStarting: (@Sendable () async -> Void)?
     /// An encode running, on the thread that runs it.
-    var encodeRunning: (@Sendable () -> Void)?
+    package var encodeRunning: (@Sendable () -> Void)?
 
-    init(
+    package init(
         targetParsed: (@Sendable (Substring) -> Void)? = nil, transparencyScanned: (@Sendable () -> Void)? = nil,
         deepHealthChecked: (@Sendable () -> Void)? = nil, encodeStarting: (@Sendable () async -> Void)? = nil,
         encodeRunning: (@Sendable () -> Void)? = nil

@@ -7,27 +7,27 @@ import Strata
 /// `/metrics`, and `DELETE` of an image's or IIIF identifier's URL (``PurgeEndpoint``);
 /// anything else is a JSON 404, another method than GET, HEAD (answered as GET, without the body) or DELETE a JSON 405. A switch on
 /// the path instead of a router: one prefix test for the hot route.
-struct ServiceResponder: HTTPResponder {
-    typealias Context = BasicRequestContext
+package struct ServiceResponder: HTTPResponder {
+    package typealias Context = BasicRequestContext
 
-    let images: ImageEndpoint
-    let iiif: IIIFEndpoint
-    let purge: PurgeEndpoint
-    let health: DeepHealth
-    let cache: ImageCache
-    let encoded: EncodedCache
-    let metrics: ServiceMetrics
-    let started: ContinuousClock.Instant
-    let node: String
+    package let images: ImageEndpoint
+    package let iiif: IIIFEndpoint
+    package let purge: PurgeEndpoint
+    package let health: DeepHealth
+    package let cache: ImageCache
+    package let encoded: EncodedCache
+    package let metrics: ServiceMetrics
+    package let started: ContinuousClock.Instant
+    package let node: String
 
-    func respond(to request: Request, context: Context) async throws -> Response {
+    package func respond(to request: Request, context: Context) async throws -> Response {
         // One flag when tracing is off (`tracing.enabled`).
         if cache.options.tracing.isEnabled { return try await tracedResponse(to: request, context: context) }
         return try await respondUntraced(to: request, context: context)
     }
 
     /// The response, without a span of its own.
-    func respondUntraced(to request: Request, context: Context) async throws -> Response {
+    package func respondUntraced(to request: Request, context: Context) async throws -> Response {
         let began = ContinuousClock.now
         let path = request.uri.path
         let route: String
@@ -110,7 +110,7 @@ struct ServiceResponder: HTTPResponder {
 
     /// `GET /viewer?id=KEY`: the deep-zoom page of ``ViewerPage`` for the key (an unknown key
     /// still gets the page, which shows info.json's error); a missing or empty `id` is a JSON 400.
-    static func viewer(_ request: Request) -> Response {
+    package static func viewer(_ request: Request) -> Response {
         guard let id = request.uri.queryParameters["id"], !id.isEmpty else {
             return ServiceError.badParameter("GET /viewer needs ?id={key}").response()
         }
@@ -118,13 +118,13 @@ struct ServiceResponder: HTTPResponder {
     }
 
     /// `X-Strata-Node`: which node of a cluster answered.
-    static let nodeField = HTTPField.Name("X-Strata-Node")!
+    package static let nodeField = HTTPField.Name("X-Strata-Node")!
 
-    static func answer(_ contentType: String, _ body: ByteBuffer) -> Response {
+    package static func answer(_ contentType: String, _ body: ByteBuffer) -> Response {
         Response(status: .ok, headers: [.contentType: contentType, .cacheControl: "no-store"], body: .init(byteBuffer: body))
     }
 
-    static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
+    package static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
         let d = ContinuousClock.now - start
         return d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
     }

@@ -20,7 +20,7 @@ extension ServiceResponder {
     /// status, the answering tier and the body's size as attributes; the engine's and the
     /// encoder's spans are its children. The path, which holds the key, only with
     /// `tracing.includeKeys`.
-    func tracedResponse(to request: Request, context: Context) async throws -> Response {
+    package func tracedResponse(to request: Request, context: Context) async throws -> Response {
         var parent = ServiceContext.topLevel
         InstrumentationSystem.instrument.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
         let route = Self.routeTemplate(of: request.uri.path)
@@ -41,14 +41,14 @@ extension ServiceResponder {
     }
 
     /// A response's attributes on its server span; a 5xx marks it as an error.
-    static func describe(_ span: any Span, status: Int, tier: String?) {
+    package static func describe(_ span: any Span, status: Int, tier: String?) {
         span.attributes["http.response.status_code"] = status
         if let tier { span.attributes["strata.tier"] = tier }
         if status >= 500 { span.setStatus(SpanStatus(code: .error)) }
     }
 
     /// The route of `path` as a template (`/images/{key}`): the span's name, low cardinality.
-    static func routeTemplate(of path: String) -> String {
+    package static func routeTemplate(of path: String) -> String {
         if path.hasPrefix(ImageParameters.prefix) { return "/images/{key}" }
         if path.hasPrefix(IIIFRoute.prefix) { return "/iiif/{version}/{identifier}" }
         switch path {
@@ -61,7 +61,7 @@ extension ServiceResponder {
 extension WarmPathHandler {
     /// The server span of a request answered on the warm path, from `start` (taken only when
     /// tracing is on) to now; its parent is the request's `traceparent`, if any.
-    static func traceWarmAnswer(_ head: HTTPRequestHead, start: DefaultTracerClock.Instant, includeKeys: Bool) {
+    package static func traceWarmAnswer(_ head: HTTPRequestHead, start: DefaultTracerClock.Instant, includeKeys: Bool) {
         var parent = ServiceContext.topLevel
         InstrumentationSystem.instrument.extract(head.headers, into: &parent, using: NIOHeadersExtractor())
         let path = String(head.uri.prefix { $0 != "?" })
@@ -79,16 +79,16 @@ extension WarmPathHandler {
 }
 
 /// Reads propagated context (`traceparent`, `tracestate`) from a request's HTTP fields.
-struct HTTPFieldsExtractor: Extractor {
-    func extract(key: String, from carrier: HTTPFields) -> String? {
+package struct HTTPFieldsExtractor: Extractor {
+    package func extract(key: String, from carrier: HTTPFields) -> String? {
         guard let name = HTTPField.Name(key) else { return nil }
         return carrier[name]
     }
 }
 
 /// Reads propagated context from NIO's request headers (the warm path's).
-struct NIOHeadersExtractor: Extractor {
-    func extract(key: String, from carrier: HTTPHeaders) -> String? {
+package struct NIOHeadersExtractor: Extractor {
+    package func extract(key: String, from carrier: HTTPHeaders) -> String? {
         carrier.first(name: key)
     }
 }

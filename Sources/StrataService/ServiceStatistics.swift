@@ -14,46 +14,47 @@ import Strata
 /// (`eventLoops` when the service's async code runs on NIO's event loops, as `strata serve`
 /// sets it up; `cooperativePool` when on Swift's).
 /// Cost: one statistics read per tier (each a lock or a few atomics).
-struct ServiceStatistics: Encodable {
-    struct Engine: Encodable {
-        var requests, coalesced, sourceFetches, sourceDecodes, resamples, revalidations, negativeHits, renderAheads: Int
-        var served: [String: Int]
-        var errors: [String: Int]
+package struct ServiceStatistics: Encodable {
+    package struct Engine: Encodable {
+        package var requests, coalesced, sourceFetches, sourceDecodes, resamples, revalidations, negativeHits, renderAheads: Int
+        package var served: [String: Int]
+        package var errors: [String: Int]
     }
-    struct Tier: Encodable {
-        var hits, misses, entries, bytes, evictions: Int
+    package struct Tier: Encodable {
+        package var hits, misses, entries, bytes, evictions: Int
     }
-    struct Memory: Encodable {
-        var costLimit, countLimit, keys, insertions, rejections: Int
+    package struct Memory: Encodable {
+        package var costLimit, countLimit, keys, insertions, rejections: Int
     }
-    struct Disk: Encodable {
-        var byteLimit, hitsWithoutWaiting, invalidFiles, stores, droppedStores, failedStores, rescans: Int
-        var watching: Bool
+    package struct Disk: Encodable {
+        package var byteLimit, hitsWithoutWaiting, invalidFiles, stores, droppedStores, failedStores, rescans: Int
+        package var watching: Bool
     }
-    struct Encoded: Encodable {
-        var hits, misses, entries, bytes, costLimit: Int
+    package struct Encoded: Encodable {
+        package var hits, misses, entries, bytes, costLimit: Int
     }
-    struct Queues: Encodable {
-        var urgent, prefetch: Int
+    package struct Queues: Encodable {
+        package var urgent, prefetch: Int
     }
-    struct Pyramids: Encodable {
-        var buildsStarted, buildsFinished, buildsFailed, tilesWritten, tilesFound, tileHits, tileWaits, tiles, diskBytes: Int
+    package struct Pyramids: Encodable {
+        package var buildsStarted, buildsFinished, buildsFailed, tilesWritten, tilesFound, tileHits, tileWaits, tiles, diskBytes: Int
     }
 
-    var node: String
-    var engine: Engine
-    var tiers: [String: Tier]
-    var memory: Memory?
-    var disk: Disk?
-    var encoded: Encoded?
-    var queues: Queues
-    var colour: ColourStatistics
-    var pyramids: Pyramids?
-    var uptimeSeconds: Double
-    var asyncExecutor: String
+    package var node: String
+    package var engine: Engine
+    package var tiers: [String: Tier]
+    package var memory: Memory?
+    package var disk: Disk?
+    package var encoded: Encoded?
+    package var queues: Queues
+    package var colour: ColourStatistics
+    package var pyramids: Pyramids?
+    package var uptimeSeconds: Double
+    package var asyncExecutor: String
 
     /// Call from the async code whose executor `asyncExecutor` names (the `/stats` route).
-    init(node: String, cache: ImageCache, encoded encodedCache: EncodedCache, pyramids tiles: TilePyramids? = nil, uptime: Duration) {
+    package init(node: String, cache: ImageCache, encoded encodedCache: EncodedCache, pyramids tiles: TilePyramids? = nil, uptime: Duration)
+    {
         self.node = node
         asyncExecutor = MultiThreadedEventLoopGroup.currentEventLoop != nil ? "eventLoops" : "cooperativePool"
         let stats = cache.statistics
@@ -97,7 +98,7 @@ struct ServiceStatistics: Encodable {
         uptimeSeconds = Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18
     }
 
-    func json() -> Data {
+    package func json() -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         return (try? encoder.encode(self)) ?? Data("{}".utf8)

@@ -23,20 +23,20 @@ public final class StrataServer: Service, Sendable {
     public let metrics: ServiceMetrics
     public let settings: HTTPServiceSettings
     public let iiifSettings: IIIFSettings
-    let encoded: EncodedCache
+    package let encoded: EncodedCache
     /// The encodes in flight (``EncodedResponder/encodes``).
-    let encodes = EncodeCoalescer()
-    let logger: Logger
-    let onListening: @Sendable (_ host: String, _ port: Int) async -> Void
-    let started = ContinuousClock.now
+    package let encodes = EncodeCoalescer()
+    package let logger: Logger
+    package let onListening: @Sendable (_ host: String, _ port: Int) async -> Void
+    package let started = ContinuousClock.now
     /// `source.maxPixels`: `/images` requests of larger originals come from their tile pyramids.
-    let sourceMaxPixels: Int
-    let probes: ServiceProbes
+    package let sourceMaxPixels: Int
+    package let probes: ServiceProbes
     /// `color.output` in force: new requests read it; ``apply(_:)`` changes it.
-    let colour: ColourChoice
+    package let colour: ColourChoice
     /// `http.presets` and `http.presetsOnly` in force: new requests read them; ``apply(_:)``
     /// changes them.
-    let presets: PresetChoice
+    package let presets: PresetChoice
 
     /// Builds the engine from `configuration` (its metrics go to this server's registry).
     /// `onListening` is called once the socket is bound, with the port (useful with
@@ -49,7 +49,7 @@ public final class StrataServer: Service, Sendable {
     }
 
     /// The same with test seams.
-    init(
+    package init(
         configuration: StrataConfiguration, logger: Logger, probes: ServiceProbes,
         onListening: @escaping @Sendable (_ host: String, _ port: Int) async -> Void
     ) throws(ConfigurationError) {

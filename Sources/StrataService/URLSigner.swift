@@ -112,7 +112,7 @@ public struct URLSigner: Sendable {
 
     /// The value of the query parameter `name` in `target` (the first, undecoded), or `nil`.
     /// Bytes, not Characters: a `&` after a prepended character (U+0600) is still a separator.
-    static func value(of name: String, in target: Substring) -> Substring? {
+    package static func value(of name: String, in target: Substring) -> Substring? {
         let bytes = target.utf8
         guard let question = bytes.firstIndex(of: UInt8(ascii: "?")) else { return nil }
         for pair in bytes[bytes.index(after: question)...].split(separator: UInt8(ascii: "&")) where isParameter(name, pair) {
@@ -122,13 +122,13 @@ public struct URLSigner: Sendable {
     }
 
     /// Whether the query pair `pair` is `name=…`.
-    static func isParameter(_ name: String, _ pair: Substring.UTF8View) -> Bool {
+    package static func isParameter(_ name: String, _ pair: Substring.UTF8View) -> Bool {
         pair.starts(with: name.utf8) && pair.dropFirst(name.utf8.count).first == UInt8(ascii: "=")
     }
 
     /// `target` without its `kid=` and `exp=` parameters (as ``value(of:in:)`` finds them),
     /// the rest of its query as it was; without `?` when nothing is left of the query.
-    static func removingSignerParameters(_ target: Substring) -> Substring {
+    package static func removingSignerParameters(_ target: Substring) -> Substring {
         let bytes = target.utf8
         guard let question = bytes.firstIndex(of: UInt8(ascii: "?")) else { return target }
         let pairs = bytes[bytes.index(after: question)...].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false)
@@ -140,7 +140,7 @@ public struct URLSigner: Sendable {
 
     /// The range of `?sig=…` / `&sig=…` when it is the last parameter of the target (bytes, as
     /// ``value(of:in:)``).
-    static func signatureRange(in target: Substring) -> Range<Substring.Index>? {
+    package static func signatureRange(in target: Substring) -> Range<Substring.Index>? {
         let bytes = target.utf8
         guard let question = bytes.firstIndex(of: UInt8(ascii: "?")) else { return nil }
         let separator = bytes[question...].lastIndex(of: UInt8(ascii: "&")) ?? question
@@ -149,18 +149,18 @@ public struct URLSigner: Sendable {
     }
 
     /// `http://host:port` and `/path?query` of a URL (or `""` and the target itself).
-    static func split(_ url: Substring) -> (origin: Substring, target: Substring) {
+    package static func split(_ url: Substring) -> (origin: Substring, target: Substring) {
         guard let scheme = url.range(of: "://") else { return ("", url) }
         let afterHost = url[scheme.upperBound...].firstIndex(of: "/") ?? url.endIndex
         return (url[..<afterHost], url[afterHost...])
     }
 
-    static func base64URL(_ data: Data) -> String {
+    package static func base64URL(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func decodeBase64URL(_ text: Substring) -> Data? {
+    package static func decodeBase64URL(_ text: Substring) -> Data? {
         guard text.count == 43, text.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else { return nil }
         let standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/") + "="
         return Data(base64Encoded: standard)

@@ -24,11 +24,11 @@ import Tracing
 /// (``WarmHTTP1Channel`` puts it there). Cost of a warm answer: the URL's parse (a dictionary
 /// lookup when its event loop has seen the URL: ``PreparedTargets``), the engine's memory
 /// lookup, one encoded lookup, a copy of the head (~300 bytes) and one `writev`.
-final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPServerRequestPart
-    typealias OutboundIn = HTTPServerResponsePart
-    typealias OutboundOut = HTTPServerResponsePart
+package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPServerRequestPart
+    package typealias InboundOut = HTTPServerRequestPart
+    package typealias OutboundIn = HTTPServerResponsePart
+    package typealias OutboundOut = HTTPServerResponsePart
 
     private let endpoint: ImageEndpoint
     /// IIIF image requests' warm answers (`nil`: every IIIF request is passed on).
@@ -49,9 +49,9 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let tracesKeys: Bool
     /// Where warm answers are written as bytes; `nil` (everything passed on) until
     /// ``WarmHTTP1Channel`` sets it, and again once the pipeline is torn down.
-    var output: ChannelHandlerContext?
+    package var output: ChannelHandlerContext?
 
-    init(
+    package init(
         endpoint: ImageEndpoint, iiif: IIIFEndpoint?, metrics: ServiceMetrics, targets: NIOLoopBound<PreparedTargets>,
         handOff: PreparedHandOff
     ) {
@@ -64,7 +64,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         tracesKeys = endpoint.cache.options.tracing.includesKeys
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
             if passedOn == 0, let output {
@@ -92,7 +92,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) { passedOn = max(0, passedOn - 1) }
         context.write(data, promise: promise)
     }
@@ -117,7 +117,7 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
         output.swallowing = false
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         output = nil
     }
 
@@ -221,12 +221,14 @@ final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandler {
 /// ``WarmPathHandler`` writes a whole answer as bytes, so that the bytes go straight to the
 /// socket in order with everything written before them. While ``swallowing`` is set (only
 /// inside ``WarmPathHandler/keepEncoderInStep(context:)``), what the encoder writes is dropped.
-final class WarmPathOutput: ChannelOutboundHandler, RemovableChannelHandler {
-    typealias OutboundIn = ByteBuffer
+package final class WarmPathOutput: ChannelOutboundHandler, RemovableChannelHandler {
+    package init() {}
 
-    var swallowing = false
+    package typealias OutboundIn = ByteBuffer
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package var swallowing = false
+
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if swallowing {
             promise?.succeed()
         } else {
@@ -240,24 +242,24 @@ final class WarmPathOutput: ChannelOutboundHandler, RemovableChannelHandler {
 /// the async channel), ``WarmPathHandler`` goes between the decoder and the conversion, and
 /// ``WarmPathOutput`` in front of the encoder; the connection's Hummingbird task runs with its
 /// ``PreparedHandOff`` as the task-local ``PreparedHandOff/current``.
-struct WarmHTTP1Channel: ServerChildChannel {
+package struct WarmHTTP1Channel: ServerChildChannel {
     /// Hummingbird's connection and what the warm path hands over on it.
-    struct Value: ServerChildChannelValue {
-        let http1: HTTP1Channel.Value
-        let handOff: PreparedHandOff
-        var channel: any Channel { http1.channel }
+    package struct Value: ServerChildChannelValue {
+        package let http1: HTTP1Channel.Value
+        package let handOff: PreparedHandOff
+        package var channel: any Channel { http1.channel }
     }
 
-    let http1: HTTP1Channel
-    let endpoint: ImageEndpoint
-    let iiif: IIIFEndpoint?
-    let metrics: ServiceMetrics
-    let limits: ConnectionLimits
-    let connectionMetrics: ConnectionMetrics
-    let connections: OpenConnections
-    let targets = PreparedTargetsByLoop()
+    package let http1: HTTP1Channel
+    package let endpoint: ImageEndpoint
+    package let iiif: IIIFEndpoint?
+    package let metrics: ServiceMetrics
+    package let limits: ConnectionLimits
+    package let connectionMetrics: ConnectionMetrics
+    package let connections: OpenConnections
+    package let targets = PreparedTargetsByLoop()
 
-    init(http1: HTTP1Channel, endpoint: ImageEndpoint, iiif: IIIFEndpoint?, metrics: ServiceMetrics, limits: ConnectionLimits) {
+    package init(http1: HTTP1Channel, endpoint: ImageEndpoint, iiif: IIIFEndpoint?, metrics: ServiceMetrics, limits: ConnectionLimits) {
         self.http1 = http1
         self.endpoint = endpoint
         self.iiif = iiif
@@ -268,9 +270,9 @@ struct WarmHTTP1Channel: ServerChildChannel {
     }
 
     /// Refused: the connection was accepted beyond `http.maxConnections` and closed.
-    struct OverLimit: Error {}
+    package struct OverLimit: Error {}
 
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+    package func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         guard connections.admit(channel) else {
             connectionMetrics.closed(.overLimit)
             channel.close(promise: nil)
@@ -324,7 +326,7 @@ struct WarmHTTP1Channel: ServerChildChannel {
         }
     }
 
-    func handle(value: Value, logger: Logger) async {
+    package func handle(value: Value, logger: Logger) async {
         await PreparedHandOff.$current.withValue(value.handOff) {
             await http1.handle(value: value.http1, logger: logger)
         }
@@ -332,11 +334,11 @@ struct WarmHTTP1Channel: ServerChildChannel {
 }
 
 /// The `Date` header's value (RFC 9110 IMF-fixdate), formatted once a second.
-struct HTTPDate {
+package struct HTTPDate {
     private var second = -1
     private var text = ""
 
-    mutating func now() -> String {
+    package mutating func now() -> String {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         if now.tv_sec != second {

@@ -190,7 +190,7 @@ struct BenchScrollCommand: ParsableCommand {
             sources.append(try decoder.decode([UInt8](bytes)))
         }
         for i in missing {
-            var rng = SplitMix(state: UInt64(i) &* 7919 &+ 17)
+            var rng = SplitMix64(state: UInt64(i) &* 7919 &+ 17)
             let src = sources[i % sources.count]
             let maxW = min(1024, src.width, src.height * 4 / 3)
             let w = min(maxW, 640 + Int(rng.next() % UInt64(385)))
@@ -408,7 +408,7 @@ struct BenchScrollCommand: ParsableCommand {
                     canvas.image.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: UInt8(truncatingIfNeeded: i)) }
                 }
             }
-            var rng = SplitMix(state: 99)
+            var rng = SplitMix64(state: 99)
             var order = ids
             for i in stride(from: order.count - 1, to: 0, by: -1) { order.swapAt(i, Int(rng.next() % UInt64(i + 1))) }
             var sink: UInt64 = 0

@@ -26,7 +26,6 @@ struct StrataCommand: AsyncParsableCommand {
             ServeCommand.self, SignCommand.self, GetCommand.self, WarmCommand.self, PurgeCommand.self, StatsCommand.self,
             ConfigCommand.self,
             DecodeCommand.self, BenchCommand.self,
-            TableWriterCommand.self, DiskWriterCommand.self,
         ]
     )
 }

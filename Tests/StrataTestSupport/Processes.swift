@@ -5,7 +5,13 @@ import Foundation
 import Strata
 
 /// The `strata` executable built next to the test bundle (`swift test` builds every product).
-package func strataExecutable() -> String? {
+package func strataExecutable() -> String? { builtExecutable(named: "strata") }
+
+/// The built `strata-test-helper` (the crash tests' children) beside the tests, if any.
+package func testHelperExecutable() -> String? { builtExecutable(named: "strata-test-helper") }
+
+/// The built executable `name` beside the test bundle, if any.
+package func builtExecutable(named name: String) -> String? {
     var candidates: [String] = []
     var buffer = [CChar](repeating: 0, count: 4096)
     let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
@@ -17,7 +23,7 @@ package func strataExecutable() -> String? {
         for _ in 0..<4 {
             guard let slash = dir.lastIndex(of: "/") else { break }
             dir = String(dir[..<slash])
-            let path = dir + "/strata"
+            let path = dir + "/" + name
             if access(path, X_OK) == 0 { return path }
         }
     }

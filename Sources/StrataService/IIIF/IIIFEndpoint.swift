@@ -20,27 +20,39 @@ import StrataConfiguration
 /// one encoded lookup and a write — on the connection's event loop, before any task
 /// (``warmTile(path:authority:ifNoneMatch:)``, asked by ``WarmPathHandler``); a tile whose level
 /// is cached but which was never asked for costs a resample of the tile's size and an encode.
-struct IIIFEndpoint: Sendable {
-    let cache: ImageCache
-    let settings: IIIFSettings
-    let http: HTTPServiceSettings
-    let originals: IIIFOriginals
+package struct IIIFEndpoint: Sendable {
+    package init(
+        cache: ImageCache, settings: IIIFSettings, http: HTTPServiceSettings, originals: IIIFOriginals, responder: EncodedResponder,
+        pyramids: TilePyramids?
+    ) {
+        self.cache = cache
+        self.settings = settings
+        self.http = http
+        self.originals = originals
+        self.responder = responder
+        self.pyramids = pyramids
+    }
+
+    package let cache: ImageCache
+    package let settings: IIIFSettings
+    package let http: HTTPServiceSettings
+    package let originals: IIIFOriginals
     /// The encoded answers' path, shared with `/images`.
-    let responder: EncodedResponder
+    package let responder: EncodedResponder
     /// The tile pyramids of originals above `iiif.tiledAbove` (`nil`: none configured).
-    let pyramids: TilePyramids?
+    package let pyramids: TilePyramids?
 
     /// The original of `key` (under the pyramids' pixel limit when there are pyramids).
-    func original(_ key: String) async throws(ServiceError) -> IIIFOriginals.Original {
+    package func original(_ key: String) async throws(ServiceError) -> IIIFOriginals.Original {
         try await originals.original(for: key, cache: cache, maxPixels: pyramids?.settings.maxSourcePixels)
     }
 
-    static let cors: HTTPFields = [.accessControlAllowOrigin: "*"]
-    static let link = HTTPField.Name("Link")!
+    package static let cors: HTTPFields = [.accessControlAllowOrigin: "*"]
+    package static let link = HTTPField.Name("Link")!
 
     /// The answer and the tier label for metrics (`nil` when no image was served).
     /// `handedOver`: the warm path's memory lookup for this request, when it made one.
-    func respond(to request: Request, handedOver: PreparedHandOff.IIIFLookup? = nil) async -> (Response, tier: String?) {
+    package func respond(to request: Request, handedOver: PreparedHandOff.IIIFLookup? = nil) async -> (Response, tier: String?) {
         do {
             return try await answer(request, handedOver: handedOver)
         } catch {
@@ -194,7 +206,7 @@ struct IIIFEndpoint: Sendable {
     /// An image request's encoding — the variant it is cut from, its source version, the format,
     /// quality and the canonical request after `derivationPrefix` (`t` for a pyramid's) — and its
     /// canonical URI.
-    func encoding(
+    package func encoding(
         _ request: IIIFImageRequest, variant: VariantDescriptor, version: SourceVersion, base: String, region: IIIFRect,
         original: PixelSize, output: PixelSize, colour: ColourOutput, derivationPrefix: String
     ) -> (key: EncodedKey, canonical: String) {
@@ -209,7 +221,7 @@ struct IIIFEndpoint: Sendable {
     }
 
     /// The `Link` field of an image answer: its canonical URI and the compliance level's profile.
-    static func linkValue(canonical: String, version: IIIFVersion) -> String {
+    package static func linkValue(canonical: String, version: IIIFVersion) -> String {
         "<\(canonical)>;rel=\"canonical\", <\(version.levelProfile)>;rel=\"profile\""
     }
 
@@ -244,7 +256,7 @@ struct IIIFEndpoint: Sendable {
     /// `full` or `x,y,w,h`; the size as `max` (3.0) / `full` (2.1) when it is the region's own,
     /// else `w,h` (3.0, `^` when larger than the region) or `w,` (2.1, `w,h` when distorted);
     /// the rotation as a whole number with `!` when mirrored.
-    static func canonical(
+    package static func canonical(
         _ request: IIIFImageRequest, base: String, region: IIIFRect, original: PixelSize, output: PixelSize
     )
         -> String

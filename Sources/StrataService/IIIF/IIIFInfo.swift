@@ -9,21 +9,21 @@ import StrataConfiguration
 /// cheap request: the engine's shrink-on-load), square tiles of `iiif.tileSize` at
 /// power-of-two scale factors up to the one whose tile covers the image, and the
 /// `iiif.max*` limits. Pure; cost: a small dictionary and one JSON serialization.
-enum IIIFInfo {
+package enum IIIFInfo {
     /// Features beyond those level 2 already names, and those it does (harmless to repeat).
-    static let features3 = [
+    package static let features3 = [
         "baseUriRedirect", "canonicalLinkHeader", "cors", "jsonldMediaType", "mirroring", "profileLinkHeader", "regionByPct",
         "regionByPx", "regionSquare", "rotationBy90s", "sizeByConfinedWh", "sizeByH", "sizeByPct", "sizeByW", "sizeByWh",
         "sizeUpscaling",
     ]
-    static let features2 = [
+    package static let features2 = [
         "baseUriRedirect", "canonicalLinkHeader", "cors", "jsonldMediaType", "mirroring", "profileLinkHeader", "regionByPct",
         "regionByPx", "regionSquare", "rotationBy90s", "sizeAboveFull", "sizeByConfinedWh", "sizeByDistortedWh", "sizeByForcedWh",
         "sizeByH", "sizeByPct", "sizeByW", "sizeByWh",
     ]
 
     /// The JSON document for an original of `size` whose base URI is `id`.
-    static func json(version: IIIFVersion, id: String, size: PixelSize, settings: IIIFSettings) -> [UInt8] {
+    package static func json(version: IIIFVersion, id: String, size: PixelSize, settings: IIIFSettings) -> [UInt8] {
         let sizes = reductions(of: size, settings: settings).map { ["width": $0.width, "height": $0.height] }
         let tiles: [[String: Any]] = [
             ["width": settings.tileSize, "height": settings.tileSize, "scaleFactors": scaleFactors(for: size, tile: settings.tileSize)]
@@ -57,7 +57,7 @@ enum IIIFInfo {
 
     /// Whole-image sizes at 1/2, 1/4, … of the original (and the original itself when it is
     /// within the limits), smallest first, down to about 64 pixels on the long side.
-    static func reductions(of size: PixelSize, settings: IIIFSettings) -> [PixelSize] {
+    package static func reductions(of size: PixelSize, settings: IIIFSettings) -> [PixelSize] {
         var result: [PixelSize] = []
         var factor = 1
         while true {
@@ -73,7 +73,7 @@ enum IIIFInfo {
     }
 
     /// 1, 2, 4, … up to the first factor whose one tile covers the whole image.
-    static func scaleFactors(for size: PixelSize, tile: Int) -> [Int] {
+    package static func scaleFactors(for size: PixelSize, tile: Int) -> [Int] {
         var factors = [1]
         while tile * factors[factors.count - 1] < max(size.width, size.height) { factors.append(factors[factors.count - 1] * 2) }
         return factors

@@ -2,15 +2,15 @@ import Strata
 
 /// The number syntax of IIIF URL parameters: whole numbers are ASCII digits only (no sign, no
 /// spaces), decimals are digits with at most one `.` (no exponent, no `inf`/`nan`). Pure.
-enum IIIFNumbers {
+package enum IIIFNumbers {
     /// A whole number of at most nine digits, or `nil`.
-    static func whole(_ text: Substring) -> Int? {
+    package static func whole(_ text: Substring) -> Int? {
         guard !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int(text)
     }
 
     /// A non-negative decimal (`12`, `12.5`, `.5`, `12.`), or `nil`.
-    static func decimal(_ text: Substring) -> Double? {
+    package static func decimal(_ text: Substring) -> Double? {
         var dots = 0
         var digits = 0
         for byte in text.utf8 {
@@ -27,7 +27,7 @@ enum IIIFNumbers {
     }
 
     /// `count` comma-separated fields of `text`, or `nil` when there are more or fewer.
-    static func fields(_ text: Substring, count: Int) -> [Substring]? {
+    package static func fields(_ text: Substring, count: Int) -> [Substring]? {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false)
         return parts.count == count ? parts : nil
     }

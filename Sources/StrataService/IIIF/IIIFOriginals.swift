@@ -10,11 +10,11 @@ import Strata
 /// is served for its key (``forget(_:unless:)``), or, with `revalidateAfter`, when a check in
 /// the background finds another version. Bounded: past `limit` entries the memo starts over.
 /// Cost of a hit: one lock and one dictionary lookup.
-final class IIIFOriginals: Sendable {
-    struct Original: Sendable, Hashable {
-        var size: PixelSize
-        var version: SourceVersion
-        var hasAlpha = false
+package final class IIIFOriginals: Sendable {
+    package struct Original: Sendable, Hashable {
+        package var size: PixelSize
+        package var version: SourceVersion
+        package var hasAlpha = false
     }
 
     /// A memoized original and when its version was last read or checked.
@@ -24,16 +24,16 @@ final class IIIFOriginals: Sendable {
     }
 
     private let entries = Lock<[String: Entry]>([:])
-    let limit: Int
+    package let limit: Int
 
-    init(limit: Int = 65_536) { self.limit = limit }
+    package init(limit: Int = 65_536) { self.limit = limit }
 
     /// The original of `key`, from the memo or its header (read under `maxPixels` when given:
     /// the tile pyramids' limit, above the source's). With the engine's `revalidateAfter`, an
     /// entry older than that is served and its version checked in the background (once per
     /// interval): a changed or vanished original leaves the memo, so the next request reads
     /// the new header (and a tile pyramid of the new version is built).
-    func original(for key: String, cache: ImageCache, maxPixels: Int? = nil) async throws(ServiceError) -> Original {
+    package func original(for key: String, cache: ImageCache, maxPixels: Int? = nil) async throws(ServiceError) -> Original {
         if let known = entries.withLock({ $0[key] }) {
             if let after = cache.options.revalidateAfter, known.checked.duration(to: .now) > after, claimCheck(key, known) {
                 Task.detached(priority: .background) { [self] in await revalidate(key, known.original, cache: cache) }
@@ -80,19 +80,19 @@ final class IIIFOriginals: Sendable {
     }
 
     /// Whether the memo holds `key`'s original (no header read needed).
-    func knows(_ key: String) -> Bool { entries.withLock { $0[key] != nil } }
+    package func knows(_ key: String) -> Bool { entries.withLock { $0[key] != nil } }
 
     /// `key`'s original if the memo holds it.
-    func known(_ key: String) -> Original? { entries.withLock { $0[key]?.original } }
+    package func known(_ key: String) -> Original? { entries.withLock { $0[key]?.original } }
 
     /// Forgets `key`'s original whatever its version (a purge).
-    func forget(_ key: String) {
+    package func forget(_ key: String) {
         entries.withLock { $0[key] = nil }
     }
 
     /// Drops `key`'s entry unless it was read from `version`; whether it was dropped.
     @discardableResult
-    func forget(_ key: String, unless version: SourceVersion) -> Bool {
+    package func forget(_ key: String, unless version: SourceVersion) -> Bool {
         entries.withLock { map in
             guard let known = map[key], known.original.version != version else { return false }
             map[key] = nil

@@ -28,7 +28,7 @@ public enum IIIFFormat: String, Sendable, Hashable, CaseIterable {
     }
 
     /// The encoder's format.
-    var imageFormat: ImageFormat {
+    package var imageFormat: ImageFormat {
         switch self {
         case .jpg: return .jpeg
         case .png: return .png
@@ -38,7 +38,7 @@ public enum IIIFFormat: String, Sendable, Hashable, CaseIterable {
     }
 
     /// The same encoding as the service's `format=` names it (the encoded cache's key).
-    var responseFormat: ResponseFormat {
+    package var responseFormat: ResponseFormat {
         switch self {
         case .jpg: return .jpeg
         case .png: return .png
@@ -47,7 +47,7 @@ public enum IIIFFormat: String, Sendable, Hashable, CaseIterable {
         }
     }
 
-    var contentType: String {
+    package var contentType: String {
         switch self {
         case .jpg: return "image/jpeg"
         case .png: return "image/png"

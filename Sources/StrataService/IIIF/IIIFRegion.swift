@@ -72,13 +72,13 @@ public enum IIIFRegion: Sendable, Hashable {
         return clipped
     }
 
-    static func malformed(_ text: Substring) -> ServiceError {
+    package static func malformed(_ text: Substring) -> ServiceError {
         ServiceError(
             .badRequest, "bad_region",
             "region \(String(text).debugDescription): expected full, square, x,y,w,h or pct:x,y,w,h")
     }
 
-    static func empty(_ text: Substring) -> ServiceError {
+    package static func empty(_ text: Substring) -> ServiceError {
         ServiceError(.badRequest, "bad_region", "region \(String(text).debugDescription): width and height must be above zero")
     }
 }

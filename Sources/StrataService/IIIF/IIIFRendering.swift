@@ -10,10 +10,10 @@ import Strata
 /// the variant's pixels, resampled to S (Lanczos-3), turned, mirrored and made gray as asked
 /// (``compose(_:region:original:output:rotation:quality:)``). Pure apart from the resampler's
 /// buffers; cost: one resample of the output's size plus one pass per transform.
-enum IIIFRendering {
+package enum IIIFRendering {
     /// The box to ask the engine for: the original's size at the request's scale, rounded up
     /// and no larger than the original (a larger scale is reached by resampling the original).
-    static func engineBox(original: PixelSize, region: IIIFRect, output: PixelSize) -> PixelSize {
+    package static func engineBox(original: PixelSize, region: IIIFRect, output: PixelSize) -> PixelSize {
         let scale = max(Double(output.width) / Double(region.width), Double(output.height) / Double(region.height))
         guard scale < 1 else { return original }
         return PixelSize(
@@ -23,7 +23,7 @@ enum IIIFRendering {
 
     /// `region` (pixels of the original) in the coordinates of a whole-image variant of
     /// `variant` pixels.
-    static func variantRect(region: IIIFRect, original: PixelSize, variant: PixelSize) -> SourceRect {
+    package static func variantRect(region: IIIFRect, original: PixelSize, variant: PixelSize) -> SourceRect {
         let fx = Double(variant.width) / Double(original.width)
         let fy = Double(variant.height) / Double(original.height)
         return SourceRect(
@@ -32,7 +32,7 @@ enum IIIFRendering {
 
     /// The output image: `region` of the whole-image `variant` resampled to `output`, then
     /// mirrored, turned and converted to the quality. Call on the engine's threads.
-    static func compose(
+    package static func compose(
         _ variant: PixelImage, region: IIIFRect, original: PixelSize, output: PixelSize, rotation: IIIFRotation,
         quality: IIIFQuality
     ) -> PixelImage {
@@ -47,7 +47,7 @@ enum IIIFRendering {
     }
 
     /// `image` mirrored, turned and converted to `quality`, as the request asks.
-    static func finish(_ image: PixelImage, rotation: IIIFRotation, quality: IIIFQuality) -> PixelImage {
+    package static func finish(_ image: PixelImage, rotation: IIIFRotation, quality: IIIFQuality) -> PixelImage {
         var image = image
         if rotation.mirrored { image = image.mirrored() }
         image = image.rotated(clockwiseQuarterTurns: rotation.quarterTurns)

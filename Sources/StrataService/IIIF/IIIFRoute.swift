@@ -13,7 +13,7 @@ public enum IIIFRoute: Sendable, Hashable {
     case image(IIIFImageRequest)
 
     /// The routes' common prefix.
-    static let prefix = "/iiif/"
+    package static let prefix = "/iiif/"
 
     /// Parses `path` (no query). A path outside the IIIF routes, or with another number of
     /// segments, is a 404; a malformed part a 400 naming it.
@@ -88,7 +88,7 @@ public struct IIIFImageRequest: Sendable, Hashable {
     }
 
     /// From the five segments after the version prefix.
-    init(version: IIIFVersion, parts: [Substring]) throws(ServiceError) {
+    package init(version: IIIFVersion, parts: [Substring]) throws(ServiceError) {
         self.version = version
         identifier = try IIIFIdentifier(raw: parts[0])
         region = try IIIFRegion(parsing: parts[1])

@@ -119,7 +119,7 @@ public struct IIIFSize: Sendable, Hashable {
         return out
     }
 
-    static func malformed(_ text: Substring, _ version: IIIFVersion) -> ServiceError {
+    package static func malformed(_ text: Substring, _ version: IIIFVersion) -> ServiceError {
         let forms =
             version == .v3
             ? "max, w,, ,h, pct:n, w,h or !w,h, each optionally prefixed with ^"
@@ -127,5 +127,7 @@ public struct IIIFSize: Sendable, Hashable {
         return ServiceError(.badRequest, "bad_size", "size \(String(text).debugDescription): expected \(forms)")
     }
 
-    static func empty() -> ServiceError { ServiceError(.badRequest, "bad_size", "the size must be at least one pixel wide and high") }
+    package static func empty() -> ServiceError {
+        ServiceError(.badRequest, "bad_size", "the size must be at least one pixel wide and high")
+    }
 }

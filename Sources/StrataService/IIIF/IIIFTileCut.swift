@@ -8,18 +8,18 @@ extension IIIFRendering {
     /// tile request (aligned to the advertised grid and scale factors) covers exactly one tile,
     /// served as it is; any other region is pasted from its tiles and resampled (Lanczos-3).
     /// Pure; cost: at most a copy of the covered tiles and one resample of the output's size.
-    struct TileCut: Sendable {
-        let geometry: PyramidGeometry
-        let level: Int
+    package struct TileCut: Sendable {
+        package let geometry: PyramidGeometry
+        package let level: Int
         /// The region in the level's pixels.
-        let rect: SourceRect
-        let output: PixelSize
+        package let rect: SourceRect
+        package let output: PixelSize
         /// The covered tiles, row by row.
-        let tiles: [TileAddress]
-        let columns: ClosedRange<Int>
-        let rows: ClosedRange<Int>
+        package let tiles: [TileAddress]
+        package let columns: ClosedRange<Int>
+        package let rows: ClosedRange<Int>
 
-        init(geometry: PyramidGeometry, region: IIIFRect, output: PixelSize) {
+        package init(geometry: PyramidGeometry, region: IIIFRect, output: PixelSize) {
             self.init(
                 geometry: geometry,
                 region: SourceRect(x: Double(region.x), y: Double(region.y), width: Double(region.width), height: Double(region.height)),
@@ -28,7 +28,7 @@ extension IIIFRendering {
 
         /// The cut of `region` (the original's pixels, fractional: a `/images` fill crop) at
         /// `output`.
-        init(geometry: PyramidGeometry, region: SourceRect, output: PixelSize) {
+        package init(geometry: PyramidGeometry, region: SourceRect, output: PixelSize) {
             self.geometry = geometry
             self.output = output
             let reduction = min(region.width / Double(output.width), region.height / Double(output.height))
@@ -48,7 +48,7 @@ extension IIIFRendering {
         /// The covered tiles of `key`'s pyramid at `version`: table hits at once, the others
         /// waited for while the build writes them. `admit` (load shedding) is asked first unless
         /// every tile is a hit. Also whether every tile was a hit.
-        func images(
+        package func images(
             from pyramids: TilePyramids, key: CacheKey, version: SourceVersion, admit: (_ allCached: Bool) throws(ServiceError) -> Void
         ) async throws(ServiceError) -> (images: [PixelImage], allCached: Bool) {
             let cached = tiles.map { pyramids.cachedTile($0, of: key, version: version) }
@@ -71,25 +71,25 @@ extension IIIFRendering {
 
         /// What a reply built from these tiles was served as: the level's size, the version,
         /// from the table when every tile was a hit.
-        func served(_ images: [PixelImage], version: SourceVersion, allCached: Bool) -> CachedImage {
+        package func served(_ images: [PixelImage], version: SourceVersion, allCached: Bool) -> CachedImage {
             CachedImage(
                 image: images[0], variant: ImageVariant(descriptor: descriptor, sourceVersion: version), tier: allCached ? .table : .source)
         }
 
         /// The variant a reply built from these tiles is cut from: the level's size.
-        var descriptor: VariantDescriptor {
+        package var descriptor: VariantDescriptor {
             VariantDescriptor(size: geometry.levels[level], mode: .fit, style: .bgra32Premultiplied)
         }
 
         /// The output from `images` (the images of ``tiles``, in order), mirrored, turned and
         /// made gray as asked. Call on the engine's threads.
-        func compose(_ images: [PixelImage], rotation: IIIFRotation, quality: IIIFQuality) -> PixelImage {
+        package func compose(_ images: [PixelImage], rotation: IIIFRotation, quality: IIIFQuality) -> PixelImage {
             IIIFRendering.finish(compose(images), rotation: rotation, quality: quality)
         }
 
         /// The output from `images` (the images of ``tiles``, in order). Call on the engine's
         /// threads.
-        func compose(_ images: [PixelImage]) -> PixelImage {
+        package func compose(_ images: [PixelImage]) -> PixelImage {
             let t = geometry.tileSize
             let originX = columns.lowerBound * t, originY = rows.lowerBound * t
             var canvas: PixelImage

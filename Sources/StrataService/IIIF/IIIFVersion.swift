@@ -6,17 +6,17 @@ public enum IIIFVersion: Int, Sendable, Hashable, CaseIterable {
     case v3 = 3
 
     /// The route prefix, `/iiif/3/`.
-    var prefix: String { "/iiif/\(rawValue)/" }
+    package var prefix: String { "/iiif/\(rawValue)/" }
 
     /// The `@context` of `info.json`, also the `profile` parameter of its JSON-LD media type.
-    var context: String { "http://iiif.io/api/image/\(rawValue)/context.json" }
+    package var context: String { "http://iiif.io/api/image/\(rawValue)/context.json" }
 
     /// The compliance level's URI, for the `Link: <…>;rel="profile"` header.
-    var levelProfile: String { "http://iiif.io/api/image/\(rawValue)/level2.json" }
+    package var levelProfile: String { "http://iiif.io/api/image/\(rawValue)/level2.json" }
 
     /// `info.json`'s media type: JSON-LD with the context as profile when `Accept` asks for
     /// `application/ld+json`, plain JSON otherwise (both versions say so).
-    func infoContentType(accept: [String]) -> String {
+    package func infoContentType(accept: [String]) -> String {
         FormatNegotiation.accepts("application/ld+json", in: accept)
             ? "application/ld+json;profile=\"\(context)\"" : "application/json"
     }

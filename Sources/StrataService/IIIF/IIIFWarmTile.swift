@@ -5,17 +5,17 @@ import Strata
 extension IIIFEndpoint {
     /// A IIIF image answer ready for the warm path: the encoded cache's entry with its
     /// ready-made head, and the route's own `Link` value.
-    struct WarmTile {
-        let image: EncodedImage
-        let head: ByteBuffer
+    package struct WarmTile {
+        package let image: EncodedImage
+        package let head: ByteBuffer
         /// `Link`: the canonical URI and the compliance level's profile.
-        let link: String
+        package let link: String
         /// Whether the variant was a memory hit (a pyramid's tiles are not looked up at all).
-        let memoryHit: Bool
+        package let memoryHit: Bool
     }
 
     /// What the warm path does with a IIIF request.
-    enum WarmOutcome {
+    package enum WarmOutcome {
         /// Answered from the encoded cache.
         case answer(WarmTile)
         /// Passed on, with the memory lookup when one was made (for the route to go on from).
@@ -34,7 +34,7 @@ extension IIIFEndpoint {
     /// so the same bytes and validator. Touches no pixel; cost: the path's parse and the region
     /// and size arithmetic, the canonical URI, a memo lookup, at most one memory lookup, one
     /// encoded lookup.
-    func warmTile(path: Substring, authority: String?, ifNoneMatch: [String]) -> WarmOutcome {
+    package func warmTile(path: Substring, authority: String?, ifNoneMatch: [String]) -> WarmOutcome {
         guard case .image(let request)? = try? IIIFRoute(path: path), let original = originals.known(request.identifier.key) else {
             return .passOn(nil)
         }

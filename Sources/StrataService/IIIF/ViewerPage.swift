@@ -9,10 +9,10 @@
 /// each after the previous tiles settled, then `document.title` becomes `done` and
 /// `<body data-done="true">` is set. Rendering the page is a few string concatenations; the
 /// cost is in the tiles the browser asks for.
-enum ViewerPage {
+package enum ViewerPage {
     /// The whole page for `id` (the decoded key): the key HTML-escaped in the heading and
     /// embedded as a JSON string literal, safe inside `<script>`, for the script.
-    static func html(id: String) -> String {
+    package static func html(id: String) -> String {
         let name = htmlEscaped(id)
         let bar = """
             <div id="bar"><button id="zin" title="zoom in">+</button><button id="zout" title="zoom out">\u{2212}</button>\
@@ -33,7 +33,7 @@ enum ViewerPage {
 
     /// `text` with `&`, `<`, `>`, `"` and `'` as character references: safe as element text
     /// and inside a quoted attribute.
-    static func htmlEscaped(_ text: String) -> String {
+    package static func htmlEscaped(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for character in text {
@@ -52,7 +52,7 @@ enum ViewerPage {
     /// `text` as a double-quoted JSON (and JavaScript) string literal that can sit inside an
     /// HTML `<script>` element: `<`, `>` and `&` as `\u` escapes (no `</script>` or `<!--`
     /// can appear), as are control characters and the line separators U+2028 and U+2029.
-    static func scriptString(_ text: String) -> String {
+    package static func scriptString(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {

@@ -5,7 +5,7 @@ import Glibc
 @testable import Strata
 import StrataTestSupport
 
-/// What the `strata disk-writer` children wrote to their logs during one cycle.
+/// What the `strata-test-helper disk-writer` children wrote to their logs during one cycle.
 struct DiskWriterLogs {
     /// `ack n w h version` lines of the writer: durable stores that returned.
     var acknowledged: [(name: String, n: Int, size: PixelSize, version: UInt64)] = []
@@ -55,7 +55,7 @@ struct DiskWriterLogs {
     }
 }
 
-/// The sizes `strata disk-writer` stores (kept in step with `DiskWriterCommand.sizes`).
+/// The sizes `strata-test-helper disk-writer` stores (kept in step with `DiskWriterCommand.sizes`).
 enum DiskWriterCommandSizes {
     static let all = [PixelSize(width: 24, height: 16), PixelSize(width: 40, height: 25), PixelSize(width: 300, height: 240)]
 }
@@ -104,7 +104,7 @@ enum DiskWriterCommandSizes {
     }
 
     @Test func writersAndDeletersKilledAtRandomMomentsNeverLeaveAWrongImageOrLoseAnAcknowledgedStore() async throws {
-        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
+        let exe = try #require(testHelperExecutable(), "strata-test-helper must be built next to the tests")
         // Minutes of spawning, sleeping and killing: on a thread of its own, not the pool's.
         let r = try await offThePool("disk-kill-loop") { try Self.killLoop(exe, cycles: Self.cycles) }
         print(

@@ -93,7 +93,7 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
     }
 
     @Test func aWriterKilledAtRandomMomentsNeverLeavesAWrongImage() async throws {
-        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
+        let exe = try #require(testHelperExecutable(), "strata-test-helper must be built next to the tests")
         let cycles = Self.cycles
         let outcome = try await offThePool("kill cycles") { try Self.killCycles(exe, cycles: cycles) }
         print(
@@ -105,7 +105,7 @@ func verifyAllHits(_ table: ImageTable, entities: Int, held: inout [(PixelImage,
     }
 
     @Test func twoProcessesShareATableWithoutCorruptingIt() throws {
-        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
+        let exe = try #require(testHelperExecutable(), "strata-test-helper must be built next to the tests")
         let dir = TempDirectory()
         let entities = 20
         let format = ImageTableFormat(name: "t", family: "test", size: PixelSize(width: 32, height: 32), maximumCount: 12)

@@ -1,0 +1,84 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The bytes behind a ``PixelImage``: a 64-byte-aligned heap block that Strata allocated, or a
+/// region somebody else owns (a mapped disk file, a table slot) with a release action that runs
+/// when the last reference goes away.
+///
+/// The storage is immutable once an image is published; only code that holds the sole reference
+/// (see ``PixelImage/withUnsafeMutableBytes(_:)``) writes through it, which is what makes the
+/// `@unchecked Sendable` sound.
+public final class PixelStorage: @unchecked Sendable {
+    /// Where the bytes live; decides how the memory tier counts an image's cost.
+    public enum Kind: Sendable, Hashable {
+        /// Anonymous memory allocated by Strata: counts fully against memory limits.
+        case heap
+        /// A read-only or shared file mapping (disk tier): clean page-cache pages the kernel
+        /// can drop, so a memory cost of zero-ish is fair.
+        case fileMapping
+        /// A slot of an image table, pinned while referenced.
+        case tableSlot
+    }
+
+    @usableFromInline package let base: UnsafeMutableRawPointer
+    /// Usable length in bytes.
+    public let count: Int
+    public let kind: Kind
+    /// Whether the bytes may be written by the sole owner (false for read-only mappings).
+    public let isWritable: Bool
+    private let release: (@Sendable (UnsafeMutableRawPointer, Int) -> Void)?
+
+    /// Allocates `count` zeroed bytes aligned to ``PixelLayout/rowAlignment``.
+    public init(zeroedByteCount count: Int) {
+        precondition(count >= 0)
+        var raw: UnsafeMutableRawPointer?
+        let rc = posix_memalign(&raw, PixelLayout.rowAlignment, Swift.max(count, 1))
+        guard rc == 0, let raw else { fatalError("posix_memalign(\(count)) failed: out of memory") }
+        memset(raw, 0, count)
+        self.base = raw
+        self.count = count
+        self.kind = .heap
+        self.isWritable = true
+        self.release = nil
+    }
+
+    /// Allocates `count` bytes aligned to ``PixelLayout/rowAlignment`` without clearing them.
+    /// The caller must write every byte it later reads.
+    public init(uninitializedByteCount count: Int) {
+        precondition(count >= 0)
+        var raw: UnsafeMutableRawPointer?
+        let rc = posix_memalign(&raw, PixelLayout.rowAlignment, Swift.max(count, 1))
+        guard rc == 0, let raw else { fatalError("posix_memalign(\(count)) failed: out of memory") }
+        self.base = raw
+        self.count = count
+        self.kind = .heap
+        self.isWritable = true
+        self.release = nil
+    }
+
+    /// Wraps memory owned elsewhere. `release` runs exactly once, when the storage is
+    /// deallocated (for a mapping: `munmap`; for a table slot: unpin).
+    package init(
+        borrowing base: UnsafeMutableRawPointer, count: Int, kind: Kind, writable: Bool,
+        release: @escaping @Sendable (UnsafeMutableRawPointer, Int) -> Void
+    ) {
+        self.base = base
+        self.count = count
+        self.kind = kind
+        self.isWritable = writable
+        self.release = release
+    }
+
+    deinit {
+        if let release {
+            release(base, count)
+        } else {
+            free(base)
+        }
+    }
+}

@@ -1,0 +1,57 @@
+/// Keys derived for variants that differ in more than size: colours kept in the original's
+/// profile (``ColourOutput/original``) and crops placed by a ``Gravity`` other than the centre.
+///
+/// A derived key is the source key, then `NUL gravity=…` when the gravity is not the centre,
+/// then `NUL colour=original` for original colours. A NUL cannot appear in a source key (the
+/// service refuses it), so the parts never mix with a key's own text. Each derived key is its
+/// own entity in every tier (memory, disk, tables, the service's encoded cache): a change of
+/// `color.output` or another gravity never serves another variant's pixels, and the tolerance
+/// rule matches sizes among the variants of one derived key only. The default (sRGB, centre)
+/// is the source key itself, so caches made before these options keep their keys.
+extension CacheKey {
+    /// What ends the key of an `original` variant: a NUL, then a name for logs.
+    package static let originalColourSuffix = "\u{0}colour=original"
+    /// What starts a gravity's part of a key.
+    package static let gravityMarker = "\u{0}gravity="
+
+    /// The key of `key`'s variants in `colour` (see the extension's discussion).
+    public init(_ key: String, colour: ColourOutput) {
+        self.init(key, colour: colour, gravity: .center)
+    }
+
+    /// The key of `key`'s variants in `colour`, cropped by `gravity` (see the extension's
+    /// discussion).
+    public init(_ key: String, colour: ColourOutput, gravity: Gravity) {
+        var string = key
+        if gravity != .center { string += Self.gravityMarker + gravity.description }
+        if colour == .original { string += Self.originalColourSuffix }
+        self.init(string)
+    }
+
+    /// The colours this key's variants are rendered in.
+    public var colourOutput: ColourOutput { string.hasSuffix(Self.originalColourSuffix) ? .original : .srgb }
+
+    /// Where this key's `fill` variants are cropped.
+    public var gravity: Gravity {
+        guard let marker = string.firstRange(of: Self.gravityMarker) else { return .center }
+        let rest = string[marker.upperBound...]
+        return Gravity(parsing: rest.prefix { $0 != "\u{0}" }) ?? .center
+    }
+
+    /// The key the source is asked for (this key without its derived parts).
+    public var sourceKey: String {
+        guard let nul = string.firstIndex(of: "\u{0}") else { return string }
+        return String(string[..<nul])
+    }
+
+    /// The same source key and colours with the centre's crop: the variants a smart crop can
+    /// read its saliency from.
+    package var centred: CacheKey { gravity == .center ? self : CacheKey(sourceKey, colour: colourOutput) }
+
+    /// Every key a purge of source key `key` must reach: each colour × each gravity a client can
+    /// name (the named ones, smart, and every focal point in hundredths).
+    public static func allDerived(from key: String) -> [CacheKey] {
+        let gravities = Gravity.named + Gravity.allFocalPoints
+        return ColourOutput.allCases.flatMap { colour in gravities.map { CacheKey(key, colour: colour, gravity: $0) } }
+    }
+}

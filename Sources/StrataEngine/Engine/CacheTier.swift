@@ -1,0 +1,171 @@
+import StrataBase
+import StrataTiers
+/// One tier of the cache as the engine drives it — memory, disk and the image tables implement
+/// it, keyed by ``CacheKey`` and answering with ``ImageVariant`` records that carry everything
+/// the one match rule (``VariantMatcher``) needs:
+///
+/// - ``lookup(_:_:)`` decides from the tier's in-memory index and serves what needs no I/O;
+///   ``TierLookup/wouldWait`` sends the caller to ``load(_:_:)`` on a blocking thread;
+/// - ``store(_:key:variant:)`` keeps a variant (write-behind where the tier has it) and never
+///   blocks; ``remove(_:)`` may block (file deletions);
+/// - ``tierStatistics`` in the shape every tier shares.
+///
+/// `ImageCache` walks its tiers in order with these calls and writes promotion and write-back
+/// once. (The memory tier's own fast path calls the same lookup on its concrete type.)
+public protocol CacheTier: Sendable {
+    /// Which tier this is, for ``CachedImage/tier`` and metrics.
+    var servingTier: ServingTier { get }
+    /// The best variant of `key` for `query` when serving it needs no I/O; a miss decided from
+    /// the index; or ``TierLookup/wouldWait``. Safe on Swift's cooperative pool.
+    func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage>
+    /// The best variant of `key` for `query`, read or mapped (blocking I/O allowed).
+    func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage?
+    /// Keeps `image` as `variant` of `key`, without blocking (write-behind where the tier has
+    /// it; a tier that cannot hold that variant ignores it).
+    func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant)
+    /// Drops every variant of `key` (may block: call it on a blocking thread).
+    func remove(_ key: CacheKey)
+    /// The tier's counters in the shape every tier shares.
+    var tierStatistics: TierStatistics { get }
+}
+
+/// What every tier reports, in one shape (``ImageCacheStatistics/tiers``); each tier's own
+/// statistics type keeps the details.
+public struct TierStatistics: Sendable, Hashable {
+    /// Lookups answered with a variant.
+    public var hits: Int
+    /// Lookups with no matching variant.
+    public var misses: Int
+    /// Variants held.
+    public var entries: Int
+    /// Bytes held (memory: bytes pinned; disk: bytes of files; tables: bytes on disk).
+    public var bytes: Int
+    /// Variants pushed out by the limits.
+    public var evictions: Int
+
+    public init(hits: Int = 0, misses: Int = 0, entries: Int = 0, bytes: Int = 0, evictions: Int = 0) {
+        self.hits = hits
+        self.misses = misses
+        self.entries = entries
+        self.bytes = bytes
+        self.evictions = evictions
+    }
+}
+
+extension DiskTier: CacheTier {
+    public var servingTier: ServingTier { .disk }
+
+    public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
+        switch core.lookupWithoutWaiting(key: key.string, digest: key.entityID, query: query) {
+        case .hit(let found): .hit(found.cachedImage)
+        case .miss: .miss
+        case .wouldWait: .wouldWait
+        }
+    }
+
+    public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
+        (try? core.lookup(key: key.string, digest: key.entityID, query: query))?.cachedImage
+    }
+
+    public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
+        guard variant.descriptor.style == image.style, variant.descriptor.size == image.size else { return }
+        store(
+            image, forKey: key.string, mode: variant.descriptor.mode, isWholeOriginal: variant.isWholeOriginal,
+            sourceVersion: variant.sourceVersion.stamp)
+    }
+
+    public func remove(_ key: CacheKey) { core.remove(digest: key.entityID) }
+
+    public var tierStatistics: TierStatistics {
+        let s = statistics
+        return TierStatistics(hits: s.hits, misses: s.misses, entries: s.entries, bytes: s.bytes, evictions: s.evictions)
+    }
+}
+
+extension DiskTier.Hit {
+    /// The hit as the engine's record (fetched now: the file does not keep the time).
+    package var cachedImage: CachedImage {
+        CachedImage(
+            image: image,
+            variant: ImageVariant(
+                descriptor: variant, sourceVersion: SourceVersion(stamp: sourceVersion), isWholeOriginal: isWholeOriginal),
+            tier: .disk)
+    }
+}
+
+extension ImageMemoryTier: CacheTier {
+    public var servingTier: ServingTier { .memory }
+
+    public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
+        load(key, query).map { .hit($0) } ?? .miss
+    }
+
+    public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
+        entry(forKey: key, matching: query).map { CachedImage(image: $0.image, variant: $0.variant, tier: .memory) }
+    }
+
+    /// Keeps `image` — as a heap copy when it maps a table slot: the memory tier never pins table
+    /// slots, so holding images here can never fill a table.
+    public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
+        insert(image.storageKind == .tableSlot ? image.heapCopy() : image, forKey: key, variant: variant)
+    }
+
+    public func remove(_ key: CacheKey) { remove(key: key) }
+
+    /// The memory tier's counters in the shape every tier shares.
+    public var tierStatistics: TierStatistics {
+        let s = statistics
+        return TierStatistics(
+            hits: Int(s.hits), misses: Int(s.misses), entries: s.count, bytes: s.totalCost, evictions: Int(s.evictions))
+    }
+}
+
+extension ImageTableCache: CacheTier {
+    public var servingTier: ServingTier { .table }
+
+    /// The best configured format for `query` (``VariantMatcher``'s rule), if any.
+    public func format(for query: SizeQuery) -> ImageTableFormat? {
+        VariantMatcher.bestMatch(in: formats, for: query, descriptor: \.descriptor)
+    }
+
+    /// The entry of `key` in the format that best matches `query`, whatever source version it
+    /// was drawn from (freshness is the engine's business); ``TierLookup/wouldWait`` when the
+    /// table's index must first be brought up to date (another process changed it: O(slots)).
+    public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
+        read(key, query, maintain: false)
+    }
+
+    public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
+        if case .hit(let found) = read(key, query, maintain: true) { return found }
+        return nil
+    }
+
+    private func read(_ key: CacheKey, _ query: SizeQuery, maintain: Bool) -> TierLookup<CachedImage> {
+        guard let format = format(for: query), let table = try? table(named: format.name) else { return .miss }
+        switch table.read(key.entityID, sourceVersion: nil, maintain: maintain) {
+        case .hit((let image, let version)):
+            let variant = ImageVariant(
+                descriptor: VariantDescriptor(size: image.size, mode: format.mode, style: format.style),
+                sourceVersion: SourceVersion(stamp: version))
+            return .hit(CachedImage(image: image, variant: variant, tier: .table))
+        case .miss: return .miss
+        case .wouldWait: return .wouldWait
+        }
+    }
+
+    /// Tables are filled by drawing a whole family from one source load (``image(for:formatName:)``;
+    /// the engine does it for a box within a format's tolerance), not by single variants: a no-op.
+    public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {}
+
+    /// Deletes `key`'s entries in every format, on the calling thread (blocking).
+    public func remove(_ key: CacheKey) {
+        for format in formats { try? table(named: format.name).delete(key.entityID) }
+    }
+
+    /// The tables' counters in the shape every tier shares (entries and bytes on disk, summed
+    /// over the formats).
+    public var tierStatistics: TierStatistics {
+        TierStatistics(
+            entries: formats.reduce(0) { $0 + ((try? table(named: $1.name).count) ?? 0) }, bytes: totalDiskUsage)
+    }
+}

@@ -1,0 +1,68 @@
+import StrataBase
+import StrataCodecs
+import StrataTiers
+extension ImageCache {
+    /// The header of `key`'s original (its size after EXIF orientation, format, alpha) and the
+    /// source version it was read from: for services that describe an image before asking for
+    /// pixels (an IIIF `info.json` needs the original's width and height).
+    ///
+    /// Cost: one source fetch (counted as a fetch, not a decode) and a header parse on the
+    /// engine's threads; no pixel memory. From a blocking source (a directory) a JPEG's header
+    /// is read from its first megabyte (`headerPrefixBytes`) when its first scan starts there
+    /// (every header segment is then in it): describing a gigapixel original reads a megabyte,
+    /// not the file; other formats (whose metadata may follow the pixels) are read whole. Not
+    /// cached here: callers memoize per key and version.
+    /// Throws like ``image(for:)``: not found (remembered for the negative TTL), a refused key,
+    /// an unrecognised or too large image. `maxPixels` replaces the source's pixel limit for
+    /// this read (a tile pyramid's originals may be larger than any whole decode).
+    public func originalHeader(
+        for key: CacheKey, maxPixels: Int? = nil
+    ) async throws(ImageCacheError) -> (header: ImageHeader, version: SourceVersion) {
+        if key.string.isEmpty { throw .invalidRequest(key: key.string, reason: "the key is empty") }
+        guard source != nil else { throw .noSource(key: key.string) }
+        try checkNegative(key)
+        let data: SourceData
+        if let files = blockingSource {
+            countFetch()
+            data = try await onPool(key, lane: FlightLane(.urgent)) { [self] () throws(ImageCacheError) in
+                let prefix = try fetchBlocking(key, from: files, prefix: Self.headerPrefixBytes)
+                let whole = prefix.bytes.count < Self.headerPrefixBytes
+                if whole || prefix.bytes.withUnsafeBytes({ Metadata.jpegMarkers($0).reachesScan }) { return prefix }
+                return try fetchBlocking(key, from: files)
+            }
+        } else {
+            data = try await fetchOriginal(key, lane: FlightLane(.urgent))
+        }
+        let bytes = data.bytes
+        let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers, pool] () -> Result<ImageHeader, ImageDecodingError> in
+            if let maxPixels {
+                let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: maxPixels))
+                return Result { () throws(ImageDecodingError) -> ImageHeader in
+                    try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try decoder.readHeader($0) } }
+                }
+            }
+            return renderers.withRenderer(pool: pool) { renderer in
+                Result { () throws(ImageDecodingError) -> ImageHeader in
+                    try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try renderer.decoder.readHeader($0) } }
+                }
+            }
+        }
+        switch header {
+        case .success(let header): return (header, SourceVersion(token: data.version))
+        case .failure(let error): throw .decoding(key: key.string, error)
+        }
+    }
+
+    /// How much of an original ``originalHeader(for:maxPixels:)`` reads first from a blocking
+    /// source: room for a JPEG's EXIF, thumbnails and a large ICC profile before its scan.
+    package static let headerPrefixBytes = 1 << 20
+
+    /// The version of `key`'s original now, as the source reports it cheaply (a `stat` for a
+    /// directory, a conditional `HEAD` for an origin; a fetch where the source has no cheaper
+    /// check): for a caller that memoizes something of the original (its size) and revalidates
+    /// it as ``Options/revalidateAfter`` says.
+    public func originalVersion(for key: CacheKey) async throws(ImageCacheError) -> SourceVersion {
+        guard let source else { throw .noSource(key: key.string) }
+        return SourceVersion(token: try await currentVersion(of: key, in: source))
+    }
+}
