@@ -5,12 +5,16 @@ SHELL := /bin/bash
 deps:
 	@./Scripts/install-deps.sh
 
+# The release `strata` with every default trait (the OTLP span exporter among them).
 release: deps
-	swift build -c release
+	swift build -c release --product strata
 
 # The service (`strata serve`) on its embedded default: Fixtures/ as the source, its disk cache in
 # ./.strata-cache/disk, listening on 127.0.0.1:8080; it prints URLs to try. Ctrl-C stops it.
-run: release
+# Built without the OTLP span exporter (the OTLPExporter trait, the costliest dependency to
+# compile) to reach the first URL sooner: `make release` builds the whole `strata`.
+run: deps
+	swift build -c release --product strata --disable-default-traits
 	./.build/release/strata serve
 
 # The build refuses an import of a target that is not a declared dependency (the layers:

@@ -16,6 +16,15 @@ let package = Package(
         .library(name: "StrataService", targets: ["StrataService"]),
         .executable(name: "strata", targets: ["strata"]),
     ],
+    // `strata serve`'s OTLP/HTTP span exporter (swift-otel, with swift-protobuf and the semantic
+    // conventions: the most expensive dependency to compile). On by default, so every ordinary
+    // build (`swift build`, `make release`, the container) has it; `make run` builds without it
+    // (`--disable-default-traits`) to reach its first URL sooner, and there `tracing.enabled`
+    // is refused naming the key. The sanitizer and soak builds of CI leave it out too.
+    traits: [
+        .trait(name: "OTLPExporter", description: "strata serve exports spans over OTLP/HTTP (swift-otel)"),
+        .default(enabledTraits: ["OTLPExporter"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
@@ -207,7 +216,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 // `tracing.*`: spans exported over OTLP/HTTP, trace ids in log metadata (here,
                 // not in StrataService, which only makes spans: embedders pick their backend).
-                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLPExporter"])),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),

@@ -31,7 +31,7 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
 
     /// The engine's error as an HTTP answer: 400 for a bad request or a key the source refuses,
     /// 404 for an unknown key, 413 over the pixel limit, 422 undecodable, 502/504 origin
-    /// failures, 503 when shutting down.
+    /// failures, 500 when a tier's own files fail, 503 when shutting down.
     package init(_ error: ImageCacheError) {
         switch error {
         case .invalidRequest(_, let reason):
@@ -65,6 +65,8 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
             default:
                 self.init(.internalServerError, "source_failed", "the source failed for \(source.key.debugDescription)")
             }
+        case .tier(let failure):
+            self.init(.internalServerError, "tier_failed", failure.description)
         case .cancelled:
             self.init(.serviceUnavailable, "cancelled", "the request was cancelled", retryAfter: 1)
         case .shutDown:

@@ -1,5 +1,7 @@
 import Logging
+#if OTLPExporter
 import OTel
+#endif
 import ServiceLifecycle
 import Strata
 import StrataConfiguration
@@ -15,6 +17,22 @@ import Tracing
 /// bootstrapped (the tracer stays swift-distributed-tracing's no-op), and the service's and the
 /// engine's span sites test one flag; when on, each span costs what swift-otel makes of it
 /// (an unsampled span: no export).
+#if !OTLPExporter
+/// `strata serve` built without the `OTLPExporter` trait (`make run`): no span exporter.
+/// `tracing.enabled` is refused naming the key; the rest of the service is the same.
+enum ServiceTracing {
+    static func bootstrap(_ settings: TracingSettings, logger: Logger) throws(ConfigurationError) -> (any Service)? {
+        guard settings.enabled else { return nil }
+        throw ConfigurationError(
+            key: "tracing.enabled", value: "true",
+            reason: "this strata was built without its OTLP exporter (the OTLPExporter trait, left out by `make run`); "
+                + "build it with `make release` or `swift build -c release --product strata` to export spans")
+    }
+
+    /// No bridge: no span ids to add to log lines.
+    static var loggingMetadataProvider: Logger.MetadataProvider? { nil }
+}
+#else
 enum ServiceTracing {
     /// swift-otel's configuration for `settings`: traces only (metrics and logs stay with
     /// Prometheus and swift-log), OTLP/HTTP to the endpoint, a parent-based trace-id ratio
@@ -67,3 +85,4 @@ enum ServiceTracing {
     /// a log line's metadata (nothing without one). Give it to `LoggingSystem.bootstrap`.
     static var loggingMetadataProvider: Logger.MetadataProvider { OTel.makeLoggingMetadataProvider() }
 }
+#endif

@@ -16,6 +16,7 @@ import Glibc
 /// `traceparent` the origin gets).
 @Suite("Tracing", .timeLimit(.minutes(5)))
 struct TracingTests {
+    #if OTLPExporter
     /// The cold request of a WebP original through the HTTP origin: its span tree, the
     /// `traceparent` the origin received, and the warm answer's own span.
     @Test func aColdRequestsSpanTreeIsExportedAndItsTraceReachesTheOrigin() async throws {
@@ -95,6 +96,15 @@ struct TracingTests {
         #expect(parts[2] == originGet.spanID)
         #expect(parts[3] == "01", "sampled")
     }
+    #else
+    /// A build without the OTLPExporter trait (`make run`, the sanitizer builds): tracing on is
+    /// refused at start, naming the key and how to build with the exporter.
+    @Test func withoutTheExporterTracingIsRefusedNamingTheKey() throws {
+        let run = try runStrata(["serve", "--port", "0", "--source-directory", Fixtures.directory.path, "--tracing-enabled", "true"])
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(run.stderr.contains("tracing.enabled") && run.stderr.contains("OTLPExporter"), "\(run.stderr)")
+    }
+    #endif
 
     /// Tracing off (the default), with an endpoint configured: nothing is exported and the
     /// origin gets no `traceparent`.

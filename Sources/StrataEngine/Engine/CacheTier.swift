@@ -6,9 +6,12 @@ import StrataTiers
 ///
 /// - ``lookup(_:_:)`` decides from the tier's in-memory index and serves what needs no I/O;
 ///   ``TierLookup/wouldWait`` sends the caller to ``load(_:_:)`` on a blocking thread;
-/// - ``store(_:key:variant:)`` keeps a variant (write-behind where the tier has it) and never
-///   blocks; ``remove(_:)`` may block (file deletions);
+/// - ``remove(_:)`` may block (file deletions);
 /// - ``tierStatistics`` in the shape every tier shares.
+///
+/// An I/O failure is a ``TierFailure`` naming the tier and the key, never a miss in disguise:
+/// the engine counts it (`_tier_errors_total{tier}`), logs it, and goes on to the next tier or
+/// the source. Tiers that keep what the engine renders are also ``WritableCacheTier``s.
 ///
 /// `ImageCache` walks its tiers in order with these calls and writes promotion and write-back
 /// once. (The memory tier's own fast path calls the same lookup on its concrete type.)
@@ -18,15 +21,45 @@ public protocol CacheTier: Sendable {
     /// The best variant of `key` for `query` when serving it needs no I/O; a miss decided from
     /// the index; or ``TierLookup/wouldWait``. Safe on Swift's cooperative pool.
     func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage>
-    /// The best variant of `key` for `query`, read or mapped (blocking I/O allowed).
-    func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage?
+    /// The best variant of `key` for `query`, read or mapped (blocking I/O allowed); `nil` for
+    /// a miss, a ``TierFailure`` when the tier's files could not be read.
+    func load(_ key: CacheKey, _ query: SizeQuery) throws(TierFailure) -> CachedImage?
+    /// Drops every variant of `key` (may block: call it on a blocking thread).
+    func remove(_ key: CacheKey) throws(TierFailure)
+    /// The tier's counters in the shape every tier shares.
+    var tierStatistics: TierStatistics { get }
+}
+
+/// A tier the engine writes back into: every render and every promotion is kept by memory
+/// and disk through ``store(_:key:variant:)``. The image tables are not one — a table entry is
+/// drawn a whole family at a time from one source load (`ImageCache.tableFill`), never from a
+/// single variant.
+public protocol WritableCacheTier: CacheTier {
     /// Keeps `image` as `variant` of `key`, without blocking (write-behind where the tier has
     /// it; a tier that cannot hold that variant ignores it).
     func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant)
-    /// Drops every variant of `key` (may block: call it on a blocking thread).
-    func remove(_ key: CacheKey)
-    /// The tier's counters in the shape every tier shares.
-    var tierStatistics: TierStatistics { get }
+}
+
+/// A tier's I/O failure (a disk file that cannot be read or deleted, a table that cannot be
+/// opened): which tier, which key, and what failed. The engine serves on without that tier's
+/// answer; `ImageCacheError/tier(_:)` carries one when a request cannot.
+public struct TierFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The tier that failed.
+    public var tier: ServingTier
+    /// The key it was asked about (empty for a failure of the whole tier, e.g. emptying it).
+    public var key: String
+    /// What failed: the call and the path where the tier names them.
+    public var reason: String
+
+    public init(tier: ServingTier, key: String, reason: String) {
+        self.tier = tier
+        self.key = key
+        self.reason = reason
+    }
+
+    public var description: String {
+        key.isEmpty ? "the \(tier) tier failed: \(reason)" : "the \(tier) tier failed for \(key.debugDescription): \(reason)"
+    }
 }
 
 /// What every tier reports, in one shape (``ImageCacheStatistics/tiers``); each tier's own
@@ -52,7 +85,7 @@ public struct TierStatistics: Sendable, Hashable {
     }
 }
 
-extension DiskTier: CacheTier {
+extension DiskTier: WritableCacheTier {
     public var servingTier: ServingTier { .disk }
 
     public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
@@ -63,8 +96,12 @@ extension DiskTier: CacheTier {
         }
     }
 
-    public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
-        (try? core.lookup(key: key.string, digest: key.entityID, query: query))?.cachedImage
+    public func load(_ key: CacheKey, _ query: SizeQuery) throws(TierFailure) -> CachedImage? {
+        do throws(DiskTierError) {
+            return try core.lookup(key: key.string, digest: key.entityID, query: query)?.cachedImage
+        } catch {
+            throw TierFailure(tier: .disk, key: key.string, reason: "\(error)")
+        }
     }
 
     public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
@@ -74,7 +111,7 @@ extension DiskTier: CacheTier {
             sourceVersion: variant.sourceVersion.stamp)
     }
 
-    public func remove(_ key: CacheKey) { core.remove(digest: key.entityID) }
+    public func remove(_ key: CacheKey) throws(TierFailure) { core.remove(digest: key.entityID) }
 
     public var tierStatistics: TierStatistics {
         let s = statistics
@@ -93,14 +130,14 @@ extension DiskTier.Hit {
     }
 }
 
-extension ImageMemoryTier: CacheTier {
+extension ImageMemoryTier: WritableCacheTier {
     public var servingTier: ServingTier { .memory }
 
     public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
-        load(key, query).map { .hit($0) } ?? .miss
+        entry(forKey: key, matching: query).map { .hit(CachedImage(image: $0.image, variant: $0.variant, tier: .memory)) } ?? .miss
     }
 
-    public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
+    public func load(_ key: CacheKey, _ query: SizeQuery) throws(TierFailure) -> CachedImage? {
         entry(forKey: key, matching: query).map { CachedImage(image: $0.image, variant: $0.variant, tier: .memory) }
     }
 
@@ -110,7 +147,7 @@ extension ImageMemoryTier: CacheTier {
         insert(image.storageKind == .tableSlot ? image.heapCopy() : image, forKey: key, variant: variant)
     }
 
-    public func remove(_ key: CacheKey) { remove(key: key) }
+    public func remove(_ key: CacheKey) throws(TierFailure) { remove(key: key) }
 
     /// The memory tier's counters in the shape every tier shares.
     public var tierStatistics: TierStatistics {
@@ -135,13 +172,25 @@ extension ImageTableCache: CacheTier {
         read(key, query, maintain: false)
     }
 
-    public func load(_ key: CacheKey, _ query: SizeQuery) -> CachedImage? {
-        if case .hit(let found) = read(key, query, maintain: true) { return found }
-        return nil
+    public func load(_ key: CacheKey, _ query: SizeQuery) throws(TierFailure) -> CachedImage? {
+        guard let format = format(for: query) else { return nil }
+        do throws(ImageTableError) {
+            if case .hit(let found) = read(key, format: format, table: try table(named: format.name), maintain: true) { return found }
+            return nil
+        } catch {
+            throw TierFailure(tier: .table, key: key.string, reason: "table \(format.name): \(error)")
+        }
     }
 
+    /// The non-blocking read: a table that is not open yet (or cannot be opened) is left to
+    /// ``load(_:_:)``, which opens it on a blocking thread and reports a failure.
     private func read(_ key: CacheKey, _ query: SizeQuery, maintain: Bool) -> TierLookup<CachedImage> {
-        guard let format = format(for: query), let table = try? table(named: format.name) else { return .miss }
+        guard let format = format(for: query) else { return .miss }
+        guard let table = openTable(named: format.name) else { return .wouldWait }
+        return read(key, format: format, table: table, maintain: maintain)
+    }
+
+    private func read(_ key: CacheKey, format: ImageTableFormat, table: ImageTable, maintain: Bool) -> TierLookup<CachedImage> {
         switch table.read(key.entityID, sourceVersion: nil, maintain: maintain) {
         case .hit((let image, let version)):
             let variant = ImageVariant(
@@ -153,19 +202,23 @@ extension ImageTableCache: CacheTier {
         }
     }
 
-    /// Tables are filled by drawing a whole family from one source load (``image(for:formatName:)``;
-    /// the engine does it for a box within a format's tolerance), not by single variants: a no-op.
-    public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {}
-
-    /// Deletes `key`'s entries in every format, on the calling thread (blocking).
-    public func remove(_ key: CacheKey) {
-        for format in formats { try? table(named: format.name).delete(key.entityID) }
+    /// Deletes `key`'s entries in every format, on the calling thread (blocking). Every format
+    /// is tried; the first failure is thrown after the others were.
+    public func remove(_ key: CacheKey) throws(TierFailure) {
+        var failure: TierFailure?
+        for format in formats {
+            do throws(ImageTableError) {
+                try table(named: format.name).delete(key.entityID)
+            } catch {
+                failure = failure ?? TierFailure(tier: .table, key: key.string, reason: "table \(format.name): \(error)")
+            }
+        }
+        if let failure { throw failure }
     }
 
     /// The tables' counters in the shape every tier shares (entries and bytes on disk, summed
-    /// over the formats).
+    /// over the formats that are open: statistics never open a table).
     public var tierStatistics: TierStatistics {
-        TierStatistics(
-            entries: formats.reduce(0) { $0 + ((try? table(named: $1.name).count) ?? 0) }, bytes: totalDiskUsage)
+        TierStatistics(entries: formats.reduce(0) { $0 + (openTable(named: $1.name)?.count ?? 0) }, bytes: totalDiskUsage)
     }
 }

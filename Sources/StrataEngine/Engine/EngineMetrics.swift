@@ -7,7 +7,7 @@ import StrataBase
 /// a no-op call).
 ///
 /// Names (with the configured prefix, default `strata`): counters `_requests_total{tier}`,
-/// `_misses_total{tier}`, `_coalesced_total`, `_source_fetches_total`, `_decode_errors_total`,
+/// `_misses_total{tier}`, `_tier_errors_total{tier}`, `_coalesced_total`, `_source_fetches_total`, `_decode_errors_total`,
 /// `_source_errors_total`, `_errors_total{kind}`, `_revalidations_total`, `_render_aheads_total`; timers
 /// `_lookup_seconds{tier}`, `_render_seconds`, `_source_fetch_seconds`; gauges
 /// `_tier_bytes{tier}`, `_tier_entries{tier}`, `_tier_evictions{tier}`, `_queue_depth{lane}`.
@@ -15,6 +15,7 @@ package struct EngineMetrics: Sendable {
     package let served: [ServingTier: Counter]
     package let lookups: [ServingTier: Timer]
     package let misses: [ServingTier: Counter]
+    package let tierErrors: [ServingTier: Counter]
     package let coalesced: Counter
     package let sourceFetches: Counter
     package let decodeErrors: Counter
@@ -43,6 +44,7 @@ package struct EngineMetrics: Sendable {
             Timer(label: "\(prefix)_lookup_seconds", dimensions: [("tier", $0.rawValue)], preferredDisplayUnit: .seconds, factory: factory)
         }
         misses = byTier { Counter(label: "\(prefix)_misses_total", dimensions: [("tier", $0.rawValue)], factory: factory) }
+        tierErrors = byTier { Counter(label: "\(prefix)_tier_errors_total", dimensions: [("tier", $0.rawValue)], factory: factory) }
         coalesced = Counter(label: "\(prefix)_coalesced_total", factory: factory)
         sourceFetches = Counter(label: "\(prefix)_source_fetches_total", factory: factory)
         decodeErrors = Counter(label: "\(prefix)_decode_errors_total", factory: factory)

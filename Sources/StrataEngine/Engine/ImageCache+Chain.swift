@@ -289,8 +289,19 @@ extension ImageCache {
                 span?.attributes["strata.outcome"] = "miss"
             case .wouldWait:
                 counters.lookedUp(tier.servingTier)
-                found = try await onPool(key, lane: lane, parent: span?.context) { tier.load(key, query) }
-                span?.attributes["strata.outcome"] = found == nil ? "miss.loaded" : "loaded"
+                let loaded = try await onPool(key, lane: lane, parent: span?.context) {
+                    Result { () throws(TierFailure) in try tier.load(key, query) }
+                }
+                switch loaded {
+                case .success(let hit):
+                    found = hit
+                    span?.attributes["strata.outcome"] = hit == nil ? "miss.loaded" : "loaded"
+                case .failure(let failure):
+                    // The tier's files failed: counted and logged, and the request goes on below.
+                    tierFailed(failure)
+                    found = nil
+                    span?.attributes["strata.outcome"] = "failed"
+                }
             }
             guard let found else {
                 metrics.misses[tier.servingTier]?.increment()
@@ -317,11 +328,20 @@ extension ImageCache {
         return try await sourceRender(request, lane: lane)
     }
 
-    /// Keeps a rendered variant in every tier (memory at once, disk write-behind; the tables
-    /// hold only what their family draws): write-back, written once.
+    /// Keeps a rendered variant in every tier that takes write-back (memory at once, disk
+    /// write-behind; the tables hold only what their family draws, ``tableFill``): written once.
     package func writeBack(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
         memory?.store(image, key: key, variant: variant)
-        for tier in lowerTiers { tier.store(image, key: key, variant: variant) }
+        disk?.store(image, key: key, variant: variant)
+    }
+
+    /// A tier's I/O failure the request went on without: counted
+    /// (`_tier_errors_total{tier}`) and logged with the tier, the key and the call.
+    package func tierFailed(_ failure: TierFailure) {
+        metrics.tierErrors[failure.tier]?.increment()
+        options.logger.warning(
+            "a tier failed; serving on without it",
+            metadata: ["tier": "\(failure.tier)", "key": "\(failure.key)", "error": "\(failure.reason)"])
     }
 
     /// The source: fetch and render on the engine's threads, write back to every tier. A

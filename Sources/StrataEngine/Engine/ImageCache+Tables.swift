@@ -41,7 +41,7 @@ extension ImageCache {
                 metadata: ["key": "\(key)", "format": "\(format.name)", "error": "\(error)"])
             return try await sourceRender(request, lane: lane)
         } catch {
-            throw .source(SourceError(key: key, reason: .failed("image tables: \(error)")))
+            throw .tier(TierFailure(tier: .table, key: key, reason: "table \(format.name): \(error)"))
         }
     }
 

@@ -205,7 +205,7 @@ public final class ImageCache: Sendable {
     /// finishes one (revalidation, render-ahead); a miss goes on below memory without asking
     /// memory again — one memory lookup for the request (an `exactSize` request still looks
     /// for a larger variant to resample, which ``cachedImage(for:)`` does not return).
-    public func image(for request: ImageRequest, memoryHit: CachedImage?) async throws(ImageCacheError) -> CachedImage {
+    package func image(for request: ImageRequest, memoryHit: CachedImage?) async throws(ImageCacheError) -> CachedImage {
         let started = try admitted(request)
         let hit = memoryHit ?? (request.exactSize ? exactSizeSearch(request) : nil)
         return try await image(for: request, after: hit, ticket: nil, since: started)
@@ -269,7 +269,7 @@ public final class ImageCache: Sendable {
     /// (and a remembered "not found"). The file work runs on the engine's threads, never on the
     /// caller's.
     public func remove(key: CacheKey) async {
-        memory?.remove(key)
+        memory?.remove(key: key)
         negative.withLock { $0.remove(key) }
         await removeBelowMemory(key)
     }
@@ -279,11 +279,24 @@ public final class ImageCache: Sendable {
     /// source key (``CacheKey/allDerived(from:)``).
     public func remove(keys: [CacheKey]) async {
         guard let first = keys.first else { return }
-        for key in keys { memory?.remove(key) }
+        for key in keys { memory?.remove(key: key) }
         negative.withLock { negative in for key in keys { negative.remove(key) } }
         let below = tiers.filter { $0.servingTier != .memory }
         guard !below.isEmpty else { return }
-        await onPoolOrHere(first) { for key in keys { for tier in below { tier.remove(key) } } }
+        let failures = await onPoolOrHere(first) { Self.remove(keys, from: below) }
+        for failure in failures { tierFailed(failure) }
+    }
+
+    /// Drops `keys` from each of `tiers` (blocking), trying every one; the failures, for the
+    /// caller to count and log.
+    package static func remove(_ keys: [CacheKey], from tiers: [any CacheTier]) -> [TierFailure] {
+        var failures: [TierFailure] = []
+        for key in keys {
+            for tier in tiers {
+                do throws(TierFailure) { try tier.remove(key) } catch { failures.append(error) }
+            }
+        }
+        return failures
     }
 
     /// Drops `key` from every tier below memory (each tier's ``CacheTier/remove(_:)``), in one
@@ -291,7 +304,8 @@ public final class ImageCache: Sendable {
     package func removeBelowMemory(_ key: CacheKey) async {
         let below = tiers.filter { $0.servingTier != .memory }
         guard !below.isEmpty else { return }
-        await onPoolOrHere(key) { for tier in below { tier.remove(key) } }
+        let failures = await onPoolOrHere(key) { Self.remove([key], from: below) }
+        for failure in failures { tierFailed(failure) }
     }
 
     /// Blocking file work that must not be skipped: on the engine's threads, urgent lane — or,
@@ -312,11 +326,17 @@ public final class ImageCache: Sendable {
         if let disk {
             let emptied = await onPoolOrHere(Self.unkeyed) { Result { () throws(DiskTierError) in try disk.removeAll() } }
             if case .failure(let error) = emptied {
-                throw .source(SourceError(key: "", reason: .failed("cannot empty the disk tier: \(error)")))
+                throw .tier(TierFailure(tier: .disk, key: "", reason: "cannot empty the directory: \(error)"))
             }
         }
         if let tables {
-            for format in tables.formats { try? await tables.reset(formatName: format.name) }
+            for format in tables.formats {
+                do {
+                    try await tables.reset(formatName: format.name)
+                } catch {
+                    throw .tier(TierFailure(tier: .table, key: "", reason: "cannot reset table \(format.name): \(error)"))
+                }
+            }
         }
     }
 

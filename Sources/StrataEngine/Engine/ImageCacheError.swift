@@ -12,6 +12,9 @@ public enum ImageCacheError: Error, Sendable, CustomStringConvertible {
     case decoding(key: String, ImageDecodingError)
     /// The source failed (I/O, an origin error, a refused key).
     case source(SourceError)
+    /// A tier's own files failed where the request could not do without them (a pyramid's
+    /// table, emptying the disk tier): the tier, the key and the call are named.
+    case tier(TierFailure)
     /// No tier can serve the request: there is no source and no cached variant.
     case noSource(key: String)
     /// The requesting task (or the prefetch handle) was cancelled.
@@ -25,6 +28,7 @@ public enum ImageCacheError: Error, Sendable, CustomStringConvertible {
         case .notFound(let key): return "\(key.debugDescription): no such image in the source"
         case .decoding(let key, let error): return "\(key.debugDescription): \(error)"
         case .source(let error): return error.description
+        case .tier(let failure): return failure.description
         case .noSource(let key): return "\(key.debugDescription): not cached, and the engine has no source"
         case .cancelled(let key): return "\(key.debugDescription): cancelled"
         case .shutDown: return "the image cache is shut down"
@@ -38,6 +42,7 @@ public enum ImageCacheError: Error, Sendable, CustomStringConvertible {
         case .notFound: return "not_found"
         case .decoding: return "decoding"
         case .source: return "source"
+        case .tier: return "tier"
         case .noSource: return "no_source"
         case .cancelled: return "cancelled"
         case .shutDown: return "shut_down"

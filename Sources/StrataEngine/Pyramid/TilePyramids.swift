@@ -176,7 +176,7 @@ public final class TilePyramids: Sendable {
             if let image = try await build.wait(for: tile) { return image }
             if let image = cachedTile(tile, of: key, version: version) { return image }
         }
-        throw .source(SourceError(key: key.string, reason: .failed("the pyramid's table did not keep tile \(tile) (it is too small)")))
+        throw .tier(TierFailure(tier: .table, key: key.string, reason: "the pyramid's table did not keep tile \(tile) (it is too small)"))
     }
 
     /// Starts the build of the pyramid of `key`'s original of `size` at `version` unless its
@@ -233,7 +233,7 @@ public final class TilePyramids: Sendable {
         }
         switch outcome {
         case .success(let count): return count
-        case .failure(let error): throw .source(SourceError(key: key.string, reason: .failed("pyramid table: \(error)")))
+        case .failure(let error): throw .tier(TierFailure(tier: .table, key: key.string, reason: "pyramid table: \(error)"))
         }
     }
 
@@ -309,7 +309,7 @@ public final class TilePyramids: Sendable {
             try FileDescriptor.makeDirectories(folder)
             lock = try ImageTable.openLockFile(folder + "/" + name, permissions: settings.filePermissions)
         } catch {
-            throw .source(SourceError(key: key.string, reason: .failed("pyramid build lock: \(error)")))
+            throw .tier(TierFailure(tier: .table, key: key.string, reason: "pyramid build lock: \(error)"))
         }
         do throws(SystemCallError) {
             while try !lock.resource.lockFile(.exclusive, wait: false) {
@@ -319,7 +319,7 @@ public final class TilePyramids: Sendable {
                 usleep(20_000)
             }
         } catch {
-            throw .source(SourceError(key: key.string, reason: .failed("pyramid build lock: \(error)")))
+            throw .tier(TierFailure(tier: .table, key: key.string, reason: "pyramid build lock: \(error)"))
         }
         // Removed while held: a process that opens the name later makes a new lock, and at
         // worst builds beside one that waited on this one (writes are idempotent).
@@ -389,7 +389,7 @@ public final class TilePyramids: Sendable {
         } catch let error as ImageDecodingError {
             throw .decoding(key: key.string, error)
         } catch {
-            throw .source(SourceError(key: key.string, reason: .failed("pyramid table: \(error)")))
+            throw .tier(TierFailure(tier: .table, key: key.string, reason: "pyramid table: \(error)"))
         }
     }
 

@@ -109,6 +109,9 @@ public final class ImageTableCache: Sendable {
         return table
     }
 
+    /// The table of format `name`, or `nil` for a format this cache was not configured with.
+    package func openTable(named name: String) -> ImageTable? { tables[name] }
+
     /// The stored image of `entity` in format `formatName`, or `nil` at once. Never loads the
     /// source and never waits for a writer.
     public func cachedImage(for entity: ImageTableEntity, formatName: String) -> PixelImage? {

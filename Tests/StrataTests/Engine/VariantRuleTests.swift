@@ -86,21 +86,21 @@ struct VariantRuleTests {
     static let key = "rule/photo.jpg"
 
     /// The answer of `tier` through the one tier interface.
-    static func answer(_ tier: any CacheTier, _ c: Case) -> String? {
-        let found = tier.load(CacheKey(key), c.query)
+    static func answer(_ tier: any CacheTier, _ c: Case) throws -> String? {
+        let found = try tier.load(CacheKey(key), c.query)
         if case .hit(let quick) = tier.lookup(CacheKey(key), c.query) {
             #expect(Held(from: quick.variant).description == found.map { Held(from: $0.variant).description }, "\(c)")
         }
         return found.map { Held(from: $0.variant).description }
     }
 
-    @Test(arguments: cases) func memory(_ c: Case) {
+    @Test(arguments: cases) func memory(_ c: Case) throws {
         let memory = ImageMemoryTier()
         for held in c.held {
             let variant = ImageVariant(descriptor: held.descriptor, isWholeOriginal: held.whole)
             memory.store(PixelImage(width: held.width, height: held.height, style: held.style), key: CacheKey(Self.key), variant: variant)
         }
-        #expect(Self.answer(memory, c) == c.winner.map { c.held[$0].description }, "\(c)")
+        #expect(try Self.answer(memory, c) == c.winner.map { c.held[$0].description }, "\(c)")
     }
 
     @Test(arguments: cases) func disk(_ c: Case) throws {
@@ -118,7 +118,7 @@ struct VariantRuleTests {
         let disk = try DiskTier(directory: scratch.path, configuration: unwatchedConfiguration())
         defer { disk.close() }
         #expect(disk.contains(key: Self.key, matching: c.query) == (c.winner != nil), "\(c)")
-        #expect(Self.answer(disk, c) == c.winner.map { c.held[$0].description }, "\(c)")
+        #expect(try Self.answer(disk, c) == c.winner.map { c.held[$0].description }, "\(c)")
     }
 
     /// Tables hold fixed formats, never a whole original: the cases without one, each held
@@ -135,7 +135,7 @@ struct VariantRuleTests {
                 PixelImage(width: held.width, height: held.height, style: held.style), for: CacheKey(Self.key).entityID, sourceVersion: 1)
         }
         #expect(tables.format(for: c.query)?.name == c.winner.map { "f\($0)" }, "\(c)")
-        #expect(Self.answer(tables, c) == c.winner.map { c.held[$0].description }, "\(c)")
+        #expect(try Self.answer(tables, c) == c.winner.map { c.held[$0].description }, "\(c)")
     }
 }
 
