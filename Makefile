@@ -29,7 +29,9 @@ test: deps
 
 # Formatting: `.swift-format` at the root; the toolchain ships swift-format.
 lint:
-	swift format lint --strict --recursive Sources Tests Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift
+	swift format lint --strict --recursive Sources Tests Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift \
+	  Benchmarks/Sources Benchmarks/Benchmarks Benchmarks/Package.swift
 
 format:
-	swift format format --in-place --recursive Sources Tests Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift
+	swift format format --in-place --recursive Sources Tests Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift \
+	  Benchmarks/Sources Benchmarks/Benchmarks Benchmarks/Package.swift
