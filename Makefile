@@ -37,9 +37,11 @@ test: deps
 # and the layers (Scripts/check-layers.py: every import points down; its self-test shows an
 # upward one refused).
 lint:
-	swift format lint --strict --recursive Sources Tests Fuzz/Sources Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift
+	swift format lint --strict --recursive Sources Tests Fuzz/Sources Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift \
+	  Benchmarks/Sources Benchmarks/Benchmarks Benchmarks/Package.swift
 	python3 Scripts/check-layers.py
 	python3 Scripts/check-layers.py --self-test
 
 format:
-	swift format format --in-place --recursive Sources Tests Fuzz/Sources Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift
+	swift format format --in-place --recursive Sources Tests Fuzz/Sources Package.swift Examples/Embedding/Sources Examples/Embedding/Package.swift \
+	  Benchmarks/Sources Benchmarks/Benchmarks Benchmarks/Package.swift

@@ -29,7 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.0"),
-        // StrataHTTPOrigin and the service; `strata bench locks` measures NIOLock beside our own lock.
+        // StrataHTTPOrigin and the service; `strata-bench locks` (Benchmarks/) measures NIOLock beside our lock.
         .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
         // Configuration: file (YAML/JSON, reloading), environment, command line.
         .package(
@@ -212,7 +212,6 @@ let package = Package(
                 "Strata", "StrataConfiguration", "StrataService", "CStrataLinux",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 // `tracing.*`: spans exported over OTLP/HTTP, trace ids in log metadata (here,
                 // not in StrataService, which only makes spans: embedders pick their backend).

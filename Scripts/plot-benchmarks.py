@@ -5,7 +5,7 @@
 Reads every *.json in the folder and sorts them by what they hold:
   - a load test (`Scripts/loadtest.sh --json`): {"nginx": {"rps", "p99_ms", "errors"}, "strata_warm": …,
     "thumbor_warm": …, "strata_zoom": …, "thumbor_zoom": …} (a case may be null);
-  - an engine bench (`strata bench engine --json`): {"zoom": [{"tolerance", "requests",
+  - an engine bench (`strata-bench engine --json`): {"zoom": [{"tolerance", "requests",
     "source_decodes", "p99_ms", …}, …], "burst": {"requests", "decodes"}, "overhead": {…}}.
 Where a folder holds several of one kind, the last by file name is drawn (name them by date).
 The left panel: requests/s of the five load-test cases (log scale, each bar labelled with its
@@ -143,7 +143,7 @@ def draw_engine(ax, name, data):
     ax.set_yticks(ys)
     ax.set_yticklabels([r[0] for r in ratios], fontsize=8.5)
     ax.set_xlabel("ratio (log scale; black tick = target, green = met, red = missed)")
-    ax.set_title(f"strata bench engine: ratios\n({name})", fontsize=10)
+    ax.set_title(f"strata-bench engine: ratios\n({name})", fontsize=10)
     ax.grid(axis="x", which="major", alpha=0.3)
 
 

@@ -3,10 +3,15 @@
 # on the photographs in Fixtures: for each file and box, both choose a crop of the same size
 # (the box's aspect, as large as the image allows); they agree when their centres are within
 # 10 % of the image's side along the axis the crop slides on. Prints each pair and the share.
-# Needs `vips` (Debian's libvips-tools) and a built `strata` (STRATA=..., default the release one).
+# Needs `vips` (Debian's libvips-tools) and a built `strata-bench` (STRATA_BENCH=..., default the
+# release one: `swift build -c release --package-path Benchmarks --scratch-path .build-bench`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STRATA=${STRATA:-.build/release/strata}
+STRATA_BENCH=${STRATA_BENCH:-.build-bench/release/strata-bench}
+[ -x "$STRATA_BENCH" ] || {
+  echo "no $STRATA_BENCH: swift build -c release --package-path Benchmarks --scratch-path .build-bench" >&2
+  exit 2
+}
 command -v vips >/dev/null || { echo "needs vips (apt-get install libvips-tools)" >&2; exit 2; }
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -33,5 +38,5 @@ PY
   total=$((total + 1))
   case "$verdict" in *agree) agree=$((agree + 1)) ;; esac
   printf '%-40s %-8s strata %6.0f,%-6.0f libvips %6d,%-6d  distance %s\n' "$file" "$box" "$x" "$y" "$vx" "$vy" "$verdict"
-done < <("$STRATA" bench gravity --crops "$@")
+done < <("$STRATA_BENCH" gravity --crops "$@")
 echo "agreement: $agree of $total crops (centres within 10 % of the side)"

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Interleaved rounds of `strata bench memory` for one or more builds, with per-round ratios.
+"""Interleaved rounds of `strata-bench memory` for one or more builds, with per-round ratios.
 
-Usage: python3 Scripts/bench/memory_rounds.py [--rounds N] [--entries N] [--json] STRATA...
+Usage: python3 Scripts/bench/memory_rounds.py [--rounds N] [--entries N] [--json] STRATA_BENCH...
 
 Single runs of the memory-tier timings move by ±50 % on a shared 2-core VM, and the noise comes
 in phases that slow a whole run. So each round runs every build given (release binaries of
-`strata`, e.g. one copied aside before a change and one after) once with 1 and 2 threads and
-once with one stripe, then the bare Lock + Dictionary floor, back to back; the report gives, per
+`strata-bench`, from the Benchmarks/ package, e.g. one copied aside before a change and one
+after) once with 1 and 2 threads and once with one stripe, then the bare Lock + Dictionary
+floor, back to back; the report gives, per
 build, the medians over rounds of:
   - the single-thread hit (default stripes and one stripe) and insert+evict, in ns;
   - hit ÷ floor, taken within each round (the floor measured in that round);
@@ -18,7 +19,7 @@ import json, statistics, subprocess, sys
 
 def run(binary, entries, *args):
     out = subprocess.run(
-        [binary, "bench", "memory", "--json", "--skip-traces", "--entries", str(entries), *args],
+        [binary, "memory", "--json", "--skip-traces", "--entries", str(entries), *args],
         check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 

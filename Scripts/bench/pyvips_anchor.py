@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Anchor for `strata bench source`: pyvips' in-process thumbnail of the same files.
+"""Anchor for `strata-bench source`: pyvips' in-process thumbnail of the same files.
 
 Usage: python3 Scripts/bench/pyvips_anchor.py [--runs N] [--json] FILE...
 Needs `pip install pyvips` and Debian's libvips42. Reports, per file and target long side
 (256, 1024), the median milliseconds of pyvips.Image.thumbnail_buffer (bytes already in memory,
 the same work as Strata's thumbnail_ms) with libvips' operation cache disabled.
 Like Strata by default, it never enlarges (size="down").
-It also reports resize_ms: the resampler alone, as `strata bench resample` times it at DCT 1/1
+It also reports resize_ms: the resampler alone, as `strata-bench resample` times it at DCT 1/1
 (the full decode, already in memory, reduced to the same long side): Image.resize with
 kernel lanczos3 into memory, libvips' own pipeline (its box pre-shrink included). The decoded
 image has the file's bands (3 for an opaque JPEG; Strata resamples 4-byte pixels).

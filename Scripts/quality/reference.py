@@ -18,7 +18,7 @@ Commands:
                                             Pillow's draft (DCT-scaled) decodes, for scratch
                                             experiments; never commit these.
   time    [--jpeg F]                        Pillow's resize timings, as an anchor for
-                                            `strata bench resample`.
+                                            `strata-bench resample`.
 """
 import argparse
 import math

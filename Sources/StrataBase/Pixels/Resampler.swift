@@ -86,7 +86,7 @@ public final class Resampler {
     /// ``resample(filling:sourceSize:sourceStride:style:region:into:fill:)``): 32 M, a few
     /// milliseconds of a large photo's reduce (2560×1600 → 1024×640 is about 150 M). A smaller
     /// one saves less than the hand-over costs: a 640×400 → 256×160 reduce (9 M, 0.2 ms)
-    /// measured 3 % slower overlapped (`strata bench resample`). Tests lower it.
+    /// measured 3 % slower overlapped (`strata-bench resample`). Tests lower it.
     package var overlapWork = 32 << 20
 
     /// The online cores, asked once (`sysconf` reads a file; resamplers are made per request).

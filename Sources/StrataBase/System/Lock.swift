@@ -7,7 +7,7 @@ import CStrataLinux
 /// `CStrataLinux` shim): an uncontended `withLock` is one compare-and-swap to take and one
 /// exchange to release, no syscall; a contended one spins about a hundred pauses while the holder
 /// is likely still running, then sleeps in the kernel and is woken by the release. Chosen by
-/// measurement (`strata bench locks`, README): `Synchronization.Mutex` on Linux in this toolchain
+/// measurement (`strata-bench locks`, README): `Synchronization.Mutex` on Linux in this toolchain
 /// is a priority-inheritance futex that collapses beyond about four contending threads.
 ///
 /// `State` lives in the same 64-byte-aligned allocation as the lock word (one cache miss reaches

@@ -27,7 +27,7 @@ import StrataBase
 /// call has its own libavif objects; thread-safe.
 public enum AVIFCodec {
     /// The encoder speed `strata serve` uses when `http.avifSpeed` is not set. Measured
-    /// (`strata bench codecs --avif`, 1024 px answers of the Fixtures photos, README's figures):
+    /// (`strata-bench codecs --avif`, 1024 px answers of the Fixtures photos, README's figures):
     /// speed 7 makes 0.55× JPEG's bytes at equal SSIM in about 0.2 s; 6 saves 5 % more for
     /// 1.8× the time, 9 is 5× faster for 7 % more bytes, and 8 is erratic (one photo at 2.6×
     /// speed 7's bytes). An encode is paid once per encoding (coalesced, then cached).
@@ -49,7 +49,7 @@ public enum AVIFCodec {
     }
 
     /// `image` as ``ImageEncoder/encode(_:as:quality:profile:speed:)`` encodes it, on `threads`
-    /// aom threads (`strata bench codecs --avif` compares thread counts).
+    /// aom threads (`strata-bench codecs --avif` compares thread counts).
     @_spi(Benchmarks) public static func encode(
         _ image: PixelImage, quality: Int, speed: Int, threads: Int, tune: String = tune
     ) throws(ImageEncodingError) -> [UInt8] {

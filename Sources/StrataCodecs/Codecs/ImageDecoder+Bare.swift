@@ -6,7 +6,7 @@ extension ImageDecoder {
 
     /// Worker threads of each HEVC (HEIC) decode started from now on, process-wide: the cores,
     /// at most 4, by default; 1 decodes on the calling thread, as libheif's own libde265 plugin
-    /// does on its one worker (`strata bench codecs` compares the two).
+    /// does on its one worker (`strata-bench codecs` compares the two).
     package static var hevcDecodeThreads: Int {
         get { HEIFCodec.hevcThreads }
         set { HEIFCodec.hevcThreads = newValue }

@@ -26,7 +26,7 @@ import CTurboJPEG
 /// an EXIF orientation other than 1, grayscale or CMYK/YCCK JPEGs, animated WebPs. It keeps
 /// its largest size up to ``scratchRetentionLimit`` bytes and is freed after a larger decode.
 ///
-/// Decisions (measured with `strata bench codecs` / `strata bench resample`, release build):
+/// Decisions (measured with `strata-bench codecs` / `strata-bench resample`, release build):
 /// - **Shrink-on-load.** ``decodedSize(for:minimumSize:)`` returns the smallest decode that
 ///   covers `minimumSize`; the caller picks the headroom. Asking for ≥ 2× the final size costs
 ///   1.2–2× the time of decoding straight to ≥ 1× but gains ~8 dB PSNR after the Lanczos reduce
@@ -365,7 +365,7 @@ public final class ImageDecoder {
             return
         }
         // Gray: libjpeg-turbo's gray → BGRA conversion is scalar; decoding TJPF_GRAY and
-        // expanding here measured faster (see `strata bench codecs`).
+        // expanding here measured faster (see `strata-bench codecs`).
         let scratchStride = isGray ? (coded.width + 63) & ~63 : coded.width * 4
         let buffer = scratchBuffer(scratchStride * coded.height)
         try jpeg.decompress(

@@ -14,7 +14,7 @@ import StrataBase
 /// ``ForkJoin`` (this thread takes one); then libjpeg's own YCbCr → BGRA arithmetic
 /// (`strata_jpeg_merge_bgra`) joins the first's Y with the second's Cb and Cr, in two bands.
 ///
-/// Cost (2 cores, `strata bench source`, six rounds): a 2560×1600 progressive 4:4:4 photo →
+/// Cost (2 cores, `strata-bench source`, six rounds): a 2560×1600 progressive 4:4:4 photo →
 /// 256 px in 0.67× the whole-file decode's time; 1024×640 4:2:0 ones, whose luma holds most of
 /// the data, in 0.85–0.97×. Each half decodes the DC scans, and the chroma half an unused Y, so
 /// the CPU time is 1.1–1.4× the whole decode's: ``ImageDecoder`` splits only when

@@ -40,7 +40,7 @@ public struct RenderRequest: Hashable, Sendable {
 /// embedded profile (``ColourConversion``) → style conversion.
 ///
 /// The colour conversion runs after the resample, on the output's rows, by the thread that
-/// wrote them as each band (or, overlapped with a JPEG decode, each chunk) ends: `strata bench
+/// wrote them as each band (or, overlapped with a JPEG decode, each chunk) ends: `strata-bench
 /// source` measured it there at a fraction of its cost on the decoded (larger) image, and its
 /// result is within 40 dB of a conversion of the whole image (tests hold every profile kind to
 /// that). CMYK is converted by the decoder, before the resample (the resampler works on BGRA).
@@ -83,7 +83,7 @@ public final class ImageRenderer {
     /// The focus the last smart render chose (`nil` when it chose none), for the crop benchmark.
     package private(set) var lastSmartFocus: CropFocus?
     /// Converts colour on the decoded image, before the resample, instead of on the output
-    /// (off; `strata bench source` measures both). A JPEG then decodes without the overlap.
+    /// (off; `strata-bench source` measures both). A JPEG then decodes without the overlap.
     @_spi(Benchmarks) public var convertsColourBeforeResample = false
     public let decoder: ImageDecoder
     package let resampler = Resampler()
@@ -147,7 +147,7 @@ public final class ImageRenderer {
         let whole = SourceRect(x: 0, y: 0, width: Double(header.size.width), height: Double(header.size.height))
         // A smart crop still to place: chosen from this render's own decode (the whole image at
         // the shrink-on-load size), so that decode does not overlap the resample. Measured
-        // (`strata bench gravity`), this costs less than overlapping a resample of the whole
+        // (`strata-bench gravity`), this costs less than overlapping a resample of the whole
         // image to the crop's scale and copying the crop out of it, which was tried.
         let choosesFocus = request.mode == .fill && request.focus == nil && sizing.sourceRect != whole
 

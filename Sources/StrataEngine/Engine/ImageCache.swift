@@ -52,7 +52,7 @@ public final class ImageCache: Sendable {
         /// (prefetch lane, one render per key at a time, sharing any flight for that box), so a
         /// zoom that goes on in the same direction finds a close variant before it leaves the
         /// tolerance. `nil` (default): off. Costs renders: about one each time a zoom moves by
-        /// this share of the tolerance. `strata bench engine` measures 0.5 with a viewer whose
+        /// this share of the tolerance. `strata-bench engine` measures 0.5 with a viewer whose
         /// zoom moves 2–5 % a frame at 60 frames per second.
         public var renderAhead: Double? = nil
         /// Labels for log lines; swift-metrics names start with `metricsPrefix`.

@@ -93,7 +93,7 @@ public final class DiskTier: Sendable {
         /// Pixel checksum verification on hits. Default ``ChecksumPolicy/firstHit``.
         public var checksumPolicy: ChecksumPolicy = .firstHit
         /// Files shorter than this are read with `pread` into a heap buffer; longer ones are
-        /// mapped. Default 256 KiB (measured by `strata bench disk`, see the README).
+        /// mapped. Default 256 KiB (measured by `strata-bench disk`, see the README).
         public var mapThreshold: Int = 256 << 10
         /// Build the page tables of a mapping up front (`MAP_POPULATE`). Measured slower than
         /// letting the kernel's fault-around map 16 pages per fault when the pixels are read

@@ -22,7 +22,7 @@ package struct FrequencySketch: ~Copyable {
     @usableFromInline package private(set) var capacity: Int
 
     /// Counters per cached entry (across the four rows). Measured on Zipf 0.8/1.0 traces
-    /// (`strata bench memory`): 64 gives a frequency resolution close to exact LFU at 1 % and
+    /// (`strata-bench memory`): 64 gives a frequency resolution close to exact LFU at 1 % and
     /// 10 % cache sizes; 16 (Caffeine's density) loses about 1 point of miss-ratio gain on Zipf 0.8
     /// at 1 %, and 128 gains nothing.
     @usableFromInline package static var countersPerEntry: Int { 64 }

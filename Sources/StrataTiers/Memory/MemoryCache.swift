@@ -92,7 +92,7 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   over evicts (by the policy, in its own stripe first) until they fit — a large entry is
 ///   not confined to a stripe's share. With one stripe the policy is exact W-TinyLFU; with
 ///   several, each stripe admits and evicts by its own frequencies (miss ratios on the Zipf
-///   traces within a point of one stripe: `strata bench memory`). The default is one stripe
+///   traces within a point of one stripe: `strata-bench memory`). The default is one stripe
 ///   for small caches and `2 × cores` (a power of two, at most 64) once each stripe can hold
 ///   at least 256 entries. Values evicted by an operation are released under the stripe's lock
 ///   (``ImageMemoryTier`` releases its images after unlocking, as theirs may `munmap`).

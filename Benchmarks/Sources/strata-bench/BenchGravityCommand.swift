@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata bench gravity [FILES...] [--json] [--crops]`: what a smart crop costs against a centre
+/// `strata-bench gravity [FILES...] [--json] [--crops]`: what a smart crop costs against a centre
 /// fill, and the crops it chooses.
 struct BenchGravityCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata bench engine [--json]`: the engine as a viewer uses it — a zoom trace at tolerance 0
+/// `strata-bench engine [--json]`: the engine as a viewer uses it — a zoom trace at tolerance 0
 /// and 0.2, a burst of identical requests, and the facade's cost over the bare tiers — in one
 /// process.
 struct BenchEngineCommand: AsyncParsableCommand {
@@ -37,7 +37,7 @@ struct BenchEngineCommand: AsyncParsableCommand {
             memory tier (every request is a mapped disk hit of the 2048×1280 BGRA variant, made \
             through the engine from the 2560×1600 photo for a 2048×2048 box) against \
             DiskTier.hit(forKey:matching:) of the same file, touching one byte of every page of \
-            the pixels in both, as `strata bench disk` does. The text form adds the floor of a \
+            the pixels in both, as `strata-bench disk` does. The text form adds the floor of a \
             disk hit that hops to other threads: an empty BlockingPool job awaited, then the \
             bare hit.
             """

@@ -2,7 +2,7 @@ import Foundation
 import Strata
 
 /// The structural similarity (SSIM) of two images of the same size, for the codec figures
-/// (`strata bench codecs --avif`): Wang et al. 2004 on luma (BT.601 weights of straight R, G, B,
+/// (`strata-bench codecs --avif`): Wang et al. 2004 on luma (BT.601 weights of straight R, G, B,
 /// 0…255), an 11×11 Gaussian window with σ = 1.5, K1 = 0.01, K2 = 0.03, population
 /// covariances, averaged over the window positions that lie wholly inside the image — what
 /// scikit-image's `structural_similarity(gaussian_weights=True, sigma=1.5,

@@ -1,7 +1,7 @@
 import Foundation
 @_spi(Benchmarks) import Strata
 
-/// `strata bench source`'s colour rows: one JPEG render to each target, untagged (its own
+/// `strata-bench source`'s colour rows: one JPEG render to each target, untagged (its own
 /// profile, if any, taken out), as the file came (Fixtures' 2560×1600 photo carries the HP
 /// sRGB IEC61966-2.1 profile), tagged with Little CMS's sRGB (both identities: no transform),
 /// tagged with Display P3 (a Little CMS transform after the resample, the source tier's way) and

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata bench disk [--json]`: the disk tier's hit, miss, index and event costs, against
+/// `strata-bench disk [--json]`: the disk tier's hit, miss, index and event costs, against
 /// `pread` (the floor) and a full libjpeg-turbo decode (the conventional path), in one run.
 struct BenchDiskCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

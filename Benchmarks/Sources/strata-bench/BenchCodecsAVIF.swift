@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 @_spi(Benchmarks) import Strata
 
-/// `strata bench codecs --avif`: the AVIF figures, all from one run over the same answers.
+/// `strata-bench codecs --avif`: the AVIF figures, all from one run over the same answers.
 ///
 /// Each photo is rendered as the service would answer `?w=1024&h=1024` (fit, Lanczos-3), then:
 /// - JPEG at `--jpeg-quality` (the service's `http.quality`) and AVIF at `--avif-quality` /

@@ -1,7 +1,7 @@
 import Foundation
 import Strata
 
-/// The zoom trace of `strata bench engine`: a viewer flipping through an album and zooming,
+/// The zoom trace of `strata-bench engine`: a viewer flipping through an album and zooming,
 /// replayed against a fresh engine per tolerance, either as a viewer replays it (one request a
 /// frame, album neighbours prefetched, render-ahead on) or closed-loop (one request at a time,
 /// nothing else).

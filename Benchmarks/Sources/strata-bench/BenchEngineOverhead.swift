@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// The burst and the per-hit overhead of `strata bench engine`, and its `--profile` loop.
+/// The burst and the per-hit overhead of `strata-bench engine`, and its `--profile` loop.
 extension EngineBench {
     // MARK: Burst
 

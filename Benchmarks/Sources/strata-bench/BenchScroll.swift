@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata bench scroll [--json]`: FastImageCache's scrolling demo on Linux.
+/// `strata-bench scroll [--json]`: FastImageCache's scrolling demo on Linux.
 ///
 /// A list of `--photos` distinct JPEG photos shown 4 per row, 12 rows visible, scrolled top to
 /// bottom at `--rows-per-second` at 60 frames per second. Every cell shows a 100×100 and a
@@ -149,7 +149,7 @@ struct BenchScrollCommand: ParsableCommand {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         process.arguments = [
-            "bench", "scroll", "--child-method", method, "--photos", "\(photos)",
+            "scroll", "--child-method", method, "--photos", "\(photos)",
             "--rows-per-second", "\(rowsPerSecond)", "--workdir", workdir, "--fixtures", fixtures,
         ]
         let pipe = Pipe()

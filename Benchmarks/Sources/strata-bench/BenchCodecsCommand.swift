@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata bench codecs`: decode and encode timings of the source tier's codecs, as ratios
+/// `strata-bench codecs`: decode and encode timings of the source tier's codecs, as ratios
 /// against the bare full-size library decode into a reused buffer (the anchor) measured in
 /// the same run, and the source tier's whole render (`ImageRenderer`: shrink-on-load decode —
 /// a HEIF's embedded thumbnail when one covers it —, Lanczos, colour) to 256 and 1024 px. Cases are interleaved (one run of each per round) so that load from other

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata bench resample`: the resampler's speed against the bare libjpeg-turbo decode it
+/// `strata-bench resample`: the resampler's speed against the bare libjpeg-turbo decode it
 /// follows in the source tier, and its quality against Pillow's Lanczos references.
 struct ResampleBenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

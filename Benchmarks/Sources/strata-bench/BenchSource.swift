@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata bench source [FILES...] [--json]`: the source tier against bare library decodes.
+/// `strata-bench source [FILES...] [--json]`: the source tier against bare library decodes.
 struct BenchSourceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "source",

@@ -4,7 +4,7 @@ import Foundation
 import Strata
 import Synchronization
 
-/// `strata bench memory`: Strata's ``MemoryCache`` against Foundation's `NSCache` (ns per hit,
+/// `strata-bench memory`: Strata's ``MemoryCache`` against Foundation's `NSCache` (ns per hit,
 /// miss and insert-with-eviction) and W-TinyLFU against plain LRU (miss ratio on Zipf traces).
 struct BenchMemoryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata bench negative`: memory hits beside a flood of distinct missing keys — the latency of
+/// `strata-bench negative`: memory hits beside a flood of distinct missing keys — the latency of
 /// `ImageCache.image(for:)` memory hits alone, then while another task asks for `--flood`
 /// distinct keys the source does not have (each a miss, a source call answering not found, and
 /// an insert into the negative cache), in interleaved rounds; and the negative cache's size and

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata bench eighth`: a baseline JPEG at 1/8 scale — libjpeg-turbo's own scaled decode (one
+/// `strata-bench eighth`: a baseline JPEG at 1/8 scale — libjpeg-turbo's own scaled decode (one
 /// thread: its entropy decoding is sequential) against `JPEGEighthReader` in one part a round
 /// and in `--parts` parts (speculative Huffman decoding on several threads), each the median of
 /// `--rounds`; the decodes a tile pyramid's coarse pass makes for a viewer's first screen.

@@ -5,7 +5,7 @@ import NIOConcurrencyHelpers
 import Strata
 import Synchronization
 
-/// `strata bench locks`: acquire/release throughput of the candidate locks, the figures the
+/// `strata-bench locks`: acquire/release throughput of the candidate locks, the figures the
 /// project's one lock type (`Strata.Lock`) was chosen by.
 struct BenchLocksCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
