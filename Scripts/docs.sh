@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# Builds the DocC catalogs of Strata and StrataService with warnings as errors (a broken symbol
-# link, an undocumented parameter) and writes them as a static site to docs/site/<Target>/
-# (git-ignored; open docs/site/Strata/documentation/strata/index.html through any web server).
+# Builds the DocC documentation with warnings as errors (a broken symbol link, an undocumented
+# parameter) and writes it as a static site to docs/site/<name>/ (git-ignored; open
+# docs/site/Strata/documentation/strata/index.html through any web server):
+# - Strata: the library's four layers (StrataBase, StrataCodecs, StrataTiers, StrataEngine) and
+#   the umbrella's catalog (the articles), as one combined archive: a link to a symbol of another
+#   layer names its module (``/StrataBase/PixelImage``), and points only down the layers;
+# - StrataService: the service's catalog.
 #   Scripts/docs.sh            build and write the site
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p docs/site
-for target in Strata StrataService; do
-  lower=$(echo "$target" | tr '[:upper:]' '[:lower:]')
-  echo "docs: $target…"
+generate() {
+  local name=$1 lower
+  shift
+  lower=$(echo "$name" | tr '[:upper:]' '[:lower:]')
+  echo "docs: $name…"
   swift package --disable-sandbox --allow-writing-to-directory docs/site \
-    generate-documentation --target "$target" --warnings-as-errors --disable-indexing \
-    --transform-for-static-hosting --hosting-base-path "$target" \
-    --output-path "docs/site/$target" 2>&1 | grep -v "unhandled; explicitly declare them as resources" | tail -3
-  [ -f "docs/site/$target/documentation/$lower/index.html" ] || { echo "docs: $target: no site written" >&2; exit 1; }
-done
+    generate-documentation "$@" --warnings-as-errors --disable-indexing \
+    --transform-for-static-hosting --hosting-base-path "$name" \
+    --output-path "docs/site/$name" 2>&1 | grep -v "unhandled; explicitly declare them as resources" | tail -3
+  [ -f "docs/site/$name/documentation/$lower/index.html" ] || { echo "docs: $name: no site written" >&2; exit 1; }
+}
+generate Strata --target StrataBase --target StrataCodecs --target StrataTiers --target StrataEngine --target Strata \
+  --enable-experimental-combined-documentation
+generate StrataService --target StrataService
 echo "docs: written to docs/site/"

@@ -9,7 +9,7 @@ import StrataBase
 /// - Alpha: an alpha plane only when some pixel is not opaque, coded at half the colour
 ///   planes' quantizer (cut-out edges show artefacts first).
 /// - Colour: sRGB answers are signalled with CICP (BT.709 primaries, sRGB transfer); with a
-///   profile (``ColourOutput/original``) the ICC profile is embedded (`colr` `prof`) and the
+///   profile (``/StrataBase/ColourOutput/original``) the ICC profile is embedded (`colr` `prof`) and the
 ///   primaries and transfer left unspecified.
 /// - Quality 1…100 maps to one aom quantizer, `((100 − quality) × 63 + 50) / 100` (libavif
 ///   1.0's mapping of its later `quality` setting), used as both the smallest and the largest

@@ -47,7 +47,7 @@ import CTurboJPEG
 ///   thumbnail cache can serve, and an error would make such sources unusable.
 /// - **CMYK/YCCK JPEG**: files with an Adobe APP14 marker are taken as inverted (Photoshop's
 ///   polarity), files without it as straight CMYK. With a CMYK profile they are converted to
-///   sRGB by Little CMS (``ColourConversion``) at the decoded size, in every ``ColourOutput``;
+///   sRGB by Little CMS (``ColourConversion``) at the decoded size, in every ``/StrataBase/ColourOutput``;
 ///   without one (or with an unusable one), naively with R = (255−C)(255−K)/255, as most
 ///   viewers show untagged CMYK.
 /// - **AVIF, HEIF, GIF** (``AVIFCodec``, `HEIFCodec`, `GIFCodec`): 10/12-bit reduced to
@@ -68,7 +68,7 @@ public final class ImageDecoder {
     /// The same bytes as one thread's decode, in about 0.67–0.97× its time and 1.1–1.4× its CPU
     /// time (see `ProgressiveJPEGSplit`). Baseline files are not affected.
     public var splitsProgressiveJPEG = false
-    /// Where a split progressive decode runs its second half (``ForkJoin/dispatch`` unless the
+    /// Where a split progressive decode runs its second half (``/StrataBase/ForkJoin/dispatch`` unless the
     /// owner says otherwise: the engine's renderers use its pool, in the job's lane).
     public var forkJoin: ForkJoin = .dispatch
 
@@ -250,7 +250,7 @@ public final class ImageDecoder {
 
     // MARK: Decoding
 
-    /// Decodes into `destination`, which must be ``PixelStyle/bgra32Premultiplied`` with
+    /// Decodes into `destination`, which must be ``/StrataBase/PixelStyle/bgra32Premultiplied`` with
     /// exactly ``decodedSize(for:minimumSize:)`` pixels and any `bytesPerRow ≥ width × 4`
     /// (heap or mapped memory). EXIF orientation is applied.
     ///

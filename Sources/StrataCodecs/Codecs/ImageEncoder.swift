@@ -1,7 +1,7 @@
 import CTurboJPEG
 import StrataBase
 
-/// Encodes a ``PixelImage`` of any ``PixelStyle`` as JPEG (libjpeg-turbo), WebP (libwebp), PNG
+/// Encodes a ``/StrataBase/PixelImage`` of any ``/StrataBase/PixelStyle`` as JPEG (libjpeg-turbo), WebP (libwebp), PNG
 /// (libpng's simplified API) or AVIF (libavif with aom: ``AVIFCodec``), for the CLI and the
 /// HTTP service.
 ///
@@ -11,7 +11,7 @@ import StrataBase
 ///   pixel is not opaque. WebP quality 100 means lossless. AVIF is 8-bit YUV, 4:2:0 below
 ///   quality 90 and 4:4:4 from 90 (gray8: 4:0:0), at `speed` (``AVIFCodec``).
 ///
-/// - `profile` (``ColourOutput/original`` answers) is embedded byte for byte: JPEG APP2
+/// - `profile` (``/StrataBase/ColourOutput/original`` answers) is embedded byte for byte: JPEG APP2
 ///   `ICC_PROFILE` chunks after the JFIF segment, the WebP `ICCP` chunk (an extended file, via
 ///   libwebp's mux), the PNG `iCCP` chunk after `IHDR`, the AVIF `colr` `prof` box (libavif).
 ///   Not for gray8 images (an RGB profile

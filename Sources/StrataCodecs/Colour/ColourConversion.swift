@@ -7,7 +7,7 @@ import StrataBase
 /// Cost: for an sRGB profile, a lookup; otherwise one Little CMS pass over the pixels (an
 /// 8-bit precalculated transform), plus an un-premultiply and premultiply pass for images
 /// with transparency. Transforms come from ``ColourTransforms/shared``. A large image is
-/// converted in bands of rows on up to `threads` threads (through a ``ForkJoin``, as the
+/// converted in bands of rows on up to `threads` threads (through a ``/StrataBase/ForkJoin``, as the
 /// resampler's bands): a transform serves several threads at once.
 public enum ColourConversion {
     /// Pixels a band must have at least (a 1024×640 output splits in two).
@@ -125,7 +125,7 @@ public enum ColourConversion {
     }
 
     /// The profile an answer in `output` embeds for pixels rendered from `colour`: in
-    /// ``ColourOutput/original``, a usable RGB profile on RGB pixels; otherwise none (the
+    /// ``/StrataBase/ColourOutput/original``, a usable RGB profile on RGB pixels; otherwise none (the
     /// pixels are sRGB).
     public static func profileToEmbed(for colour: EmbeddedColour, grayscale: Bool, output: ColourOutput) -> ColourProfile? {
         guard output == .original, !grayscale, let profile = colour.profile, profile.space == .rgb else { return nil }

@@ -6,7 +6,7 @@ import StrataBase
 /// hash of its bytes and a lookup, no profile parse.
 ///
 /// Bounded (``capacity`` entries, the oldest dropped first) and thread-safe (the project's
-/// ``Lock``; a transform is built outside it, so two first renders of one profile may both
+/// ``/StrataBase/Lock``; a transform is built outside it, so two first renders of one profile may both
 /// build, and one result is kept). A profile Little CMS refuses is remembered as such, and
 /// logged once; every render that meets it counts in ``ColourStatistics``.
 public final class ColourTransforms: Sendable {

@@ -2,7 +2,7 @@ import Tracing
 import StrataBase
 
 /// What the source tier is asked to produce: an exact output for a box, a content mode, a
-/// pixel style and the colours (``ColourOutput``).
+/// pixel style and the colours (``/StrataBase/ColourOutput``).
 public struct RenderRequest: Hashable, Sendable {
     public var box: PixelSize
     public var mode: ContentMode
@@ -12,9 +12,9 @@ public struct RenderRequest: Hashable, Sendable {
     public var allowUpscale: Bool
     /// sRGB (default: an embedded profile is converted) or the original's colour space.
     public var colour: ColourOutput
-    /// Where a `fill` crop sits (``Gravity/center`` by default).
+    /// Where a `fill` crop sits (``/StrataBase/Gravity/center`` by default).
     public var gravity: Gravity
-    /// For ``Gravity/smart``: the focus already chosen (by the engine, from a small variant the
+    /// For ``/StrataBase/Gravity/smart``: the focus already chosen (by the engine, from a small variant the
     /// tiers hold); `nil` lets the renderer choose it from its own shrink-on-load decode.
     public var smartFocus: CropFocus?
 
@@ -53,7 +53,7 @@ public final class ImageRenderer {
     /// 2 leaves a 2× Lanczos reduce, which keeps the result within 44 dB of a full decode; 1
     /// decodes straight to the smallest DCT scale that still covers the output.
     public var decodeHeadroom: Double
-    /// Threads one large resample may use (see ``Resampler/threads``; default as
+    /// Threads one large resample may use (see ``/StrataBase/Resampler/threads``; default as
     /// ``RenderSettings/defaultResampleThreads``). Above 1, a progressive JPEG is also
     /// decoded on two threads (``ImageDecoder/splitsProgressiveJPEG``).
     public var resampleThreads: Int {
@@ -69,7 +69,7 @@ public final class ImageRenderer {
     /// time. The bytes are the same either way.
     public var overlapsDecode = true
     /// Where a render's parallel parts run — a split resample's bands, a split progressive
-    /// decode's second half, the resample beside a decode (``ForkJoin/dispatch`` by default;
+    /// decode's second half, the resample beside a decode (``/StrataBase/ForkJoin/dispatch`` by default;
     /// the engine sets its pool, in the lane of the job using the renderer).
     public var forkJoin: ForkJoin {
         get { resampler.forkJoin }
@@ -302,7 +302,7 @@ public final class ImageRenderer {
     }
 
     /// Sizes an already decoded `image` into `box` with this thread's resampler (see
-    /// ``Resampler/resize(_:box:mode:allowUpscale:)``); for resampling a cached larger variant.
+    /// ``/StrataBase/Resampler/resize(_:box:mode:allowUpscale:)``); for resampling a cached larger variant.
     public func resize(_ image: PixelImage, box: PixelSize, mode: ContentMode) -> PixelImage {
         resampler.resize(image, box: box, mode: mode)
     }

@@ -1,13 +1,13 @@
 import StrataBase
 /// How the engine renders originals: the pixel limit read from each header, the shrink-on-load
 /// headroom and the threads one large resample may use. (How many renders run at once is the
-/// engine's pool width, ``ImageCache/Options/width``.)
+/// engine's pool width, `ImageCache.Options.width`.)
 public struct RenderSettings: Sendable, Hashable {
     /// Images with more pixels than this are refused from their header (default 100 MP).
     public var maxPixels: Int
     /// See ``ImageRenderer/decodeHeadroom`` (default 2).
     public var decodeHeadroom: Double
-    /// Threads one large resample may use (``Resampler/threads``; default 2, and never more
+    /// Threads one large resample may use (``/StrataBase/Resampler/threads``; default 2, and never more
     /// bands than cores); above 1, a progressive JPEG also decodes on two threads while a core
     /// is idle (``ImageDecoder/splitsProgressiveJPEG``). 1 keeps every render on its own thread.
     public var resampleThreads: Int
@@ -25,7 +25,7 @@ public struct RenderSettings: Sendable, Hashable {
         self.resampleThreads = resampleThreads
     }
 
-    /// Checks the values; throws a ``ConfigurationError`` naming the bad one.
+    /// Checks the values; throws a ``/StrataBase/ConfigurationError`` naming the bad one.
     public func validate() throws(ConfigurationError) {
         if maxPixels <= 0 { throw .init(key: "maxPixels", value: "\(maxPixels)", reason: "must be ≥ 1 pixel") }
         if !(decodeHeadroom >= 1 && decodeHeadroom.isFinite) {

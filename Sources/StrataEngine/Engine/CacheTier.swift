@@ -1,11 +1,11 @@
 import StrataBase
 import StrataTiers
 /// One tier of the cache as the engine drives it — memory, disk and the image tables implement
-/// it, keyed by ``CacheKey`` and answering with ``ImageVariant`` records that carry everything
-/// the one match rule (``VariantMatcher``) needs:
+/// it, keyed by ``/StrataBase/CacheKey`` and answering with ``/StrataBase/ImageVariant`` records that carry everything
+/// the one match rule (``/StrataBase/VariantMatcher``) needs:
 ///
 /// - ``lookup(_:_:)`` decides from the tier's in-memory index and serves what needs no I/O;
-///   ``TierLookup/wouldWait`` sends the caller to ``load(_:_:)`` on a blocking thread;
+///   ``/StrataBase/TierLookup/wouldWait`` sends the caller to ``load(_:_:)`` on a blocking thread;
 /// - ``remove(_:)`` may block (file deletions);
 /// - ``tierStatistics`` in the shape every tier shares.
 ///
@@ -19,7 +19,7 @@ public protocol CacheTier: Sendable {
     /// Which tier this is, for ``CachedImage/tier`` and metrics.
     var servingTier: ServingTier { get }
     /// The best variant of `key` for `query` when serving it needs no I/O; a miss decided from
-    /// the index; or ``TierLookup/wouldWait``. Safe on Swift's cooperative pool.
+    /// the index; or ``/StrataBase/TierLookup/wouldWait``. Safe on Swift's cooperative pool.
     func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage>
     /// The best variant of `key` for `query`, read or mapped (blocking I/O allowed); `nil` for
     /// a miss, a ``TierFailure`` when the tier's files could not be read.
@@ -160,13 +160,13 @@ extension ImageMemoryTier: WritableCacheTier {
 extension ImageTableCache: CacheTier {
     public var servingTier: ServingTier { .table }
 
-    /// The best configured format for `query` (``VariantMatcher``'s rule), if any.
+    /// The best configured format for `query` (``/StrataBase/VariantMatcher``'s rule), if any.
     public func format(for query: SizeQuery) -> ImageTableFormat? {
         VariantMatcher.bestMatch(in: formats, for: query, descriptor: \.descriptor)
     }
 
     /// The entry of `key` in the format that best matches `query`, whatever source version it
-    /// was drawn from (freshness is the engine's business); ``TierLookup/wouldWait`` when the
+    /// was drawn from (freshness is the engine's business); ``/StrataBase/TierLookup/wouldWait`` when the
     /// table's index must first be brought up to date (another process changed it: O(slots)).
     public func lookup(_ key: CacheKey, _ query: SizeQuery) -> TierLookup<CachedImage> {
         read(key, query, maintain: false)

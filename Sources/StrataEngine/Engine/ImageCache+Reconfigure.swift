@@ -5,7 +5,7 @@ import StrataTiers
 public struct ReloadableSettings: Sendable, Hashable {
     /// ``ImageCache/defaultTolerance``.
     public var tolerance: Double
-    /// Urgent and prefetch jobs that run at once (``BlockingPool/setWidths(urgent:prefetch:)``).
+    /// Urgent and prefetch jobs that run at once (``/StrataBase/BlockingPool/setWidths(urgent:prefetch:)``).
     public var urgentWidth: Int
     public var prefetchWidth: Int
     /// The memory tier's limits (ignored without a memory tier).
@@ -24,7 +24,7 @@ public struct ReloadableSettings: Sendable, Hashable {
         self.diskByteLimit = diskByteLimit
     }
 
-    /// Checks every value; throws a ``ConfigurationError`` with the dotted key of the first bad
+    /// Checks every value; throws a ``/StrataBase/ConfigurationError`` with the dotted key of the first bad
     /// one (`tolerance`, `lanes.urgent`, `lanes.prefetch`, `memory.…`, `disk.byteLimit`).
     public func validate() throws(ConfigurationError) {
         try SizeQuery.validate(tolerance: tolerance)

@@ -61,7 +61,7 @@ public final class ImageCache: Sendable {
         /// Where the metrics go; `nil` (default) for whatever the process bootstrapped with
         /// `MetricsSystem.bootstrap` (tests inject their own).
         public var metricsFactory: (any MetricsFactory)? = nil
-        /// Spans of the work below memory (``EngineTracing``); off by default.
+        /// Spans of the work below memory (``/StrataBase/EngineTracing``); off by default.
         public var tracing: EngineTracing = .off
 
         public init() {}
@@ -276,7 +276,7 @@ public final class ImageCache: Sendable {
 
     /// Drops every variant of each of `keys` from every tier, as ``remove(key:)`` does, with
     /// the tiers below memory in one job: for a purge that reaches every derived key of a
-    /// source key (``CacheKey/allDerived(from:)``).
+    /// source key (``/StrataBase/CacheKey/allDerived(from:)``).
     public func remove(keys: [CacheKey]) async {
         guard let first = keys.first else { return }
         for key in keys { memory?.remove(key: key) }
@@ -404,5 +404,5 @@ public final class ImageCache: Sendable {
     }
 }
 
-/// An engine setting out of range (see ``ConfigurationError``).
+/// An engine setting out of range (see ``/StrataBase/ConfigurationError``).
 public typealias ImageCacheConfigurationError = ConfigurationError

@@ -2,7 +2,7 @@ import StrataBase
 import StrataCodecs
 /// A request to the engine: "key K at about W×H".
 ///
-/// Value type; cheap to copy (the key's digest is computed when the ``CacheKey`` is made).
+/// Value type; cheap to copy (the key's digest is computed when the ``/StrataBase/CacheKey`` is made).
 public struct ImageRequest: Hashable, Sendable {
     public var key: CacheKey
     /// The bounding box the caller wants the image for.

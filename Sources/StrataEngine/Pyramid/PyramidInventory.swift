@@ -13,7 +13,7 @@ public struct PyramidInventory: Sendable, Hashable {
     public var tilesPerLevel: [Int] = []
 
     /// Takes the inventory of the pyramids with `settings` in `directory`. Throws like
-    /// ``ImageTableInventory/init(directory:format:collectingEntityIDs:)``.
+    /// ``/StrataTiers/ImageTableInventory/init(directory:format:collectingEntityIDs:)``.
     public init(directory: String, settings: TilePyramids.Settings) throws(ImageTableError) {
         table = try ImageTableInventory(
             directory: directory, format: TilePyramids.tableFormat(settings), collectingEntityIDs: true)

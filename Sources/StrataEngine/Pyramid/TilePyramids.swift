@@ -17,7 +17,7 @@ import Glibc
 /// hard size limit and cross-process sharing.
 ///
 /// - A tile's entry is keyed by the key (its colour and gravity parts included), the tile
-///   size, level, column and row, and stamped with the original's ``SourceVersion``: a tile of
+///   size, level, column and row, and stamped with the original's ``/StrataBase/SourceVersion``: a tile of
 ///   another version is a miss, and a changed original is built again.
 /// - Requests during a build wait only for their own tile (``tile(_:of:geometry:version:)``), each
 ///   cancellable alone; requests for one original and version share one build.

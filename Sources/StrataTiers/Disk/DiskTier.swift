@@ -53,7 +53,7 @@ public enum DiskTierError: Error, Sendable, CustomStringConvertible {
 /// - **Stores** are atomic (temporary file with `O_EXCL|O_NOFOLLOW`, `fsync`, `rename`, directory
 ///   `fsync`) and enforce the byte limit before publishing, evicting least-recently-used files.
 ///   ``store(_:forKey:mode:isWholeOriginal:sourceVersion:)`` is write-behind through a bounded queue drained by
-///   one job at a time on the prefetch lane of a ``BlockingPool`` (the engine's when given, else
+///   one job at a time on the prefetch lane of a ``/StrataBase/BlockingPool`` (the engine's when given, else
 ///   the tier's own one-thread pool); a full queue drops the store, it never blocks.
 /// - Eviction, ``remove(key:)`` and ``removeAll()`` delete a name only while it still holds the
 ///   file (device and inode) they meant to delete, so a store of the same variant published in
@@ -115,7 +115,7 @@ public final class DiskTier: Sendable {
 
         public init() {}
 
-        /// Checks the values; throws a ``ConfigurationError`` naming the bad one.
+        /// Checks the values; throws a ``/StrataBase/ConfigurationError`` naming the bad one.
         public func validate() throws(ConfigurationError) {
             if byteLimit <= 0 { throw .init(key: "byteLimit", value: "\(byteLimit)", reason: "must be > 0 bytes") }
             if mapThreshold < 0 { throw .init(key: "mapThreshold", value: "\(mapThreshold)", reason: "must be ≥ 0 bytes") }
@@ -162,7 +162,7 @@ public final class DiskTier: Sendable {
     }
 
     /// The answer of a lookup that may not wait for the disk
-    /// (``hitWithoutWaiting(forKey:matching:)``): ``TierLookup/wouldWait`` means serving it
+    /// (``hitWithoutWaiting(forKey:matching:)``): ``/StrataBase/TierLookup/wouldWait`` means serving it
     /// would wait for the disk (a cold file, a first hit to verify, a file to discard, an error
     /// to report): ask ``hit(forKey:matching:)`` on a thread that may block.
     public typealias CachedLookup = TierLookup<Hit>
@@ -171,7 +171,7 @@ public final class DiskTier: Sendable {
     public struct Hit: Sendable {
         public var image: PixelImage
         public var variant: VariantDescriptor
-        /// The file holds the whole original (see ``ImageVariant/isWholeOriginal``).
+        /// The file holds the whole original (see ``/StrataBase/ImageVariant/isWholeOriginal``).
         public var isWholeOriginal: Bool
         public var sourceVersion: UInt64
     }
@@ -222,7 +222,7 @@ public final class DiskTier: Sendable {
     /// The directory's path, as given to ``init(directory:configuration:pool:)``.
     public var directory: String { core.requestedPath }
 
-    /// The best variant of `key` for `query` (``VariantMatcher``'s rule over the in-memory
+    /// The best variant of `key` for `query` (``/StrataBase/VariantMatcher``'s rule over the in-memory
     /// index), or `nil`. Invalid or vanished files are misses.
     ///
     /// - Throws: ``DiskTierError/io(_:)`` when the file could not be opened or read for a
@@ -239,7 +239,7 @@ public final class DiskTier: Sendable {
     /// ``hit(forKey:matching:)`` when it can be served without waiting for the disk: the file's
     /// name resolves from the dentry cache (`openat2` with `RESOLVE_CACHED`, Linux 5.12+) and
     /// the bytes to check are in the page cache (`preadv2` with `RWF_NOWAIT`); otherwise
-    /// ``TierLookup/wouldWait``. A few syscalls and no wait for the disk, so an async caller
+    /// ``/StrataBase/TierLookup/wouldWait``. A few syscalls and no wait for the disk, so an async caller
     /// may call it on Swift's cooperative pool and hop to a blocking thread only for `.wouldWait`
     /// (the engine does). The kernel may start readahead for the bytes `RWF_NOWAIT` misses
     /// (without waiting for it), so a file can turn warm by itself just after. On kernels without

@@ -3,7 +3,7 @@ import StrataBase
 
 /// The memory tier: decoded images by key and variant, bounded in bytes, with an
 /// in-memory index of the variants held per key so a tolerance lookup is a scan of a handful
-/// of descriptors through ``VariantMatcher/bestMatch(in:for:descriptor:)`` (the one shared rule).
+/// of descriptors through ``/StrataBase/VariantMatcher/bestMatch(in:for:descriptor:)`` (the one shared rule).
 ///
 /// Eviction is ``MemoryCache``'s W-TinyLFU; the per-key index lives under the same lock as the
 /// policy, so an evicted variant leaves the index in the same critical section. Images pushed
@@ -170,7 +170,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
 
     package static let pageSize = 4096
 
-    /// The best held variant of `key` for `query` under the tolerance rule (``VariantMatcher``), or `nil`.
+    /// The best held variant of `key` for `query` under the tolerance rule (``/StrataBase/VariantMatcher``), or `nil`.
     /// Counts a hit or a miss; a hit also counts as an access for the eviction policy.
     /// Cost: a hash lookup and a scan of the key's variants, without the lock unless a writer
     /// holds the tier at that moment.
@@ -400,5 +400,5 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     }
 }
 
-/// A memory-tier setting out of range (see ``ConfigurationError``).
+/// A memory-tier setting out of range (see ``/StrataBase/ConfigurationError``).
 public typealias MemoryTierConfigurationError = ConfigurationError

@@ -82,7 +82,7 @@ public protocol MemoryTrimmable: AnyObject, Sendable {
 ///   what those calls are inserting). A value costing more than `maxEntryShare × costLimit`
 ///   (default 10 %) is refused: it would flush most of the cache for one entry.
 /// - Concurrency: the keys are split by hash into *stripes*, each a W-TinyLFU policy (index,
-///   window, probation, protected, frequency sketch) behind its own ``Lock``. Hits take no
+///   window, probation, protected, frequency sketch) behind its own ``/StrataBase/Lock``. Hits take no
 ///   lock: each stripe is read-biased (`ReaderBias`), so a hit counts itself on its
 ///   processor's line, reads the index while no writer holds the stripe, and records the hit in
 ///   the entry's atomic hit state; writers (inserts, removals, and misses when the sketch is

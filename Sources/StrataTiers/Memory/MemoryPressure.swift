@@ -54,7 +54,7 @@ public struct MemoryPressurePolicy: Sendable, Hashable {
         self.interval = interval
     }
 
-    /// Checks the values; throws a ``ConfigurationError`` naming the bad one.
+    /// Checks the values; throws a ``/StrataBase/ConfigurationError`` naming the bad one.
     public func validate() throws(ConfigurationError) {
         if let high = cgroupHighWatermark, !(high > 0 && high <= 1) {
             throw .init(key: "cgroupHighWatermark", value: "\(high)", reason: "must be within (0, 1]")

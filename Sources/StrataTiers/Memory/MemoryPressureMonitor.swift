@@ -10,7 +10,7 @@ import Synchronization
 ///
 /// Every `policy.interval` it reads a ``MemoryPressureSensor`` (a few small procfs and cgroup
 /// files) and applies ``MemoryPressurePolicy/trimTarget(for:cacheCost:)``. Where it runs:
-/// - given a ``BlockingPool`` (``init(target:policy:sensor:pool:)``, as `strata serve` does):
+/// - given a ``/StrataBase/BlockingPool`` (``init(target:policy:sensor:pool:)``, as `strata serve` does):
 ///   no thread of its own. A task sleeps between samples, and each sample and trim is one
 ///   urgent job on the pool (the reads block, the trim frees memory: neither belongs on Swift's
 ///   cooperative pool or an event loop);

@@ -13,7 +13,7 @@ import Glibc
 ///
 /// Reads are blocking: `ImageCache` makes them on its own threads, in the render's job
 /// (``BlockingImageSource``); the async ``fetch(key:)`` of a source used alone runs them on the
-/// given ``BlockingPool``, or on a private pool (as wide as the cores) started at the first such
+/// given ``/StrataBase/BlockingPool``, or on a private pool (as wide as the cores) started at the first such
 /// call.
 public struct DirectorySource: BlockingImageSource {
     /// The root directory.

@@ -16,7 +16,7 @@ public struct SourceData: Sendable {
 ///
 /// Implementations must be safe to call from many tasks at once. `fetch` may block on I/O only
 /// if it hops off Swift's cooperative pool itself (``DirectorySource`` runs its reads on the
-/// ``BlockingPool``).
+/// ``/StrataBase/BlockingPool``).
 public protocol ImageSource: Sendable {
     /// Returns the original for `key`, or throws a ``SourceError``.
     func fetch(key: String) async throws(SourceError) -> SourceData

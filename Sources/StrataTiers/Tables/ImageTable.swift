@@ -22,10 +22,10 @@ import Musl
 ///   and every draw runs outside it. Writers (``store(_:sourceVersion:streaming:draw:)``, ``delete(_:)``,
 ///   ``reset()``, ``compact()``) are serialised by a writer gate and the file's `flock`, which
 ///   readers never take; all of them block, so call them from a dedicated thread
-///   (``ImageTableCache`` runs them on its ``BlockingPool``).
+///   (``ImageTableCache`` runs them on its ``/StrataBase/BlockingPool``).
 /// - A write invalidates the slot, draws the pixels, then writes the trailer, then the metadata
 ///   record: a process killed at any point leaves a miss, never a torn image.
-/// - A slot referenced by a live ``PixelImage`` (in this or any other process) is never reused;
+/// - A slot referenced by a live ``/StrataBase/PixelImage`` (in this or any other process) is never reused;
 ///   when every slot is held, a write throws ``ImageTableError/tableFull(format:maximumCount:)``.
 /// - The file is never truncated or shrunk in place: ``reset()`` and ``compact()`` write new
 ///   files and rename them over the old ones, so existing images stay valid; readers keep being

@@ -18,7 +18,7 @@ public protocol ImageTableCacheDelegate: Sendable {
 ///   Identical pending requests (same entity, format and source version) share one load; each waiter can cancel on its own, and the load
 ///   stops when the last waiter leaves. ``cancelRequest(for:formatName:)`` stops it for everyone.
 /// - ``cachedImage(for:matching:)`` serves a size query from any format within tolerance
-///   (``VariantMatcher``), best match first.
+///   (``/StrataBase/VariantMatcher``), best match first.
 ///
 /// The requested format's result never depends on its siblings: a sibling that cannot be drawn
 /// (its processing throws, its table is full, …) is logged and counted
@@ -124,7 +124,7 @@ public final class ImageTableCache: Sendable {
     }
 
     /// The stored image of `entity` from the format that best matches `query` within its
-    /// tolerance (``VariantMatcher``), or `nil`: formats are tried best match first.
+    /// tolerance (``/StrataBase/VariantMatcher``), or `nil`: formats are tried best match first.
     public func cachedImage(for entity: ImageTableEntity, matching query: SizeQuery) -> PixelImage? {
         var candidates = formats
         while let best = VariantMatcher.bestMatch(in: candidates, for: query, descriptor: { $0.descriptor }) {

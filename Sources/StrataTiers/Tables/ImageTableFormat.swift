@@ -35,7 +35,7 @@ public struct ImageTableFormat: Sendable, Hashable, CustomStringConvertible {
         self.filePermissions = filePermissions
     }
 
-    /// The variant this table's entries are, for ``VariantMatcher``.
+    /// The variant this table's entries are, for ``/StrataBase/VariantMatcher``.
     public var descriptor: VariantDescriptor { VariantDescriptor(size: size, mode: mode, style: style) }
 
     public var description: String { "\(name)[\(family) \(descriptor) max \(maximumCount)]" }
