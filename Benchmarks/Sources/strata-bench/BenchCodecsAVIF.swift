@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
-@_spi(Benchmarks) import Strata
+import Strata
+// The knobs a benchmark turns (`@_spi(Benchmarks)`) are declared in the codecs layer.
+@_spi(Benchmarks) import StrataCodecs
 
 /// `strata-bench codecs --avif`: the AVIF figures, all from one run over the same answers.
 ///

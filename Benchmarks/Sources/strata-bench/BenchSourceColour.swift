@@ -1,5 +1,7 @@
 import Foundation
-@_spi(Benchmarks) import Strata
+import Strata
+// The knobs a benchmark turns (`@_spi(Benchmarks)`) are declared in the codecs layer.
+@_spi(Benchmarks) import StrataCodecs
 
 /// `strata-bench source`'s colour rows: one JPEG render to each target, untagged (its own
 /// profile, if any, taken out), as the file came (Fixtures' 2560×1600 photo carries the HP
