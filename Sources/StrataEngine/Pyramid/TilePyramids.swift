@@ -324,8 +324,18 @@ public final class TilePyramids: Sendable {
         // Removed while held: a process that opens the name later makes a new lock, and at
         // worst builds beside one that waited on this one (writes are idempotent).
         defer {
-            try? FileDescriptor.unlink(path: folder + "/" + name)
-            _ = try? lock.resource.lockFile(.unlock)
+            // Failures here leave a stale lock file or a lock the process exit drops: counted
+            // and logged as the tables' failures (the build itself is done or failed already).
+            do {
+                try FileDescriptor.unlink(path: folder + "/" + name)
+            } catch {
+                cache.tierFailed(TierFailure(tier: .table, key: key.string, reason: "pyramid build lock: \(error)"))
+            }
+            do {
+                _ = try lock.resource.lockFile(.unlock)
+            } catch {
+                cache.tierFailed(TierFailure(tier: .table, key: key.string, reason: "pyramid build lock: \(error)"))
+            }
         }
         if isComplete(key, geometry: build.geometry, version: version) {
             counters.withLock { $0.tilesFound += build.geometry.tileCount }
