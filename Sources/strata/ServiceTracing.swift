@@ -7,16 +7,6 @@ import Strata
 import StrataConfiguration
 import Tracing
 
-/// `strata serve`'s tracing backend: swift-otel's tracer, exporting spans over OTLP/HTTP (no
-/// gRPC) as the `tracing.*` keys say (`TracingSettings`), and its logging bridge (the current
-/// trace and span ids in every log line's metadata).
-///
-/// Use ``bootstrap(_:logger:)`` once per process, before the server starts, and run the service
-/// it returns in the same `ServiceGroup`, listed before the server: the group stops it after the
-/// server, so the spans of the last requests are flushed. Cost when tracing is off: nothing is
-/// bootstrapped (the tracer stays swift-distributed-tracing's no-op), and the service's and the
-/// engine's span sites test one flag; when on, each span costs what swift-otel makes of it
-/// (an unsampled span: no export).
 #if !OTLPExporter
 /// `strata serve` built without the `OTLPExporter` trait (`make run`): no span exporter.
 /// `tracing.enabled` is refused naming the key; the rest of the service is the same.
@@ -33,6 +23,16 @@ enum ServiceTracing {
     static var loggingMetadataProvider: Logger.MetadataProvider? { nil }
 }
 #else
+/// `strata serve`'s tracing backend: swift-otel's tracer, exporting spans over OTLP/HTTP (no
+/// gRPC) as the `tracing.*` keys say (`TracingSettings`), and its logging bridge (the current
+/// trace and span ids in every log line's metadata).
+///
+/// Use ``bootstrap(_:logger:)`` once per process, before the server starts, and run the service
+/// it returns in the same `ServiceGroup`, listed before the server: the group stops it after the
+/// server, so the spans of the last requests are flushed. Cost when tracing is off: nothing is
+/// bootstrapped (the tracer stays swift-distributed-tracing's no-op), and the service's and the
+/// engine's span sites test one flag; when on, each span costs what swift-otel makes of it
+/// (an unsampled span: no export).
 enum ServiceTracing {
     /// swift-otel's configuration for `settings`: traces only (metrics and logs stay with
     /// Prometheus and swift-log), OTLP/HTTP to the endpoint, a parent-based trace-id ratio

@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOPosix
 import Strata
 import StrataConfiguration
+import StrataTestSupport
 import Synchronization
 import Testing
 
@@ -100,7 +101,9 @@ struct TracingTests {
     /// A build without the OTLPExporter trait (`make run`, the sanitizer builds): tracing on is
     /// refused at start, naming the key and how to build with the exporter.
     @Test func withoutTheExporterTracingIsRefusedNamingTheKey() throws {
-        let run = try runStrata(["serve", "--port", "0", "--source-directory", Fixtures.directory.path, "--tracing-enabled", "true"])
+        let run = try StrataTestSupport.runStrata([
+            "serve", "--port", "0", "--source-directory", fixturesDirectory, "--tracing-enabled", "true",
+        ])
         #expect(run.status == 2, "\(run.stderr)")
         #expect(run.stderr.contains("tracing.enabled") && run.stderr.contains("OTLPExporter"), "\(run.stderr)")
     }
