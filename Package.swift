@@ -17,7 +17,8 @@ let package = Package(
         .executable(name: "strata", targets: ["strata"]),
     ],
     // `strata serve`'s OTLP/HTTP span exporter (swift-otel, with swift-protobuf and the semantic
-    // conventions: the most expensive dependency to compile). On by default, so every ordinary
+    // conventions: the costliest dependency the service can do without, about a fifth of a
+    // release build, docs/Benchmarks.md "Build times"). On by default, so every ordinary
     // build (`swift build`, `make release`, the container) has it; `make run` builds without it
     // (`--disable-default-traits`) to reach its first URL sooner, and there `tracing.enabled`
     // is refused naming the key. The sanitizer and soak builds of CI leave it out too.
