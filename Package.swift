@@ -10,6 +10,9 @@ let package = Package(
         .library(name: "Strata", targets: ["Strata"]),
         // HTTPSource, the HTTP origin (AsyncHTTPClient, NIO).
         .library(name: "StrataHTTPOrigin", targets: ["StrataHTTPOrigin"]),
+        // S3Source and the shared tier: S3-compatible object storage (AWS Signature Version 4 on
+        // swift-crypto, over StrataHTTPOrigin's client).
+        .library(name: "StrataS3", targets: ["StrataS3"]),
         // StrataConfiguration: settings from a file, the environment and the command line,
         // reloading, ConfiguredImageCache (swift-configuration, Yams, ServiceLifecycle).
         .library(name: "StrataConfiguration", targets: ["StrataConfiguration"]),
@@ -173,11 +176,24 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
+        // Object storage: S3Source (originals in a bucket) and the shared tier (what a fleet
+        // rendered, in a bucket), signed with AWS Signature Version 4.
+        .target(
+            name: "StrataS3",
+            dependencies: [
+                "Strata", "StrataHTTPOrigin",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Settings from layers (file, environment, command line), reloading, ConfiguredImageCache.
         .target(
             name: "StrataConfiguration",
             dependencies: [
-                "Strata", "StrataHTTPOrigin",
+                "Strata", "StrataHTTPOrigin", "StrataS3",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
@@ -270,6 +286,14 @@ let package = Package(
             dependencies: ["Strata", "StrataHTTPOrigin", "StrataTestSupport"]
         ),
         .testTarget(
+            name: "StrataS3Tests",
+            dependencies: [
+                "Strata", "StrataHTTPOrigin", "StrataS3", "StrataTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "StrataConfigurationTests",
             dependencies: [
                 "Strata", "StrataHTTPOrigin", "StrataConfiguration", "StrataTestSupport",
@@ -280,7 +304,7 @@ let package = Package(
         .testTarget(
             name: "StrataServiceTests",
             dependencies: [
-                "Strata", "StrataConfiguration", "StrataService", "StrataTestSupport",
+                "Strata", "StrataConfiguration", "StrataService", "StrataTestSupport", "StrataS3",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

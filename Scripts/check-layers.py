@@ -27,7 +27,8 @@ LAYERS = {
     "StrataEngine": ["StrataBase", "StrataCodecs", "StrataTiers"],
     "Strata": ["StrataBase", "StrataCodecs", "StrataTiers", "StrataEngine"],
     "StrataHTTPOrigin": ["Strata"],
-    "StrataConfiguration": ["Strata", "StrataHTTPOrigin"],
+    "StrataS3": ["Strata", "StrataHTTPOrigin"],
+    "StrataConfiguration": ["Strata", "StrataHTTPOrigin", "StrataS3"],
     "StrataService": ["Strata", "StrataConfiguration"],
     "strata": ["Strata", "StrataConfiguration", "StrataService"],
 }

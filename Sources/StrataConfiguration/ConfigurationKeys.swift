@@ -107,7 +107,9 @@ extension StrataConfiguration {
             "color.output", "srgb", reloads: true,
             "`srgb`: embedded ICC profiles are converted to sRGB (Little CMS); `original`: RGB pixels keep their profile's colours and every answer embeds it (gray and CMYK are still converted)."
         ),
-        .init("source.directory", nil, "Directory of originals (keys are paths below it); exclusive with `source.http.baseURL`."),
+        .init(
+            "source.directory", nil,
+            "Directory of originals (keys are paths below it); exclusive with `source.http.baseURL` and `source.s3.bucket`."),
         .init(
             "source.maxFileSize", "256MiB",
             "Larger files in `source.directory` are refused (an original is held in memory while it is decoded; a tile pyramid's build holds it beside a few strips of tiles)."
@@ -120,13 +122,36 @@ extension StrataConfiguration {
         .init("source.http.maxRedirects", "3", "Redirects followed per request."),
         .init("source.http.allowCrossHostRedirects", "false", "Follow redirects to other hosts."),
         .init("source.http.maxConcurrentRequests", "16", "Requests in flight to the origin at once."),
-        .init("source.http.retryBackoff", "200ms", "Pause before the one retry of a 5xx, a broken connection or a timeout."),
+        .init("source.http.retryBackoff", "200ms", "Pause before the first retry; doubled per retry, jittered."),
+        .init("source.http.maxRetries", "1", "Retries of a 5xx, a broken connection or a timeout (never of a 4xx)."),
         .init(
             "source.http.rememberedVersions", "100000",
             "Keys whose last `ETag`/`Last-Modified` is kept for conditional revalidation (`If-None-Match`)."),
         .init(
             "source.http.headers", "", list: true, secret: true,
             "Headers sent with every origin request, each `Name: value` (e.g. an authorization token); redacted in output."),
+        .init(
+            "source.s3.bucket", nil,
+            "S3-compatible bucket of originals (`photos`, or `s3://photos/prefix`); exclusive with `source.directory` and `source.http.baseURL`."
+        ),
+        .init("source.s3.prefix", "", "Folder of the bucket that keys are relative to."),
+        .init("source.s3.region", "us-east-1", "The bucket's region (signed into every request)."),
+        .init("source.s3.endpoint", nil, "The service's URL for MinIO, Ceph RGW, R2, GCS (`http(s)://host[:port]`); unset: AWS."),
+        .init(
+            "source.s3.addressing", "auto",
+            "`path` (`endpoint/bucket/key`), `virtual` (`bucket.endpoint/key`), or `auto`: virtual on AWS for dot-less buckets, else path."
+        ),
+        .init("source.s3.accessKeyID", nil, "Access key id (not a secret: shown by `strata config`); unset: `AWS_ACCESS_KEY_ID`."),
+        .init("source.s3.secretAccessKey", nil, secret: true, "Secret access key; unset: `AWS_SECRET_ACCESS_KEY`."),
+        .init("source.s3.sessionToken", nil, secret: true, "Session token of temporary credentials; unset: `AWS_SESSION_TOKEN`."),
+        .init("source.s3.connectTimeout", "5s", "Connecting to the store."),
+        .init("source.s3.readTimeout", "15s", "Longest wait for the next bytes of a response."),
+        .init("source.s3.totalTimeout", "60s", "Longest time one original may take, retries included."),
+        .init("source.s3.maxBodySize", "256MiB", "Larger originals are refused (by `Content-Length`) or aborted while streaming."),
+        .init("source.s3.maxConcurrentRequests", "32", "Requests in flight to the store at once."),
+        .init("source.s3.maxRetries", "2", "Retries of a 5xx, a broken connection or a timeout (never of a 4xx)."),
+        .init("source.s3.retryBackoff", "100ms", "Pause before the first retry; doubled per retry, jittered."),
+        .init("source.s3.rememberedVersions", "100000", "Keys whose last `ETag` is kept for conditional revalidation."),
         .init(
             "revalidateAfter", "off",
             "Hits older than this are served and revalidated in the background (disk and table hits always: their age is not kept); `off`: never."

@@ -104,9 +104,30 @@ public struct ConfigurationLayers: Sendable {
         } else {
             self.fileProvider = nil
         }
+        // Lowest: the standard AWS variables, for every bucket's credentials that no other
+        // source names (`source.s3.*`, `shared.s3.*`).
+        var aws: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (variable, suffix) in Self.awsVariables {
+            guard let value = environment[variable], !value.isEmpty else { continue }
+            for section in ["source.s3", "shared.s3"] {
+                guard let key = StrataConfiguration.key(named: "\(section).\(suffix)") else { continue }
+                aws[AbsoluteConfigKey(key.components)] = ConfigValue(.string(value), isSecret: key.isSecret)
+            }
+        }
+        if !aws.isEmpty {
+            layers.append(
+                Layer(provider: InMemoryProvider(name: "aws-environment", values: aws)) { key in
+                    .environment(Self.awsVariables.first { key.name.hasSuffix(".\($0.1)") }?.0 ?? "AWS_")
+                })
+        }
         self.filePath = filePath
         self.layers = layers
     }
+
+    /// The AWS SDKs' standard credential variables and the bucket keys they fill.
+    package static let awsVariables: [(String, String)] = [
+        ("AWS_ACCESS_KEY_ID", "accessKeyID"), ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"), ("AWS_SESSION_TOKEN", "sessionToken"),
+    ]
 
     /// The value of `key` from the highest source that has it, and which source; `nil` when
     /// none has it (the default applies). Reads the file's latest snapshot.

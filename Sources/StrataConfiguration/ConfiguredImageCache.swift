@@ -2,6 +2,7 @@ import CoreMetrics
 import Logging
 import Strata
 import StrataHTTPOrigin
+import StrataS3
 
 /// An ``ImageCache`` built from a ``StrataConfiguration``, with what lives beside it: the one
 /// pool that the engine, the disk tier's write-behind, the image tables, a directory source and
@@ -78,6 +79,15 @@ public final class ConfiguredImageCache: Sendable {
             }
             source = origin
             shutdownSource = { try? await origin.shutdown() }
+        case .s3(let settings):
+            let bucket: S3Source
+            do {
+                bucket = try S3Source(configuration: settings, logger: logger)
+            } catch {
+                throw ConfigurationError(key: error.key, value: error.value, reason: "expected \(error.allowed)")
+            }
+            source = bucket
+            shutdownSource = { try? await bucket.shutdown() }
         }
         var options = ImageCache.Options()
         options.defaultTolerance = configuration.tolerance

@@ -17,6 +17,7 @@ extension HTTPSource.Configuration {
         origin.allowCrossHostRedirects = try reader.bool("source.http.allowCrossHostRedirects")
         origin.maxConcurrentRequests = try reader.integer("source.http.maxConcurrentRequests", min: 1)
         origin.retryBackoff = try reader.duration("source.http.retryBackoff")
+        origin.maxRetries = try reader.integer("source.http.maxRetries", min: 0)
         origin.rememberedVersions = try reader.integer("source.http.rememberedVersions", min: 0)
         for line in try reader.list("source.http.headers") {
             let parts = line.split(separator: ":", maxSplits: 1)

@@ -1,5 +1,6 @@
 import Strata
 import StrataHTTPOrigin
+import StrataS3
 
 /// Everything an operator can set, read and checked in one go from ``ConfigurationLayers``
 /// (command line > environment > file > documented defaults), mapped onto the tiers' own
@@ -18,6 +19,8 @@ public struct StrataConfiguration: Sendable {
         case directory(String)
         /// An HTTP origin (``HTTPSource``).
         case http(HTTPSource.Configuration)
+        /// An S3-compatible bucket (``S3Source``).
+        case s3(S3Source.Configuration)
     }
 
     /// A value in force and where it came from.
@@ -122,12 +125,18 @@ public struct StrataConfiguration: Sendable {
         let directory = try reader.path("source.directory")
         sourceMaxFileBytes = try reader.bytes("source.maxFileSize", min: 1)
         let origin = try HTTPSource.Configuration.read(from: &reader)
-        switch (directory, origin) {
-        case (let directory?, nil): source = .directory(directory)
-        case (nil, let http?): source = .http(http)
-        case (nil, nil): source = .none
-        case (_?, _?):
-            throw reader.error("source.directory", reason: "set source.directory or source.http.baseURL, not both")
+        let bucket = try S3Source.Configuration.read(from: &reader)
+        switch (directory, origin, bucket) {
+        case (let directory?, nil, nil): source = .directory(directory)
+        case (nil, let http?, nil): source = .http(http)
+        case (nil, nil, let s3?): source = .s3(s3)
+        case (nil, nil, nil): source = .none
+        default:
+            let given = [
+                (directory != nil, "source.directory"), (origin != nil, "source.http.baseURL"), (bucket != nil, "source.s3.bucket"),
+            ]
+            .filter(\.0).map(\.1)
+            throw reader.error(given[0], reason: "set one source of originals, not \(given.joined(separator: " and "))")
         }
         revalidateAfter = try reader.optionalDuration("revalidateAfter")
         negativeTTL = try reader.duration("negativeTTL")

@@ -39,9 +39,13 @@ extension HTTPSource {
         /// `source.http.headers`: headers sent with every request to the origin (an
         /// `Authorization` token, an API key). Values are secrets: never logged or printed.
         public var headers: [String: String] = [:]
-        /// `source.http.retryBackoff`: the pause before the one retry of a 5xx, a broken
-        /// connection or a timeout. Default 200 ms.
+        /// `source.http.retryBackoff`: the pause before the first retry of a 5xx, a broken
+        /// connection or a timeout; each further retry doubles it, and each pause is cut by a
+        /// random factor of up to a half (jitter). Default 200 ms.
         public var retryBackoff: Duration = .milliseconds(200)
+        /// `source.http.maxRetries`: retries of a 5xx, a broken connection or a connect or read
+        /// timeout (never of a 4xx), within ``totalTimeout``. Default 1.
+        public var maxRetries: Int = 1
         /// `source.http.rememberedVersions`: how many keys' last validators (`ETag`,
         /// `Last-Modified`) are kept for conditional revalidation; the oldest is forgotten
         /// first. Default 100 000.
@@ -76,6 +80,9 @@ extension HTTPSource {
             }
             if retryBackoff < .zero || retryBackoff > .seconds(60) {
                 throw .init(key: "source.http.retryBackoff", value: "\(retryBackoff)", allowed: "0 s...60 s")
+            }
+            if !(0...10).contains(maxRetries) {
+                throw .init(key: "source.http.maxRetries", value: "\(maxRetries)", allowed: "0...10")
             }
             if rememberedVersions < 0 {
                 throw .init(key: "source.http.rememberedVersions", value: "\(rememberedVersions)", allowed: "0 or more")
@@ -138,6 +145,7 @@ extension HTTPSource {
                 "source.http.maxConcurrentRequests = \(maxConcurrentRequests)",
                 "source.http.headers = [\(headerList)]",
                 "source.http.retryBackoff = \(retryBackoff)",
+                "source.http.maxRetries = \(maxRetries)",
                 "source.http.rememberedVersions = \(rememberedVersions)",
             ].joined(separator: "\n")
         }
@@ -154,7 +162,8 @@ extension HTTPSource {
                     "baseURL": baseURL, "connectTimeout": connectTimeout, "readTimeout": readTimeout,
                     "totalTimeout": totalTimeout, "maxBodyBytes": maxBodyBytes, "maxRedirects": maxRedirects,
                     "allowCrossHostRedirects": allowCrossHostRedirects, "maxConcurrentRequests": maxConcurrentRequests,
-                    "headers": redactedHeaders, "retryBackoff": retryBackoff, "rememberedVersions": rememberedVersions,
+                    "headers": redactedHeaders, "retryBackoff": retryBackoff, "maxRetries": maxRetries,
+                    "rememberedVersions": rememberedVersions,
                 ])
         }
     }

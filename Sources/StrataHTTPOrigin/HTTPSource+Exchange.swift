@@ -29,7 +29,7 @@ extension HTTPSource {
     /// Why one attempt failed.
     enum AttemptFailure: Error {
         case notFound
-        case origin(HTTPOriginError.Kind, url: OriginURL)
+        case origin(HTTPOriginError.Kind, url: OriginURL, said: ServerRefusal? = nil)
     }
 
     /// When the last byte arrived (the read timeout counts from here), lock-free.
@@ -45,10 +45,12 @@ extension HTTPSource {
         var last: ContinuousClock.Instant { start + .nanoseconds(nanoseconds.load(ordering: .relaxed)) }
     }
 
-    /// Sends `method` for `url` (following redirects), retrying once after the backoff when the
-    /// failure may be transient and time is left; maps every failure to a ``SourceError``.
+    /// Sends `method` for `url` (following redirects), retrying up to
+    /// ``Configuration/maxRetries`` times after a jittered, doubling backoff when the failure may
+    /// be transient and time is left; maps every failure to a ``SourceError``. With `prefix`, a
+    /// GET asks for the first `prefix` bytes only.
     func perform(
-        key: String, url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?
+        key: String, url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int? = nil
     ) async throws(SourceError) -> OriginResponse {
         let deadline = ContinuousClock.now + configuration.totalTimeout
         var attempt = 1
@@ -57,7 +59,7 @@ extension HTTPSource {
             let failure: AttemptFailure
             do {
                 return try await limiter.withPermit {
-                    try await self.attempt(url: url, method: method, conditional: conditional, deadline: deadline)
+                    try await self.attempt(url: url, method: method, conditional: conditional, prefix: prefix, deadline: deadline)
                 }
             } catch let error as AttemptFailure {
                 failure = error
@@ -72,15 +74,20 @@ extension HTTPSource {
             case .notFound:
                 validators.remember(nil, forKey: key)
                 throw SourceError(key: key, reason: .notFound)
-            case .origin(let kind, let failedURL):
-                let error = HTTPOriginError(kind: kind, url: "\(failedURL)", attempts: attempt)
-                let backoff = configuration.retryBackoff
-                guard attempt == 1, error.isRetryable, ContinuousClock.now + backoff < deadline else {
+            case .origin(let kind, let failedURL, let said):
+                let error = HTTPOriginError(
+                    kind: kind, url: "\(failedURL)", attempts: attempt, settings: settingsPrefix, serverCode: said?.code,
+                    serverMessage: said?.message, clockSkewSeconds: said?.clockSkewSeconds)
+                let backoff = Self.backoff(configuration.retryBackoff, afterAttempt: attempt)
+                guard attempt <= configuration.maxRetries, error.isRetryable, ContinuousClock.now + backoff < deadline else {
                     throw SourceError(key: key, reason: .origin(error))
                 }
                 logger.warning(
-                    "origin request failed; retrying once",
-                    metadata: ["key": "\(key)", "error": "\(error)", "backoff": "\(backoff)"])
+                    "origin request failed; retrying",
+                    metadata: [
+                        "key": "\(key)", "error": "\(error)", "backoff": "\(backoff)",
+                        "retry": "\(attempt) of \(configuration.maxRetries)",
+                    ])
                 do {
                     try await Task.sleep(for: backoff)
                 } catch {
@@ -91,17 +98,25 @@ extension HTTPSource {
         }
     }
 
+    /// The pause before retry `attempt` (1, 2, …): `base` doubled per earlier retry, times a
+    /// random factor in 0.5...1 (so that nodes that failed together do not retry together).
+    static func backoff(_ base: Duration, afterAttempt attempt: Int) -> Duration {
+        let doubled = base * (1 << min(max(attempt - 1, 0), 10))
+        return doubled * Double.random(in: 0.5...1)
+    }
+
     /// One attempt, raced against a watchdog that enforces the read timeout (no byte for
     /// that long, the head included) and the total deadline, while the body streams too
     /// (the client's own deadline stops at the response head).
     private func attempt(
-        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, deadline: ContinuousClock.Instant
+        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int?, deadline: ContinuousClock.Instant
     ) async throws -> OriginResponse {
         let progress = Progress()
         let readTimeout = configuration.readTimeout
         return try await withThrowingTaskGroup(of: OriginResponse?.self) { group in
             group.addTask {
-                try await self.exchange(url: url, method: method, conditional: conditional, deadline: deadline, progress: progress)
+                try await self.exchange(
+                    url: url, method: method, conditional: conditional, prefix: prefix, deadline: deadline, progress: progress)
             }
             group.addTask {
                 try await Self.watchdog(progress: progress, readTimeout: readTimeout, deadline: deadline, url: url)
@@ -133,13 +148,14 @@ extension HTTPSource {
 
     /// The request and its redirects (each hop a new request to the resolved `Location`).
     private func exchange(
-        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, deadline: ContinuousClock.Instant,
+        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int?, deadline: ContinuousClock.Instant,
         progress: Progress
     ) async throws -> OriginResponse {
         var current = url
         var redirects = 0
         while true {
-            let response = try await send(current, method: method, conditional: conditional, deadline: deadline)
+            let sentAt = WallClock.secondsSince1970()
+            let response = try await send(current, method: method, conditional: conditional, prefix: prefix, deadline: deadline)
             progress.touch()
             let status = Int(response.status.code)
             switch status {
@@ -152,10 +168,13 @@ extension HTTPSource {
                 }
                 let limit = configuration.maxBodyBytes
                 let declared = response.headers.first(name: "content-length").flatMap { Int($0) }
-                if let declared, declared > limit {
+                // A prefix asked for is at most `prefix` bytes, whatever the origin sends (a 200
+                // to a ranged GET is the whole file: its transfer is stopped there).
+                if prefix == nil, let declared, declared > limit {
                     throw AttemptFailure.origin(.bodyTooLarge(limit: limit, declared: declared), url: current)
                 }
-                let bytes = try await Self.collect(response.body, limit: limit, expected: declared, progress: progress, url: current)
+                let bytes = try await Self.collect(
+                    response.body, limit: limit, stopAt: prefix, expected: declared, progress: progress, url: current)
                 return OriginResponse(outcome: .body(bytes), validator: validator)
             case 304 where conditional != nil:
                 await Self.discard(response.body)
@@ -177,8 +196,8 @@ extension HTTPSource {
                 await Self.discard(response.body)
                 return OriginResponse(outcome: .headNotSupported, validator: nil)
             default:
-                await Self.discard(response.body)
-                throw AttemptFailure.origin(.status(status), url: current)
+                let said = await ServerRefusal.read(response, sentAt: sentAt)
+                throw AttemptFailure.origin(.status(status), url: current, said: said)
             }
         }
     }
@@ -203,18 +222,27 @@ extension HTTPSource {
         return next
     }
 
-    /// Sends one request; the static headers only to the base URL's origin.
+    /// Sends one request; the static headers and the signature only to the base URL's origin.
     private func send(
-        _ url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, deadline: ContinuousClock.Instant
+        _ url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int?, deadline: ContinuousClock.Instant
     ) async throws -> HTTPClientResponse {
         var request = HTTPClientRequest(url: url.description)
         request.method = method
-        if url.isSameOrigin(as: base) {
-            for (name, value) in configuration.headers { request.headers.add(name: name, value: value) }
-        }
         if let conditional {
             let header = conditional.conditionalHeader
             request.headers.replaceOrAdd(name: header.name, value: header.value)
+        }
+        if let prefix { request.headers.replaceOrAdd(name: "range", value: "bytes=0-\(prefix - 1)") }
+        if url.isSameOrigin(as: base) {
+            for (name, value) in configuration.headers { request.headers.add(name: name, value: value) }
+            // Last: the signature covers the headers as they go out.
+            if let signer {
+                do {
+                    try signer.sign(&request, method: method, url: url)
+                } catch {
+                    throw AttemptFailure.origin(.invalidResponse("the request could not be signed: \(error)"), url: url)
+                }
+            }
         }
         requestsSent.add(1, ordering: .relaxed)
         let remaining = max(deadline - ContinuousClock.now, .zero)
@@ -249,16 +277,20 @@ extension HTTPSource {
     }
 
     /// The body, refusing more than `limit` bytes as they arrive (the transfer is aborted when
-    /// the body's iterator is dropped).
+    /// the body's iterator is dropped); with `stopAt`, its first `stopAt` bytes, the rest unread.
     private static func collect(
-        _ body: HTTPClientResponse.Body, limit: Int, expected: Int?, progress: Progress, url: OriginURL
+        _ body: HTTPClientResponse.Body, limit: Int, stopAt: Int?, expected: Int?, progress: Progress, url: OriginURL
     ) async throws -> [UInt8] {
         var bytes: [UInt8] = []
         // Trust a Content-Length only so far: a lying origin could make us reserve the limit.
-        bytes.reserveCapacity(min(expected ?? (64 << 10), limit, 16 << 20))
+        bytes.reserveCapacity(min(expected ?? (64 << 10), stopAt ?? limit, limit, 16 << 20))
         do {
             for try await buffer in body {
                 progress.touch()
+                if let stopAt, buffer.readableBytes >= stopAt - bytes.count {
+                    bytes.append(contentsOf: buffer.readableBytesView.prefix(stopAt - bytes.count))
+                    return bytes
+                }
                 guard buffer.readableBytes <= limit - bytes.count else {
                     throw AttemptFailure.origin(.bodyTooLarge(limit: limit, declared: nil), url: url)
                 }
@@ -285,7 +317,7 @@ extension HTTPSource {
     }
 
     /// What a client error means for the caller. Never quotes header values.
-    static func failureKind(of error: any Error) -> HTTPOriginError.Kind {
+    package static func failureKind(of error: any Error) -> HTTPOriginError.Kind {
         if let error = error as? HTTPClientError {
             switch error {
             case .connectTimeout, .tlsHandshakeTimeout, .getConnectionFromPoolTimeout: return .timeout(.connect)

@@ -40,16 +40,31 @@ public final class HTTPSource: ImageSource, CustomStringConvertible {
     let validators: ValidatorMemory
     let logger: Logger
     /// Requests sent (each attempt and each redirect hop): for tests and statistics.
-    let requestsSent = Atomic<Int>(0)
+    package let requestsSent = Atomic<Int>(0)
+    /// Signs each request to the base URL's origin (an S3 bucket's Signature Version 4).
+    let signer: (any OriginRequestSigner)?
+    /// The configuration keys' prefix that errors name (`source.http`, `source.s3`).
+    let settingsPrefix: String
 
     /// A source for `configuration` (validated here). With `client` `nil` the source makes its
     /// own `HTTPClient` (connect and read timeouts, pool size from `configuration`) and shuts it
     /// down in ``shutdown()``; a given `client` stays the caller's, and must not follow
     /// redirects itself (build it with ``clientConfiguration(for:)``).
-    public init(
+    public convenience init(
         configuration: Configuration, client: HTTPClient? = nil, logger: Logger = Logger(label: "strata.source.http")
     ) throws(HTTPSourceConfigurationError) {
+        try self.init(configuration: configuration, client: client, logger: logger, signer: nil, settingsPrefix: "source.http")
+    }
+
+    /// A source whose requests `signer` signs, and whose errors name `settingsPrefix`'s keys (an
+    /// S3 bucket: `S3Source`).
+    package init(
+        configuration: Configuration, client: HTTPClient?, logger: Logger, signer: (any OriginRequestSigner)?,
+        settingsPrefix: String
+    ) throws(HTTPSourceConfigurationError) {
         try configuration.validate()
+        self.signer = signer
+        self.settingsPrefix = settingsPrefix
         self.configuration = configuration
         self.base = try configuration.parsedBaseURL()
         self.limiter = ConcurrencyLimit(limit: configuration.maxConcurrentRequests)
@@ -100,8 +115,19 @@ public final class HTTPSource: ImageSource, CustomStringConvertible {
     // MARK: - ImageSource
 
     public func fetch(key: String) async throws(SourceError) -> SourceData {
-        let url = try requestURL(for: key)
-        let response = try await perform(key: key, url: url, method: .GET, conditional: nil)
+        try await fetch(key: key, url: try requestURL(for: key), prefix: nil)
+    }
+
+    /// The first `maxBytes` bytes (a ranged GET, `Range: bytes=0-…`): a header read of a large
+    /// original transfers only its start. An origin that ignores the range answers 200, and the
+    /// transfer is stopped after `maxBytes`.
+    public func fetchPrefix(key: String, maxBytes: Int) async throws(SourceError) -> SourceData {
+        try await fetch(key: key, url: try requestURL(for: key), prefix: max(1, maxBytes))
+    }
+
+    /// A GET of `url` for `key` (its first `prefix` bytes when given), its validator remembered.
+    package func fetch(key: String, url: OriginURL, prefix: Int?) async throws(SourceError) -> SourceData {
+        let response = try await perform(key: key, url: url, method: .GET, conditional: nil, prefix: prefix)
         switch response.outcome {
         case .body(let bytes):
             let validator = response.validator
@@ -121,7 +147,11 @@ public final class HTTPSource: ImageSource, CustomStringConvertible {
     /// origin answers the `HEAD` with no validator, or does not allow `HEAD` (405, 501): the
     /// engine then fetches.
     public func version(key: String) async throws(SourceError) -> String? {
-        let url = try requestURL(for: key)
+        try await version(key: key, url: try requestURL(for: key))
+    }
+
+    /// A conditional HEAD of `url` for `key` (``version(key:)``).
+    package func version(key: String, url: OriginURL) async throws(SourceError) -> String? {
         let remembered = validators.validator(forKey: key)
         let response = try await perform(key: key, url: url, method: .HEAD, conditional: remembered)
         switch response.outcome {
@@ -145,13 +175,13 @@ public final class HTTPSource: ImageSource, CustomStringConvertible {
     // MARK: - Keys
 
     /// The URL of `key`'s original, refusing keys that could leave the base path.
-    func requestURL(for key: String) throws(SourceError) -> OriginURL {
+    package func requestURL(for key: String) throws(SourceError) -> OriginURL {
         base.appending(encodedSegments: try Self.validatedSegments(of: key))
     }
 
     /// Splits `key` on `/` (empty segments dropped), refusing empty, absolute, over-long keys,
     /// NUL bytes and `.`/`..` segments.
-    static func validatedSegments(of key: String) throws(SourceError) -> [String] {
+    package static func validatedSegments(of key: String) throws(SourceError) -> [String] {
         func refuse(_ why: String) -> SourceError { SourceError(key: key, reason: .invalidKey(why)) }
         if key.isEmpty { throw refuse("empty key") }
         if key.utf8.count > maxKeyBytes { throw refuse("longer than \(maxKeyBytes) bytes") }
@@ -166,14 +196,14 @@ public final class HTTPSource: ImageSource, CustomStringConvertible {
     }
 
     /// The version of a body whose response had no validator: a digest of its bytes.
-    static func contentVersion(of bytes: [UInt8]) -> String {
+    package static func contentVersion(of bytes: [UInt8]) -> String {
         "sha256:" + bytes.withUnsafeBytes { KeyHash.sha256Hex($0) }.prefix(32)
     }
 }
 
 extension Duration {
     /// As a NIO `TimeAmount` (nanoseconds, saturating).
-    var timeAmount: TimeAmount {
+    package var timeAmount: TimeAmount {
         let (seconds, attoseconds) = components
         let (ns, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return .nanoseconds(seconds < 0 ? .min : .max) }

@@ -7,39 +7,46 @@ import Strata
 /// fragment in a base URL, a host of letters, digits, `-` and `.` (or a bracketed IPv6
 /// literal), a path of already-encoded characters. Everything ``HTTPSource`` sends is built from
 /// one of these, so a key can only ever add path segments below the base path.
-struct OriginURL: Hashable, Sendable, CustomStringConvertible {
+package struct OriginURL: Hashable, Sendable, CustomStringConvertible {
     /// `http` or `https`, lower-case.
-    var scheme: String
+    package var scheme: String
     /// Lower-case host name, or a bracketed IPv6 literal (`[::1]`).
-    var host: String
+    package var host: String
     /// The explicit port, or `nil` for the scheme's default.
-    var port: Int?
+    package var port: Int?
     /// The path (starts with `/`), percent-encoded, possibly with a query (`?…`) for a redirect
     /// target; never with a fragment.
-    var pathAndQuery: String
+    package var pathAndQuery: String
+
+    package init(scheme: String, host: String, port: Int?, pathAndQuery: String) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.pathAndQuery = pathAndQuery
+    }
 
     /// The port connections go to.
-    var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
+    package var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
 
     /// Whether `other` is the same origin (scheme, host, port): redirects to anything else are
     /// refused unless ``HTTPSource/Configuration/allowCrossHostRedirects`` is set.
-    func isSameOrigin(as other: OriginURL) -> Bool {
+    package func isSameOrigin(as other: OriginURL) -> Bool {
         scheme == other.scheme && host == other.host && effectivePort == other.effectivePort
     }
 
-    var description: String {
+    package var description: String {
         let portPart = port.map { ":\($0)" } ?? ""
         return "\(scheme)://\(host)\(portPart)\(pathAndQuery)"
     }
 
     /// Why a URL was refused.
-    struct ParseError: Error, Equatable {
-        var reason: String
+    package struct ParseError: Error, Equatable {
+        package var reason: String
     }
 
     /// Parses an absolute URL. `allowQuery` admits a query (redirect targets); a fragment is
     /// dropped when `dropFragment` (redirect targets), else refused.
-    static func parse(_ text: String, allowQuery: Bool = false, dropFragment: Bool = false) throws(ParseError) -> OriginURL {
+    package static func parse(_ text: String, allowQuery: Bool = false, dropFragment: Bool = false) throws(ParseError) -> OriginURL {
         var rest = Substring(text)
         if let hash = rest.firstIndex(of: "#") {
             guard dropFragment else { throw ParseError(reason: "a fragment ('#…') is not allowed") }
@@ -68,7 +75,7 @@ struct OriginURL: Hashable, Sendable, CustomStringConvertible {
 
     /// Resolves a `Location` header against `self` (RFC 3986 §5.2, without dot-segment removal:
     /// the origin does that): an absolute URL, `//host/path`, `/path`, or a relative path.
-    func resolving(location: String) throws(ParseError) -> OriginURL {
+    package func resolving(location: String) throws(ParseError) -> OriginURL {
         let trimmed = location.trimmingSpaces
         if trimmed.isEmpty { throw ParseError(reason: "an empty Location") }
         if trimmed.hasPrefix("//") {
@@ -97,7 +104,7 @@ struct OriginURL: Hashable, Sendable, CustomStringConvertible {
 
     /// This URL (whose path is a directory ending in `/`) followed by `segments`, each
     /// percent-encoded so that no byte of it can act as a delimiter.
-    func appending(encodedSegments segments: [String]) -> OriginURL {
+    package func appending(encodedSegments segments: [String]) -> OriginURL {
         var url = self
         url.pathAndQuery += segments.map(Self.percentEncode).joined(separator: "/")
         return url
@@ -105,7 +112,7 @@ struct OriginURL: Hashable, Sendable, CustomStringConvertible {
 
     /// `segment` with every byte outside RFC 3986's unreserved set (`A–Z a–z 0–9 - . _ ~`)
     /// written as `%XX`: `/`, `?`, `#`, `%`, `;`, spaces and every non-ASCII byte included.
-    static func percentEncode(_ segment: String) -> String {
+    package static func percentEncode(_ segment: String) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(segment.utf8.count)
@@ -194,7 +201,7 @@ struct OriginURL: Hashable, Sendable, CustomStringConvertible {
         byte >= 0x21 && byte < 0x7F ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
     }
 
-    static func isUnreserved(_ b: UInt8) -> Bool {
+    package static func isUnreserved(_ b: UInt8) -> Bool {
         isAlpha(b) || isDigit(b) || b == UInt8(ascii: "-") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_")
             || b == UInt8(ascii: "~")
     }

@@ -3,7 +3,8 @@ import Strata
 /// `GET /healthz?deep=1`: proves that this node can do its work, not only answer — a small
 /// built-in image decoded and resampled by the engine's renderers on its threads (the caches
 /// bypassed), the result encoded as the service encodes, and a page written to and deleted from
-/// the disk tier's directory. The first part that fails is named.
+/// the disk tier's directory, and the source asked whether it is usable (a bucket's
+/// credentials: ``ImageCache/checkSourceHealth()``). The first part that fails is named.
 ///
 /// Rate-limited: a check runs at most once per ``interval``; callers meanwhile share the
 /// running check or get the last report, so probing it hard cannot become a load vector.
@@ -13,6 +14,8 @@ package final class DeepHealth: Sendable {
     package struct Report: Sendable {
         package var failure: (part: String, message: String)?
         package var at: ContinuousClock.Instant
+        /// The parts checked, in order (`render`, `encode`, `disk`, `source`).
+        package var parts: [String] = []
     }
 
     /// The shortest time between two checks.
@@ -77,14 +80,26 @@ package final class DeepHealth: Sendable {
         } catch {
             return Report(failure: ("encode", "\(error)"), at: .now)
         }
+        var parts = ["render", "encode"]
         if let disk = cache.disk {
             do {
                 try await cache.runOnEngineThreads { () throws(DiskTierError) in try disk.probeWrite() }.get()
             } catch {
                 return Report(failure: ("disk", "\(error)"), at: .now)
             }
+            parts.append("disk")
         }
-        return Report(failure: nil, at: .now)
+        // A source that can prove its credentials (a bucket) does: a refused signature fails
+        // the check, naming the origin.
+        if cache.sourceCanCheckHealth {
+            do {
+                try await cache.checkSourceHealth()
+            } catch {
+                return Report(failure: ("source", "\(error)"), at: .now)
+            }
+            parts.append("source")
+        }
+        return Report(failure: nil, at: .now, parts: parts)
     }
 
     /// A 64×40 opaque gray gradient, dark to bright from left to right, as JPEG.

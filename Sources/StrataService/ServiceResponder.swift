@@ -66,7 +66,7 @@ package struct ServiceResponder: HTTPResponder {
                     if let failure = report.failure {
                         response = ServiceError(.serviceUnavailable, "unhealthy", "\(failure.part): \(failure.message)").response()
                     } else {
-                        response = Self.answer("text/plain", ByteBuffer(string: "ok: render, encode, disk\n"))
+                        response = Self.answer("text/plain", ByteBuffer(string: "ok: \(report.parts.joined(separator: ", "))\n"))
                     }
                 } else {
                     response = Self.answer("text/plain", ByteBuffer(string: "ok\n"))

@@ -42,6 +42,7 @@ struct ConfigCommand: AsyncParsableCommand {
         case .none: print("# source: none (only cached images are served)")
         case .directory(let root): print("# source: directory \(root)")
         case .http(let origin): print("# source: HTTP origin \(origin.baseURL)")
+        case .s3(let bucket): print("# source: \(bucket.endpoint), prefix \(bucket.prefix.debugDescription)")
         }
     }
 }

@@ -49,7 +49,7 @@ struct ServeCommand: AsyncParsableCommand {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: Self.defaultSource, isDirectory: &isDirectory), isDirectory.boolValue else {
                 fail(
-                    "no source is configured (source.directory or source.http.baseURL), and there is no ./\(Self.defaultSource) "
+                    "no source is configured (source.directory, source.http.baseURL or source.s3.bucket), and there is no ./\(Self.defaultSource) "
                         + "directory to serve by default: set one (see `strata config`)", code: 2)
             }
             overrides["source.directory"] = .scalar(Self.defaultSource)

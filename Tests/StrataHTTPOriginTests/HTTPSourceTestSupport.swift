@@ -33,34 +33,6 @@ func withHTTPSource<T>(
     }
 }
 
-/// The ``SourceError`` `body` throws, or `nil` when it succeeds.
-func sourceFailure<T>(_ body: () async throws(SourceError) -> T) async -> SourceError? {
-    do {
-        _ = try await body()
-        return nil
-    } catch {
-        return error
-    }
-}
-
-extension SourceError {
-    /// The origin failure, when that is the reason.
-    var origin: HTTPOriginError? {
-        if case .origin(let error) = reason { return error }
-        return nil
-    }
-
-    var isNotFound: Bool {
-        if case .notFound = reason { return true }
-        return false
-    }
-
-    var isInvalidKey: Bool {
-        if case .invalidKey = reason { return true }
-        return false
-    }
-}
-
 /// A short random marker for request paths, so that a test finds its own lines in the access
 /// log that the suite's tests share.
 func logMarker() -> String { "t" + UUID().uuidString.prefix(8).lowercased() }

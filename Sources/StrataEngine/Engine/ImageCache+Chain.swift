@@ -428,13 +428,13 @@ extension ImageCache {
     /// Fetches `key`'s original from the engine's source (counted and timed) — a
     /// ``BlockingImageSource`` on the engine's threads, in `lane`; a missing one is remembered
     /// for the negative TTL.
-    package func fetchOriginal(_ key: CacheKey, lane: FlightLane) async throws(ImageCacheError) -> SourceData {
+    package func fetchOriginal(_ key: CacheKey, lane: FlightLane, prefix: Int? = nil) async throws(ImageCacheError) -> SourceData {
         guard let source else { throw .noSource(key: key.string) }
         countFetch()
         let parent = traceParent
         if let files = blockingSource {
             return try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
-                try fetchBlocking(key, from: files, parent: parent)
+                try fetchBlocking(key, from: files, parent: parent, prefix: prefix)
             }
         }
         let fetchStart = ContinuousClock.now
@@ -443,7 +443,12 @@ extension ImageCache {
         let span = keySpan("strata.source.fetch", key: key, parent: parent)
         do {
             data = try await Spans.around(span) { () async throws(SourceError) -> SourceData in
-                let data = try await source.fetch(key: key.sourceKey)
+                let data =
+                    if let prefix {
+                        try await source.fetchPrefix(key: key.sourceKey, maxBytes: prefix)
+                    } else {
+                        try await source.fetch(key: key.sourceKey)
+                    }
                 span?.attributes["strata.bytes"] = data.bytes.count
                 span?.attributes["strata.outcome"] = "fetched"
                 return data

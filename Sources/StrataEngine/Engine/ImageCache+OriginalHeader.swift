@@ -11,7 +11,9 @@ extension ImageCache {
     /// is read from its first megabyte (`headerPrefixBytes`) when its first scan starts there
     /// (every header segment is then in it): describing a gigapixel original reads a megabyte,
     /// not the file; other formats (whose metadata may follow the pixels) are read whole. Not
-    /// cached here: callers memoize per key and version.
+    /// cached here: callers memoize per key and version. From other sources the first megabyte is
+    /// asked for the same way (``/StrataTiers/ImageSource/fetchPrefix(key:maxBytes:)``: a ranged
+    /// GET from an HTTP origin or a bucket).
     /// Throws like ``image(for:)``: not found (remembered for the negative TTL), a refused key,
     /// an unrecognised or too large image. `maxPixels` replaces the source's pixel limit for
     /// this read (a tile pyramid's originals may be larger than any whole decode).
@@ -31,7 +33,15 @@ extension ImageCache {
                 return try fetchBlocking(key, from: files)
             }
         } else {
-            data = try await fetchOriginal(key, lane: FlightLane(.urgent))
+            // A ranged read of the first megabyte (an origin that supports it), the whole
+            // original when the header may lie beyond it.
+            let prefix = try await fetchOriginal(key, lane: FlightLane(.urgent), prefix: Self.headerPrefixBytes)
+            let whole = prefix.bytes.count < Self.headerPrefixBytes
+            if whole || prefix.bytes.withUnsafeBytes({ Metadata.jpegMarkers($0).reachesScan }) {
+                data = prefix
+            } else {
+                data = try await fetchOriginal(key, lane: FlightLane(.urgent))
+            }
         }
         let bytes = data.bytes
         let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers, pool] () -> Result<ImageHeader, ImageDecodingError> in
@@ -64,5 +74,18 @@ extension ImageCache {
     public func originalVersion(for key: CacheKey) async throws(ImageCacheError) -> SourceVersion {
         guard let source else { throw .noSource(key: key.string) }
         return SourceVersion(token: try await currentVersion(of: key, in: source))
+    }
+}
+
+extension ImageCache {
+    /// Whether the source is usable now, for a deep health check: a source that can say so
+    /// cheaply (``/StrataTiers/SourceHealthProbe``: a bucket's credentials) is asked; others
+    /// are taken as usable. Throws the source's error. ``sourceCanCheckHealth`` says whether the
+    /// source is asked.
+    public var sourceCanCheckHealth: Bool { source is any SourceHealthProbe }
+
+    public func checkSourceHealth() async throws(SourceError) {
+        guard let probe = source as? any SourceHealthProbe else { return }
+        try await probe.checkHealth()
     }
 }

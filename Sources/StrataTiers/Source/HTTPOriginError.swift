@@ -43,11 +43,30 @@ public struct HTTPOriginError: Error, Sendable, Equatable, CustomStringConvertib
     public var url: String
     /// How many attempts were made (2 when the failure was retried once).
     public var attempts: Int
+    /// The configuration keys' prefix that the advice names: `source.http` for an HTTP origin,
+    /// `source.s3` for a bucket.
+    public var settings: String
+    /// What the server said about a refusal, when its body said it the way S3 does
+    /// (`<Code>` and `<Message>`): `SignatureDoesNotMatch`, `AccessDenied`,
+    /// `RequestTimeTooSkewed`, `NoSuchBucket`…
+    public var serverCode: String?
+    public var serverMessage: String?
+    /// How far this machine's clock is from the server's `Date` header, in seconds (positive
+    /// when the server is ahead), when a refusal came with one more than 15 minutes off:
+    /// request signatures (AWS Signature Version 4) are refused past that skew.
+    public var clockSkewSeconds: Int?
 
-    public init(kind: Kind, url: String, attempts: Int = 1) {
+    public init(
+        kind: Kind, url: String, attempts: Int = 1, settings: String = "source.http", serverCode: String? = nil,
+        serverMessage: String? = nil, clockSkewSeconds: Int? = nil
+    ) {
         self.kind = kind
         self.url = url
         self.attempts = attempts
+        self.settings = settings
+        self.serverCode = serverCode
+        self.serverMessage = serverMessage
+        self.clockSkewSeconds = clockSkewSeconds
     }
 
     /// Whether one more attempt after a short backoff may succeed: 5xx statuses, broken
@@ -63,32 +82,47 @@ public struct HTTPOriginError: Error, Sendable, Equatable, CustomStringConvertib
 
     public var description: String {
         let tries = attempts > 1 ? " (after \(attempts) attempts)" : ""
+        let said = serverCode.map { code in " (\(code)" + (serverMessage.map { ": \($0)" } ?? "") + ")" } ?? ""
         switch kind {
         case .status(let code) where (500...599).contains(code):
-            return "origin \(url) answered HTTP \(code)\(tries); the origin server is failing — check its logs and health"
+            return "origin \(url) answered HTTP \(code)\(said)\(tries); the origin server is failing — check its logs and health"
         case .status(let code) where code == 401 || code == 403:
-            return "origin \(url) answered HTTP \(code)\(tries); check the credentials in source.http.headers"
+            return "origin \(url) answered HTTP \(code)\(said)\(tries); " + refusalAdvice
         case .status(let code):
-            return "origin \(url) answered HTTP \(code)\(tries); expected 200, 404 or 410"
+            return "origin \(url) answered HTTP \(code)\(said)\(tries); expected 200, 404 or 410"
         case .connection(let why):
-            return
-                "cannot reach origin \(url)\(tries): \(why); check that the origin is up and source.http.baseURL names it"
+            return "cannot reach origin \(url)\(tries): \(why); check that the origin is up and \(locationKey) names it"
         case .timeout(let which):
-            return "origin \(url) timed out (\(which.rawValue) timeout, source.http.\(which.rawValue)Timeout)\(tries); "
+            return "origin \(url) timed out (\(which.rawValue) timeout, \(settings).\(which.rawValue)Timeout)\(tries); "
                 + "the origin is slow or unreachable — raise the timeout if that is expected"
         case .bodyTooLarge(let limit, let declared?):
-            return "origin \(url) declares \(declared) bytes, over the \(limit)-byte limit (source.http.maxBodySize); "
+            return "origin \(url) declares \(declared) bytes, over the \(limit)-byte limit (\(settings).maxBodySize); "
                 + "nothing was read — raise the limit if such originals are expected"
         case .bodyTooLarge(let limit, nil):
-            return "origin \(url) sent more than \(limit) bytes (source.http.maxBodySize); the transfer was aborted — "
+            return "origin \(url) sent more than \(limit) bytes (\(settings).maxBodySize); the transfer was aborted — "
                 + "raise the limit if such originals are expected"
         case .tooManyRedirects(let limit):
-            return "origin \(url) redirected more than \(limit) times (source.http.maxRedirects); a redirect loop, "
-                + "or point source.http.baseURL at the final location"
+            return "origin \(url) redirected more than \(limit) times (\(settings).maxRedirects); a redirect loop, "
+                + "or point \(locationKey) at the final location"
         case .redirectRefused(let location, let reason):
             return "origin \(url) redirected to \(location), not followed: \(reason)"
         case .invalidResponse(let why):
             return "origin \(url) sent an invalid response: \(why)"
         }
+    }
+
+    /// The key that says where the origin is.
+    private var locationKey: String { settings == "source.http" ? "source.http.baseURL" : "\(settings).endpoint" }
+
+    /// What to do about a 401 or 403: the clock when it is skewed, else the credentials.
+    private var refusalAdvice: String {
+        if serverCode == "RequestTimeTooSkewed" || clockSkewSeconds != nil {
+            let by = clockSkewSeconds.map { " (by \(abs($0)) s)" } ?? ""
+            return "this machine's clock differs from the server's\(by), and signed requests are refused beyond "
+                + "15 minutes — synchronise the clock (NTP)"
+        }
+        if settings == "source.http" { return "check the credentials in source.http.headers" }
+        return "check \(settings).accessKeyID and \(settings).secretAccessKey (or AWS_ACCESS_KEY_ID and "
+            + "AWS_SECRET_ACCESS_KEY), \(settings).region, and the bucket's policy"
     }
 }

@@ -26,10 +26,26 @@ public protocol ImageSource: Sendable {
     /// source has no cheaper way than fetching. Throws ``SourceError/Reason/notFound`` when the
     /// original is gone. The default returns `nil`.
     func version(key: String) async throws(SourceError) -> String?
+
+    /// The first `maxBytes` bytes of the original (all of it when it is shorter) and its
+    /// version: enough to read a header without transferring the image (a ranged GET). The
+    /// default fetches the whole original.
+    func fetchPrefix(key: String, maxBytes: Int) async throws(SourceError) -> SourceData
 }
 
 extension ImageSource {
     public func version(key: String) async throws(SourceError) -> String? { nil }
+
+    public func fetchPrefix(key: String, maxBytes: Int) async throws(SourceError) -> SourceData {
+        try await fetch(key: key)
+    }
+}
+
+/// A source that can prove it is usable without fetching an original (its credentials accepted,
+/// its bucket there): `/healthz?deep=1` asks it, and names the origin when it fails.
+public protocol SourceHealthProbe: ImageSource {
+    /// Returns when the source is usable; throws what a fetch would throw otherwise.
+    func checkHealth() async throws(SourceError)
 }
 
 /// A source whose reads are blocking calls (files): `ImageCache` reads it on its own threads, in

@@ -1,0 +1,220 @@
+import AsyncHTTPClient
+import Logging
+import NIOCore
+import NIOHTTP1
+import Strata
+import StrataHTTPOrigin
+import Synchronization
+
+/// Objects in a bucket, read, written and deleted with signed requests: what the shared tier
+/// keeps (and what tests put into a bucket). Every call has one deadline (`timeout`), no retry:
+/// a caller that can do without the store (the shared tier renders instead) must not wait on it.
+/// A PUT's body is covered by its signature (`x-amz-content-sha256`), so the store refuses a
+/// body that changed on the way. Cost: one HMAC chain per request, plus a SHA-256 of a PUT body.
+public final class S3ObjectStore: Sendable, CustomStringConvertible {
+    public let endpoint: S3Endpoint
+    /// The longest one call may take, connection included.
+    public let timeout: Duration
+    /// The largest object read; a larger one is an error (nothing more is read).
+    public let maxObjectBytes: Int
+    let client: HTTPClient
+    private let ownsClient: Bool
+    private let isShutDown = Atomic<Bool>(false)
+    let signer: S3RequestSigner
+    let bucketURL: OriginURL
+
+    /// A store for `endpoint` signed with `credentials`; with `client` `nil` it makes its own
+    /// `HTTPClient` (shut down by ``shutdown()``).
+    public init(
+        endpoint: S3Endpoint, credentials: AWSCredentials, timeout: Duration, maxObjectBytes: Int = 256 << 20,
+        maxConnections: Int = 32, client: HTTPClient? = nil, settings: String = "shared.s3"
+    ) throws(S3ConfigurationError) {
+        try endpoint.validate(settings: settings)
+        if credentials.accessKeyID.isEmpty || credentials.secretAccessKey.isEmpty {
+            throw .init(
+                key: "\(settings).accessKeyID", value: "",
+                allowed: "an access key id and a secret key (\(settings).accessKeyID and \(settings).secretAccessKey, "
+                    + "or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+        }
+        do {
+            bucketURL = try endpoint.bucketURL()
+        } catch {
+            throw .init(key: "\(settings).endpoint", value: endpoint.serviceURL, allowed: error.reason)
+        }
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.maxObjectBytes = maxObjectBytes
+        self.signer = S3RequestSigner(signer: SigV4Signer(credentials: credentials, region: endpoint.region))
+        if let client {
+            self.client = client
+            self.ownsClient = false
+        } else {
+            var configuration = HTTPClient.Configuration(
+                redirectConfiguration: .disallow, timeout: .init(connect: timeout.timeAmount, read: timeout.timeAmount),
+                decompression: .disabled)
+            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = maxConnections
+            configuration.tracing.tracer = nil
+            self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+            self.ownsClient = true
+        }
+    }
+
+    deinit {
+        if ownsClient && !isShutDown.load(ordering: .acquiring) { _ = client.shutdown() }
+    }
+
+    /// Shuts down the client if the store made it. Safe to call more than once.
+    public func shutdown() async throws {
+        guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if ownsClient { try await client.shutdown() }
+    }
+
+    public var description: String { "S3ObjectStore(\(endpoint))" }
+
+    /// One object read: its bytes and `ETag`.
+    public struct Object: Sendable {
+        public var bytes: [UInt8]
+        public var etag: String?
+    }
+
+    /// The object `key`, or `nil` when there is none (404).
+    public func get(_ key: String) async throws(S3StoreError) -> Object? {
+        try await send(.GET, key) { response, url async throws(S3StoreError) -> Object? in
+            switch response.status.code {
+            case 200:
+                let bytes = try await Self.collect(response.body, limit: self.maxObjectBytes, key: key)
+                return Object(bytes: bytes, etag: response.headers.first(name: "etag"))
+            case 404:
+                await Self.drain(response.body)
+                return nil
+            default:
+                throw await Self.failure(response, key: key, url: url)
+            }
+        }
+    }
+
+    /// Writes `bytes` as the object `key` (replacing it).
+    public func put(_ key: String, _ bytes: [UInt8], contentType: String = "application/octet-stream") async throws(S3StoreError) {
+        try await send(.PUT, key, body: bytes, contentType: contentType) { response, url async throws(S3StoreError) in
+            guard (200...299).contains(response.status.code) else { throw await Self.failure(response, key: key, url: url) }
+            await Self.drain(response.body)
+        }
+    }
+
+    /// Deletes the object `key` (a missing one is not an error: S3 answers 204 either way).
+    public func delete(_ key: String) async throws(S3StoreError) {
+        try await send(.DELETE, key) { response, url async throws(S3StoreError) in
+            guard (200...299).contains(response.status.code) || response.status.code == 404 else {
+                throw await Self.failure(response, key: key, url: url)
+            }
+            await Self.drain(response.body)
+        }
+    }
+
+    /// The URL of the object `key` (each `/`-separated segment percent-encoded).
+    package func url(of key: String) -> OriginURL {
+        bucketURL.appending(encodedSegments: key.split(separator: "/", omittingEmptySubsequences: false).map(String.init))
+    }
+
+    private func send<T>(
+        _ method: HTTPMethod, _ key: String, body: [UInt8]? = nil, contentType: String? = nil,
+        _ handle: (HTTPClientResponse, OriginURL) async throws(S3StoreError) -> T
+    ) async throws(S3StoreError) -> T {
+        if isShutDown.load(ordering: .acquiring) { throw S3StoreError(key: key, kind: .shutDown) }
+        let url = url(of: key)
+        var request = HTTPClientRequest(url: url.description)
+        request.method = method
+        var payloadHash = SigV4Signer.emptyPayloadHash
+        if let body {
+            payloadHash = SigV4Signer.sha256Hex(body)
+            request.headers.replaceOrAdd(name: "content-length", value: "\(body.count)")
+            if let contentType { request.headers.replaceOrAdd(name: "content-type", value: contentType) }
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        signer.sign(&request, method: method, url: url, payloadHash: payloadHash)
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, deadline: .now() + timeout.timeAmount)
+        } catch {
+            if Task.isCancelled { throw S3StoreError(key: key, kind: .cancelled) }
+            throw S3StoreError(key: key, kind: .unreachable(HTTPSource.failureKind(of: error)), url: "\(url)")
+        }
+        return try await handle(response, url)
+    }
+
+    private static func collect(_ body: HTTPClientResponse.Body, limit: Int, key: String) async throws(S3StoreError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        do {
+            for try await buffer in body {
+                guard buffer.readableBytes <= limit - bytes.count else { throw S3StoreError(key: key, kind: .tooLarge(limit: limit)) }
+                bytes.append(contentsOf: buffer.readableBytesView)
+            }
+        } catch let error as S3StoreError {
+            throw error
+        } catch {
+            throw S3StoreError(key: key, kind: .unreachable(HTTPSource.failureKind(of: error)))
+        }
+        return bytes
+    }
+
+    private static func drain(_ body: HTTPClientResponse.Body) async {
+        do { for try await _ in body {} } catch {}
+    }
+
+    private static func failure(_ response: HTTPClientResponse, key: String, url: OriginURL) async -> S3StoreError {
+        var bytes: [UInt8] = []
+        do {
+            for try await buffer in response.body where bytes.count < 8 << 10 {
+                bytes.append(contentsOf: buffer.readableBytesView.prefix((8 << 10) - bytes.count))
+            }
+        } catch {}
+        let text = String(decoding: bytes, as: UTF8.self)
+        let code = text.firstElement("Code")
+        return S3StoreError(key: key, kind: .status(Int(response.status.code), code: code), url: "\(url)")
+    }
+}
+
+/// Why an object store call failed: the object key, what happened, and the URL (never headers).
+public struct S3StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// The store answered an unexpected status, with S3's error code when its body had one.
+        case status(Int, code: String?)
+        /// No connection, a broken one, or the deadline passed.
+        case unreachable(HTTPOriginError.Kind)
+        /// The object is larger than the store's `maxObjectBytes`.
+        case tooLarge(limit: Int)
+        case cancelled
+        case shutDown
+    }
+
+    public var key: String
+    public var kind: Kind
+    public var url: String = ""
+
+    public init(key: String, kind: Kind, url: String = "") {
+        self.key = key
+        self.kind = kind
+        self.url = url
+    }
+
+    public var description: String {
+        switch kind {
+        case .status(let status, let code):
+            return "object store \(url) answered HTTP \(status)" + (code.map { " (\($0))" } ?? "")
+        case .unreachable(let why): return "object store \(url) unreachable: \(why)"
+        case .tooLarge(let limit): return "object \(key.debugDescription) is larger than \(limit) bytes"
+        case .cancelled: return "object store call for \(key.debugDescription) cancelled"
+        case .shutDown: return "the object store is shut down"
+        }
+    }
+}
+
+extension String {
+    /// The text of the first `<name>…</name>` element (S3's error bodies).
+    func firstElement(_ name: String) -> String? {
+        guard let open = firstRange(of: "<\(name)>"), let close = self[open.upperBound...].firstRange(of: "</\(name)>") else {
+            return nil
+        }
+        return String(self[open.upperBound..<close.lowerBound])
+    }
+}
