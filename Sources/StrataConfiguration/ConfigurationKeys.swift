@@ -249,6 +249,27 @@ extension StrataConfiguration {
             "iiif.squareGravity", "center",
             "IIIF Image API: where the `square` region sits in a non-square image (`center`, `north`…`southwest`, `fp:X,Y` or `smart`, as `/images`' `gravity=`)."
         ),
+        // `shared.*` (SharedTierSettings): the fleet's shared tier.
+        .init(
+            "shared.s3.bucket", nil,
+            "The fleet's shared tier: an S3-compatible bucket (`renders`, or `s3://renders/prefix`) of decoded variants, asked after the local tiers and before a render; unset: none."
+        ),
+        .init("shared.s3.prefix", nil, "Folder of the bucket the shared tier uses (unset: `strata`)."),
+        .init("shared.s3.region", "us-east-1", "The shared bucket's region."),
+        .init("shared.s3.endpoint", nil, "The shared store's URL (MinIO, Ceph RGW, R2, GCS); unset: AWS."),
+        .init("shared.s3.addressing", "auto", "`path`, `virtual` or `auto`, as `source.s3.addressing`."),
+        .init("shared.s3.accessKeyID", nil, "Access key id of the shared bucket; unset: `AWS_ACCESS_KEY_ID`."),
+        .init("shared.s3.secretAccessKey", nil, secret: true, "Secret access key; unset: `AWS_SECRET_ACCESS_KEY`."),
+        .init("shared.s3.sessionToken", nil, secret: true, "Session token; unset: `AWS_SESSION_TOKEN`."),
+        .init("shared.s3.maxConnections", "32", "Connections to the shared store at once."),
+        .init(
+            "shared.timeout", "500ms",
+            "Longest wait for a shared lookup (its listing and its object together); past it the node renders as without the tier."),
+        .init("shared.uploadTimeout", "10s", "Longest one upload (or one purge) to the shared store may take."),
+        .init("shared.pause", "5s", "After 3 failures in a row the store is not asked for this long (then one request tries it)."),
+        .init("shared.maxObjectSize", "64MiB", "Variants larger than this are neither uploaded nor read."),
+        .init("shared.uploadQueueSize", "64MiB", "Bytes of rendered variants waiting for upload; more are dropped (counted)."),
+        .init("shared.maxConcurrentUploads", "8", "Uploads in flight at once."),
         // `tracing.*` (TracingSettings).
         .init("tracing.enabled", "false", "`true`: spans of requests and of the engine's work, exported over OTLP/HTTP."),
         .init(

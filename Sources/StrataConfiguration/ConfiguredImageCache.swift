@@ -13,6 +13,8 @@ public final class ConfiguredImageCache: Sendable {
     public let cache: ImageCache
     /// The tile pyramids of big originals (`iiif.pyramidPath`), `nil` when unset.
     public let pyramids: TilePyramids?
+    /// The fleet's shared tier, when `shared.s3.bucket` is set.
+    public let sharedTier: S3SharedTier?
     public let configuration: StrataConfiguration
     package let monitor: MemoryPressureMonitor?
     package let shutdownSource: @Sendable () async -> Void
@@ -100,8 +102,9 @@ public final class ConfiguredImageCache: Sendable {
         options.tracing = EngineTracing(isEnabled: configuration.tracing.enabled, includesKeys: configuration.tracing.includeKeys)
         options.logger = logger
         options.metricsFactory = metricsFactory
+        sharedTier = try configuration.shared.makeTier(logger: logger, metricsFactory: metricsFactory)
         cache = try ImageCache(
-            memory: memory, disk: disk, tables: tables, source: source, render: configuration.render,
+            memory: memory, disk: disk, tables: tables, shared: sharedTier, source: source, render: configuration.render,
             options: options, pool: shared)
         if let path = configuration.iiif.pyramidPath {
             do {
@@ -116,11 +119,13 @@ public final class ConfiguredImageCache: Sendable {
     }
 
     /// Stops the pressure monitor, publishes the disk tier's queued writes (on the pool, and on
-    /// the calling thread when no drain runs), closes it and shuts the source's client down.
+    /// the calling thread when no drain runs), closes it, writes the shared tier's queued uploads
+    /// (10 s at most) and shuts the source's and the shared tier's clients down.
     public func shutdown() async {
         monitor?.stop()
         cache.disk?.flush()
         cache.disk?.close()
+        await sharedTier?.shutdown()
         await shutdownSource()
     }
 }

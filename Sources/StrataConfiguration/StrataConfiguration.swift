@@ -62,6 +62,8 @@ public struct StrataConfiguration: Sendable {
     public var iiif: IIIFSettings
     /// `strata serve`'s tracing (`tracing.*`).
     public var tracing = TracingSettings()
+    /// The fleet's shared tier (`shared.*`).
+    public var shared = SharedTierSettings()
     /// Every key's value and origin, in ``keys`` order.
     public var resolved: [Resolved]
 
@@ -144,6 +146,7 @@ public struct StrataConfiguration: Sendable {
         renderAhead = try reader.optionalNumber("renderAhead", in: 0...1)
         http = try HTTPServiceSettings.read(from: &reader)
         iiif = try IIIFSettings.read(from: &reader)
+        shared = try SharedTierSettings.read(from: &reader)
         tracing = try TracingSettings.read(from: &reader)
         let order = Dictionary(uniqueKeysWithValues: Self.keys.enumerated().map { ($1.name, $0) })
         resolved = reader.resolved.sorted { order[$0.key.name, default: 0] < order[$1.key.name, default: 0] }

@@ -77,9 +77,10 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
         public var etag: String?
     }
 
-    /// The object `key`, or `nil` when there is none (404).
-    public func get(_ key: String) async throws(S3StoreError) -> Object? {
-        try await send(.GET, key) { response, url async throws(S3StoreError) -> Object? in
+    /// The object `key`, or `nil` when there is none (404). `deadline` replaces the store's
+    /// timeout for this call.
+    public func get(_ key: String, deadline: ContinuousClock.Instant? = nil) async throws(S3StoreError) -> Object? {
+        try await send(.GET, key, deadline: deadline) { response, url async throws(S3StoreError) -> Object? in
             switch response.status.code {
             case 200:
                 let bytes = try await Self.collect(response.body, limit: self.maxObjectBytes, key: key)
@@ -94,16 +95,19 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
     }
 
     /// Writes `bytes` as the object `key` (replacing it).
-    public func put(_ key: String, _ bytes: [UInt8], contentType: String = "application/octet-stream") async throws(S3StoreError) {
-        try await send(.PUT, key, body: bytes, contentType: contentType) { response, url async throws(S3StoreError) in
+    public func put(
+        _ key: String, _ bytes: [UInt8], contentType: String = "application/octet-stream", deadline: ContinuousClock.Instant? = nil
+    ) async throws(S3StoreError) {
+        try await send(.PUT, key, body: bytes, contentType: contentType, deadline: deadline) {
+            response, url async throws(S3StoreError) in
             guard (200...299).contains(response.status.code) else { throw await Self.failure(response, key: key, url: url) }
             await Self.drain(response.body)
         }
     }
 
     /// Deletes the object `key` (a missing one is not an error: S3 answers 204 either way).
-    public func delete(_ key: String) async throws(S3StoreError) {
-        try await send(.DELETE, key) { response, url async throws(S3StoreError) in
+    public func delete(_ key: String, deadline: ContinuousClock.Instant? = nil) async throws(S3StoreError) {
+        try await send(.DELETE, key, deadline: deadline) { response, url async throws(S3StoreError) in
             guard (200...299).contains(response.status.code) || response.status.code == 404 else {
                 throw await Self.failure(response, key: key, url: url)
             }
@@ -118,7 +122,7 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
 
     private func send<T>(
         _ method: HTTPMethod, _ key: String, body: [UInt8]? = nil, contentType: String? = nil,
-        _ handle: (HTTPClientResponse, OriginURL) async throws(S3StoreError) -> T
+        deadline: ContinuousClock.Instant? = nil, _ handle: (HTTPClientResponse, OriginURL) async throws(S3StoreError) -> T
     ) async throws(S3StoreError) -> T {
         if isShutDown.load(ordering: .acquiring) { throw S3StoreError(key: key, kind: .shutDown) }
         let url = url(of: key)
@@ -134,7 +138,8 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
         signer.sign(&request, method: method, url: url, payloadHash: payloadHash)
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, deadline: .now() + timeout.timeAmount)
+            let remaining = deadline.map { max($0 - ContinuousClock.now, .zero) } ?? timeout
+            response = try await client.execute(request, deadline: .now() + remaining.timeAmount)
         } catch {
             if Task.isCancelled { throw S3StoreError(key: key, kind: .cancelled) }
             throw S3StoreError(key: key, kind: .unreachable(HTTPSource.failureKind(of: error)), url: "\(url)")

@@ -10,7 +10,8 @@ import Strata
 /// (the encoded cache), `queues` (jobs waiting per lane), `colour` (``ColourStatistics``:
 /// profiles ignored, conversions, identities, transforms built), `pyramids` (with
 /// `iiif.pyramidPath`: builds started, finished and failed, tiles written and found, tile
-/// hits and waits, tiles held and their bytes on disk), `uptimeSeconds`, `asyncExecutor`
+/// hits and waits, tiles held and their bytes on disk), `shared` (with `shared.s3.bucket`: the
+/// shared tier's hits, misses, skips, errors, corrupt objects, bytes, uploads), `uptimeSeconds`, `asyncExecutor`
 /// (`eventLoops` when the service's async code runs on NIO's event loops, as `strata serve`
 /// sets it up; `cooperativePool` when on Swift's).
 /// Cost: one statistics read per tier (each a lock or a few atomics).
@@ -49,6 +50,8 @@ package struct ServiceStatistics: Encodable {
     package var queues: Queues
     package var colour: ColourStatistics
     package var pyramids: Pyramids?
+    /// The shared tier's own counters (``RemoteCacheTier/detailedStatistics``), when there is one.
+    package var shared: [String: Int]?
     package var uptimeSeconds: Double
     package var asyncExecutor: String
 
@@ -95,6 +98,7 @@ package struct ServiceStatistics: Encodable {
                 tilesWritten: p.tilesWritten, tilesFound: p.tilesFound, tileHits: p.tileHits, tileWaits: p.tileWaits,
                 tiles: t.tileCount, diskBytes: t.diskUsage)
         }
+        shared = cache.shared?.detailedStatistics
         uptimeSeconds = Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18
     }
 

@@ -44,8 +44,13 @@ package final class MotoServer: Sendable {
         process.executableURL = URL(fileURLWithPath: paths[0].trimmingCharacters(in: .whitespacesAndNewlines))
         process.arguments = ["-H", "127.0.0.1", "-p", "\(port)"]
         process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        // STRATA_MOTO_LOG=FILE keeps the server's request log (for debugging a test).
+        let log = ProcessInfo.processInfo.environment["STRATA_MOTO_LOG"].flatMap { path -> FileHandle? in
+            FileManager.default.createFile(atPath: path, contents: nil)
+            return FileHandle(forWritingAtPath: path)
+        }
+        process.standardOutput = log ?? FileHandle.nullDevice
+        process.standardError = log ?? FileHandle.nullDevice
         try process.run()
         let pid = process.processIdentifier
         let deadline = ContinuousClock.now + .seconds(60)

@@ -40,6 +40,31 @@ public protocol WritableCacheTier: CacheTier {
     func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant)
 }
 
+/// A tier on the network, shared by a fleet (the S3 shared tier, in StrataS3): asked after every
+/// local tier below memory and before a render, without holding one of the engine's threads —
+/// its ``load(_:_:)`` is awaited on Swift's cooperative pool, bounded by its own deadline. A hit
+/// is promoted to memory and disk; renders are written to it behind the answer (``store(_:key:variant:)``
+/// queues, never waits); purges reach it (``remove(_:)``). `ImageCache.removeAll()` does not
+/// empty it: it is the fleet's, not this node's.
+public protocol RemoteCacheTier: Sendable {
+    /// Which tier this is (``ServingTier/shared``), for ``CachedImage/tier`` and metrics.
+    var servingTier: ServingTier { get }
+    /// The best variant of `key` for `query`, or `nil` for a miss — also when the store is down,
+    /// slow past its deadline or answers a corrupt object (each counted by the tier). Throws
+    /// only when the caller's task is cancelled.
+    func load(_ key: CacheKey, _ query: SizeQuery) async throws(TierFailure) -> CachedImage?
+    /// Queues `image` as `variant` of `key` for upload; drops it (counted) when the queue is full.
+    func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant)
+    /// Deletes every variant of each of `keys` from the store (a purge passes every key derived
+    /// from one original at once).
+    func remove(_ keys: [CacheKey]) async throws(TierFailure)
+    /// The tier's counters in the shape every tier shares.
+    var tierStatistics: TierStatistics { get }
+    /// The tier's own counters by name (errors, corrupt objects, bytes read and written, uploads
+    /// dropped…), for `/stats`.
+    var detailedStatistics: [String: Int] { get }
+}
+
 /// A tier's I/O failure (a disk file that cannot be read or deleted, a table that cannot be
 /// opened): which tier, which key, and what failed. The engine serves on without that tier's
 /// answer; `ImageCacheError/tier(_:)` carries one when a request cannot.

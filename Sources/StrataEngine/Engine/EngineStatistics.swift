@@ -59,11 +59,13 @@ package final class EngineCounters: Sendable {
     package let servedMemory = Atomic<Int>(0)
     package let servedDisk = Atomic<Int>(0)
     package let servedTable = Atomic<Int>(0)
+    package let servedShared = Atomic<Int>(0)
     package let servedSource = Atomic<Int>(0)
     package let coalesced = Atomic<Int>(0)
     package let flights = Atomic<Int>(0)
     package let diskLookups = Atomic<Int>(0)
     package let tableLookups = Atomic<Int>(0)
+    package let sharedLookups = Atomic<Int>(0)
     package let sourceFetches = Atomic<Int>(0)
     package let sourceDecodes = Atomic<Int>(0)
     package let resamples = Atomic<Int>(0)
@@ -79,6 +81,7 @@ package final class EngineCounters: Sendable {
         case .memory: servedMemory.add(1, ordering: .relaxed)
         case .disk: servedDisk.add(1, ordering: .relaxed)
         case .table: servedTable.add(1, ordering: .relaxed)
+        case .shared: servedShared.add(1, ordering: .relaxed)
         case .source: servedSource.add(1, ordering: .relaxed)
         }
     }
@@ -87,6 +90,7 @@ package final class EngineCounters: Sendable {
         switch tier {
         case .disk: diskLookups.add(1, ordering: .relaxed)
         case .table: tableLookups.add(1, ordering: .relaxed)
+        case .shared: sharedLookups.add(1, ordering: .relaxed)
         case .memory, .source: break
         }
     }
@@ -100,11 +104,15 @@ package final class EngineCounters: Sendable {
         s.requests = requests.load(ordering: .relaxed)
         s.served = [
             .memory: servedMemory.load(ordering: .relaxed), .disk: servedDisk.load(ordering: .relaxed),
-            .table: servedTable.load(ordering: .relaxed), .source: servedSource.load(ordering: .relaxed),
+            .table: servedTable.load(ordering: .relaxed), .shared: servedShared.load(ordering: .relaxed),
+            .source: servedSource.load(ordering: .relaxed),
         ]
         s.coalesced = coalesced.load(ordering: .relaxed)
         s.flights = flights.load(ordering: .relaxed)
-        s.lookups = [.disk: diskLookups.load(ordering: .relaxed), .table: tableLookups.load(ordering: .relaxed)]
+        s.lookups = [
+            .disk: diskLookups.load(ordering: .relaxed), .table: tableLookups.load(ordering: .relaxed),
+            .shared: sharedLookups.load(ordering: .relaxed),
+        ]
         s.sourceFetches = sourceFetches.load(ordering: .relaxed)
         s.sourceDecodes = sourceDecodes.load(ordering: .relaxed)
         s.resamples = resamples.load(ordering: .relaxed)

@@ -269,7 +269,7 @@ extension ImageCache {
     /// failed its checks, or cannot be resampled to an `exactSize` request. A `direct` request
     /// (outside any flight) cancelled meanwhile throws ``ImageCacheError/cancelled(key:)``.
     package func lowerTierHit(_ request: ImageRequest, lane: FlightLane, direct: Bool) async throws(ImageCacheError) -> CachedImage? {
-        guard !lowerTiers.isEmpty else { return nil }
+        guard !lowerTiers.isEmpty || shared != nil else { return nil }
         let key = request.key, query = lookupQuery(request)
         let parent = traceParent
         for tier in lowerTiers {
@@ -316,7 +316,41 @@ extension ImageCache {
             memory?.store(found.image, key: key, variant: found.variant)
             return try await finish(found, for: request, lane: lane)
         }
-        return nil
+        return try await sharedTierHit(request, key: key, query: query, lane: lane, parent: parent)
+    }
+
+    /// The shared tier's answer (after every local tier missed), awaited without an engine
+    /// thread; a hit is promoted to memory and to the disk tier (so the next one is local).
+    package func sharedTierHit(
+        _ request: ImageRequest, key: CacheKey, query: SizeQuery, lane: FlightLane, parent: ServiceContext?
+    ) async throws(ImageCacheError) -> CachedImage? {
+        guard let shared else { return nil }
+        let span = keySpan("strata.tier.lookup", key: key, parent: parent)
+        span?.attributes["strata.tier"] = shared.servingTier.rawValue
+        defer { span?.end() }
+        counters.lookedUp(shared.servingTier)
+        let found: CachedImage?
+        do {
+            found = try await shared.load(key, query)
+        } catch {
+            tierFailed(error)
+            found = nil
+        }
+        if Task.isCancelled { throw .cancelled(key: key.string) }
+        guard let found else {
+            span?.attributes["strata.outcome"] = "miss"
+            metrics.misses[shared.servingTier]?.increment()
+            return nil
+        }
+        span?.attributes["strata.outcome"] = "loaded"
+        span?.attributes["strata.size"] = "\(found.variant.size)"
+        if request.exactSize, found.variant.size != request.box, !Self.canResample(found.variant, to: request) {
+            span?.attributes["strata.outcome"] = "unusable"
+            return nil
+        }
+        memory?.store(found.image, key: key, variant: found.variant)
+        disk?.store(found.image, key: key, variant: found.variant)
+        return try await finish(found, for: request, lane: lane)
     }
 
     /// The one render of a flight: through the image tables when a table format is within
@@ -333,6 +367,7 @@ extension ImageCache {
     package func writeBack(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
         memory?.store(image, key: key, variant: variant)
         disk?.store(image, key: key, variant: variant)
+        shared?.store(image, key: key, variant: variant)
     }
 
     /// A tier's I/O failure the request went on without: counted

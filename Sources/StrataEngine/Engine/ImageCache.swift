@@ -86,6 +86,8 @@ public final class ImageCache: Sendable {
     public let memory: ImageMemoryTier?
     public let disk: DiskTier?
     public let tables: ImageTableCache?
+    /// The fleet's shared tier, asked after every local tier and before a render (``RemoteCacheTier``).
+    public let shared: (any RemoteCacheTier)?
     public let source: (any ImageSource)?
     /// `source` when its reads block (a directory): read on the engine's threads, in the
     /// render's own job.
@@ -127,8 +129,8 @@ public final class ImageCache: Sendable {
     /// of range or the system refuses a thread.
     public init(
         memory: ImageMemoryTier? = ImageMemoryTier(), disk: DiskTier? = nil, tables: ImageTableCache? = nil,
-        source: (any ImageSource)?, render: RenderSettings = .init(), options: Options = .init(),
-        pool: BlockingPool<Void>? = nil
+        shared: (any RemoteCacheTier)? = nil, source: (any ImageSource)?, render: RenderSettings = .init(),
+        options: Options = .init(), pool: BlockingPool<Void>? = nil
     ) throws(ImageCacheConfigurationError) {
         try options.validate()
         self.options = options
@@ -137,6 +139,7 @@ public final class ImageCache: Sendable {
         self.memory = memory
         self.disk = disk
         self.tables = tables
+        self.shared = shared
         self.source = source
         self.blockingSource = source as? any BlockingImageSource
         self.tiers = [memory as (any CacheTier)?, disk, tables].compactMap { $0 }
@@ -281,10 +284,17 @@ public final class ImageCache: Sendable {
         guard let first = keys.first else { return }
         for key in keys { memory?.remove(key: key) }
         negative.withLock { negative in for key in keys { negative.remove(key) } }
+        await removeFromShared(keys)
         let below = tiers.filter { $0.servingTier != .memory }
         guard !below.isEmpty else { return }
         let failures = await onPoolOrHere(first) { Self.remove(keys, from: below) }
         for failure in failures { tierFailed(failure) }
+    }
+
+    /// Deletes `keys` from the shared tier, if there is one (a purge reaches the fleet's store).
+    package func removeFromShared(_ keys: [CacheKey]) async {
+        guard let shared else { return }
+        do throws(TierFailure) { try await shared.remove(keys) } catch { tierFailed(error) }
     }
 
     /// Drops `keys` from each of `tiers` (blocking), trying every one; the failures, for the
@@ -302,6 +312,7 @@ public final class ImageCache: Sendable {
     /// Drops `key` from every tier below memory (each tier's ``CacheTier/remove(_:)``), in one
     /// job (``onPoolOrHere(_:_:)``): a removal is never skipped.
     package func removeBelowMemory(_ key: CacheKey) async {
+        await removeFromShared([key])
         let below = tiers.filter { $0.servingTier != .memory }
         guard !below.isEmpty else { return }
         let failures = await onPoolOrHere(key) { Self.remove([key], from: below) }
@@ -350,6 +361,11 @@ public final class ImageCache: Sendable {
             metrics.entries[tier.servingTier]?.record(stats.entries)
             metrics.evictions[tier.servingTier]?.record(stats.evictions)
         }
+        if let shared {
+            let stats = shared.tierStatistics
+            metrics.bytes[shared.servingTier]?.record(stats.bytes)
+            metrics.entries[shared.servingTier]?.record(stats.entries)
+        }
         let queues = pool.queueDepths
         metrics.queueUrgent.record(queues.urgent)
         metrics.queuePrefetch.record(queues.prefetch)
@@ -396,6 +412,7 @@ public final class ImageCache: Sendable {
     public var statistics: ImageCacheStatistics {
         var byTier: [ServingTier: TierStatistics] = [:]
         for tier in tiers { byTier[tier.servingTier] = tier.tierStatistics }
+        if let shared { byTier[shared.servingTier] = shared.tierStatistics }
         var engine = counters.snapshot()
         (engine.negativeKeys, engine.negativeDisplaced) = negative.withLock { ($0.count, $0.displaced) }
         return ImageCacheStatistics(

@@ -61,7 +61,7 @@ public struct ImageRequest: Hashable, Sendable {
 
 /// Which tier served an image.
 public enum ServingTier: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
-    case memory, disk, table, source
+    case memory, disk, table, shared, source
     public var description: String { rawValue }
 }
 

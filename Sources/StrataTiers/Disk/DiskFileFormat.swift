@@ -348,15 +348,23 @@ package enum DiskFileEncoder {
         }
     }
 
-    /// Copies the image's rows into `destination` (`stride × height` bytes, zeroed beyond each
-    /// row's visible bytes when the image's own padding is shorter).
+    /// Copies the image's rows into `destination` (`stride × height` bytes), each row's padding
+    /// zeroed: an image made with ``/StrataBase/PixelImage/init(uninitializedWidth:height:style:)``
+    /// never wrote its padding, and what the heap held there must not reach a file or a shared
+    /// bucket (and the same pixels must make the same bytes, checksum included).
     package static func copyRows(of image: PixelImage, into destination: UnsafeMutableRawBufferPointer, stride: Int) {
         image.withUnsafeBytes { src in
+            let rowBytes = image.width * image.style.bytesPerPixel
             if image.bytesPerRow == stride, src.count == stride * image.height {
                 destination.copyMemory(from: src)
+                if stride > rowBytes {
+                    for y in 0..<image.height {
+                        UnsafeMutableRawBufferPointer(rebasing: destination[(y * stride + rowBytes)..<((y + 1) * stride)])
+                            .initializeMemory(as: UInt8.self, repeating: 0)
+                    }
+                }
                 return
             }
-            let rowBytes = image.width * image.style.bytesPerPixel
             for y in 0..<image.height {
                 let dst = UnsafeMutableRawBufferPointer(rebasing: destination[(y * stride)..<((y + 1) * stride)])
                 dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: src[(y * image.bytesPerRow)..<(y * image.bytesPerRow + rowBytes)]))

@@ -258,4 +258,22 @@ struct DiskIndexTests {
         let digest = bytes.withUTF8 { StoredKey.nameDigest(ofStored: UnsafeRawBufferPointer($0)) }
         #expect(forged.utf8.count == stored.utf8.count && digest != ImageEntityID(hashing: long))
     }
+
+    /// Row padding an image never wrote (``PixelImage/init(uninitializedWidth:height:style:)``)
+    /// is written as zeros: no heap bytes reach a file (or the shared tier), and the same pixels
+    /// always make the same file.
+    @Test func rowPaddingIsWrittenAsZeros() throws {
+        var image = PixelImage(uninitializedWidth: 5, height: 3)
+        #expect(image.bytesPerRow > 5 * 4)
+        image.withUnsafeMutableBytes { bytes in
+            for i in bytes.indices { bytes[i] = 0xAA }
+        }
+        let file = DiskFileEncoder.encode(image, key: "padded", mode: .fit, sourceVersion: 1)
+        let header = file.withUnsafeBytes { try? DiskFileHeader(validating: $0) }
+        let parsed = try #require(header)
+        for y in 0..<3 {
+            let row = file[(parsed.pixelOffset + y * parsed.bytesPerRow)...].prefix(parsed.bytesPerRow)
+            #expect(row.prefix(20).allSatisfy { $0 == 0xAA } && row.dropFirst(20).allSatisfy { $0 == 0 })
+        }
+    }
 }
