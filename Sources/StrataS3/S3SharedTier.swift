@@ -105,6 +105,7 @@ public final class S3SharedTier: RemoteCacheTier, Sendable, CustomStringConverti
         var failuresInARow = 0
         var pausedUntil: ContinuousClock.Instant?
         var queue: [Upload] = []
+        var queuedBytes = 0
         var uploading = 0
     }
 
@@ -134,7 +135,7 @@ public final class S3SharedTier: RemoteCacheTier, Sendable, CustomStringConverti
     public var statistics: Statistics {
         state.withLock { s in
             var copy = s.statistics
-            copy.queuedBytes = s.queue.reduce(0) { $0 + $1.bytes }
+            copy.queuedBytes = s.queuedBytes
             copy.paused = s.pausedUntil.map { ContinuousClock.now < $0 } ?? false
             return copy
         }
@@ -348,13 +349,13 @@ public final class S3SharedTier: RemoteCacheTier, Sendable, CustomStringConverti
         let bytes = DiskFileHeader.fileLength(of: variant.descriptor, keyLength: key.string.utf8.count)
         guard variant.descriptor.size == image.size, variant.descriptor.style == image.style else { return }
         let start = state.withLock { s -> Bool in
-            let queued = s.queue.reduce(0) { $0 + $1.bytes }
             let paused = s.pausedUntil.map { ContinuousClock.now < $0 } ?? false
-            guard bytes <= configuration.maxObjectBytes, !paused, queued + bytes <= configuration.uploadQueueBytes else {
+            guard bytes <= configuration.maxObjectBytes, !paused, s.queuedBytes + bytes <= configuration.uploadQueueBytes else {
                 s.statistics.uploadsDropped += 1
                 return false
             }
             s.queue.append(Upload(image: image, key: key, variant: variant, bytes: bytes))
+            s.queuedBytes += bytes
             guard s.uploading < configuration.maxConcurrentUploads else { return false }
             s.uploading += 1
             return true
@@ -373,7 +374,9 @@ public final class S3SharedTier: RemoteCacheTier, Sendable, CustomStringConverti
                 s.uploading -= 1
                 return nil
             }
-            return s.queue.removeFirst()
+            let next = s.queue.removeFirst()
+            s.queuedBytes -= next.bytes
+            return next
         }) {
             let started = ContinuousClock.now
             let object = DiskFileEncoder.encode(

@@ -44,7 +44,7 @@ struct SharedTierTests {
             let a = try Self.node(tierA)
             let rendered = try await a.image(for: Self.request(Self.kite, 300))
             #expect(rendered.tier == .source)
-            await tierA.flush()
+            await tierA.flush(timeout: .seconds(180))
             #expect(tierA.statistics.uploads == 1 && tierA.statistics.bytesWritten > 300 * 187 * 4)
 
             // Another node: served from the shared tier, the same pixels, no source fetch.
@@ -65,7 +65,7 @@ struct SharedTierTests {
             // A purge from one node reaches the store: every variant of the key is gone, with every
             // key derived from the original (as `DELETE /images/{key}` passes them) in one index read.
             let tierC = try #require(c.shared as? S3SharedTier)
-            await tierC.flush()
+            await tierC.flush(timeout: .seconds(180))
             let index = try #require(try await tierA.store.get(tierA.indexName(Self.kite)))
             let entries = S3SharedTier.indexEntries(index.bytes)
             #expect(entries.count == 2, "\(entries)")
@@ -86,7 +86,7 @@ struct SharedTierTests {
             let tierA = try Self.tier(moto)
             let a = try Self.node(tierA)
             let rendered = try await a.image(for: Self.request(Self.kite, 200))
-            await tierA.flush()
+            await tierA.flush(timeout: .seconds(180))
             let name = tierA.objectName(Self.kite, rendered.variant)
             let good = try #require(try await tierA.store.get(name)).bytes
             for damaged in [Self.flipped(good), Array(good.prefix(good.count / 2)), Array(good.prefix(40))] {
@@ -97,7 +97,7 @@ struct SharedTierTests {
                 #expect(answer.tier == .source && answer.image.hasSamePixels(as: rendered.image))
                 #expect(tierB.statistics.corrupt == 1 && tierB.statistics.hits == 0)
                 // The render that followed overwrote it: the next node gets a good object.
-                await tierB.flush()
+                await tierB.flush(timeout: .seconds(180))
                 let rewritten = try await tierA.store.get(name)?.bytes ?? []
                 let firstDifference = zip(rewritten, good).enumerated().first { $0.element.0 != $0.element.1 }?.offset
                 #expect(
@@ -108,7 +108,7 @@ struct SharedTierTests {
             }
             // Bytes of another key under this key's name are refused too.
             let other = try await a.image(for: Self.request(Self.path, 200))
-            await tierA.flush()
+            await tierA.flush(timeout: .seconds(180))
             let otherName = tierA.objectName(Self.path, other.variant)
             let otherBytes = try #require(try await tierA.store.get(otherName)).bytes
             try await tierA.store.put(name, otherBytes)
@@ -172,7 +172,7 @@ struct SharedTierTests {
         #expect(answer.tier == .source)
         #expect(tier.statistics.errors == 1)
         // Uploads fail too, counted, and never reach the request.
-        await tier.flush()
+        await tier.flush(timeout: .seconds(180))
         #expect(tier.statistics.errors == 2 && tier.statistics.uploads == 0)
         await tier.shutdown()
     }

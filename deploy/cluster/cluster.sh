@@ -17,6 +17,8 @@
 #   CLUSTER_PORT  the router's port; the origin listens on +1, node I on +10+I (default 18400)
 #   CLUSTER_ORIGIN_ROOT   the directory the origin serves (default: ./Fixtures)
 #   CLUSTER_NODE_ARGS     more flags for every node, e.g. "--memory-cost-limit 2GiB --disk-byte-limit 200GiB"
+#   CLUSTER_SOURCE_ARGS   the nodes' source instead of the origin nginx, e.g. "--source-s3-bucket originals
+#                         --source-s3-endpoint http://127.0.0.1:9000" (credentials from AWS_* variables)
 #   NGINX                the nginx binary (default: nginx on PATH, else /usr/sbin/nginx)
 #   MAX_FAILS, FAIL_TIMEOUT  the router's passive health check (default 1 and 3s)
 set -euo pipefail
@@ -131,7 +133,7 @@ start_node() {
   # shellcheck disable=SC2086 # CLUSTER_NODE_ARGS is a list of flags
   "$STRATA" serve --host 127.0.0.1 --port "$port" \
     --http-node-name "node-$i" \
-    --source-http-base-url "http://127.0.0.1:$origin_port/" \
+    ${CLUSTER_SOURCE_ARGS:---source-http-base-url http://127.0.0.1:$origin_port/} \
     --disk-path "$state/node-$i/disk" \
     ${CLUSTER_NODE_ARGS:-} \
     >"$state/logs/node-$i.log" 2>&1 &

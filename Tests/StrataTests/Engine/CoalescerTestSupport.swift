@@ -50,13 +50,15 @@ extension CoalescerTests {
         }
     }
 
-    /// `body`'s result, or `nil` if it takes longer than 60 s (a hang shows as a failure rather
-    /// than as a stuck test; `body` is left running then).
+    /// `body`'s result, or `nil` if it takes longer than 150 s (a hang shows as a failure rather
+    /// than as a stuck test; `body` is left running then). Not shorter: in the whole suite on 2
+    /// cores, other tests' blocking work can hold Swift's cooperative threads for over a minute,
+    /// and a task started here waits for one (seen failing at 60 s).
     static func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T? {
         let slot = Slot<T?>()
         let worker = Task { slot.offer(await body()) }
         let timer = Task {
-            try? await Task.sleep(for: .seconds(60))
+            try? await Task.sleep(for: .seconds(150))
             slot.offer(nil)
         }
         let result = await slot.value
@@ -136,7 +138,7 @@ extension CoalescerTests {
 }
 
 extension Gate {
-    /// Waits until the gate opens, for at most 60 s; returns whether it opened.
+    /// Waits until the gate opens, for at most 150 s; returns whether it opened.
     func waitBounded() async -> Bool {
         await CoalescerTests.bounded { await self.wait() } ?? false
     }
