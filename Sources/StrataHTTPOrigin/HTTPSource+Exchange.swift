@@ -282,19 +282,23 @@ extension HTTPSource {
         _ body: HTTPClientResponse.Body, limit: Int, stopAt: Int?, expected: Int?, progress: Progress, url: OriginURL
     ) async throws -> [UInt8] {
         var bytes: [UInt8] = []
-        // Trust a Content-Length only so far: a lying origin could make us reserve the limit.
-        bytes.reserveCapacity(min(expected ?? (64 << 10), stopAt ?? limit, limit, 16 << 20))
+        // The declared length at once (within the limit), so that a large original is never
+        // copied by the array's growth. A lying Content-Length reserves address space only:
+        // pages not written are not resident.
+        bytes.reserveCapacity(min(expected ?? (64 << 10), stopAt ?? limit, limit))
         do {
             for try await buffer in body {
                 progress.touch()
                 if let stopAt, buffer.readableBytes >= stopAt - bytes.count {
-                    bytes.append(contentsOf: buffer.readableBytesView.prefix(stopAt - bytes.count))
+                    let wanted = stopAt - bytes.count
+                    buffer.withUnsafeReadableBytes { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0.prefix(wanted))) }
                     return bytes
                 }
                 guard buffer.readableBytes <= limit - bytes.count else {
                     throw AttemptFailure.origin(.bodyTooLarge(limit: limit, declared: nil), url: url)
                 }
-                bytes.append(contentsOf: buffer.readableBytesView)
+                // One memcpy (appending the buffer's view would go byte by byte).
+                buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
             }
         } catch let error as AttemptFailure {
             throw error

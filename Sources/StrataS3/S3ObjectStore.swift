@@ -83,7 +83,8 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
         try await send(.GET, key, deadline: deadline) { response, url async throws(S3StoreError) -> Object? in
             switch response.status.code {
             case 200:
-                let bytes = try await Self.collect(response.body, limit: self.maxObjectBytes, key: key)
+                let declared = response.headers.first(name: "content-length").flatMap { Int($0) }
+                let bytes = try await Self.collect(response.body, limit: self.maxObjectBytes, expected: declared, key: key)
                 return Object(bytes: bytes, etag: response.headers.first(name: "etag"))
             case 404:
                 await Self.drain(response.body)
@@ -147,12 +148,15 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
         return try await handle(response, url)
     }
 
-    private static func collect(_ body: HTTPClientResponse.Body, limit: Int, key: String) async throws(S3StoreError) -> [UInt8] {
+    private static func collect(
+        _ body: HTTPClientResponse.Body, limit: Int, expected: Int?, key: String
+    ) async throws(S3StoreError) -> [UInt8] {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(min(expected ?? (64 << 10), limit))
         do {
             for try await buffer in body {
                 guard buffer.readableBytes <= limit - bytes.count else { throw S3StoreError(key: key, kind: .tooLarge(limit: limit)) }
-                bytes.append(contentsOf: buffer.readableBytesView)
+                buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
             }
         } catch let error as S3StoreError {
             throw error
