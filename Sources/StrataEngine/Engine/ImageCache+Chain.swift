@@ -112,13 +112,13 @@ extension ImageCache {
     /// Completes a hit for `request`: resamples a larger variant to the exact box when the
     /// request asks for `exactSize` (and keeps the result in memory), and starts a background
     /// revalidation when the variant is older than ``Options/revalidateAfter`` or read from the
-    /// disk tier or a table (whose files do not keep the fetch time: a hit there is as young as
+    /// disk tier, a table or the shared tier (whose objects do not keep the fetch time: a hit there is as young as
     /// the read, so a variant that memory keeps evicting would never be checked — found by
     /// Scripts/soak.sh serving a replaced original's old version for minutes), and a render-ahead
     /// when it is far from the box (``Options/renderAhead``).
     package func finish(_ hit: CachedImage, for request: ImageRequest, lane: FlightLane? = nil) async throws(ImageCacheError) -> CachedImage
     {
-        if let limit = options.revalidateAfter, hit.age > limit || hit.tier == .disk || hit.tier == .table {
+        if let limit = options.revalidateAfter, hit.age > limit || hit.tier == .disk || hit.tier == .table || hit.tier == .shared {
             scheduleRevalidation(request.key, cached: hit.sourceVersion)
         }
         renderAheadIfFar(hit.variant.descriptor, wholeOriginal: hit.variant.isWholeOriginal, for: request)
