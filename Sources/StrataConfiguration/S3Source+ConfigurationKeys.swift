@@ -42,11 +42,10 @@ package struct BucketSettings: Sendable, Equatable {
         } catch {
             throw reader.error(error.key, reason: "expected \(error.allowed)")
         }
-        if credentials.accessKeyID.isEmpty || credentials.secretAccessKey.isEmpty {
-            throw reader.error(
-                "\(section).accessKeyID",
-                reason: "a bucket needs credentials: set \(section).accessKeyID and \(section).secretAccessKey "
-                    + "(or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+        do {
+            try credentials.validate(settings: section)
+        } catch {
+            throw reader.error(error.key, reason: "a bucket needs credentials: expected \(error.allowed)")
         }
         return settings
     }

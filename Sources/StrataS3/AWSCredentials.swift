@@ -64,3 +64,15 @@ public struct AWSCredentials: Sendable, Equatable, CustomStringConvertible, Cust
         )
     }
 }
+
+extension AWSCredentials {
+    /// Throws, naming `<settings>.accessKeyID`, when the key id or the secret is empty.
+    public func validate(settings: String) throws(S3ConfigurationError) {
+        if accessKeyID.isEmpty || secretAccessKey.isEmpty {
+            throw S3ConfigurationError(
+                key: "\(settings).accessKeyID", value: "",
+                allowed: "an access key id and a secret key (\(settings).accessKeyID and \(settings).secretAccessKey, "
+                    + "or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+        }
+    }
+}

@@ -88,17 +88,7 @@ public struct S3Endpoint: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "s3://\(bucket) at \(serviceURL) (\(region), \(effectiveAddressing.rawValue)-style)" }
 }
 
-/// A bad S3 setting: the configuration key, the value given (never a secret) and what is allowed.
-public struct S3ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var key: String
-    public var value: String
-    public var allowed: String
-
-    public init(key: String, value: String, allowed: String) {
-        self.key = key
-        self.value = value
-        self.allowed = allowed
-    }
-
-    public var description: String { "\(key): \(value.debugDescription) is not allowed; expected \(allowed)" }
-}
+/// A bad S3 setting: the configuration key, the value given (never a secret) and what is
+/// allowed. The same type as an HTTP origin's (``/StrataHTTPOrigin/HTTPSourceConfigurationError``):
+/// a bucket is an origin with signed requests.
+public typealias S3ConfigurationError = HTTPSourceConfigurationError

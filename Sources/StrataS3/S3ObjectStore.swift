@@ -30,12 +30,7 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
         maxConnections: Int = 32, client: HTTPClient? = nil, settings: String = "shared.s3"
     ) throws(S3ConfigurationError) {
         try endpoint.validate(settings: settings)
-        if credentials.accessKeyID.isEmpty || credentials.secretAccessKey.isEmpty {
-            throw .init(
-                key: "\(settings).accessKeyID", value: "",
-                allowed: "an access key id and a secret key (\(settings).accessKeyID and \(settings).secretAccessKey, "
-                    + "or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
-        }
+        try credentials.validate(settings: settings)
         do {
             bucketURL = try endpoint.bucketURL()
         } catch {

@@ -49,12 +49,7 @@ extension S3Source {
         /// Checks every setting; throws naming the first bad key.
         public func validate() throws(S3ConfigurationError) {
             try endpoint.validate(settings: settings)
-            if credentials.accessKeyID.isEmpty || credentials.secretAccessKey.isEmpty {
-                throw .init(
-                    key: "\(settings).accessKeyID", value: "",
-                    allowed: "an access key id and a secret key (\(settings).accessKeyID and \(settings).secretAccessKey, "
-                        + "or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
-            }
+            try credentials.validate(settings: settings)
             for segment in prefixSegments where segment == "." || segment == ".." {
                 throw .init(key: "\(settings).prefix", value: prefix, allowed: "a folder without '.' or '..' segments")
             }

@@ -156,7 +156,7 @@ struct HTTPSourceTests {
         let nginx = try NginxTrait.current()
         let key = "jpeg/path-2560x1600.jpg"
         let size = Fixtures.bytes(key).count
-        // gzip makes nginx stream without a Content-Length, slowly (limit_rate 16k).
+        // gzip makes nginx stream without a Content-Length, slowly (limit_rate 4k).
         try await withHTTPSource(
             nginx.url("chunked"),
             {

@@ -8,7 +8,9 @@ import Testing
 
 /// `strata serve` over a bucket of originals in a real moto server (signatures checked): answers,
 /// the deep health check with good and bad credentials, and the statuses of S3's failures.
-@Suite("S3 origin behind strata serve", .serialized, .timeLimit(.minutes(3)))
+// 10 minutes: each test waits on moto (Python) and on servers starting; in the whole suite on
+// 2 cores its awaits queue behind other tests' work for minutes (a fresh clone's CI run saw 5).
+@Suite("S3 origin behind strata serve", .serialized, .timeLimit(.minutes(10)))
 struct S3OriginServiceTests {
     static let kite = "jpeg/kite-800x500-gray.jpg"
 

@@ -9,7 +9,9 @@ import Testing
 /// Two `strata serve` nodes over one shared bucket in a real moto server: what one rendered the
 /// other answers in the format its own client asks for, `/stats` and `/metrics` count it, and a
 /// purge at one node reaches the bucket.
-@Suite("Shared tier behind strata serve", .serialized, .timeLimit(.minutes(3)))
+// 10 minutes: each test waits on moto (Python) and on servers starting; in the whole suite on
+// 2 cores its awaits queue behind other tests' work for minutes (a fresh clone's CI run saw 5).
+@Suite("Shared tier behind strata serve", .serialized, .timeLimit(.minutes(10)))
 struct SharedTierServiceTests {
     static let key = "jpeg/kite-800x500-gray.jpg"
     static let token = "shared-tier-admin-token-0123456789"
@@ -31,7 +33,7 @@ struct SharedTierServiceTests {
             let a = try await TestServer.start(Self.settings(moto))
             let first = try await a.get("/images/\(Self.key)?w=300", headers: [("Accept", "image/avif,image/*")])
             #expect(first.status == 200 && first.header("X-Strata-Tier") == "source" && first.header("Content-Type") == "image/avif")
-            let uploaded = await eventually(60) {
+            let uploaded = await eventually(300) {
                 let shared = a.cache.shared?.detailedStatistics
                 return shared?["uploads"] == 1
             }

@@ -46,18 +46,18 @@ package final class MotoServer: Sendable {
         process.environment = environment
         // STRATA_MOTO_LOG=FILE keeps the server's request log (for debugging a test).
         let log = ProcessInfo.processInfo.environment["STRATA_MOTO_LOG"].flatMap { path -> FileHandle? in
-            FileManager.default.createFile(atPath: path, contents: nil)
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
             return FileHandle(forWritingAtPath: path)
         }
         process.standardOutput = log ?? FileHandle.nullDevice
         process.standardError = log ?? FileHandle.nullDevice
         try process.run()
         let pid = process.processIdentifier
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(180)
         while !canConnect(port: port) {
             if ContinuousClock.now > deadline || !process.isRunning {
                 kill(pid, SIGKILL)
-                throw StartError(description: "moto_server did not listen on 127.0.0.1:\(port) within 60 s")
+                throw StartError(description: "moto_server did not listen on 127.0.0.1:\(port) within 180 s")
             }
             usleep(50_000)
         }

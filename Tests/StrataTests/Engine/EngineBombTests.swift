@@ -153,10 +153,12 @@ struct EngineBombTests {
             let good = try await cache.image(for: ImageRequest(key: "good", box: PixelSize(width: 64, height: 64)))
             #expect(good.image.width == 64 || good.image.height == 64)
         }
-        // Nothing near the claimed sizes (gigabytes to petabytes) was allocated. The peak is the
-        // process's (other tests run beside this one); under the address sanitizer its
-        // quarantine keeps up to 256 MiB of freed memory resident as well.
-        let allowance = (512 << 20) + (Self.underAddressSanitizer ? 256 << 20 : 0)
+        // Nothing near the claimed sizes (1 GiB for the smallest, 16384², to petabytes) was
+        // allocated. The peak is the process's, and other tests run beside this one (servers,
+        // moto's clients, big test images): 768 MiB, below the smallest bomb (a whole-suite run
+        // reached 554 MiB with 512 allowed); under the address sanitizer its quarantine keeps up
+        // to 256 MiB of freed memory resident as well.
+        let allowance = (768 << 20) + (Self.underAddressSanitizer ? 256 << 20 : 0)
         #expect(Self.maximumResidentBytes() - before < allowance)
     }
 
