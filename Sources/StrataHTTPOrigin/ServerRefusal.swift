@@ -6,10 +6,10 @@ import NIOCore
 /// the way S3 and its peers write it (`<Error><Code>…</Code><Message>…</Message></Error>`), and
 /// how far its `Date` header is from this machine's clock when that is past the 15 minutes that
 /// signed requests allow. Never holds request headers.
-struct ServerRefusal: Sendable, Equatable {
-    var code: String?
-    var message: String?
-    var clockSkewSeconds: Int?
+package struct ServerRefusal: Sendable, Equatable {
+    package var code: String?
+    package var message: String?
+    package var clockSkewSeconds: Int?
 
     /// The most of an error body read for its code and message.
     static let bodyLimit = 8 << 10
@@ -18,7 +18,7 @@ struct ServerRefusal: Sendable, Equatable {
 
     /// Reads (and drops the rest of) `response`'s body; `nil` when it says nothing usable.
     /// `sentAt` is this machine's clock when the request left, in seconds since 1970.
-    static func read(_ response: HTTPClientResponse, sentAt: Int64) async -> ServerRefusal? {
+    package static func read(_ response: HTTPClientResponse, sentAt: Int64) async -> ServerRefusal? {
         var bytes: [UInt8] = []
         do {
             for try await buffer in response.body {

@@ -166,15 +166,9 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
     }
 
     private static func failure(_ response: HTTPClientResponse, key: String, url: OriginURL) async -> S3StoreError {
-        var bytes: [UInt8] = []
-        do {
-            for try await buffer in response.body where bytes.count < 8 << 10 {
-                bytes.append(contentsOf: buffer.readableBytesView.prefix((8 << 10) - bytes.count))
-            }
-        } catch {}
-        let text = String(decoding: bytes, as: UTF8.self)
-        let code = text.firstElement("Code")
-        return S3StoreError(key: key, kind: .status(Int(response.status.code), code: code), url: "\(url)")
+        // The origin's reader of S3's error bodies (the first 8 KiB, `<Code>`).
+        let said = await ServerRefusal.read(response, sentAt: WallClock.secondsSince1970())
+        return S3StoreError(key: key, kind: .status(Int(response.status.code), code: said?.code), url: "\(url)")
     }
 }
 
@@ -210,15 +204,5 @@ public struct S3StoreError: Error, Sendable, Equatable, CustomStringConvertible 
         case .cancelled: return "object store call for \(key.debugDescription) cancelled"
         case .shutDown: return "the object store is shut down"
         }
-    }
-}
-
-extension String {
-    /// The text of the first `<name>…</name>` element (S3's error bodies).
-    func firstElement(_ name: String) -> String? {
-        guard let open = firstRange(of: "<\(name)>"), let close = self[open.upperBound...].firstRange(of: "</\(name)>") else {
-            return nil
-        }
-        return String(self[open.upperBound..<close.lowerBound])
     }
 }
