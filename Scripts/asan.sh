@@ -14,13 +14,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./Scripts/install-deps.sh
-swift build --build-tests --sanitize=address --scratch-path .build-asan --disable-default-traits
+# STRATA_ADDRESS_SANITIZER: every pixel buffer from malloc (PixelMemory maps none), so that
+# ASan's redzones catch an overflow of one.
+swift build --build-tests --sanitize=address --scratch-path .build-asan --disable-default-traits -Xswiftc -DSTRATA_ADDRESS_SANITIZER
 [ "${1:-}" != "--build-only" ] || exit 0
 export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
 for attempt in 1 2; do
     log=".build-asan/test-$attempt.log"
     set +e
-    timeout 1500 swift test --skip-build --sanitize=address --scratch-path .build-asan --disable-default-traits "$@" >"$log" 2>&1
+    timeout 1500 swift test --skip-build --sanitize=address --scratch-path .build-asan --disable-default-traits \
+        -Xswiftc -DSTRATA_ADDRESS_SANITIZER "$@" >"$log" 2>&1
     rc=$?
     set -e
     if grep -q "ERROR: AddressSanitizer" "$log"; then

@@ -28,6 +28,8 @@
 #   LOADTEST_SECONDS    duration of each wrk run (default 15)
 #   LOADTEST_TIMEOUT    wrk's per-request timeout (default 10s; a timeout counts as an error)
 #   LOADTEST_THUMBOR_PROCESSES  thumbor's --processes (default: the number of cores)
+#   LOADTEST_SKIP_THUMBOR=1  no thumbor cases (null): nginx and Strata only, for comparing Strata
+#                       builds (Scripts/bench-allocators.sh)
 # (None of them starts with STRATA_: `strata serve` refuses STRATA_ variables that are not its keys.)
 #   LOADTEST_KEEP=1     keep the scratch folder (logs, caches, URL lists) and print its path
 #
@@ -114,9 +116,14 @@ install_venv() {
   fi
 }
 
+SKIP_THUMBOR="${LOADTEST_SKIP_THUMBOR:-0}"
 install_debian
-install_venv
-PY="$VENV/bin/python"
+if [ "$SKIP_THUMBOR" = 1 ]; then
+  PY=python3
+else
+  install_venv
+  PY="$VENV/bin/python"
+fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
 # ---------------------------------------------------------------- processes and scratch
@@ -338,6 +345,7 @@ fi
 
 # ---------------------------------------------------------------- 3. thumbor, warm
 
+if [ "$SKIP_THUMBOR" != 1 ]; then
 start_thumbor "$SCRATCH/thumbor-results-warm"
 warm_up "$THUMBOR_BASE" "$SCRATCH/warm-thumbor.txt"
 sleep 0.5 # the result storage writes after answering
@@ -356,6 +364,7 @@ log "thumbor_warm: $stored files in the result storage; $hidden_ok of $urls URLs
 [ "$hidden_ok" = "$urls" ] || die "thumbor does not serve the warm URLs from its result storage"
 bench thumbor_warm "$THUMBOR_BASE" "$SCRATCH/warm-thumbor.txt"
 stop "$THUMBOR_PID"
+fi
 
 # ---------------------------------------------------------------- 4. zoom mix from empty caches
 
@@ -365,11 +374,13 @@ if [ "$HAVE_STRATA" = 1 ]; then
   stop "$STRATA_PID"
 fi
 
+if [ "$SKIP_THUMBOR" != 1 ]; then
 start_thumbor "$SCRATCH/thumbor-results-zoom"
 [ "$(files_in "$SCRATCH/thumbor-results-zoom")" = 0 ] || die "thumbor's zoom result storage is not empty"
 bench thumbor_zoom "$THUMBOR_BASE" "$SCRATCH/zoom-thumbor.txt"
 stop "$THUMBOR_PID"
 log "thumbor_zoom: $(files_in "$SCRATCH/thumbor-results-zoom") files in the result storage afterwards ($(wc -l <"$SCRATCH/zoom-thumbor.txt") distinct URLs)"
+fi
 
 # ---------------------------------------------------------------- report
 

@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_only=0
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
-suites="${1:-BlockingPool|bandsOnSeveralThreads|LockTests|ReaderBias|MemoryCache|Coalescer|LaneQueue|ImageMemoryTier|OSThread|DiskTierTests|DiskWriteBehindPool|MemoryPressure|EngineStress|metricsStatsAndHealth|aFullUrgentQueueSheds|theServerRefusesMissing|concurrentWarmAnswersKeepTheirBytes|PreparedTargets|ParseOnceTests|theScanNeverRunsOnAnEventLoop|coldIIIFTilesAreShed|ResamplerFillingTests/failingFill|JPEGRowDecodingTests/renderer|RenderAheadTests|ProgressiveSplitTests|concurrentRendersAgree|theEngineAnswersRememberedKeys|EngineBlockingWork|RequestPathCounts|ColourProfileTests/concurrentUse|ColourProfileTests/transformCache|ColourRenderTests/jpegPaths}"
+suites="${1:-BlockingPool|bandsOnSeveralThreads|LockTests|ReaderBias|MemoryCache|Coalescer|LaneQueue|ImageMemoryTier|OSThread|DiskTierTests|DiskWriteBehindPool|MemoryPressure|EngineStress|metricsStatsAndHealth|aFullUrgentQueueSheds|theServerRefusesMissing|concurrentWarmAnswersKeepTheirBytes|PreparedTargets|ParseOnceTests|theScanNeverRunsOnAnEventLoop|coldIIIFTilesAreShed|ResamplerFillingTests/failingFill|JPEGRowDecodingTests/renderer|RenderAheadTests|ProgressiveSplitTests|concurrentRendersAgree|theEngineAnswersRememberedKeys|EngineBlockingWork|RequestPathCounts|ColourProfileTests/concurrentUse|ColourProfileTests/transformCache|ColourRenderTests/jpegPaths|MemoryBudget|PixelMemory|EngineMemoryLimit}"
 ./Scripts/install-deps.sh
 # Without the OTLP exporter trait (swift-otel is not Strata's code), and in Swift 5 language
 # mode for this build only (the debug build keeps Swift 6's checks): under -sanitize=thread,

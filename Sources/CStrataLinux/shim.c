@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dlfcn.h>
 #include <limits.h>
+#include <malloc.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -30,6 +32,28 @@ int strata_flock(int fd, int operation) { return flock(fd, operation); }
 
 int strata_current_thread_attributes(pthread_attr_t *attributes) {
     return pthread_getattr_np(pthread_self(), attributes);
+}
+
+typedef int (*strata_mallctl_fn)(const char *, void *, size_t *, void *, size_t);
+
+int strata_jemalloc_stats(size_t *allocated, size_t *resident) {
+    strata_mallctl_fn mallctl = (strata_mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+    if (mallctl == NULL) return -1;
+    uint64_t epoch = 1;
+    size_t length = sizeof(epoch);
+    mallctl("epoch", &epoch, &length, &epoch, length);
+    length = sizeof(size_t);
+    if (mallctl("stats.allocated", allocated, &length, NULL, 0) != 0) return -1;
+    length = sizeof(size_t);
+    if (mallctl("stats.resident", resident, &length, NULL, 0) != 0) return -1;
+    return 0;
+}
+
+size_t strata_malloc_free_bytes(void) { return mallinfo2().fordblks; }
+
+size_t strata_malloc_total_bytes(void) {
+    struct mallinfo2 info = mallinfo2();
+    return info.arena + info.hblkhd;
 }
 
 int strata_gettid(void) { return (int)syscall(SYS_gettid); }

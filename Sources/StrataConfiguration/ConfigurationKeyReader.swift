@@ -158,6 +158,21 @@ package struct KeyReader {
         return value
     }
 
+    /// A byte size of at least 1 MiB, `auto` (a quarter of the machine's memory: the container's
+    /// share arrives as a size from its own layer) or `off` (`nil`: no limit).
+    package mutating func memoryLimit(_ name: String) throws(ConfigurationError) -> Int? {
+        let text = try scalar(name)
+        switch text?.lowercased() {
+        case "off"?: return nil
+        case "auto"?: return Processors.physicalMemory / 4
+        default:
+            guard let text, let value = ConfigurationUnits.bytes(text), value >= 1 << 20 else {
+                throw error(name, reason: "must be a size ≥ 1MiB (e.g. 256MiB), auto or off")
+            }
+            return value
+        }
+    }
+
     /// `NAME FAMILY WxH [style=a|x|r|g] [mode=fill|fit] [max=N]`.
     package func tableFormat(_ text: String) throws(ConfigurationError) -> ImageTableFormat {
         let name = "tables.formats"

@@ -104,6 +104,18 @@ extension StrataConfiguration {
             "Threads one large resample may use (bands of rows, never more than the cores; `cores` = all); above 1 a progressive JPEG also decodes on two threads while a core is idle. 1 keeps each render on one thread."
         ),
         .init(
+            "render.memoryLimit", "auto", reloads: true,
+            "Most bytes renders and encodes in flight hold together: one that would pass it waits in its lane; one larger than all of it is refused naming the key (503). `auto`: 25 % of the container's memory limit, or of the machine's memory; `off`: no limit."
+        ),
+        .init(
+            "process.allocator", "jemalloc",
+            "`strata serve`'s general allocator: `jemalloc` (preloaded from Debian's libjemalloc2, its freed pages back to the kernel within a second) or `system` (glibc's malloc, whose arenas keep them)."
+        ),
+        .init(
+            "render.bufferCacheSize", "64MiB", reloads: true,
+            "Bytes of freed pixel buffers kept mapped for the next render (PixelMemory); beyond it, and after 10 s unused, they go back to the kernel."
+        ),
+        .init(
             "color.output", "srgb", reloads: true,
             "`srgb`: embedded ICC profiles are converted to sRGB (Little CMS); `original`: RGB pixels keep their profile's colours and every answer embeds it (gray and CMYK are still converted)."
         ),

@@ -15,6 +15,8 @@ public enum ConfigurationOrigin: Sendable, Hashable, CustomStringConvertible {
     case file(String)
     /// The documented default (``ConfigurationKey/defaultValue``).
     case `default`
+    /// A share of the container's memory limit (``ContainerSizing``), in place of the default.
+    case container(limit: Int, share: Double)
 
     public var description: String {
         switch self {
@@ -22,6 +24,8 @@ public enum ConfigurationOrigin: Sendable, Hashable, CustomStringConvertible {
         case .environment(let name): return "environment \(name)"
         case .file(let path): return "file \(path)"
         case .default: return "default"
+        case .container(let limit, let share):
+            return "derived: \(Int((share * 100).rounded())) % of the cgroup memory limit (\(limit >> 20) MiB)"
         }
     }
 }
@@ -68,7 +72,7 @@ public struct ConfigurationLayers: Sendable {
     public init(
         arguments: [String] = [], environment: [String: String] = ProcessInfo.processInfo.environment,
         filePath: String? = nil, overrides: [String: ConfigurationRawValue] = [:], pollInterval: Duration = .seconds(5),
-        logger: Logger = Logger(label: "strata.config")
+        container: ContainerSizing? = ContainerSizing.detect(), logger: Logger = Logger(label: "strata.config")
     ) async throws(ConfigurationError) {
         try Self.checkFlags(arguments)
         let strata = try Self.strataVariables(environment)
@@ -120,9 +124,17 @@ public struct ConfigurationLayers: Sendable {
                     .environment(Self.awsVariables.first { key.name.hasSuffix(".\($0.1)") }?.0 ?? "AWS_")
                 })
         }
+        // Lowest of all: shares of the container's memory limit, for the keys no source sets.
+        if let container {
+            layers.append(Layer(provider: InMemoryProvider(name: "container", values: container.values)) { container.origin(of: $0) })
+        }
+        self.container = container
         self.filePath = filePath
         self.layers = layers
     }
+
+    /// The container's memory limit the defaults were sized from (``ContainerSizing``), if any.
+    public let container: ContainerSizing?
 
     /// The AWS SDKs' standard credential variables and the bucket keys they fill.
     package static let awsVariables: [(String, String)] = [

@@ -67,6 +67,7 @@ public final class ConfigurationReloader: Service, Sendable {
             next = try StrataConfiguration(from: layers)
             try check?(next)
             try engine.reconfigure(next.reloadableSettings)
+            PixelMemory.shared.cacheLimit = next.bufferCacheSize
         } catch {
             // Logged first, counted after: whoever sees the count sees the log line too.
             logger.error(

@@ -99,6 +99,9 @@ public final class ConfiguredImageCache: Sendable {
         options.negativeTTL = configuration.negativeTTL
         options.negativeCapacity = configuration.negativeCapacity
         options.renderAhead = configuration.renderAhead
+        options.memoryLimit = configuration.renderMemoryLimit
+        // The process's pixel buffers: one cache for every engine in it.
+        PixelMemory.shared.cacheLimit = configuration.bufferCacheSize
         options.tracing = EngineTracing(isEnabled: configuration.tracing.enabled, includesKeys: configuration.tracing.includeKeys)
         options.logger = logger
         options.metricsFactory = metricsFactory

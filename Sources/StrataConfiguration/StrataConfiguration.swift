@@ -44,6 +44,12 @@ public struct StrataConfiguration: Sendable {
     /// How originals are rendered (`source.maxPixels`, `source.decodeHeadroom`,
     /// `source.resampleThreads`).
     public var render: RenderSettings
+    /// `render.memoryLimit` (``ImageCache/Options/memoryLimit``); `nil` when `off`.
+    public var renderMemoryLimit: Int?
+    /// `render.bufferCacheSize` (``PixelMemory/cacheLimit``).
+    public var bufferCacheSize: Int = PixelMemory.defaultCacheLimit
+    /// `process.allocator`: `strata serve`'s general allocator, `jemalloc` or `system`.
+    public var allocator = "jemalloc"
     /// `color.output`: the colours variants are rendered in (``ColourOutput``); reloads.
     public var colourOutput: ColourOutput = .srgb
     public var source: SourceSetting
@@ -71,7 +77,7 @@ public struct StrataConfiguration: Sendable {
     public var reloadableSettings: ReloadableSettings {
         ReloadableSettings(
             tolerance: tolerance, urgentWidth: urgentWidth, prefetchWidth: prefetchWidth, memory: memory,
-            diskByteLimit: diskPath == nil ? nil : disk.byteLimit)
+            diskByteLimit: diskPath == nil ? nil : disk.byteLimit, renderMemoryLimit: renderMemoryLimit)
     }
 
     /// Reads and checks every key from `layers`.
@@ -123,6 +129,9 @@ public struct StrataConfiguration: Sendable {
             maxPixels: try reader.integer("source.maxPixels", min: 1),
             decodeHeadroom: try reader.number("source.decodeHeadroom", in: 1...64),
             resampleThreads: try reader.threads("source.resampleThreads"))
+        renderMemoryLimit = try reader.memoryLimit("render.memoryLimit")
+        bufferCacheSize = try reader.bytes("render.bufferCacheSize")
+        allocator = try reader.choice("process.allocator", [("jemalloc", "jemalloc"), ("system", "system")])
         colourOutput = try reader.choice("color.output", ColourOutput.allCases.map { ($0.rawValue, $0) })
         let directory = try reader.path("source.directory")
         sourceMaxFileBytes = try reader.bytes("source.maxFileSize", min: 1)

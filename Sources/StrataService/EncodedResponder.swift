@@ -162,17 +162,21 @@ package struct EncodedResponder: Sendable {
             ? await originalProfiles.profile(for: work.key.key, version: work.served.variant.sourceVersion, cache: cache) : nil
         await probes.encodeStarting?()
         let probe = probes.encodeRunning
-        let result: Result<[UInt8], ImageEncodingError>
+        let result: Result<[UInt8], EncodeFailure>
         // The encode's span (with tracing on): its wait for a thread is its child.
         let span = cache.options.tracing.isEnabled ? Spans.start("strata.encode", parent: ServiceContext.current ?? .topLevel) : nil
         span?.attributes["strata.format"] = work.key.format.rawValue
         span?.attributes["strata.quality"] = quality
         span?.attributes["strata.size"] = "\(work.size)"
         do {
-            result = try await Spans.around(span) { () async throws(ImageCacheError) -> Result<[UInt8], ImageEncodingError> in
-                let result = try await cache.runOnEngineThreads { () throws(ImageEncodingError) -> [UInt8] in
+            result = try await Spans.around(span) { () async throws(ImageCacheError) -> Result<[UInt8], EncodeFailure> in
+                let budget = cache.memoryBudget
+                let reserved = ImageEncoder.workingBytes(as: format, size: image.size)
+                let result = try await cache.runOnEngineThreads { () throws(EncodeFailure) -> [UInt8] in
                     probe?()
-                    return try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality, profile: profile, speed: speed)
+                    return try Self.withinBudget(budget, reserved) { () throws(ImageEncodingError) in
+                        try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality, profile: profile, speed: speed)
+                    }
                 }
                 switch result {
                 case .success(let bytes): span?.attributes["strata.bytes"] = bytes.count
@@ -187,8 +191,10 @@ package struct EncodedResponder: Sendable {
         switch result {
         case .success(let bytes):
             body = ByteBuffer(bytes: bytes)
-        case .failure(let error):
+        case .failure(.encoding(let error)):
             throw ServiceError(.internalServerError, "encode_failed", "\(work.key.key.debugDescription): \(error)")
+        case .failure(.overLimit(let refusal)):
+            throw ServiceError(ImageCacheError.overMemoryLimit(key: work.key.key, refusal))
         }
         metrics.encoded(work.key.format)
         let made = EncodedImage(
@@ -292,4 +298,26 @@ package struct EncodedResponder: Sendable {
         buffer.writeInteger(UInt8(ascii: "0") + UInt8(fraction / 10 % 10))
         buffer.writeInteger(UInt8(ascii: "0") + UInt8(fraction % 10))
     }
+}
+
+extension EncodedResponder {
+    /// Runs `encode` once `bytes` fit in `budget` (waiting in the urgent lane).
+    fileprivate static func withinBudget(
+        _ budget: MemoryBudget, _ bytes: Int, _ encode: () throws(ImageEncodingError) -> [UInt8]
+    ) throws(EncodeFailure) -> [UInt8] {
+        do throws(MemoryBudgetFailure<ImageEncodingError>) {
+            return try budget.withReservation(bytes, lane: .urgent, encode)
+        } catch {
+            switch error {
+            case .refused(let refusal): throw .overLimit(refusal)
+            case .failed(let encoding): throw .encoding(encoding)
+            }
+        }
+    }
+}
+
+/// Why an encode on the engine's threads produced no bytes.
+fileprivate enum EncodeFailure: Error {
+    case encoding(ImageEncodingError)
+    case overLimit(MemoryBudgetError)
 }

@@ -31,7 +31,8 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
 
     /// The engine's error as an HTTP answer: 400 for a bad request or a key the source refuses,
     /// 404 for an unknown key, 413 over the pixel limit, 422 undecodable, 502/504 origin
-    /// failures, 500 when a tier's own files fail, 503 when shutting down.
+    /// failures, 500 when a tier's own files fail, 503 when shutting down or when the work is larger
+    /// than the whole `render.memoryLimit`.
     package init(_ error: ImageCacheError) {
         switch error {
         case .invalidRequest(_, let reason):
@@ -71,6 +72,9 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
             self.init(.serviceUnavailable, "cancelled", "the request was cancelled", retryAfter: 1)
         case .shutDown:
             self.init(.serviceUnavailable, "shutting_down", "the service is shutting down", retryAfter: 1)
+        case .overMemoryLimit(let key, let refusal):
+            // No Retry-After: the same request will not fit later either.
+            self.init(.serviceUnavailable, "over_memory_limit", "\(key.debugDescription) \(refusal)")
         }
     }
 

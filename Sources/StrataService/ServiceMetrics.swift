@@ -46,6 +46,8 @@ public final class ServiceMetrics: Sendable {
     /// ``ColourStatistics`` (process-wide counts), published with the other gauges.
     package let colourProfilesIgnored: Gauge
     package let colourConversions: Gauge
+    /// ``MemoryUse``'s parts, `strata_memory_bytes{part}`.
+    private let memoryParts: [String: Gauge]
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), node: String) {
         self.registry = registry
@@ -90,6 +92,16 @@ public final class ServiceMetrics: Sendable {
         encodedHits = Gauge(label: "strata_encoded_cache_hits", factory: factory)
         colourProfilesIgnored = Gauge(label: "strata_colour_profiles_ignored", factory: factory)
         colourConversions = Gauge(label: "strata_colour_conversions", factory: factory)
+        var memoryParts: [String: Gauge] = [:]
+        for part in MemoryUse.partNames {
+            memoryParts[part] = Gauge(label: "strata_memory_bytes", dimensions: [("part", part)], factory: factory)
+        }
+        self.memoryParts = memoryParts
+    }
+
+    /// Publishes the process's memory by part (before a scrape).
+    package func record(_ memory: MemoryUse) {
+        for (part, bytes) in memory.parts { memoryParts[part]?.record(bytes) }
     }
 
     /// Counts one response of `route` and its duration.

@@ -90,6 +90,7 @@ package struct ServiceResponder: HTTPResponder {
                     metrics.encodedEntries.record(stats.count)
                     metrics.encodedHits.record(Int(stats.hits))
                 }
+                metrics.record(MemoryUse(cache: cache, encoded: encoded))
                 let colour = ColourStatistics.current
                 metrics.colourProfilesIgnored.record(colour.profilesIgnored)
                 metrics.colourConversions.record(colour.conversions)

@@ -11,7 +11,8 @@ import Strata
 /// profiles ignored, conversions, identities, transforms built), `pyramids` (with
 /// `iiif.pyramidPath`: builds started, finished and failed, tiles written and found, tile
 /// hits and waits, tiles held and their bytes on disk), `shared` (with `shared.s3.bucket`: the
-/// shared tier's hits, misses, skips, errors, corrupt objects, bytes, uploads), `uptimeSeconds`, `asyncExecutor`
+/// shared tier's hits, misses, skips, errors, corrupt objects, bytes, uploads), `memoryUse` (the
+/// process's memory by part, ``MemoryUse``), `uptimeSeconds`, `asyncExecutor`
 /// (`eventLoops` when the service's async code runs on NIO's event loops, as `strata serve`
 /// sets it up; `cooperativePool` when on Swift's).
 /// Cost: one statistics read per tier (each a lock or a few atomics).
@@ -52,6 +53,7 @@ package struct ServiceStatistics: Encodable {
     package var pyramids: Pyramids?
     /// The shared tier's own counters (``RemoteCacheTier/detailedStatistics``), when there is one.
     package var shared: [String: Int]?
+    package var memoryUse: MemoryUse
     package var uptimeSeconds: Double
     package var asyncExecutor: String
 
@@ -99,6 +101,7 @@ package struct ServiceStatistics: Encodable {
                 tiles: t.tileCount, diskBytes: t.diskUsage)
         }
         shared = cache.shared?.detailedStatistics
+        memoryUse = MemoryUse(cache: cache, encoded: encodedCache)
         uptimeSeconds = Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18
     }
 

@@ -58,6 +58,8 @@ struct ServeCommand: AsyncParsableCommand {
             embedded = true
         }
         let logger = Logger(label: "strata.serve")
+        // May execute the program again with jemalloc preloaded (before any work is done).
+        ProcessAllocator.apply(configuration.allocator, logger: logger)
         DescriptorLimit.raise(for: configuration.http.maxConnections, logger: logger)
         let isEmbedded = embedded
         let signer = URLSigner(keys: configuration.http.signingKeys, defaultKey: configuration.http.signingKey)

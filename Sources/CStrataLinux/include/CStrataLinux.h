@@ -35,6 +35,17 @@ int strata_set_thread_name(const char *name);
 /// `flock(fd, operation)` (Swift sees `struct flock` and the function under one name).
 int strata_flock(int fd, int operation);
 
+/// The C library's allocator: bytes it holds free in its arenas (`mallinfo2().fordblks`, a
+/// walk of every arena under their locks: for statistics, not a hot path), and the bytes it has
+/// from the kernel in all (`arena + hblkhd`).
+size_t strata_malloc_free_bytes(void);
+size_t strata_malloc_total_bytes(void);
+
+/// When jemalloc is the process's allocator (linked or preloaded: its `mallctl` is found with
+/// `dlsym`): the bytes it has handed out (`stats.allocated`) and those of its pages resident
+/// (`stats.resident`), refreshed first (`epoch`); returns 0, or -1 when jemalloc is not loaded.
+int strata_jemalloc_stats(size_t *allocated, size_t *resident);
+
 /// `pthread_getattr_np(pthread_self(), attributes)`: the calling thread's actual attributes
 /// (detach state, stack); returns the error number. Destroy them with `pthread_attr_destroy`.
 int strata_current_thread_attributes(pthread_attr_t *attributes);

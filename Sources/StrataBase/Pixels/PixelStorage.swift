@@ -32,33 +32,41 @@ public final class PixelStorage: @unchecked Sendable {
     /// Whether the bytes may be written by the sole owner (false for read-only mappings).
     public let isWritable: Bool
     private let release: (@Sendable (UnsafeMutableRawPointer, Int) -> Void)?
+    /// The length of the ``PixelMemory`` mapping behind a large heap buffer; 0 when `malloc`'s.
+    private let mappedLength: Int
 
     /// Allocates `count` zeroed bytes aligned to ``PixelLayout/rowAlignment``.
-    public init(zeroedByteCount count: Int) {
-        precondition(count >= 0)
-        var raw: UnsafeMutableRawPointer?
-        let rc = posix_memalign(&raw, PixelLayout.rowAlignment, Swift.max(count, 1))
-        guard rc == 0, let raw else { fatalError("posix_memalign(\(count)) failed: out of memory") }
-        memset(raw, 0, count)
-        self.base = raw
-        self.count = count
-        self.kind = .heap
-        self.isWritable = true
-        self.release = nil
+    public convenience init(zeroedByteCount count: Int) {
+        self.init(heapByteCount: count, zeroed: true)
     }
 
     /// Allocates `count` bytes aligned to ``PixelLayout/rowAlignment`` without clearing them.
     /// The caller must write every byte it later reads.
-    public init(uninitializedByteCount count: Int) {
+    public convenience init(uninitializedByteCount count: Int) {
+        self.init(heapByteCount: count, zeroed: false)
+    }
+
+    /// A buffer of ``PixelMemory/threshold`` bytes or more is a ``PixelMemory/shared`` mapping
+    /// (page aligned); a smaller one comes from `posix_memalign`.
+    private init(heapByteCount count: Int, zeroed: Bool) {
         precondition(count >= 0)
-        var raw: UnsafeMutableRawPointer?
-        let rc = posix_memalign(&raw, PixelLayout.rowAlignment, Swift.max(count, 1))
-        guard rc == 0, let raw else { fatalError("posix_memalign(\(count)) failed: out of memory") }
-        self.base = raw
+        if count >= PixelMemory.threshold {
+            let mapping = PixelMemory.shared.allocate(count, zeroed: zeroed)
+            self.base = mapping.base
+            self.mappedLength = mapping.length
+        } else {
+            var raw: UnsafeMutableRawPointer?
+            let rc = posix_memalign(&raw, PixelLayout.rowAlignment, Swift.max(count, 1))
+            guard rc == 0, let raw else { fatalError("posix_memalign(\(count)) failed: out of memory") }
+            if zeroed { memset(raw, 0, count) }
+            self.base = raw
+            self.mappedLength = 0
+        }
         self.count = count
         self.kind = .heap
         self.isWritable = true
         self.release = nil
+        PixelStorageCounters.add(count, .heap)
     }
 
     /// Wraps memory owned elsewhere. `release` runs exactly once, when the storage is
@@ -72,11 +80,16 @@ public final class PixelStorage: @unchecked Sendable {
         self.kind = kind
         self.isWritable = writable
         self.release = release
+        self.mappedLength = 0
+        PixelStorageCounters.add(count, kind)
     }
 
     deinit {
+        PixelStorageCounters.add(-count, kind)
         if let release {
             release(base, count)
+        } else if mappedLength > 0 {
+            PixelMemory.shared.release(base, length: mappedLength)
         } else {
             free(base)
         }

@@ -114,3 +114,24 @@ public enum ImageEncoder {
         }
     }
 }
+
+extension ImageEncoder {
+    /// An estimate of the most bytes an encode of a `size` image as `format` holds beyond the
+    /// image itself: what the service reserves from the engine's `render.memoryLimit`. From the
+    /// libraries' buffers, per pixel: JPEG 3 (libjpeg-turbo's worst-case output buffer), PNG 5
+    /// (an unpremultiplied copy and the deflate output), WebP 6 (libwebp's ARGB picture and its
+    /// YUV planes), AVIF 12 (the YUV planes and libaom's frame buffers and look-ahead), plus 4
+    /// for a converted copy of the pixels.
+    public static func workingBytes(as format: ImageFormat, size: PixelSize) -> Int {
+        let pixels = size.width * size.height
+        let perPixel =
+            switch format {
+            case .jpeg: 3
+            case .png: 5
+            case .webp: 6
+            case .avif: 12
+            case .heic, .gif, .tiff: 4
+            }
+        return pixels * (perPixel + 4)
+    }
+}

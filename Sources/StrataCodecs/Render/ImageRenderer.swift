@@ -45,9 +45,11 @@ public struct RenderRequest: Hashable, Sendable {
 /// result is within 40 dB of a conversion of the whole image (tests hold every profile kind to
 /// that). CMYK is converted by the decoder, before the resample (the resampler works on BGRA).
 ///
-/// Not thread-safe: one renderer per running job (the engine keeps a free list of them). It
-/// reuses its decode buffer between calls, because page-faulting a fresh multi-megabyte buffer
-/// per image costs more than the resample.
+/// Not thread-safe: one renderer per running job (the engine keeps a free list of them). Its
+/// decode buffer comes from ``/StrataBase/PixelMemory`` and goes back there after each render, whose
+/// bounded cache keeps it resident for the next (page-faulting a fresh multi-megabyte buffer per
+/// image costs more than the resample), without one renderer holding the largest decode it ever
+/// made.
 public final class ImageRenderer {
     /// How much larger than the output the shrink-on-load decode stays (on the binding side).
     /// 2 leaves a 2× Lanczos reduce, which keeps the result within 44 dB of a full decode; 1
@@ -87,7 +89,6 @@ public final class ImageRenderer {
     @_spi(Benchmarks) public var convertsColourBeforeResample = false
     public let decoder: ImageDecoder
     package let resampler = Resampler()
-    private var scratch: PixelStorage?
     /// The parent of this render's spans (decode, resample, colour), set by the engine for one
     /// render when tracing is on (`EngineTracing`); `nil`: no spans.
     package var traceParent: ServiceContext?
@@ -131,8 +132,37 @@ public final class ImageRenderer {
     public func renderWithOriginalSize(
         _ bytes: UnsafeRawBufferPointer, request: RenderRequest
     ) throws(ImageDecodingError) -> (image: PixelImage, originalSize: PixelSize) {
+        try render(bytes, prepared: prepare(bytes, request: request))
+    }
+
+    /// The first half of a render: reads the header and plans the decode, so that the caller
+    /// knows the bytes the render will hold (``PreparedRender/peakBytes``) before any pixel is
+    /// allocated (the engine's ``render.memoryLimit`` waits here). Cheap: a header parse.
+    public func prepare(_ bytes: UnsafeRawBufferPointer, request: RenderRequest) throws(ImageDecodingError) -> PreparedRender {
         let header = try decoder.readHeader(bytes)
-        return (try render(bytes, header: header, request: request), header.size)
+        let planned = plan(for: header, request: request)
+        let decodedSize = decoder.decodedSize(for: header, minimumSize: planned.minimumDecode)
+        func bytesOf(_ size: PixelSize) -> Int {
+            PixelLayout.bytesPerRow(width: size.width, style: .bgra32Premultiplied) * size.height
+        }
+        var peak = bytesOf(planned.sizing.output)
+        // A decode that is not the output itself goes through a scratch image of its size.
+        if decodedSize != planned.sizing.output || planned.sizing.sourceRect.width != Double(header.size.width)
+            || planned.sizing.sourceRect.height != Double(header.size.height)
+        {
+            peak += bytesOf(decodedSize)
+        }
+        if request.style != .bgra32Premultiplied { peak += bytesOf(planned.sizing.output) }
+        peak += decoder.workingBytes(for: header, decodedSize: decodedSize, bytes: bytes)
+        return PreparedRender(header: header, request: request, peakBytes: peak)
+    }
+
+    /// The second half of a render: decodes and resamples what ``prepare(_:request:)`` planned
+    /// for these same `bytes`.
+    public func render(
+        _ bytes: UnsafeRawBufferPointer, prepared: PreparedRender
+    ) throws(ImageDecodingError) -> (image: PixelImage, originalSize: PixelSize) {
+        (try render(bytes, header: prepared.header, request: prepared.request), prepared.header.size)
     }
 
     private func render(
@@ -175,10 +205,9 @@ public final class ImageRenderer {
         }
         var output = PixelImage(uninitializedWidth: sizing.output.width, height: sizing.output.height, style: .bgra32Premultiplied)
 
-        // The scratch storage is moved into `decoded` (so the image is its sole owner and the
-        // decoder writes in place) and moved back afterwards, even when decoding throws.
-        var decoded = takeScratchImage(decodedSize)
-        defer { scratch = decoded.storage }
+        // The decode's scratch (its sole owner, so the decoder writes in place), back to
+        // PixelMemory when the render ends.
+        var decoded = scratchImage(decodedSize)
         // The colour conversion runs on each band or chunk of output rows as the resampler
         // writes them (hidden in the overlapped decode's slack), unless measured before it.
         let converter = convertsColourBeforeResample ? nil : rowConverter(header: header, request: request)
@@ -307,20 +336,23 @@ public final class ImageRenderer {
         resampler.resize(image, box: box, mode: mode)
     }
 
-    /// An image of `size` that takes over the reused scratch storage (grown when too small);
-    /// `scratch` is nil until the caller hands the storage back.
-    private func takeScratchImage(_ size: PixelSize) -> PixelImage {
-        let stride = PixelLayout.bytesPerRow(width: size.width, style: .bgra32Premultiplied)
-        let needed = stride * size.height
-        var storage = scratch.take()
-        if storage == nil || storage!.count < needed {
-            storage = nil
-            storage = PixelStorage(uninitializedByteCount: needed)
-        }
-        return PixelImage(
-            width: size.width, height: size.height, bytesPerRow: stride,
-            style: .bgra32Premultiplied, storage: storage.take()!, offset: 0)
+    /// A scratch image of `size` (uninitialised).
+    private func scratchImage(_ size: PixelSize) -> PixelImage {
+        PixelImage(uninitializedWidth: size.width, height: size.height, style: .bgra32Premultiplied)
     }
+}
+
+/// A render whose header is read and whose decode is planned (``ImageRenderer/prepare(_:request:)``),
+/// with the most bytes it will hold while it runs.
+public struct PreparedRender: Sendable {
+    /// The original's header.
+    public let header: ImageHeader
+    /// What is rendered.
+    public let request: RenderRequest
+    /// An estimate of the most bytes the render holds at once: its output, the decode's scratch,
+    /// a converted copy of the output, and the codec's own buffers
+    /// (``ImageDecoder/workingBytes(for:decodedSize:bytes:)``).
+    public let peakBytes: Int
 }
 
 extension ImageRenderer {

@@ -128,12 +128,21 @@ extension ImageCache {
         let source = hit.image, box = request.box, mode = request.mode
         let jobLane = lane ?? FlightLane(request.priority)
         let parent = traceParent
-        let resized = try await onPool(request.key, lane: jobLane) { [renderers, pool] in
+        let outputBytes = PixelLayout.bytesPerRow(width: plan.output.width, style: source.style) * plan.output.height
+        let key = request.key
+        let resized = try await onPool(request.key, lane: jobLane) { [renderers, pool, memoryBudget] () throws(ImageCacheError) in
             let span = Spans.start("strata.resample", parent: parent)
             span?.attributes["strata.size.from"] = "\(source.size)"
             span?.attributes["strata.size.to"] = "\(box)"
             defer { span?.end() }
-            return renderers.withRenderer(pool: pool, lane: jobLane.lane) { $0.resize(source, box: box, mode: mode) }
+            do throws(MemoryBudgetFailure<Never>) {
+                return try memoryBudget.withReservation(outputBytes, lane: jobLane.lane) { () throws(Never) in
+                    renderers.withRenderer(pool: pool, lane: jobLane.lane) { $0.resize(source, box: box, mode: mode) }
+                }
+            } catch {
+                guard case .refused(let refusal) = error else { preconditionFailure("a resample cannot fail") }
+                throw .overMemoryLimit(key: key.string, refusal)
+            }
         }
         counters.resamples.add(1, ordering: .relaxed)
         let variant = ImageVariant(
@@ -393,16 +402,41 @@ extension ImageCache {
         if request.gravity == .smart, request.mode == .fill { request.smartFocus = heldSmartFocus(key, request: request) }
         let renderStart = ContinuousClock.now
         defer { metrics.render.recordInterval(since: renderStart) }
+        let budget = memoryBudget, jobLane = lane.lane
+        let outcome = renderers.withRenderer(pool: pool, lane: jobLane) { renderer in
+            renderer.traceParent = parent
+            defer { renderer.traceParent = nil }
+            return bytes.withUnsafeBytes { Self.render($0, request: request, with: renderer, budget: budget, lane: jobLane) }
+        }
+        switch outcome {
+        case .success(let rendered): return rendered
+        case .failure(.decoding(let decoding)): throw .decoding(key: key.string, decoding)
+        case .failure(.overLimit(let refusal)): throw .overMemoryLimit(key: key.string, refusal)
+        }
+    }
+
+    /// One render of `bytes` with `renderer`: its header read and its decode planned, then, once
+    /// its estimate fits in `budget` (waiting in `lane` before any pixel is allocated), the decode
+    /// and the resample.
+    private static func render(
+        _ bytes: UnsafeRawBufferPointer, request: RenderRequest, with renderer: ImageRenderer, budget: MemoryBudget, lane: Lane
+    ) -> Result<(image: PixelImage, originalSize: PixelSize), RenderFailure> {
+        let prepared: PreparedRender
         do {
-            return try renderers.withRenderer(pool: pool, lane: lane.lane) { renderer throws(ImageDecodingError) in
-                renderer.traceParent = parent
-                defer { renderer.traceParent = nil }
-                return try rethrowingTyped(ImageDecodingError.self) {
-                    try bytes.withUnsafeBytes { try renderer.renderWithOriginalSize($0, request: request) }
-                }
-            }
+            prepared = try renderer.prepare(bytes, request: request)
         } catch {
-            throw .decoding(key: key.string, error)
+            return .failure(.decoding(error))
+        }
+        do {
+            return .success(
+                try budget.withReservation(prepared.peakBytes, lane: lane) { () throws(ImageDecodingError) in
+                    try renderer.render(bytes, prepared: prepared)
+                })
+        } catch {
+            switch error {
+            case .refused(let refusal): return .failure(.overLimit(refusal))
+            case .failed(let decoding): return .failure(.decoding(decoding))
+            }
         }
     }
 
@@ -529,6 +563,12 @@ extension ImageCache {
     ) async throws(ImageCacheError) -> T {
         try await onPool(key, lane: lane, parent: parent) { () throws(ImageCacheError) -> T in body() }
     }
+}
+
+/// Why a render in ``ImageCache/renderOriginal(_:key:request:lane:parent:)`` produced nothing.
+package enum RenderFailure: Error {
+    case decoding(ImageDecodingError)
+    case overLimit(MemoryBudgetError)
 }
 
 /// The lane of one flight's blocking work: the highest lane among its waiters, followed as it

@@ -12,16 +12,19 @@ public struct ReloadableSettings: Sendable, Hashable {
     public var memory: ImageMemoryTier.Configuration?
     /// The disk tier's byte limit (ignored without a disk tier).
     public var diskByteLimit: Int?
+    /// ``ImageCache/Options/memoryLimit`` (`nil`: no limit).
+    public var renderMemoryLimit: Int?
 
     public init(
         tolerance: Double, urgentWidth: Int, prefetchWidth: Int, memory: ImageMemoryTier.Configuration? = nil,
-        diskByteLimit: Int? = nil
+        diskByteLimit: Int? = nil, renderMemoryLimit: Int? = nil
     ) {
         self.tolerance = tolerance
         self.urgentWidth = urgentWidth
         self.prefetchWidth = prefetchWidth
         self.memory = memory
         self.diskByteLimit = diskByteLimit
+        self.renderMemoryLimit = renderMemoryLimit
     }
 
     /// Checks every value; throws a ``/StrataBase/ConfigurationError`` with the dotted key of the first bad
@@ -34,6 +37,9 @@ public struct ReloadableSettings: Sendable, Hashable {
         if let diskByteLimit, diskByteLimit <= 0 {
             throw .init(key: "disk.byteLimit", value: "\(diskByteLimit)", reason: "must be > 0 bytes")
         }
+        if let renderMemoryLimit, renderMemoryLimit < 1 << 20 {
+            throw .init(key: "render.memoryLimit", value: "\(renderMemoryLimit)", reason: "must be ≥ 1 MiB")
+        }
     }
 }
 
@@ -43,7 +49,8 @@ extension ImageCache {
         let widths = pool.widths
         return ReloadableSettings(
             tolerance: defaultTolerance, urgentWidth: widths.urgent, prefetchWidth: widths.prefetch,
-            memory: memory?.configuration, diskByteLimit: disk?.byteLimit)
+            memory: memory?.configuration, diskByteLimit: disk?.byteLimit,
+            renderMemoryLimit: memoryBudget.limit == .max ? nil : memoryBudget.limit)
     }
 
     /// Applies `settings` while the engine serves: the tolerance of the next request, the
@@ -70,6 +77,7 @@ extension ImageCache {
                 try? disk.setByteLimit(limit)  // shut down: no threads left to hand it to
             }
         }
+        memoryBudget.limit = settings.renderMemoryLimit ?? .max
         // Last: a request that sees the new tolerance finds the new lanes and memory limits in
         // force too (the disk's lower limit is applied by the job just queued).
         toleranceBits.store(settings.tolerance.bitPattern, ordering: .releasing)

@@ -63,6 +63,12 @@ public final class ImageCache: Sendable {
         public var metricsFactory: (any MetricsFactory)? = nil
         /// Spans of the work below memory (``/StrataBase/EngineTracing``); off by default.
         public var tracing: EngineTracing = .off
+        /// The most bytes that renders in flight may hold together (decode scratch, output, the
+        /// codecs' own buffers: ``/StrataCodecs/PreparedRender/peakBytes``), `nil` (default) for no
+        /// limit. A render that would exceed it waits in its lane; one larger than the whole
+        /// limit fails with ``ImageCacheError/overMemoryLimit(key:_:)``. Changes at run time
+        /// through ``reconfigure(_:)``; the service's encodes reserve from the same budget.
+        public var memoryLimit: Int? = nil
 
         public init() {}
 
@@ -76,6 +82,9 @@ public final class ImageCache: Sendable {
             if let r = revalidateAfter, r < .zero { throw .init(key: "revalidateAfter", reason: "must be ≥ 0, got \(r)") }
             if negativeTTL < .zero { throw .init(key: "negativeTTL", reason: "must be ≥ 0, got \(negativeTTL)") }
             if negativeCapacity < 1 { throw .init(key: "negativeCapacity", reason: "must be ≥ 1 key, got \(negativeCapacity)") }
+            if let memoryLimit, memoryLimit < 1 << 20 {
+                throw .init(key: "memoryLimit", reason: "must be ≥ 1 MiB, got \(memoryLimit) bytes")
+            }
             if let share = renderAhead, !(0...1).contains(share) {
                 throw .init(key: "renderAhead", reason: "must be within 0...1 (a share of the tolerance), got \(share)")
             }
@@ -104,6 +113,8 @@ public final class ImageCache: Sendable {
     private let ownsPool: Bool
     /// The renderers its jobs take.
     package let renderers: RendererStore
+    /// The bytes renders (and the service's encodes) in flight may hold (``Options/memoryLimit``).
+    public let memoryBudget: MemoryBudget
     package let flights = Coalescer<CacheKey, FlightDescriptor, Lane, CachedImage, ImageCacheError>()
     /// Revalidations per key, described by the version the hit held: only hits of one version
     /// share a check.
@@ -161,6 +172,7 @@ public final class ImageCache: Sendable {
             self.ownsPool = true
         }
         renderers = RendererStore(limit: options.width + options.prefetchWidth) { render.makeRenderer() }
+        memoryBudget = MemoryBudget(limit: options.memoryLimit ?? .max)
         metrics = EngineMetrics(prefix: options.metricsPrefix, factory: options.metricsFactory)
         // Cross-process invalidation: another process sharing the disk directory deleted a
         // file (its eviction, or its engine dropping a changed original): drop our memory

@@ -21,6 +21,9 @@ public enum ImageCacheError: Error, Sendable, CustomStringConvertible {
     case cancelled(key: String)
     /// The engine was shut down.
     case shutDown
+    /// The render would hold more bytes than the engine's whole `render.memoryLimit`
+    /// (``ImageCache/Options/memoryLimit``): it never runs under this limit.
+    case overMemoryLimit(key: String, MemoryBudgetError)
 
     public var description: String {
         switch self {
@@ -32,6 +35,7 @@ public enum ImageCacheError: Error, Sendable, CustomStringConvertible {
         case .noSource(let key): return "\(key.debugDescription): not cached, and the engine has no source"
         case .cancelled(let key): return "\(key.debugDescription): cancelled"
         case .shutDown: return "the image cache is shut down"
+        case .overMemoryLimit(let key, let error): return "\(key.debugDescription): \(error)"
         }
     }
 
@@ -46,6 +50,7 @@ public enum ImageCacheError: Error, Sendable, CustomStringConvertible {
         case .noSource: return "no_source"
         case .cancelled: return "cancelled"
         case .shutDown: return "shut_down"
+        case .overMemoryLimit: return "over_memory_limit"
         }
     }
 

@@ -375,23 +375,35 @@ public final class TilePyramids: Sendable {
                         $0.tilesFound += found
                     }
                 }
-                // The reduction beside the decode runs as an urgent job: viewers wait for it.
-                try PyramidPass.run(
-                    raw, header: header, feed: feed, wholeDecodePixels: wholeDecodePixels, forkJoin: .pool(cache.pool, lane: .urgent),
-                    geometry: build.geometry, waiting: { build.waitingTiles() }
-                ) { [self] tile, view in
-                    let id = entityID(tile, of: key)
-                    if let existing = table.image(for: id, sourceVersion: version.stamp) {
-                        found += 1
-                        build.produced(tile, existing)
-                        return
+                // The pass's memory from the engine's render.memoryLimit, like a render's: waits
+                // for room (in the prefetch lane), or is refused when larger than all of it.
+                let reserved = passBytes(header: header, feed: feed, bytes: raw)
+                do {
+                    try cache.memoryBudget.withReservation(reserved, lane: .prefetch) { () throws(any Error) in
+                        // The reduction beside the decode runs as an urgent job: viewers wait for it.
+                        try PyramidPass.run(
+                            raw, header: header, feed: feed, wholeDecodePixels: wholeDecodePixels,
+                            forkJoin: .pool(cache.pool, lane: .urgent), geometry: build.geometry, waiting: { build.waitingTiles() }
+                        ) { [self] tile, view in
+                            let id = entityID(tile, of: key)
+                            if let existing = table.image(for: id, sourceVersion: version.stamp) {
+                                found += 1
+                                build.produced(tile, existing)
+                                return
+                            }
+                            let image = try table.store(id, sourceVersion: version.stamp, streaming: true) { canvas in
+                                try Self.draw(view, into: &canvas, converter: converter)
+                            }
+                            written += 1
+                            build.produced(tile, image)
+                            if let hook = afterWritingTile.withLock({ $0 }) { hook(tile) }
+                        }
                     }
-                    let image = try table.store(id, sourceVersion: version.stamp, streaming: true) { canvas in
-                        try Self.draw(view, into: &canvas, converter: converter)
+                } catch let failure as MemoryBudgetFailure<any Error> {
+                    switch failure {
+                    case .refused(let refusal): throw ImageCacheError.overMemoryLimit(key: key.string, refusal)
+                    case .failed(let error): throw error
                     }
-                    written += 1
-                    build.produced(tile, image)
-                    if let hook = afterWritingTile.withLock({ $0 }) { hook(tile) }
                 }
             }
         } catch let error as ImageCacheError {
@@ -401,6 +413,16 @@ public final class TilePyramids: Sendable {
         } catch {
             throw .tier(TierFailure(tier: .table, key: key.string, reason: "pyramid table: \(error)"))
         }
+    }
+
+    /// What one pass holds while it runs: the strips (``memoryBound(for:)``), the JPEG coarse
+    /// pass's bands (8 MiB), and for a whole decode the decoded image; plus the codec's own
+    /// buffers (a progressive JPEG's coefficients, libwebp's alpha plane or lossless image).
+    private func passBytes(header: ImageHeader, feed: PyramidPass.Feed, bytes: UnsafeRawBufferPointer) -> Int {
+        var total = memoryBound(for: header.size) + (8 << 20)
+        if case .wholeDecode = feed { total += 4 * header.size.width * header.size.height }
+        let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: settings.maxSourcePixels))
+        return total + decoder.workingBytes(for: header, decodedSize: header.size, bytes: bytes)
     }
 
     /// Copies a tile's pixels into a table slot and converts its colours there.

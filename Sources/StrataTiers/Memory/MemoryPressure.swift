@@ -7,7 +7,9 @@ import Musl
 
 /// One sample of the Linux memory signals the memory tier reacts to. `nil` = not available.
 public struct MemoryPressureReading: Sendable, Hashable {
-    /// Bytes charged to the process's cgroup (v2 `memory.current`).
+    /// Bytes charged to the process's cgroup that it cannot easily give back: v2 `memory.current`
+    /// (v1 `memory.usage_in_bytes`) less the inactive file pages of `memory.stat`, the working set
+    /// as Kubernetes counts it (clean page cache the kernel drops first under the limit).
     public var cgroupCurrent: Int?
     /// The tightest `memory.max` of the cgroup and its ancestors; `nil` when unlimited.
     public var cgroupLimit: Int?
@@ -96,32 +98,42 @@ public struct MemoryPressurePolicy: Sendable, Hashable {
     }
 }
 
-/// Reads ``MemoryPressureReading``s from cgroup v2 and PSI files. Paths are injectable so
-/// tests can point it at a fake tree; missing files give `nil` fields (the signal is off).
+/// Reads ``MemoryPressureReading``s from cgroup (v2, or v1's memory controller) and PSI files.
+/// Paths are injectable so tests can point it at a fake tree; missing files give `nil` fields
+/// (the signal is off).
 public struct MemoryPressureSensor: Sendable {
     /// `/proc/self/cgroup` (its `0::<path>` line names the process's v2 cgroup).
     public var procSelfCgroup: String
     /// Where the v2 hierarchy may be mounted, tried in order (`/sys/fs/cgroup`, then the hybrid
     /// layout's `/sys/fs/cgroup/unified`).
     public var cgroupMounts: [String]
+    /// Where v1's memory controller may be mounted, tried when there is no v2 memory cgroup.
+    public var cgroupV1Mounts: [String]
     /// `/proc/pressure/memory`.
     public var pressureFile: String
 
     public init(
         procSelfCgroup: String = "/proc/self/cgroup",
         cgroupMounts: [String] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"],
+        cgroupV1Mounts: [String] = ["/sys/fs/cgroup/memory"],
         pressureFile: String = "/proc/pressure/memory"
     ) {
         self.procSelfCgroup = procSelfCgroup
         self.cgroupMounts = cgroupMounts
+        self.cgroupV1Mounts = cgroupV1Mounts
         self.pressureFile = pressureFile
     }
+
+    /// v1 reports "no limit" as a huge number (the largest page-aligned `Int64`): anything from
+    /// 2^60 bytes on is no limit.
+    private static let v1Unlimited = 1 << 60
 
     /// Takes one sample (a few small file reads).
     public func read() -> MemoryPressureReading {
         var reading = MemoryPressureReading()
         if let (dir, mount) = cgroupDirectory() {
             reading.cgroupCurrent = Self.readText(dir + "/memory.current").flatMap { Int($0.trimmed) }
+                .map { $0 - Self.statValue("inactive_file", in: Self.readText(dir + "/memory.stat")) }
             // The effective limit is the tightest of this cgroup and its ancestors.
             var path = dir
             while path.count >= mount.count {
@@ -130,6 +142,16 @@ public struct MemoryPressureSensor: Sendable {
                 }
                 guard path != mount, let slash = path.lastIndex(of: "/") else { break }
                 path = String(path[..<slash])
+            }
+        } else if let dir = cgroupV1Directory() {
+            let stat = Self.readText(dir + "/memory.stat")
+            reading.cgroupCurrent = Self.readText(dir + "/memory.usage_in_bytes").flatMap { Int($0.trimmed) }
+                .map { $0 - Self.statValue("total_inactive_file", in: stat) }
+            // `hierarchical_memory_limit` is already the tightest of the group and its ancestors.
+            let hierarchical = stat.flatMap { Self.statField("hierarchical_memory_limit", in: $0) }
+            let own = Self.readText(dir + "/memory.limit_in_bytes").flatMap { Int($0.trimmed) }
+            if let limit = [hierarchical, own].compactMap({ $0 }).min(), limit < Self.v1Unlimited {
+                reading.cgroupLimit = limit
             }
         }
         if let text = Self.readText(pressureFile) {
@@ -152,6 +174,40 @@ public struct MemoryPressureSensor: Sendable {
             if access(dir + "/memory.current", R_OK) == 0 { return (dir, mount) }
         }
         return nil
+    }
+
+    /// The directory of this process's v1 memory cgroup (its `N:memory:<path>` line under a
+    /// mount of the controller; the mount itself when the path is not visible there, as in a
+    /// container without a cgroup namespace), if `memory.limit_in_bytes` exists there.
+    package func cgroupV1Directory() -> String? {
+        guard let text = Self.readText(procSelfCgroup) else { return nil }
+        let line = text.split(separator: "\n").first { line in
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            return fields.count == 3 && fields[1].split(separator: ",").contains("memory")
+        }
+        guard let line else { return nil }
+        var relative = String(line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)[2])
+        if relative == "/" { relative = "" }
+        for mount in cgroupV1Mounts {
+            for dir in [mount + relative, mount] where access(dir + "/memory.limit_in_bytes", R_OK) == 0 {
+                return dir
+            }
+        }
+        return nil
+    }
+
+    /// The value of a `name value` line of a `memory.stat` text, `nil` when absent.
+    package static func statField(_ name: String, in text: String) -> Int? {
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if fields.count == 2, fields[0] == name { return Int(fields[1]) }
+        }
+        return nil
+    }
+
+    /// ``statField(_:in:)`` of a text that may be missing, 0 when absent.
+    private static func statValue(_ name: String, in text: String?) -> Int {
+        text.flatMap { statField(name, in: $0) } ?? 0
     }
 
     /// Parses the "some avg10=…" and "full avg10=…" lines of a PSI file.
