@@ -60,6 +60,9 @@ SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/strata-cgroup.XXXXXX")
 SERVER_PID=""
 cleanup() {
   [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true
+  # Anything else still in the cgroup (a server whose start failed half-way) goes too.
+  for pid in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+  for _ in $(seq 1 50); do [ -s "$CG/cgroup.procs" ] || break; sleep 0.1; done
   rmdir "$CG" 2>/dev/null || true
   rm -rf "$SCRATCH"
 }
