@@ -137,7 +137,7 @@ public final class ImageRenderer {
 
     /// The first half of a render: reads the header and plans the decode, so that the caller
     /// knows the bytes the render will hold (``PreparedRender/peakBytes``) before any pixel is
-    /// allocated (the engine's ``render.memoryLimit`` waits here). Cheap: a header parse.
+    /// allocated (the engine's `render.memoryLimit` waits here). Cheap: a header parse.
     public func prepare(_ bytes: UnsafeRawBufferPointer, request: RenderRequest) throws(ImageDecodingError) -> PreparedRender {
         let header = try decoder.readHeader(bytes)
         let planned = plan(for: header, request: request)
