@@ -152,7 +152,7 @@ public final class PixelMemory: Sendable {
     /// unmapped otherwise. Mappings unused for ``cacheAge`` are unmapped too (looked at about once
     /// a second, on a release).
     package func release(_ base: UnsafeMutableRawPointer, length: Int) {
-        let now = Self.now()
+        let now = MonotonicClock.nanoseconds()
         let unmapNow = state.withLock { s -> [(UnsafeMutableRawPointer, Int)] in
             s.inUseBytes -= length
             var gone: [(UnsafeMutableRawPointer, Int)] = []
@@ -207,12 +207,6 @@ public final class PixelMemory: Sendable {
 
     private static func unmap(_ mappings: [(UnsafeMutableRawPointer, Int)]) {
         for (base, length) in mappings { _ = munmap(base, length) }
-    }
-
-    private static func now() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 
     private static func nanoseconds(_ d: Duration) -> Int64 {

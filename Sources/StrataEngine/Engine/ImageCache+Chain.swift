@@ -160,14 +160,8 @@ extension ImageCache {
         metrics.lookups[tier]?.recordNanoseconds(Self.monotonicNanoseconds() - started)
     }
 
-    /// `CLOCK_MONOTONIC` in nanoseconds (vDSO, no syscall), for request latencies: an `Int64`,
-    /// unlike a `ContinuousClock.Instant`, has a fixed layout, so an async function keeps it in
-    /// its frame rather than in a task allocation of its own.
-    package static func monotonicNanoseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-    }
+    /// `MonotonicClock`'s nanoseconds (StrataBase), for request latencies.
+    package static func monotonicNanoseconds() -> Int64 { MonotonicClock.nanoseconds() }
 
     /// A memory hit that needs no resample and no revalidation, recorded and built in the
     /// caller's result; throws ``MemoryMiss`` (a fixed-size error) on a miss. Never inlined:
