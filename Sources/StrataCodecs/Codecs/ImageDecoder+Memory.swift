@@ -13,7 +13,7 @@ extension ImageDecoder {
     ///   more: counted as 4), plus HEVC's reference frames for HEIC (another 2).
     /// - GIF: a full canvas of indices and one of colours (5 bytes a pixel).
     /// - PNG and TIFF: rows or strips (0).
-    public func workingBytes(for header: ImageHeader, decodedSize: PixelSize, bytes: UnsafeRawBufferPointer) -> Int {
+    public static func workingBytes(for header: ImageHeader, decodedSize: PixelSize, bytes: UnsafeRawBufferPointer) -> Int {
         let full = header.size.width * header.size.height
         switch header.format {
         case .jpeg: return Self.isProgressiveJPEG(bytes) ? 4 * full : 0

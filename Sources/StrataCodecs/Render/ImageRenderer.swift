@@ -153,7 +153,7 @@ public final class ImageRenderer {
             peak += bytesOf(decodedSize)
         }
         if request.style != .bgra32Premultiplied { peak += bytesOf(planned.sizing.output) }
-        peak += decoder.workingBytes(for: header, decodedSize: decodedSize, bytes: bytes)
+        peak += ImageDecoder.workingBytes(for: header, decodedSize: decodedSize, bytes: bytes)
         return PreparedRender(header: header, request: request, peakBytes: peak)
     }
 

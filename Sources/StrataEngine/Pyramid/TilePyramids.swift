@@ -421,8 +421,7 @@ public final class TilePyramids: Sendable {
     private func passBytes(header: ImageHeader, feed: PyramidPass.Feed, bytes: UnsafeRawBufferPointer) -> Int {
         var total = memoryBound(for: header.size) + (8 << 20)
         if case .wholeDecode = feed { total += 4 * header.size.width * header.size.height }
-        let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: settings.maxSourcePixels))
-        return total + decoder.workingBytes(for: header, decodedSize: header.size, bytes: bytes)
+        return total + ImageDecoder.workingBytes(for: header, decodedSize: header.size, bytes: bytes)
     }
 
     /// Copies a tile's pixels into a table slot and converts its colours there.
