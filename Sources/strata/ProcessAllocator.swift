@@ -25,6 +25,13 @@ enum ProcessAllocator {
     /// pages after 1 s unused (muzzy ones at once), over 4 arenas (not one per core times 4).
     static let settings = "background_thread:true,narenas:4,dirty_decay_ms:1000,muzzy_decay_ms:0"
 
+    /// Whether a sanitizer's runtime (ASan, TSan, MSan) is in the process: it owns `malloc`, and
+    /// a preloaded jemalloc would hand out memory that the sanitizer's `free` then refuses.
+    static var sanitizerLoaded: Bool {
+        let runtimes: [String] = ["__asan_init", "__tsan_init", "__msan_init"]
+        return runtimes.contains { dlsym(UnsafeMutableRawPointer(bitPattern: 0), $0) != nil }
+    }
+
     /// Whether jemalloc is the process's allocator now.
     static var jemallocLoaded: Bool { dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallctl") != nil }
 
@@ -45,6 +52,10 @@ enum ProcessAllocator {
             return
         }
         guard choice == "jemalloc" else { return }
+        if sanitizerLoaded {
+            logger.info("process.allocator is jemalloc, but a sanitizer's runtime owns malloc in this build; it stays")
+            return
+        }
         guard let library else {
             logger.warning(
                 "process.allocator is jemalloc, but libjemalloc.so.2 is not installed (Debian: libjemalloc2); running on the system's allocator, whose arenas keep freed memory"

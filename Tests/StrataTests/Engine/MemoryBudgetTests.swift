@@ -6,6 +6,8 @@ import Testing
 @testable import Strata
 import StrataTestSupport
 
+// Asynchronous tests that wait with `eventually`: a test that spins or sleeps on one of Swift's
+// cooperative threads (two on a 2-core machine) starves every other suite's tasks.
 @Suite("MemoryBudget")
 struct MemoryBudgetTests {
     @Test("concurrent reservations never hold more than the limit, and all of them run")
@@ -45,12 +47,12 @@ struct MemoryBudgetTests {
     }
 
     @Test("urgent waiters go first, in the order they came; prefetch waits while one is waiting")
-    func laneOrder() throws {
+    func laneOrder() async throws {
         let budget = MemoryBudget(limit: 10)
         try budget.reserve(10, lane: .urgent)
         let order = Lock<[String]>([])
         var threads: [OSThread] = []
-        func waiter(_ name: String, _ lane: Lane) throws {
+        for (name, lane) in [("prefetch-1", Lane.prefetch), ("urgent-1", .urgent), ("urgent-2", .urgent)] {
             threads.append(
                 try OSThread(name: name) {
                     try! budget.reserve(10, lane: lane)
@@ -59,18 +61,15 @@ struct MemoryBudgetTests {
                 })
             // Each waiter queues before the next starts.
             let expected = threads.count
-            while budget.statistics.waiting < expected { usleep(200) }
+            #expect(await eventually(30) { budget.statistics.waiting >= expected })
         }
-        try waiter("prefetch-1", .prefetch)
-        try waiter("urgent-1", .urgent)
-        try waiter("urgent-2", .urgent)
         budget.release(10)
         for thread in threads { thread.join() }
         #expect(order.withLock { $0 } == ["urgent-1", "urgent-2", "prefetch-1"])
     }
 
     @Test("lowering the limit refuses a waiter now larger than it; raising it lets waiters in")
-    func reconfigure() throws {
+    func reconfigure() async throws {
         let budget = MemoryBudget(limit: 100)
         try budget.reserve(80, lane: .urgent)
         let outcome = Lock<String?>(nil)
@@ -82,7 +81,7 @@ struct MemoryBudgetTests {
                 outcome.withLock { $0 = "refused" }
             }
         }
-        while budget.statistics.waiting < 1 { usleep(200) }
+        #expect(await eventually(30) { budget.statistics.waiting >= 1 })
         budget.limit = 50
         big.join()
         #expect(outcome.withLock { $0 } == "refused")

@@ -76,13 +76,13 @@ struct PixelMemoryTests {
     }
 
     @Test("mappings unused for the cache's age go back to the kernel on a later release")
-    func decay() throws {
+    func decay() async throws {
         let memory = PixelMemory(cacheLimit: 64 << 20, cacheAge: .milliseconds(1))
         let old = memory.allocate(2 << 20, zeroed: false)
         memory.release(old.base, length: old.length)
         #expect(memory.statistics.cachedBytes == old.length)
         // The decay looks at most once a second, on a release.
-        usleep(1_100_000)
+        try await Task.sleep(for: .milliseconds(1100))
         // Larger than twice the cached one: a fresh mapping, not a reuse of it.
         let fresh = memory.allocate(5 << 20, zeroed: false)
         memory.release(fresh.base, length: fresh.length)
