@@ -3,7 +3,8 @@ import Strata
 import Yams
 
 /// The dotted leaf keys of a YAML (or JSON) configuration file, for refusing unknown keys:
-/// swift-configuration's providers answer the keys asked for and never list the rest.
+/// swift-configuration's providers answer the keys asked for and never list the rest. A key of
+/// named entries (``ConfigurationKey/isNamed``) is one leaf, whatever its form.
 package enum ConfigurationFileKeys {
     /// `memory: {costLimit: 1}` → `["memory.costLimit"]`. A flat dotted key (`memory.costLimit: 1`)
     /// counts as the same key. Sequences are leaves.
@@ -23,6 +24,19 @@ package enum ConfigurationFileKeys {
     }
 
     private static func collect(_ node: Node, prefix: String, into leaves: inout [String]) throws(ConfigurationError) {
+        if NamedEntries.keys.contains(prefix) {
+            // Named entries: a mapping of names to strings, a list of `name: value` strings, or a
+            // list of one-entry mappings (`- thumb: w=256`), as people write them.
+            guard NamedEntries.entries(of: node) != nil else {
+                throw ConfigurationError(
+                    key: prefix,
+                    reason:
+                        "expected entries `name: value`: a mapping of names to strings (thumb: \"w=256 h=256\") or a list of them (- \"thumb: w=256 h=256\")"
+                )
+            }
+            leaves.append(prefix)
+            return
+        }
         if case .sequence(let items) = node, items.contains(where: { $0.scalar == nil }) {
             // `- thumb: w=256` is a mapping in YAML, not the string `thumb: w=256`.
             throw ConfigurationError(

@@ -14,19 +14,23 @@ public struct ConfigurationKey: Sendable, Hashable {
     /// A list (YAML sequence; comma-separated in the environment; repeated or space-separated
     /// on the command line).
     public let isList: Bool
+    /// A list of named entries, each `name: value`: a file may also write it as a mapping of
+    /// names to values (``ConfigurationFileSnapshot``).
+    public let isNamed: Bool
     /// Shown as `<redacted>` by `strata config` and in logs.
     public let isSecret: Bool
     /// One line for the README.
     public let meaning: String
 
     package init(
-        _ name: String, _ defaultValue: String?, reloads: Bool = false, list: Bool = false, secret: Bool = false,
-        _ meaning: String
+        _ name: String, _ defaultValue: String?, reloads: Bool = false, list: Bool = false, named: Bool = false,
+        secret: Bool = false, _ meaning: String
     ) {
         self.name = name
         self.defaultValue = defaultValue
         self.reloads = reloads
-        self.isList = list
+        self.isList = list || named
+        self.isNamed = named
         self.isSecret = secret
         self.meaning = meaning
     }
@@ -140,7 +144,7 @@ extension StrataConfiguration {
             "source.http.rememberedVersions", "100000",
             "Keys whose last `ETag`/`Last-Modified` is kept for conditional revalidation (`If-None-Match`)."),
         .init(
-            "source.http.headers", "", list: true, secret: true,
+            "source.http.headers", "", named: true, secret: true,
             "Headers sent with every origin request, each `Name: value` (e.g. an authorization token); redacted in output."),
         .init(
             "source.s3.bucket", nil,
@@ -183,7 +187,7 @@ extension StrataConfiguration {
             "http.signingKey", nil, secret: true,
             "HMAC-SHA256 key image URLs must be signed with (`strata sign`); unset: any URL is served (a warning at start)."),
         .init(
-            "http.signingKeys", "", list: true, secret: true,
+            "http.signingKeys", "", named: true, secret: true,
             "More signing keys, each `id:secret`: a URL with `kid=ID` is checked with that key (`strata sign --key-id ID`), so keys rotate; `http.signingKey` checks URLs without `kid`."
         ),
         .init(
@@ -191,7 +195,7 @@ extension StrataConfiguration {
             "Bearer token of `DELETE /images/{key}` and `DELETE /iiif/{2|3}/{identifier}` (purge a key from every tier); unset: those routes answer 404."
         ),
         .init(
-            "http.presets", "", reloads: true, list: true,
+            "http.presets", "", reloads: true, named: true,
             "Named parameter sets of `/images`, each `name: parameters` (e.g. `thumb: w=256 h=256 mode=fill format=webp`), asked for as `?preset=thumb`; explicit parameters add to a preset (the same one with another value: 400). Checked at load by the query's parser."
         ),
         .init(

@@ -59,7 +59,7 @@ public struct ConfigurationLayers: Sendable {
 
     package var layers: [Layer]
     /// The file's reloading provider (run it as a service for reloads), when there is a file.
-    public let fileProvider: ReloadingFileProvider<YAMLSnapshot>?
+    public let fileProvider: ReloadingFileProvider<ConfigurationFileSnapshot>?
     /// The configuration file's path.
     public let filePath: String?
 
@@ -96,9 +96,9 @@ public struct ConfigurationLayers: Sendable {
             Layer(provider: EnvironmentVariablesProvider(environmentVariables: strata)) { .environment($0.environmentVariable) })
         if let filePath {
             try Self.checkFileKeys(filePath)
-            let provider: ReloadingFileProvider<YAMLSnapshot>
+            let provider: ReloadingFileProvider<ConfigurationFileSnapshot>
             do {
-                provider = try await ReloadingFileProvider<YAMLSnapshot>(
+                provider = try await ReloadingFileProvider<ConfigurationFileSnapshot>(
                     filePath: FilePath(filePath), pollInterval: pollInterval, logger: logger)
             } catch {
                 throw .init(key: "config", value: filePath, reason: "cannot read the configuration file: \(error)")

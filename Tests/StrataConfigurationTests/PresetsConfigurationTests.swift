@@ -53,12 +53,69 @@ struct PresetsConfigurationTests {
         }
     }
 
-    /// `- thumb: w=256` is a mapping in YAML: refused naming the key, with the quoting to use.
-    @Test func anUnquotedEntryInAFileSaysToQuoteIt() async throws {
+    /// Named entries as people write them in YAML: a mapping of names to parameters, a list of
+    /// one-entry mappings (`- thumb: w=256`), or the list of quoted strings; nested or flat.
+    @Test func presetsAreReadAsAMappingOrAListOfMappings() async throws {
         let dir = TempDirectory()
-        let file = try writeConfig("http:\n  presets:\n    - thumb: w=256 h=256\n", in: dir)
+        for (index, text) in [
+            "http:\n  presets:\n    thumb: \"w=256 h=256 mode=fill format=webp\"\n    hero: w=1200\n",
+            "http:\n  presets:\n    - thumb: w=256 h=256 mode=fill format=webp\n    - \"hero: w=1200\"\n",
+            "http.presets:\n  thumb: w=256 h=256 mode=fill format=webp\n  hero: w=1200\n",
+            "{\"http\": {\"presets\": {\"thumb\": \"w=256 h=256 mode=fill format=webp\", \"hero\": \"w=1200\"}}}",
+        ].enumerated() {
+            let file = try writeConfig(text, named: "strata-\(index).yaml", in: dir)
+            let configuration = try StrataConfiguration(from: try await ConfigurationLayers(environment: [:], filePath: file))
+            #expect(configuration.http.presets == Self.expected, "\(text)")
+        }
+    }
+
+    /// The same forms for the other named keys: signing keys and an origin's headers.
+    @Test func signingKeysAndHeadersAreReadAsMappings() async throws {
+        let dir = TempDirectory()
+        let file = try writeConfig(
+            """
+            http:
+              signingKeys:
+                old: "0123456789abcdef-old"
+                new: "0123456789abcdef:new"
+            source:
+              http:
+                baseURL: "http://127.0.0.1:9/"
+                headers:
+                  Authorization: "Bearer a:b"
+                  X-Tenant: 42
+            """, in: dir)
+        let configuration = try StrataConfiguration(from: try await ConfigurationLayers(environment: [:], filePath: file))
+        #expect(configuration.http.signingKeys == ["old": "0123456789abcdef-old", "new": "0123456789abcdef:new"])
+        guard case .http(let origin) = configuration.source else {
+            Issue.record("expected an HTTP source, got \(configuration.source)")
+            return
+        }
+        #expect(origin.headers == ["Authorization": "Bearer a:b", "X-Tenant": "42"])
+    }
+
+    /// A named entry whose value is not a string is refused naming the key, with both forms.
+    @Test func aNestedValueIsRefusedNamingTheKey() async throws {
+        let dir = TempDirectory()
+        for text in [
+            "http:\n  presets:\n    thumb:\n      w: 256\n", "http:\n  presets:\n    - thumb: w=1\n      hero: w=2\n",
+            "http:\n  presets:\n    - [w=1]\n",
+        ] {
+            let file = try writeConfig(text, in: dir)
+            let error = await #expect(throws: ConfigurationError.self, "\(text)") {
+                try await ConfigurationLayers(environment: [:], filePath: file)
+            }
+            #expect(error?.key == "http.presets" && error?.origin == "file \(file)", "\(String(describing: error))")
+            #expect(error?.reason.contains("a mapping of names to strings") == true, "\(String(describing: error))")
+        }
+    }
+
+    /// A list that is not of named entries keeps the hint to quote an entry holding `: `.
+    @Test func anUnquotedEntryOfAnotherListSaysToQuoteIt() async throws {
+        let dir = TempDirectory()
+        let file = try writeConfig("http:\n  formats:\n    - webp: 1\n", in: dir)
         let error = await #expect(throws: ConfigurationError.self) { try await ConfigurationLayers(environment: [:], filePath: file) }
-        #expect(error?.key == "http.presets" && error?.origin == "file \(file)", "\(String(describing: error))")
+        #expect(error?.key == "http.formats" && error?.origin == "file \(file)", "\(String(describing: error))")
         #expect(error?.reason.contains("quote") == true)
     }
 

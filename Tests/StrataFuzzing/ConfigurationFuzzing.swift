@@ -52,10 +52,10 @@ package enum ConfigurationFuzzing {
             require(!error.key.isEmpty, "an error naming no key: \(error)")
             return nil
         }
-        let file: YAMLSnapshot
+        let file: ConfigurationFileSnapshot
         do {
             let bytes = Array(text.utf8)
-            file = try YAMLSnapshot(data: bytes.span.bytes, providerName: path, parsingOptions: .default)
+            file = try ConfigurationFileSnapshot(data: bytes.span.bytes, providerName: path, parsingOptions: .default)
         } catch {
             // `ConfigurationLayers` refuses it: "cannot read the configuration file".
             return nil

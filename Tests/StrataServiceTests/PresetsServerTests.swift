@@ -89,20 +89,26 @@ struct PresetsServerTests {
         #expect(error?.key == "http.presets" && error?.reason.contains("\"broken\"") == true, "\(String(describing: error))")
     }
 
-    static func config(directory: String, presets: String) -> String {
-        """
-        memory:
-          pressure:
-            enabled: false
-        http:
-          port: 0
-          presets:
-        \(presets.split(separator: "\n").map { "    - \"\($0)\"" }.joined(separator: "\n"))
-        disk:
-          path: \(directory)/disk
-        source:
-          directory: \(fixturesDirectory)
-        """
+    /// A configuration of `presets` (`name: parameters` lines), written as a list of quoted
+    /// strings or, `asMapping`, as a mapping of names to parameters.
+    static func config(directory: String, presets: String, asMapping: Bool = false) -> String {
+        let entries = presets.split(separator: "\n").map { line in
+            guard asMapping, let colon = line.firstIndex(of: ":") else { return "    - \"\(line)\"" }
+            return "    \(line[..<colon]): \"\(line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))\""
+        }
+        return """
+            memory:
+              pressure:
+                enabled: false
+            http:
+              port: 0
+              presets:
+            \(entries.joined(separator: "\n"))
+            disk:
+              path: \(directory)/disk
+            source:
+              directory: \(fixturesDirectory)
+            """
     }
 
     /// Replaces the configuration file at `path` with `text` (a new modification time, one
@@ -145,7 +151,8 @@ struct PresetsServerTests {
         let warm = try await get(port: port, target)
         #expect(warm.header("X-Strata-Tier") == "encoded" && Self.size(warm) == "120x90", "memoized by the warm path")
 
-        try Self.rewrite(path, Self.config(directory: directory, presets: "thumb: w=60 h=40 mode=fill format=jpeg"))
+        // Written as a mapping this time (`thumb: "w=60 …"`), as people write it.
+        try Self.rewrite(path, Self.config(directory: directory, presets: "thumb: w=60 h=40 mode=fill format=jpeg", asMapping: true))
         #expect(await eventually { server.presets.generation == 1 }, "the reload reaches the service")
         for _ in 0..<3 {
             let answer = try await get(port: port, target)
