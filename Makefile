@@ -18,7 +18,9 @@ run: deps
 	./.build/release/strata serve
 
 # The build refuses an import of a target that is not a declared dependency (the layers:
-# docs/Architecture.md). The whole log goes to .build/test.log too; on a failure the failing tests and their issues are
+# docs/Architecture.md). The suite runs as two halves at once, one test at a time each
+# (Scripts/test-halves.sh: a parallel run starved tests on a busy 2-core machine). The whole log
+# goes to .build/test.log too; on a failure the failing tests and their issues are
 # printed again at the end, where a CI log's tail shows them. PyramidProcessTests run after the
 # rest, alone: they make originals of up to 200 megapixels (800 MB while one is encoded) and
 # run builds in child processes, which would move the others' measures of this process's peak
@@ -26,7 +28,8 @@ run: deps
 test: deps
 	@mkdir -p .build
 	@set -o pipefail; { swift build --build-tests --explicit-target-dependency-import-check error \
-	  && swift test --skip-build --skip PyramidProcessTests && swift test --skip-build --filter PyramidProcessTests; } 2>&1 \
+	  && Scripts/test-halves.sh "$$(swift build --show-bin-path)/StrataPackageTests.xctest" .build/test --skip PyramidProcessTests \
+	  && swift test --skip-build --filter PyramidProcessTests; } 2>&1 \
 	  | tee .build/test.log || { \
 	  echo "== failed tests and their issues (whole log: .build/test.log) =="; \
 	  grep -E '✘|recorded an issue|error:|Fatal error|fatal error' .build/test.log \

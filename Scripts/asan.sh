@@ -58,9 +58,10 @@ run_twice() {
 if [ "${1:-}" = "--halves" ]; then
     # Two halves at once, each one test at a time (CI): about half the time on two cores, and
     # no test waits behind another for a cooperative thread, as in a parallel run at ASan's
-    # speed. The halves are complements: StrataTests but its two longest suites, and the rest.
+    # speed. The halves are make test's (Scripts/test-halves.sh).
     shift
-    split='^StrataTests\.(?!TilePyramidsTests|DiskCrashTests)'
+    source Scripts/test-halves.sh
+    split=$test_halves_split
     run_twice first-half --filter "$split" "$@" &
     first=$!
     run_twice second-half --skip "$split" "$@" &

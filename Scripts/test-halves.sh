@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test suite as two complementary halves run at once, each one test at a time, by the test
+# bundle itself (two `swift test` cannot run at once: SwiftPM locks the build folder). On the
+# 2-core machine this takes about the time of a parallel run, and no test waits for a
+# cooperative thread: in a parallel run, tests that hold Swift's two cooperative threads
+# (decodes, blocking waits) starved others' tasks past their 180 s limits whenever the machine
+# was busy (a fresh clone's CI run, a build beside it). The halves: StrataTests but its longest
+# suite, and the rest (282 s and 290 s of tests in a debug build).
+#
+#   Scripts/test-halves.sh BUNDLE LOG-PREFIX [swift-testing options, e.g. --skip X]
+#   (sourced, it only defines test_halves_split)
+test_halves_split='^StrataTests\.(?!TilePyramidsTests)'
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
+set -euo pipefail
+bundle=$1 prefix=$2
+shift 2
+export NO_COLOR=1
+echo "tests: two halves at once, one test at a time each (logs: $prefix-first.log, $prefix-second.log)…"
+"$bundle" --testing-library swift-testing --no-parallel --filter "$test_halves_split" "$@" >"$prefix-first.log" 2>&1 &
+first=$!
+"$bundle" --testing-library swift-testing --no-parallel --skip "$test_halves_split" "$@" >"$prefix-second.log" 2>&1 &
+second=$!
+rc=0
+wait "$first" || rc=1
+wait "$second" || rc=1
+cat "$prefix-first.log" "$prefix-second.log"
+echo "tests: $(grep -h -E '^(✔|✘) Test run with' "$prefix-first.log" "$prefix-second.log" | tr '\n' ' ')"
+exit "$rc"
