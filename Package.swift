@@ -111,6 +111,11 @@ let package = Package(
         // libtiff over bytes in memory, its messages kept per file (its handlers take a va_list).
         .target(name: "CStrataTIFF", dependencies: ["CTIFF"]),
         .systemLibrary(
+            name: "COpenJPEG", pkgConfig: "libopenjp2",
+            providers: [.apt(["libopenjp2-7-dev"])]),
+        // OpenJPEG over bytes in memory, its messages kept per file, its planes turned into BGRA.
+        .target(name: "CStrataJP2", dependencies: ["COpenJPEG"]),
+        .systemLibrary(
             name: "CXXHash", pkgConfig: "libxxhash",
             providers: [.apt(["libxxhash-dev"])]),
         // The project's Linux-only C (futex lock, eventfd, getdents64, _GNU_SOURCE constants).
@@ -134,7 +139,7 @@ let package = Package(
             dependencies: [
                 "StrataBase",
                 "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CStrataPNG", "CAVIF", "CHeif", "CStrataHEIF", "CGIF", "CTIFF",
-                "CStrataTIFF", "CLCMS2", "CZlib", "CStrataSIMD",
+                "CStrataTIFF", "CStrataJP2", "CLCMS2", "CZlib", "CStrataSIMD",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

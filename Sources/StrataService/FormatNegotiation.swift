@@ -24,7 +24,7 @@ package enum FormatNegotiation {
             case .webp: if accepts("image/webp", in: accept) { return .format(.webp) }
             case .jpeg: return formats[(index + 1)...].contains(.png) ? .byAlpha : .format(.jpeg)
             case .png: return .format(.png)
-            case .heic, .gif, .tiff: continue
+            case .heic, .gif, .tiff, .jp2: continue
             }
         }
         return .format(.jpeg)

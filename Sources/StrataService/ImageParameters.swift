@@ -13,7 +13,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         case .jpeg: self = .jpeg
         case .png: self = .png
         case .avif: self = .avif
-        case .heic, .gif, .tiff: return nil
+        case .heic, .gif, .tiff, .jp2: return nil
         }
     }
 

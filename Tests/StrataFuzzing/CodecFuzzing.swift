@@ -30,10 +30,11 @@ extension Fuzzing {
             header.size.pixelCount <= 1_000_000 && header.size.width > 0 && header.size.height > 0, "header beyond the limit")
         var minimums: [PixelSize?] = [nil]
         if let smallest = header.thumbnails.first { minimums.append(smallest) }
+        if let smallest = header.levels.first { minimums.append(smallest) }
         for minimum in minimums {
             let size = decoder.decodedSize(for: header, minimumSize: minimum)
             require(size.width <= header.size.width && size.height <= header.size.height, "decodedSize beyond the image")
-            require(minimum == nil || size == minimum, "a listed thumbnail is not the decoded size for itself")
+            require(minimum == nil || size == minimum, "a listed thumbnail or level is not the decoded size for itself")
             var image = PixelImage(uninitializedWidth: size.width, height: size.height, style: .bgra32Premultiplied)
             if (try? decoder.decode(bytes, header: header, minimumSize: minimum, into: &image)) != nil {
                 _ = image.withUnsafeBytes { $0.reduce(UInt8(0)) { $0 &+ $1 } }  // every byte readable

@@ -18,6 +18,7 @@ package enum FuzzHarness: String, CaseIterable, Sendable {
     case heif = "FuzzHEIF"
     case gif = "FuzzGIF"
     case tiff = "FuzzTIFF"
+    case jp2 = "FuzzJP2"
     case imageParameters = "FuzzImageParameters"
     case iiif = "FuzzIIIF"
     case urlSigner = "FuzzURLSigner"
@@ -38,6 +39,7 @@ package enum FuzzHarness: String, CaseIterable, Sendable {
         case .heif: Fuzzing.decode(bytes, as: .heic)
         case .gif: Fuzzing.decode(bytes, as: .gif)
         case .tiff: Fuzzing.decode(bytes, as: .tiff)
+        case .jp2: Fuzzing.decode(bytes, as: .jp2)
         case .imageParameters: ServiceFuzzing.imageParameters(bytes)
         case .iiif: ServiceFuzzing.iiif(bytes)
         case .urlSigner: ServiceFuzzing.urlSigner(bytes)

@@ -55,6 +55,8 @@ extension ImageDecoder {
                 try GIFCodec.decode(bytes, size: size, maxPixels: limits.maxPixels, into: dst.baseAddress!, stride: stride)
             case .tiff:
                 try TIFFCodec.decode(bytes, size: size, into: dst.baseAddress!, stride: stride)
+            case .jp2:
+                try JP2Codec.decode(bytes, size: size, into: dst.baseAddress!, stride: stride)
             }
         }
     }

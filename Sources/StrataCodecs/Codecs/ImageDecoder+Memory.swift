@@ -12,6 +12,8 @@ extension ImageDecoder {
     /// - AVIF and HEIC: the decoded YUV planes at full size (up to 3 bytes a pixel at 8 bits, 6 at
     ///   more: counted as 4), plus HEVC's reference frames for HEIC (another 2).
     /// - GIF: a full canvas of indices and one of colours (5 bytes a pixel).
+    /// - JPEG 2000: OpenJPEG's 32-bit plane per component at the decoded size, plus its
+    ///   code-block buffers (`JP2Codec.workingBytes(components:decodedSize:)`).
     /// - PNG and TIFF: rows or strips (0).
     public static func workingBytes(for header: ImageHeader, decodedSize: PixelSize, bytes: UnsafeRawBufferPointer) -> Int {
         let full = header.size.width * header.size.height
@@ -21,6 +23,9 @@ extension ImageDecoder {
         case .avif: return 4 * full
         case .heic: return 6 * decodedSize.width * decodedSize.height
         case .gif: return 5 * full
+        case .jp2:
+            let colours = header.isCMYK ? 4 : header.isGrayscale ? 1 : 3
+            return JP2Codec.workingBytes(components: colours + (header.hasAlpha ? 1 : 0), decodedSize: decodedSize)
         case .png, .tiff: return 0
         }
     }

@@ -9,9 +9,10 @@ import Darwin
 import CTurboJPEG
 
 /// Decodes JPEG (libjpeg-turbo), WebP (libwebp), PNG (libpng), AVIF (libavif with dav1d),
-/// HEIC/HEIF (libheif with libde265) and GIF (giflib) into premultiplied BGRA, applying the
-/// orientation (EXIF; AVIF `irot`/`imir`), with shrink-on-load (JPEG DCT scaling, WebP scaled
-/// decode, HEIF embedded thumbnails).
+/// HEIC/HEIF (libheif with libde265), GIF (giflib), TIFF (libtiff) and JPEG 2000 (OpenJPEG)
+/// into premultiplied BGRA, applying the orientation (EXIF; AVIF `irot`/`imir`), with
+/// shrink-on-load (JPEG DCT scaling, WebP scaled decode, HEIF embedded thumbnails, JPEG 2000
+/// resolution levels).
 ///
 /// The format is detected from the bytes. The header is read first and the pixel limit
 /// (``DecodingLimits``) checked before any pixel memory is allocated. Truncated or corrupt
@@ -175,6 +176,11 @@ public final class ImageDecoder {
             header = ImageHeader(
                 format: .tiff, codedSize: f.size, orientation: f.orientation, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale,
                 colour: f.colour)
+        case .jp2:
+            let f = try JP2Codec.features(bytes)
+            header = ImageHeader(
+                format: .jp2, codedSize: f.size, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale, isCMYK: f.isCMYK,
+                colour: f.colour, levels: JP2Codec.levels(of: f))
         }
         try check(header)
         return header
@@ -213,8 +219,8 @@ public final class ImageDecoder {
     /// image's aspect (libwebp scales to any size) when that is at most half the full size, else
     /// the full size (a larger scaled decode is slower than the full one); PNG and animated
     /// WebP: the full size. HEIF: the smallest embedded thumbnail (``ImageHeader/thumbnails``)
-    /// that covers `minimumSize` on both sides, else the full size. AVIF, GIF and TIFF: the full
-    /// size.
+    /// that covers `minimumSize` on both sides, else the full size; JPEG 2000 likewise from its
+    /// resolution levels (``ImageHeader/levels``). AVIF, GIF and TIFF: the full size.
     /// Never larger than the full size; `nil` means the full size.
     public func decodedSize(for header: ImageHeader, minimumSize: PixelSize?) -> PixelSize {
         guard let minimumSize, !minimumSize.isEmpty else { return header.size }
@@ -243,6 +249,8 @@ public final class ImageDecoder {
             return PixelSize(width: max(1, min(w, full.width)), height: max(1, min(h, full.height)))
         case .heic:
             return header.thumbnails.first { $0.width >= minimumSize.width && $0.height >= minimumSize.height } ?? header.size
+        case .jp2:
+            return header.levels.first { $0.width >= minimumSize.width && $0.height >= minimumSize.height } ?? header.size
         case .png, .avif, .gif, .tiff:
             return header.size
         }
@@ -301,6 +309,8 @@ public final class ImageDecoder {
                 try GIFCodec.decode(bytes, size: header.codedSize, maxPixels: limits.maxPixels, into: out, stride: stride)
             case .tiff:
                 try decodeTIFF(bytes, header: header, into: out, stride: stride)
+            case .jp2:
+                try JP2Codec.decode(bytes, size: size, into: out, stride: stride)
             }
         }
     }

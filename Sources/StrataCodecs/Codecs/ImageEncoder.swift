@@ -54,7 +54,7 @@ public enum ImageEncoder {
             return try AVIFCodec.encode(
                 straightBGRA: pixels, size: image.size, alpha: hasAlpha, gray: image.style == .gray8, quality: quality, speed: speed,
                 profile: profile)
-        case .heic, .gif, .tiff:
+        case .heic, .gif, .tiff, .jp2:
             throw ImageEncodingError(.unsupportedFormat, format: format)
         }
     }
@@ -76,7 +76,7 @@ public enum ImageEncoder {
         case .avif:
             throw ImageEncodingError(
                 .encoderFailed("an AVIF's profile cannot be added after the encode: encode it with the profile"), format: .avif)
-        case .heic, .gif, .tiff:
+        case .heic, .gif, .tiff, .jp2:
             throw ImageEncodingError(.unsupportedFormat, format: format)
         }
     }
@@ -130,7 +130,7 @@ extension ImageEncoder {
             case .png: 5
             case .webp: 6
             case .avif: 12
-            case .heic, .gif, .tiff: 4
+            case .heic, .gif, .tiff, .jp2: 4
             }
         return pixels * (perPixel + 4)
     }

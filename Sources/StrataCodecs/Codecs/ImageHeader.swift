@@ -22,11 +22,14 @@ public struct ImageHeader: Sendable, Hashable {
     /// The (displayed) sizes of the embedded thumbnails a decode may use instead of the full
     /// image, smallest first (HEIF only: see ``ImageDecoder/decodedSize(for:minimumSize:)``).
     public var thumbnails: [PixelSize]
+    /// JPEG 2000: the sizes of the file's resolution levels below the full one, smallest first
+    /// (a decode reaches each directly: OpenJPEG's reduce factor); empty for other formats.
+    public var levels: [PixelSize]
 
     public init(
         format: ImageFormat, codedSize: PixelSize, orientation: Int = 1, hasAlpha: Bool = false,
         isGrayscale: Bool = false, isAnimated: Bool = false, isCMYK: Bool = false, colour: EmbeddedColour = .none,
-        thumbnails: [PixelSize] = []
+        thumbnails: [PixelSize] = [], levels: [PixelSize] = []
     ) {
         self.format = format
         self.codedSize = codedSize
@@ -40,6 +43,7 @@ public struct ImageHeader: Sendable, Hashable {
         self.isCMYK = isCMYK
         self.colour = colour
         self.thumbnails = thumbnails
+        self.levels = levels
     }
 
     /// Whether the orientation swaps width and height (EXIF 5–8).
@@ -98,7 +102,8 @@ public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvert
         let detail: String
         switch reason {
         case .unrecognizedFormat:
-            detail = "not a JPEG, WebP, PNG, AVIF, HEIC or GIF image (unrecognized first bytes); check that the source serves an image"
+            detail =
+                "not a JPEG, WebP, PNG, AVIF, HEIC, GIF, TIFF or JPEG 2000 image (unrecognized first bytes); check that the source serves an image"
         case .truncated:
             detail = "\(what) is truncated (ends early); the file is incomplete, fetch or write it again"
         case .corrupt(let message):

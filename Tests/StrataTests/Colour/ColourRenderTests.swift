@@ -17,6 +17,7 @@ struct ColourRenderTests {
         (.webp, .swappedMatrix), (.webp, .tintedLUT),
         (.png, .swappedMatrix), (.png, .tintedLUT), (.png, .linearGray),
         (.tiff, .swappedMatrix), (.tiff, .tintedLUT), (.tiff, .linearGray),
+        (.jp2, .swappedMatrix), (.jp2, .tintedLUT), (.jp2, .linearGray),
     ]
 
     /// The encoded test image of `kind` in `format`, tagged with `profile` (nil: untagged).
@@ -38,6 +39,11 @@ struct ColourRenderTests {
             return ColourFixtures.png(photo, gray: kind.isGray, profile: profile)
         case .tiff:
             return TIFFWriter.tiff(photo, kind.isGray ? .gray : .rgb, icc: profile)
+        case .jp2:
+            // Lossless (opj_compress's default), its colr box made an ICC one (JP2Boxes).
+            let tools = FormatTools()
+            let jp2 = try JP2DecodingTests.compress(TIFFWriter.tiff(photo, kind.isGray ? .gray : .rgb), [], tools: tools)
+            return try profile.map { try JP2Boxes.withICC(jp2, profile: $0) } ?? jp2
         case .avif, .heic, .gif:
             preconditionFailure("no colour fixture is made as \(format)")
         }
