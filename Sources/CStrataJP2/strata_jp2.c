@@ -13,6 +13,7 @@ struct strata_jp2 {
     const uint8_t *bytes;
     size_t length;
     size_t position;
+    uint32_t threads;
     char message[256];
 };
 
@@ -71,7 +72,8 @@ static void fail(struct strata_jp2 *file, const char *fallback, char *error, siz
 
 // MARK: - Open, header
 
-strata_jp2 *strata_jp2_open(const void *bytes, size_t length, int codestream, char *error, size_t error_capacity) {
+strata_jp2 *strata_jp2_open(const void *bytes, size_t length, int codestream, uint32_t threads, char *error,
+                            size_t error_capacity) {
     struct strata_jp2 *file = calloc(1, sizeof *file);
     if (!file) {
         fail(NULL, "out of memory", error, error_capacity);
@@ -96,8 +98,16 @@ strata_jp2 *strata_jp2_open(const void *bytes, size_t length, int codestream, ch
     opj_stream_set_seek_function(file->stream, seek_bytes);
     opj_dparameters_t parameters;
     opj_set_default_decoder_parameters(&parameters);
-    if (!opj_setup_decoder(file->codec, &parameters) || !opj_decoder_set_strict_mode(file->codec, OPJ_TRUE)
-        || !opj_read_header(file->stream, file->codec, &file->image) || !file->image) {
+    if (!opj_setup_decoder(file->codec, &parameters)) {
+        fail(file, "OpenJPEG could not set up a decoder", error, error_capacity);
+        strata_jp2_close(file);
+        return NULL;
+    }
+    // The thread count goes in between the setup and the header (OpenJPEG's rule).
+    file->threads = 1;
+    if (threads > 1 && opj_has_thread_support() && opj_codec_set_threads(file->codec, (int)threads)) file->threads = threads;
+    if (!opj_decoder_set_strict_mode(file->codec, OPJ_TRUE) || !opj_read_header(file->stream, file->codec, &file->image)
+        || !file->image) {
         fail(file, "not a JPEG 2000 image OpenJPEG can read", error, error_capacity);
         strata_jp2_close(file);
         return NULL;
@@ -189,10 +199,11 @@ static inline int to8(int32_t value, const opj_image_comp_t *comp) {
 
 static inline uint8_t clamp8(int v) { return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v; }
 
-int strata_jp2_decode(strata_jp2 *file, uint32_t reduce, uint32_t threads, uint8_t *out, size_t stride, uint32_t width,
-                      uint32_t height, char *error, size_t error_capacity) {
+uint32_t strata_jp2_threads(const strata_jp2 *file) { return file->threads; }
+
+int strata_jp2_decode(strata_jp2 *file, uint32_t reduce, uint8_t *out, size_t stride, uint32_t width, uint32_t height,
+                      char *error, size_t error_capacity) {
     opj_image_t *image = file->image;
-    if (threads > 1 && opj_has_thread_support()) opj_codec_set_threads(file->codec, (int)threads);
     if (!opj_set_decoded_resolution_factor(file->codec, reduce)) {
         fail(file, "the reduction is beyond the image's resolution levels", error, error_capacity);
         return -1;

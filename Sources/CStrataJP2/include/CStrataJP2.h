@@ -40,21 +40,26 @@ struct strata_jp2_info {
 };
 
 /// Opens `length` bytes at `bytes`: a JP2 file when `codestream` is 0, a J2K codestream
-/// otherwise, and reads its main header (strict mode: a truncated stream is an error). NULL on
-/// failure, with OpenJPEG's message in `error` (at most `error_capacity` bytes, ended by NUL).
-strata_jp2 *strata_jp2_open(const void *bytes, size_t length, int codestream, char *error, size_t error_capacity);
+/// otherwise, and reads its main header (strict mode: a truncated stream is an error); a decode
+/// will run on `threads` threads (OpenJPEG takes the count before the header). NULL on failure,
+/// with OpenJPEG's message in `error` (at most `error_capacity` bytes, ended by NUL).
+strata_jp2 *strata_jp2_open(const void *bytes, size_t length, int codestream, uint32_t threads, char *error,
+                            size_t error_capacity);
+
+/// The threads the decoder was given (1 when OpenJPEG was built without thread support or
+/// refused the count).
+uint32_t strata_jp2_threads(const strata_jp2 *file);
 
 /// The header's facts; 0, or -1 with a message (no component, components of different sizes
 /// at full resolution that are not subsampled chroma, a precision above 16 bits…).
 int strata_jp2_info(strata_jp2 *file, struct strata_jp2_info *info, char *error, size_t error_capacity);
 
-/// Decodes the whole image `reduce` halvings down (0: full resolution), on `threads` threads,
-/// into premultiplied BGRA rows of `stride` bytes at `out`, which must be exactly
+/// Decodes the whole image `reduce` halvings down (0: full resolution) into premultiplied BGRA rows of `stride` bytes at `out`, which must be exactly
 /// `width` × `height`: the size of the first component at that reduction. Gray is spread to
 /// the three channels, sYCC converted with BT.601's full-range matrix, samples of any
 /// precision rounded to 8 bits, subsampled components spread by nearest neighbour. 0, or -1
 /// with OpenJPEG's message. Once per file.
-int strata_jp2_decode(strata_jp2 *file, uint32_t reduce, uint32_t threads, uint8_t *out, size_t stride, uint32_t width,
+int strata_jp2_decode(strata_jp2 *file, uint32_t reduce, uint8_t *out, size_t stride, uint32_t width,
                       uint32_t height, char *error, size_t error_capacity);
 
 void strata_jp2_close(strata_jp2 *file);

@@ -47,10 +47,12 @@ package enum JP2Codec {
     private final class File {
         let handle: OpaquePointer
 
-        init(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) {
+        /// `threads`: what a decode of this file will run on (OpenJPEG takes it before the header).
+        init(_ bytes: UnsafeRawBufferPointer, threads: Int = 1) throws(ImageDecodingError) {
             var message = [CChar](repeating: 0, count: 256)
             guard let base = bytes.baseAddress,
-                let handle = strata_jp2_open(base, bytes.count, JP2Codec.isCodestream(bytes) ? 1 : 0, &message, message.count)
+                let handle = strata_jp2_open(
+                    base, bytes.count, JP2Codec.isCodestream(bytes) ? 1 : 0, UInt32(max(1, threads)), &message, message.count)
             else {
                 throw JP2Codec.error(message, while: "reading the header")
             }
@@ -160,10 +162,12 @@ package enum JP2Codec {
 
     /// Decodes the image into `size` premultiplied BGRA pixels at `out` (rows `stride` bytes
     /// apart): the full size or one of ``levels(of:)``.
+    /// Returns the threads OpenJPEG decoded on.
+    @discardableResult
     package static func decode(
         _ bytes: UnsafeRawBufferPointer, size: PixelSize, into out: UnsafeMutableRawPointer, stride: Int
-    ) throws(ImageDecodingError) {
-        let file = try File(bytes)
+    ) throws(ImageDecodingError) -> Int {
+        let file = try File(bytes, threads: threads(for: size.pixelCount))
         var info = strata_jp2_info()
         var message = [CChar](repeating: 0, count: 256)
         guard strata_jp2_info(file.handle, &info, &message, message.count) == 0 else {
@@ -180,11 +184,12 @@ package enum JP2Codec {
         }
         guard
             strata_jp2_decode(
-                file.handle, UInt32(reduce), UInt32(threads(for: size.pixelCount)), out.assumingMemoryBound(to: UInt8.self), stride,
-                UInt32(size.width), UInt32(size.height), &message, message.count) == 0
+                file.handle, UInt32(reduce), out.assumingMemoryBound(to: UInt8.self), stride, UInt32(size.width),
+                UInt32(size.height), &message, message.count) == 0
         else {
             throw error(message, while: "decoding")
         }
+        return Int(strata_jp2_threads(file.handle))
     }
 
     private static func error(_ message: [CChar], while doing: String, unsupported: Bool = false) -> ImageDecodingError {

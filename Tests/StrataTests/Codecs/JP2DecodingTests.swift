@@ -77,6 +77,30 @@ struct JP2DecodingTests {
         #expect(psnr(fromJP2, fromJPEG) >= 30, "\(psnr(fromJP2, fromJPEG)) dB")
     }
 
+    @Test("a decode of 4 megapixels or more runs on two of OpenJPEG's threads, a smaller one on one")
+    func threads() throws {
+        let tools = FormatTools()
+        let big = ColourFixtures.photo(PixelSize(width: 2400, height: 1700))
+        let bytes = try Self.compress(TIFFWriter.tiff(big, .rgb), ["-r", "10", "-t", "512,512"], tools: tools)
+        func decoded(_ size: PixelSize) throws -> (PixelImage, Int) {
+            var image = PixelImage(uninitializedWidth: size.width, height: size.height, style: .bgra32Premultiplied)
+            let stride = image.bytesPerRow
+            let threads = try image.withUnsafeMutableBytes { raw in
+                try bytes.withUnsafeBytes { encoded in
+                    try JP2Codec.decode(encoded, size: size, into: raw.baseAddress!, stride: stride)
+                }
+            }
+            return (image, threads)
+        }
+        let (whole, wholeThreads) = try decoded(big.size)
+        #expect(wholeThreads == 2)
+        let (half, halfThreads) = try decoded(PixelSize(width: 1200, height: 850))
+        #expect(halfThreads == 1)
+        #expect(psnr(whole, big) >= 35 && half.size == PixelSize(width: 1200, height: 850))
+        // On two threads, what OpenJPEG's own tool decodes.
+        #expect(psnr(whole, try Self.reference(bytes, tools: tools)) >= 50)
+    }
+
     @Test("lossless RGB, gray, alpha and 16-bit files decode to the written pixels")
     func losslessChannels() throws {
         let tools = FormatTools()
