@@ -142,6 +142,11 @@ int strata_jp2_info(strata_jp2 *file, struct strata_jp2_info *info, char *error,
         fail(NULL, "the image has no component or no area", error, error_capacity);
         return -1;
     }
+    if (image->numcomps > 8) {
+        // A codestream may declare up to 16 384 components; images have 1 to 4 (5 with CMYK and alpha).
+        snprintf(error, error_capacity, "the image has %u components (up to 8 are read)", image->numcomps);
+        return -1;
+    }
     if (image->comps[0].dx != 1 || image->comps[0].dy != 1) {
         fail(NULL, "the first component is subsampled", error, error_capacity);
         return -1;

@@ -50,8 +50,8 @@ strata_jp2 *strata_jp2_open(const void *bytes, size_t length, int codestream, ui
 /// refused the count).
 uint32_t strata_jp2_threads(const strata_jp2 *file);
 
-/// The header's facts; 0, or -1 with a message (no component, components of different sizes
-/// at full resolution that are not subsampled chroma, a precision above 16 bits…).
+/// The header's facts; 0, or -1 with a message (no component or more than 8, a subsampled
+/// first component, subsampling beyond 4×4, a precision above 16 bits).
 int strata_jp2_info(strata_jp2 *file, struct strata_jp2_info *info, char *error, size_t error_capacity);
 
 /// Decodes the whole image `reduce` halvings down (0: full resolution) into premultiplied BGRA rows of `stride` bytes at `out`, which must be exactly
