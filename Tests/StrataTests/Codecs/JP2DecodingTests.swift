@@ -165,6 +165,13 @@ struct JP2DecodingTests {
         for cut in [100, bytes.count / 2, bytes.count - 10] {
             #expect(throws: ImageDecodingError.self, "cut at \(cut)") { try decoder.decode(Array(bytes.prefix(cut))) }
         }
+        // Nine components (OpenJPEG's raw input takes any count): refused from the header.
+        let tools = FormatTools()
+        let raw = tools.write((0..<(16 * 16 * 9)).map { UInt8($0 % 251) }, suffix: "raw")
+        let nine = tools.path("j2k")
+        try ExternalTools.run("opj_compress", ["-i", raw, "-o", nine, "-F", "16,16,9,8,u", "-n", "2"])
+        let many = #expect(throws: ImageDecodingError.self) { try decoder.readHeader(tools.read(nine)) }
+        #expect("\(String(describing: many))".contains("9 components"), "\(String(describing: many))")
         var flipped = bytes
         for i in stride(from: 400, to: flipped.count, by: 97) { flipped[i] ^= 0x5A }
         #expect(throws: ImageDecodingError.self) { try decoder.decode(flipped) }
