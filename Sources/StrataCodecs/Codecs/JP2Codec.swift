@@ -43,9 +43,11 @@ package enum JP2Codec {
         bytes.count >= 4 && bytes[0] == 0xFF && bytes[1] == 0x4F && bytes[2] == 0xFF && bytes[3] == 0x51
     }
 
-    /// An open file over `bytes` (not copied: it must not outlive them), its header read.
+    /// An open file over `bytes` (not copied: it must not outlive them), its header read and
+    /// checked.
     private final class File {
         let handle: OpaquePointer
+        let info: strata_jp2_info
 
         /// `threads`: what a decode of this file will run on (OpenJPEG takes it before the header).
         init(_ bytes: UnsafeRawBufferPointer, threads: Int = 1) throws(ImageDecodingError) {
@@ -57,18 +59,19 @@ package enum JP2Codec {
                 throw JP2Codec.error(message, while: "reading the header")
             }
             self.handle = handle
+            var info = strata_jp2_info()
+            guard strata_jp2_info(handle, &info, &message, message.count) == 0 else {
+                strata_jp2_close(handle)
+                throw JP2Codec.error(message, while: "reading the header", unsupported: true)
+            }
+            self.info = info
         }
 
         deinit { strata_jp2_close(handle) }
     }
 
     package static func features(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) -> Features {
-        let file = try File(bytes)
-        var info = strata_jp2_info()
-        var message = [CChar](repeating: 0, count: 256)
-        guard strata_jp2_info(file.handle, &info, &message, message.count) == 0 else {
-            throw error(message, while: "reading the header", unsupported: true)
-        }
+        let info = try File(bytes).info
         var colour = EmbeddedColour.none
         if let icc = iccProfile(bytes) {
             if icc.count > ColourProfile.maximumByteCount {
@@ -168,11 +171,8 @@ package enum JP2Codec {
         _ bytes: UnsafeRawBufferPointer, size: PixelSize, into out: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) -> Int {
         let file = try File(bytes, threads: threads(for: size.pixelCount))
-        var info = strata_jp2_info()
+        let info = file.info
         var message = [CChar](repeating: 0, count: 256)
-        guard strata_jp2_info(file.handle, &info, &message, message.count) == 0 else {
-            throw error(message, while: "reading the header", unsupported: true)
-        }
         let full = PixelSize(width: Int(info.width), height: Int(info.height))
         let origin = PixelSize(width: Int(info.origin_x), height: Int(info.origin_y))
         guard
