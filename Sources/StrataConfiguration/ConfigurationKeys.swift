@@ -199,6 +199,10 @@ extension StrataConfiguration {
             "Named parameter sets of `/images`, each `name: parameters` (e.g. `thumb: w=256 h=256 mode=fill format=webp`), asked for as `?preset=thumb`; explicit parameters add to a preset (the same one with another value: 400). Checked at load by the query's parser."
         ),
         .init(
+            "http.watermarks", "", reloads: true, named: true,
+            "Watermark images of `/images?watermark=NAME`, each `name: file:PATH` or `name: KEY` (a key of the source, `source:KEY` too); loaded at start and on each reload (a file that cannot be read or decoded refuses the configuration), kept at most 2048 pixels a side."
+        ),
+        .init(
             "http.presetsOnly", "false", reloads: true,
             "`true`: `/images` answers `?preset=NAME` only (with `sig`, `kid`, `exp`; any other parameter: 400 listing the presets). IIIF routes are not restricted."
         ),

@@ -37,6 +37,9 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     public var presets: [String: String] = [:]
     /// Whether `/images` answers presets only (`?preset=NAME`, plus the signature's parameters).
     public var presetsOnly = false
+    /// `http.watermarks`: watermark images by name, each `file:PATH` or a key of the source
+    /// (`source:KEY`, or the key alone), for `/images?watermark=NAME`.
+    public var watermarks: [String: String] = [:]
     /// Encoder quality of AVIF answers when the request names none (libavif's scale:
     /// ``AVIFCodec/quantizer(forQuality:)``).
     public var avifQuality = AVIFCodec.defaultQuality
@@ -112,6 +115,7 @@ extension HTTPServiceSettings {
         }
         settings.presets = try readPresets(from: &reader)
         settings.presetsOnly = try reader.bool("http.presetsOnly")
+        settings.watermarks = try readNamed(from: &reader, "http.watermarks", what: "watermark", example: "logo: file:/etc/strata/logo.png")
         if settings.presetsOnly, settings.presets.isEmpty {
             throw reader.error(
                 "http.presetsOnly", reason: "is true but http.presets lists no preset: every /images request would be refused")
@@ -173,6 +177,30 @@ extension HTTPServiceSettings {
             }
         }
         return presets
+    }
+
+    /// Entries `name: value` of the named key `key` (`http.watermarks`), the name as a preset's,
+    /// each once, the value not empty.
+    package static func readNamed(
+        from reader: inout KeyReader, _ key: String, what: String, example: String
+    ) throws(ConfigurationError) -> [String: String] {
+        var entries: [String: String] = [:]
+        for entry in try reader.list(key) {
+            let parts = entry.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = parts.first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            let value = parts.count == 2 ? parts[1].trimmingCharacters(in: .whitespaces) : ""
+            guard parts.count == 2, isValidPresetName(Substring(name)), !value.isEmpty else {
+                throw reader.error(
+                    key,
+                    reason:
+                        "expected entries `name: value` (e.g. `\(example)`), the name 1…32 letters, digits, `-` or `_` (got \(entry.debugDescription))"
+                )
+            }
+            guard entries.updateValue(value, forKey: name) == nil else {
+                throw reader.error(key, reason: "\(what) \(name.debugDescription) is listed twice")
+            }
+        }
+        return entries
     }
 
     /// A preset's name: 1…32 letters, digits, `-` or `_` (a key id's characters).

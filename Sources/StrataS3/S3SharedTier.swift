@@ -422,17 +422,24 @@ public final class S3SharedTier: RemoteCacheTier, Sendable, CustomStringConverti
     /// without them (deleted when nothing is left).
     public func remove(_ keys: [CacheKey]) async throws(TierFailure) {
         let deadline = ContinuousClock.now + configuration.uploadTimeout
-        var byFolder: [String: (index: String, entities: Set<String>, first: CacheKey)] = [:]
+        var byFolder: [String: (index: String, entities: Set<String>, families: Set<Substring>, first: CacheKey)] = [:]
         for key in keys {
-            byFolder[folder(of: key), default: (indexName(key), [], key)].entities.insert("\(key.entityID)")
+            let entity = "\(key.entityID)"
+            byFolder[folder(of: key), default: (indexName(key), [], [], key)].entities.insert(entity)
+            // A plain source key takes the keys with operations derived from it: their
+            // identities share its high word (`ImageEntityID.isFamily(of:)`), its first 16 digits.
+            if !key.string.utf8.contains(0) { byFolder[folder(of: key)]!.families.insert(entity.prefix(16)) }
         }
         for (folder, group) in byFolder {
+            func isDoomed(_ listed: Listed) -> Bool {
+                group.entities.contains(String(listed.entity)) || group.families.contains(listed.entity.prefix(16))
+            }
             do throws(S3StoreError) {
                 let entries = try await store.get(group.index, deadline: deadline).map { Self.indexEntries($0.bytes) } ?? []
-                let doomed = entries.filter { group.entities.contains(String($0.entity)) }
+                let doomed = entries.filter(isDoomed)
                 guard !doomed.isEmpty else { continue }
                 for listed in doomed { try await store.delete(folder + listed.entry, deadline: deadline) }
-                let kept = entries.filter { !group.entities.contains(String($0.entity)) }.map(\.entry)
+                let kept = entries.filter { !isDoomed($0) }.map(\.entry)
                 if kept.isEmpty {
                     try await store.delete(group.index, deadline: deadline)
                 } else {

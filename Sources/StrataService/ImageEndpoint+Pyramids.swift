@@ -35,6 +35,12 @@ extension ImageEndpoint {
         _ prepared: Prepared, pyramids: TilePyramids, request: Request, started: ContinuousClock.Instant
     ) async throws(ServiceError) -> ImageReply {
         let parameters = prepared.parameters, key = prepared.request.key
+        guard parameters.operations.isEmpty else {
+            throw ServiceError(
+                .contentTooLarge, "too_large",
+                "\(parameters.key.debugDescription) is over source.maxPixels and served from its tile pyramid, which takes sizes, gravities and watermarks only: remove trim, crop, flip, rot, mode=pad, bg, blur and sharpen"
+            )
+        }
         try responder.admit(unless: originals.knows(parameters.key))
         let original = try await originals.original(for: parameters.key, cache: cache, maxPixels: pyramids.settings.maxSourcePixels)
         let geometry = pyramids.geometry(for: original.size)
@@ -67,16 +73,20 @@ extension ImageEndpoint {
             }
         }
         if let dpr = parameters.dprText { extra[Self.contentDPR] = dpr }
+        let mark = try await watermark(for: parameters)
         var encodedKey = encodedKey(parameters, key.colourOutput, served, format ?? .jpeg)
         encodedKey.derivation =
             "t\(plan.output)-\(parameters.mode)" + (parameters.gravity == .center ? "" : "-gravity=\(parameters.gravity)")
+            + (mark.map { "-wm=\($0.0.canonical)@\($0.1.version)" } ?? "")
+        let marking = Self.derivation(watermark: mark, flattening: nil)
         let ifNoneMatch = request.headers[values: .ifNoneMatch]
         if format == .raw {
             // The cut and the copy of its rows in one job.
             let made: (image: PixelImage, rows: ByteBuffer)
             do {
                 made = try await cache.runOnEngineThreads { () -> (image: PixelImage, rows: ByteBuffer) in
-                    let image = cut.compose(images)
+                    let cutOut = cut.compose(images)
+                    let image = marking?(cutOut) ?? cutOut
                     return (image, image.withUnsafeBytes { ByteBuffer(bytes: $0) })
                 }.get()
             } catch {
@@ -88,7 +98,11 @@ extension ImageEndpoint {
         }
         return try await responder.answer(
             EncodedResponder.Work(
-                served: served, key: encodedKey, size: plan.output, hit: nil, extra: extra, derive: { _ in cut.compose(images) },
+                served: served, key: encodedKey, size: plan.output, hit: nil, extra: extra,
+                derive: { _ in
+                    let cutOut = cut.compose(images)
+                    return marking?(cutOut) ?? cutOut
+                },
                 warm: false),
             ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
     }

@@ -27,6 +27,8 @@ package struct ImageEndpoint: Sendable {
     package let responder: EncodedResponder
     /// `http.presets` in force (replaced on reload by ``StrataServer/apply(_:)``).
     package var presets = PresetChoice(.none)
+    /// `http.watermarks` in force (``Watermarks/set(_:)`` on reload).
+    package var watermarks = Watermarks.none
     /// The tile pyramids of originals over `source.maxPixels` (`nil`: none configured; such
     /// originals are refused with 413), the originals' sizes (shared with IIIF), and
     /// `source.maxPixels`.
@@ -96,8 +98,15 @@ package struct ImageEndpoint: Sendable {
         let parameters = try ImageParameters(
             path: path[path.utf8.index(path.startIndex, offsetBy: ImageParameters.prefix.utf8.count)...],
             query: try presets.resolve(query), maxDimension: settings.maxDimension)
+        if let placement = parameters.watermark, !watermarks.has(placement.name) {
+            let names = watermarks.names
+            throw .badParameter(
+                "watermark=\(placement.name): no such watermark (\(names.isEmpty ? "http.watermarks names none" : "http.watermarks has \(names.joined(separator: ", "))"))"
+            )
+        }
         let request = ImageRequest(
-            key: CacheKey(parameters.key, colour: responder.colour.current, gravity: parameters.gravity), box: parameters.box,
+            key: CacheKey(parameters.key, colour: responder.colour.current, gravity: parameters.gravity, operations: parameters.operations),
+            box: parameters.box,
             mode: parameters.mode,
             tolerance: parameters.tolerance,
             exactSize: parameters.exact)
@@ -129,6 +138,9 @@ package struct ImageEndpoint: Sendable {
         } else {
             prepared = try prepare(target: Substring(request.uri.string))
         }
+        // A watermark read from the source is read (through the engine) before its version
+        // goes into the answer's identity.
+        let mark = try await watermark(for: prepared.parameters)
         if let pyramids, isTiled(prepared.parameters.key) {
             return try await tiled(prepared, pyramids: pyramids, request: request, started: started)
         }
@@ -161,17 +173,19 @@ package struct ImageEndpoint: Sendable {
             // pixels on the engine's threads (the answer looks its encoding up afterwards).
             format = try await responder.hasTransparency(served.image) ? .png : .jpeg
         }
-        let key = encodedKey(parameters, colour, served, format)
+        let key = encodedKey(parameters, colour, served, format, watermark: mark?.1.version)
         let ifNoneMatch = request.headers[values: .ifNoneMatch]
         var extra = HTTPFields()
         if choice.negotiated { extra[.vary] = "Accept" }
         if let dpr = parameters.dprText { extra[Self.contentDPR] = dpr }
+        let derive = Self.derivation(watermark: mark, flattening: Self.flattening(parameters.operations, format))
         if format == .raw {
-            return try await raw(served, key: key, extra: extra, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
+            return try await raw(
+                served, key: key, extra: extra, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone, derive: derive)
         }
         return try await responder.answer(
             EncodedResponder.Work(
-                served: served, key: key, size: served.image.size, hit: choice.hit, extra: extra, derive: nil, warm: true),
+                served: served, key: key, size: served.image.size, hit: choice.hit, extra: extra, derive: derive, warm: true),
             ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
     }
 
@@ -180,7 +194,7 @@ package struct ImageEndpoint: Sendable {
     /// read from the disk, which no event loop may wait for), unless the caller did (`rows`).
     package func raw(
         _ served: CachedImage, key: EncodedKey, extra: HTTPFields, ifNoneMatch: [String], started: ContinuousClock.Instant,
-        engineDone: ContinuousClock.Instant, rows: ByteBuffer? = nil
+        engineDone: ContinuousClock.Instant, rows: ByteBuffer? = nil, derive: (@Sendable (PixelImage) -> PixelImage)? = nil
     ) async throws(ServiceError) -> ImageReply {
         let etag = key.etag
         let fields = responder.fields(etag: etag, size: served.image.size, format: .raw)
@@ -200,7 +214,7 @@ package struct ImageEndpoint: Sendable {
             body = rows
         } else {
             do {
-                body = try await cache.runOnEngineThreads { image.withUnsafeBytes { ByteBuffer(bytes: $0) } }.get()
+                body = try await cache.runOnEngineThreads { (derive?(image) ?? image).withUnsafeBytes { ByteBuffer(bytes: $0) } }.get()
             } catch {
                 throw ServiceError(error)
             }
@@ -225,14 +239,55 @@ package struct ImageEndpoint: Sendable {
     }
 
     /// The encoded cache's key of `served` in `format`.
+    /// `watermark`: the version of the request's watermark (``Watermarks/Loaded/version``).
     package func encodedKey(
-        _ parameters: ImageParameters, _ colour: ColourOutput, _ served: CachedImage, _ format: ResponseFormat
+        _ parameters: ImageParameters, _ colour: ColourOutput, _ served: CachedImage, _ format: ResponseFormat, watermark: String? = nil
     ) -> EncodedKey {
         EncodedKey(
             key: parameters.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
             quality: quality(parameters, format), colour: colour,
-            derivation: parameters.gravity == .center ? "" : "gravity=\(parameters.gravity)",
+            derivation: Self.derivation(parameters, watermark: watermark),
             speed: format == .avif ? settings.avifSpeed : nil)
+    }
+
+    /// The request's watermark and its image (read through the engine when it is a source key
+    /// not read yet), `nil` when the request names none.
+    package func watermark(for parameters: ImageParameters) async throws(ServiceError) -> (WatermarkPlacement, Watermarks.Loaded)? {
+        guard let placement = parameters.watermark else { return nil }
+        return (placement, try await watermarks.load(placement.name, cache: cache))
+    }
+
+    /// What besides the variant makes an `/images` encoding: the gravity, the operations and the
+    /// watermark with its version (empty for none).
+    package static func derivation(_ parameters: ImageParameters, watermark version: String? = nil) -> String {
+        var parts: [String] = []
+        if parameters.gravity != .center { parts.append("gravity=\(parameters.gravity)") }
+        if !parameters.operations.isEmpty { parts.append("ops=\(parameters.operations.canonical)") }
+        if let placement = parameters.watermark { parts.append("wm=\(placement.canonical)@\(version ?? "?")") }
+        return parts.joined(separator: ";")
+    }
+
+    /// What is done to the variant before its encode: the watermark laid on, then the JPEG's
+    /// flattening; `nil` for nothing.
+    package static func derivation(
+        watermark: (WatermarkPlacement, Watermarks.Loaded)?, flattening: (@Sendable (PixelImage) -> PixelImage)?
+    ) -> (@Sendable (PixelImage) -> PixelImage)? {
+        guard let (placement, loaded) = watermark else { return flattening }
+        let mark = loaded.image
+        return { image in
+            let marked = placement.apply(
+                mark, to: image.style == .bgra32Premultiplied ? image : PixelConversion.convert(image, to: .bgra32Premultiplied))
+            return flattening?(marked) ?? marked
+        }
+    }
+
+    /// The flattening of transparency over `bg=` before a JPEG encode (JPEG has no alpha; without
+    /// `bg` its premultiplied pixels are written as they are, over black).
+    package static func flattening(_ operations: ImageOperations, _ format: ResponseFormat) -> (@Sendable (PixelImage) -> PixelImage)? {
+        guard format == .jpeg, var colour = operations.background else { return nil }
+        colour.alpha = 255
+        let background = colour.premultipliedBGRA
+        return { $0.flattened(over: background) }
     }
 
     /// Format negotiation and the encoded-cache lookup, shared by the route and the warm path.
@@ -243,6 +298,19 @@ package struct ImageEndpoint: Sendable {
     /// engine's threads (PNG with alpha, JPEG without), and the warm path passes the request
     /// on. Never scans pixels itself: it runs on event loops.
     package func choose(_ parameters: ImageParameters, colour: ColourOutput, served: CachedImage, accept: [String]) -> Choice {
+        // A watermark not read yet (from the source) has no version: nothing cached can be named.
+        var version: String?
+        if let placement = parameters.watermark {
+            guard let loaded = watermarks.loaded(placement.name) else {
+                return Choice(format: parameters.format, negotiated: parameters.format == nil, hit: nil)
+            }
+            version = loaded.version
+        }
+        func encodedKey(
+            _ parameters: ImageParameters, _ colour: ColourOutput, _ served: CachedImage, _ format: ResponseFormat
+        ) -> EncodedKey {
+            self.encodedKey(parameters, colour, served, format, watermark: version)
+        }
         if let format = parameters.format {
             let hit = format == .raw ? nil : encoded.value(for: encodedKey(parameters, colour, served, format))
             return Choice(format: format, negotiated: false, hit: hit)

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataConfiguration
 
 /// The encodings an image can be sent in. `raw` is the BGRA (or the variant's style) rows as
 /// the engine holds them.
@@ -61,8 +62,15 @@ public struct ImageParameters: Sendable, Hashable {
     /// The device pixel ratio the box was multiplied by (`dpr`, lowered when the product would
     /// pass `http.maxDimension`); `nil` when the request named none. Answered as `Content-DPR`.
     public var dpr: Double?
-    /// Where a `fill` crop sits (`gravity=`; `center` when the request names none).
+    /// Where a `fill` crop sits, or the image in a `pad` box (`gravity=`; `center` when the
+    /// request names none).
     public var gravity: Gravity = .center
+    /// Trim, crop, flip, rotation, padding, background, blur and sharpen (`trim=`, `crop=`,
+    /// `flip=`, `rot=`, `mode=pad` with `extend=`, `bg=`, `blur=`, `sharpen=`).
+    public var operations = ImageOperations.none
+    /// The watermark laid on the answer (`watermark=NAME` with `wmpos`, `wmopacity`, `wmscale`,
+    /// `wmmargin`), `nil` for none.
+    public var watermark: WatermarkPlacement?
 
     /// The route's prefix.
     package static let prefix = "/images/"
@@ -82,6 +90,8 @@ public struct ImageParameters: Sendable, Hashable {
     /// The query's parameter names.
     package enum Name: Int, CaseIterable {
         case w, h, mode, tolerance, format, quality, exact, signature, keyID, expiry, dpr, gravity
+        case trim, crop, rot, flip, bg, extend, blur, sharpen
+        case watermark, wmpos, wmopacity, wmscale, wmmargin
 
         package var text: String {
             switch self {
@@ -97,26 +107,51 @@ public struct ImageParameters: Sendable, Hashable {
             case .expiry: return URLSigner.expiryParameter
             case .dpr: return "dpr"
             case .gravity: return "gravity"
+            case .trim: return "trim"
+            case .crop: return "crop"
+            case .rot: return "rot"
+            case .flip: return "flip"
+            case .bg: return "bg"
+            case .extend: return "extend"
+            case .blur: return "blur"
+            case .sharpen: return "sharpen"
+            case .watermark: return "watermark"
+            case .wmpos: return "wmpos"
+            case .wmopacity: return "wmopacity"
+            case .wmscale: return "wmscale"
+            case .wmmargin: return "wmmargin"
             }
         }
 
         /// The name spelled by `bytes`, compared byte for byte (names are ASCII). The first
-        /// byte picks the one candidate (and the length, for `exact` and `exp`), without
-        /// building `allCases`.
+        /// byte (and, where two names share it, the second or the length) picks the one
+        /// candidate, without building `allCases`.
         package init?(_ bytes: Substring.UTF8View) {
             let name: Name
+            let second = bytes.dropFirst().first
             switch bytes.first {
-            case UInt8(ascii: "w"): name = .w
+            case UInt8(ascii: "w"):
+                switch (bytes.count, second, bytes.dropFirst(2).first) {
+                case (1, _, _): name = .w
+                case (_, UInt8(ascii: "a"), _): name = .watermark
+                case (_, _, UInt8(ascii: "p")): name = .wmpos
+                case (_, _, UInt8(ascii: "o")): name = .wmopacity
+                case (_, _, UInt8(ascii: "s")): name = .wmscale
+                default: name = .wmmargin
+                }
             case UInt8(ascii: "h"): name = .h
             case UInt8(ascii: "m"): name = .mode
-            case UInt8(ascii: "t"): name = .tolerance
-            case UInt8(ascii: "f"): name = .format
+            case UInt8(ascii: "t"): name = second == UInt8(ascii: "r") ? .trim : .tolerance
+            case UInt8(ascii: "f"): name = second == UInt8(ascii: "l") ? .flip : .format
             case UInt8(ascii: "q"): name = .quality
-            case UInt8(ascii: "e"): name = bytes.count == 3 ? .expiry : .exact
+            case UInt8(ascii: "e"): name = bytes.count == 3 ? .expiry : second == UInt8(ascii: "x") && bytes.count == 6 ? .extend : .exact
             case UInt8(ascii: "k"): name = .keyID
             case UInt8(ascii: "d"): name = .dpr
             case UInt8(ascii: "g"): name = .gravity
-            case URLSigner.parameter.utf8.first: name = .signature
+            case UInt8(ascii: "c"): name = .crop
+            case UInt8(ascii: "r"): name = .rot
+            case UInt8(ascii: "b"): name = second == UInt8(ascii: "g") ? .bg : .blur
+            case URLSigner.parameter.utf8.first: name = second == URLSigner.parameter.utf8.dropFirst().first ? .signature : .sharpen
             default: return nil
             }
             guard name.text.utf8.elementsEqual(bytes) else { return nil }
@@ -128,7 +163,7 @@ public struct ImageParameters: Sendable, Hashable {
     public init(path: Substring, query: Substring?, maxDimension: Int) throws(ServiceError) {
         key = try Self.key(fromPath: path)
         // One slot per known name, filled in a single pass over the query's bytes.
-        var values = InlineArray<12, Substring?>(repeating: nil)
+        var values = InlineArray<25, Substring?>(repeating: nil)
         var rest = (query ?? "").utf8[...]
         while !rest.isEmpty {
             let ampersand = rest.firstIndex(of: UInt8(ascii: "&")) ?? rest.endIndex
@@ -139,7 +174,7 @@ public struct ImageParameters: Sendable, Hashable {
             let nameBytes = pair[..<(equals ?? pair.endIndex)]
             guard let name = Name(nameBytes) else {
                 throw .badParameter(
-                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, dpr, mode, gravity, tolerance, format, quality, exact"
+                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, dpr, mode, gravity, tolerance, format, quality, exact, trim, crop, flip, rot, bg, extend, blur, sharpen, watermark, wmpos, wmopacity, wmscale, wmmargin"
                 )
             }
             guard values[name.rawValue] == nil else { throw .badParameter("parameter \(name.text) is given twice") }
@@ -168,25 +203,37 @@ public struct ImageParameters: Sendable, Hashable {
             (width, height) = (scaled(width), scaled(height))
             dpr = factor
         }
+        var padded = false
         switch value(.mode) {
         case nil, "fit": mode = .fit
         case "fill": mode = .fill
-        case let other?: throw .badParameter("mode=\(other): expected fit or fill")
+        case "pad":
+            // The answer is the box: matched like a fill (same aspect), rendered as a fit padded.
+            mode = .fill
+            padded = true
+        case let other?: throw .badParameter("mode=\(other): expected fit, fill or pad")
         }
+        operations = try Self.operations(value, padded: padded)
+        watermark = try Self.watermark(value)
         if let text = value(.gravity) {
             guard let parsed = Gravity(parsing: text) else {
                 throw .badParameter(
                     "gravity=\(text): expected center, north, south, east, west, northeast, northwest, southeast, southwest, smart or fp:X,Y (X and Y in 0…1)"
                 )
             }
-            guard mode == .fill else { throw .badParameter("gravity=\(text) places a crop: it needs mode=fill") }
+            guard mode == .fill else {
+                throw .badParameter("gravity=\(text) places a crop or a padded image: it needs mode=fill or mode=pad")
+            }
+            if parsed == .smart, padded || operations.changesGeometry {
+                throw .badParameter("gravity=smart chooses a crop of the original: it cannot go with mode=pad, trim, crop, flip or rot")
+            }
             gravity = parsed
         }
         switch (width, height) {
         case (nil, nil): throw .badParameter("give w, h or both (the box, in pixels)")
         case (let w?, let h?): box = PixelSize(width: w, height: h)
         case (let w?, nil), (nil, let w?):
-            guard mode == .fit else { throw .badParameter("mode=fill needs both w and h") }
+            guard mode == .fit else { throw .badParameter("mode=\(padded ? "pad" : "fill") needs both w and h") }
             // One side: the other is unbounded (up to the maximum), so it alone limits the fit.
             box = width != nil ? PixelSize(width: w, height: maxDimension) : PixelSize(width: maxDimension, height: w)
         }
@@ -213,6 +260,110 @@ public struct ImageParameters: Sendable, Hashable {
         case "1", "true", "": exact = true
         case let other?: throw .badParameter("exact=\(other): expected true or false")
         }
+    }
+
+    /// The watermark the query names, checked (`nil` without `watermark=`; its placement
+    /// parameters alone are a 400).
+    private static func watermark(_ value: (Name) -> Substring?) throws(ServiceError) -> WatermarkPlacement? {
+        guard let name = value(.watermark) else {
+            for other in [Name.wmpos, .wmopacity, .wmscale, .wmmargin] where value(other) != nil {
+                throw .badParameter("\(other.text) places a watermark: it needs watermark=NAME")
+            }
+            return nil
+        }
+        guard HTTPServiceSettings.isValidPresetName(name) else {
+            throw .badParameter("watermark=\(name): expected the name of one of http.watermarks")
+        }
+        var placement = WatermarkPlacement(name: String(name))
+        if let text = value(.wmpos) {
+            if text == "tile" {
+                placement.gravity = nil
+            } else {
+                guard let gravity = Gravity(parsing: text), Gravity.named.contains(gravity), gravity != .smart else {
+                    throw .badParameter(
+                        "wmpos=\(text): expected center, north, south, east, west, northeast, northwest, southeast (default), southwest or tile"
+                    )
+                }
+                placement.gravity = gravity
+            }
+        }
+        if let text = value(.wmopacity) {
+            guard let opacity = Double(text), opacity > 0, opacity <= 1 else {
+                throw .badParameter("wmopacity=\(text): expected a number in 0…1 (above 0; 1 keeps the watermark's own alpha)")
+            }
+            placement.opacity = max(0.01, ImageOperations.hundredths(opacity))
+        }
+        if let text = value(.wmscale) {
+            guard let scale = Double(text), scale > 0, scale <= 1 else {
+                throw .badParameter("wmscale=\(text): expected the watermark's width as a share of the answer's, above 0 and at most 1")
+            }
+            placement.scale = max(0.01, ImageOperations.hundredths(scale))
+        }
+        if let text = value(.wmmargin) {
+            guard let margin = Int(text), (0...1000).contains(margin) else {
+                throw .badParameter("wmmargin=\(text): expected 0…1000 pixels")
+            }
+            placement.margin = margin
+        }
+        return placement
+    }
+
+    /// The operations the query names, checked (`padded`: `mode=pad`).
+    private static func operations(_ value: (Name) -> Substring?, padded: Bool) throws(ServiceError) -> ImageOperations {
+        var operations = ImageOperations()
+        if let text = value(.trim) {
+            guard let threshold = text.isEmpty ? 10 : Int(text), (0...255).contains(threshold) else {
+                throw .badParameter("trim=\(text): expected a threshold of 0…255 levels from the corner's colour (10 when empty)")
+            }
+            operations.trim = threshold
+        }
+        if let text = value(.crop) {
+            guard let region = CropRegion(parsing: text) else {
+                throw .badParameter(
+                    "crop=\(text): expected x,y,w,h in whole pixels (w and h at least 1) or in fractions of the sides with a decimal point (0.1,0.1,0.5,0.5)"
+                )
+            }
+            operations.crop = region
+        }
+        if let text = value(.flip) {
+            guard let flip = ImageOperations.Flip(rawValue: String(text)) else {
+                throw .badParameter("flip=\(text): expected h (left to right) or v (top to bottom)")
+            }
+            operations.flip = flip
+        }
+        if let text = value(.rot) {
+            guard let degrees = Int(text), [0, 90, 180, 270].contains(degrees) else {
+                throw .badParameter("rot=\(text): expected 0, 90, 180 or 270 (degrees clockwise)")
+            }
+            operations.quarterTurns = degrees / 90
+        }
+        if let text = value(.extend) {
+            guard padded else { throw .badParameter("extend=\(text) fills a padded box: it needs mode=pad") }
+            guard let extend = ImageOperations.PadExtension(rawValue: String(text)) else {
+                throw .badParameter("extend=\(text): expected background, copy or mirror")
+            }
+            operations.pad = extend
+        } else if padded {
+            operations.pad = .background
+        }
+        if let text = value(.bg) {
+            guard let colour = BackgroundColour(hex: text) else {
+                throw .badParameter("bg=\(text): expected RRGGBB or RRGGBBAA in hex")
+            }
+            operations.background = colour
+        }
+        func sigma(_ name: Name, _ range: ClosedRange<Double>) throws(ServiceError) -> Double? {
+            guard let text = value(name) else { return nil }
+            guard let sigma = Double(text), range.contains(sigma) else {
+                throw .badParameter(
+                    "\(name.text)=\(text): expected a standard deviation of \(ImageOperations.decimal(range.lowerBound))…\(ImageOperations.decimal(range.upperBound)) pixels"
+                )
+            }
+            return ImageOperations.hundredths(sigma)
+        }
+        operations.blur = try sigma(.blur, ImageOperations.blurRange)
+        operations.sharpen = try sigma(.sharpen, ImageOperations.sharpenRange)
+        return operations
     }
 
     /// `text` percent-decoded (as it is when it has no `%`, or when the escapes are invalid).

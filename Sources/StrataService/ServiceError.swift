@@ -40,7 +40,9 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
         case .notFound(let key), .noSource(let key):
             self.init(.notFound, "not_found", "no image \(key.debugDescription) in the source")
         case .decoding(let key, let decoding):
-            if case .tooLarge(let pixels, let limit) = decoding.reason {
+            if case .operation(let message) = decoding.reason {
+                self.init(.badRequest, "bad_parameter", "\(key.debugDescription): \(message)")
+            } else if case .tooLarge(let pixels, let limit) = decoding.reason {
                 self.init(
                     .contentTooLarge, "too_large",
                     "\(key.debugDescription) has \(pixels) pixels, over the limit of \(limit) (source.maxPixels)")

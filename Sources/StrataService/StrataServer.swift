@@ -37,6 +37,8 @@ public final class StrataServer: Service, Sendable {
     /// `http.presets` and `http.presetsOnly` in force: new requests read them; ``apply(_:)``
     /// changes them.
     package let presets: PresetChoice
+    /// `http.watermarks` in force: ``apply(_:)`` replaces them.
+    package let watermarks: Watermarks
 
     /// Builds the engine from `configuration` (its metrics go to this server's registry).
     /// `onListening` is called once the socket is bound, with the port (useful with
@@ -63,6 +65,7 @@ public final class StrataServer: Service, Sendable {
         self.onListening = onListening
         self.colour = ColourChoice(configuration.colourOutput)
         self.presets = PresetChoice(try ImagePresets(configuration))
+        self.watermarks = try Watermarks(configuration)
         configured = try ConfiguredImageCache(configuration, logger: logger, metricsFactory: metrics.factory)
         encoded = EncodedCache(costLimit: configuration.http.encodedCacheCostLimit)
     }
@@ -75,6 +78,7 @@ public final class StrataServer: Service, Sendable {
     /// preset refuses the reload (naming `http.presets` and the preset) before anything applies.
     public func check(_ configuration: StrataConfiguration) throws(ConfigurationError) {
         _ = try presets(of: configuration)
+        _ = try Watermarks(configuration)
     }
 
     /// The presets of `configuration`, checked against the `http.maxDimension` in force.
@@ -106,6 +110,13 @@ public final class StrataServer: Service, Sendable {
             // Only when `check` was not run first: the presets in force stay.
             logger.error("http.presets refused; the presets in force stay", metadata: ["error": "\(error)"])
         }
+        do {
+            if try watermarks.set(configuration) {
+                logger.info("http.watermarks changed", metadata: ["watermarks": "\(watermarks.names.joined(separator: ", "))"])
+            }
+        } catch {
+            logger.error("http.watermarks refused; the watermarks in force stay", metadata: ["error": "\(error)"])
+        }
     }
 
     public func run() async throws {
@@ -122,7 +133,7 @@ public final class StrataServer: Service, Sendable {
         let originals = IIIFOriginals()
         let images = ImageEndpoint(
             cache: configured.cache, encoded: encoded, settings: settings, signer: signer, responder: encodedResponder,
-            presets: presets, pyramids: configured.pyramids, originals: originals, sourceMaxPixels: sourceMaxPixels)
+            presets: presets, watermarks: watermarks, pyramids: configured.pyramids, originals: originals, sourceMaxPixels: sourceMaxPixels)
         let iiif = IIIFEndpoint(
             cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder,
             pyramids: configured.pyramids)

@@ -98,6 +98,26 @@ package enum ServiceFuzzing {
         require(parameters.dpr.map { $0 > 0 && $0 <= 4 } ?? true, "dpr out of range")
         require(Gravity(parsing: parameters.gravity.description) == parameters.gravity, "gravity \(parameters.gravity) does not print back")
         require(parameters.gravity == .center || parameters.mode == .fill, "a gravity without mode=fill")
+        let operations = parameters.operations
+        require(
+            ImageOperations(canonical: Substring(operations.canonical)) == operations,
+            "operations \(operations.canonical.debugDescription) do not read back")
+        require(!operations.canonical.utf8.contains(0), "operations with a NUL")
+        require(operations.pad == nil || parameters.mode == .fill, "mode=pad without the box's aspect")
+        require(operations.trim.map { (0...255).contains($0) } ?? true, "trim out of range")
+        require(operations.blur.map { ImageOperations.blurRange.contains($0) } ?? true, "blur out of range")
+        require(operations.sharpen.map { ImageOperations.sharpenRange.contains($0) } ?? true, "sharpen out of range")
+        require(
+            parameters.gravity != .smart || !(operations.changesGeometry || operations.pad != nil),
+            "gravity=smart with operations that change the geometry")
+        let derived = CacheKey(parameters.key, colour: .srgb, gravity: parameters.gravity, operations: operations)
+        require(
+            derived.operations == operations && derived.gravity == parameters.gravity && derived.sourceKey == parameters.key,
+            "the key loses a part")
+        if let mark = parameters.watermark {
+            require((0.01...1).contains(mark.opacity) && mark.scale.map { (0.01...1).contains($0) } ?? true, "watermark out of range")
+            require((0...1000).contains(mark.margin) && mark.gravity != .smart, "watermark placement out of range")
+        }
     }
 
     /// Characters left as they are in a canonical key segment (RFC 3986's unreserved).
@@ -108,7 +128,25 @@ package enum ServiceFuzzing {
         // Split at the bytes `/` (a `/` followed by a combining mark is one Character).
         let key = parameters.key.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
             .map { Substring($0).addingPercentEncoding(withAllowedCharacters: unreserved)! }.joined(separator: "/")
-        var pairs = ["w=\(parameters.box.width)", "h=\(parameters.box.height)", "mode=\(parameters.mode)"]
+        let operations = parameters.operations
+        var pairs = [
+            "w=\(parameters.box.width)", "h=\(parameters.box.height)", "mode=\(operations.pad != nil ? "pad" : "\(parameters.mode)")",
+        ]
+        if let pad = operations.pad { pairs.append("extend=\(pad.rawValue)") }
+        if let trim = operations.trim { pairs.append("trim=\(trim)") }
+        if let crop = operations.crop { pairs.append("crop=\(crop)") }
+        if let flip = operations.flip { pairs.append("flip=\(flip.rawValue)") }
+        if operations.quarterTurns != 0 { pairs.append("rot=\(operations.quarterTurns * 90)") }
+        if let background = operations.background { pairs.append("bg=\(background)") }
+        if let blur = operations.blur { pairs.append("blur=\(blur)") }
+        if let sharpen = operations.sharpen { pairs.append("sharpen=\(sharpen)") }
+        if let mark = parameters.watermark {
+            pairs.append("watermark=\(mark.name)")
+            pairs.append("wmpos=\(mark.gravity.map { "\($0)" } ?? "tile")")
+            pairs.append("wmopacity=\(mark.opacity)")
+            if let scale = mark.scale { pairs.append("wmscale=\(scale)") }
+            pairs.append("wmmargin=\(mark.margin)")
+        }
         if let tolerance = parameters.tolerance { pairs.append("tolerance=\(tolerance)") }
         if let format = parameters.format { pairs.append("format=\(format.rawValue)") }
         if let quality = parameters.quality { pairs.append("quality=\(quality)") }

@@ -14,6 +14,9 @@ import Darwin
 /// `.lanczos3` reduction by `f` reads about `6f` source pixels per output pixel and axis,
 /// `.bilinear` `2f`, `.box` `f`.
 public enum ResamplingFilter: Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// The resizing kernels (``gaussian(sigma:)`` is a blur, not one of them).
+    public static let allCases: [ResamplingFilter] = [.lanczos3, .bicubic, .bilinear, .box]
+
     /// Lanczos windowed sinc with 3 lobes (support 3): the sharpest, the default, and the one
     /// thumbnails are compared against.
     case lanczos3
@@ -23,6 +26,9 @@ public enum ResamplingFilter: Sendable, Hashable, CaseIterable, CustomStringConv
     case bilinear
     /// Area average (support ½): the cheapest antialiasing filter, for previews.
     case box
+    /// A Gaussian of standard deviation `sigma` (support 3σ): applied at 1:1 it is a blur
+    /// (``PixelImage/blurred(sigma:threads:forkJoin:)``), banded like any resample.
+    case gaussian(sigma: Double)
 
     /// Half-width of the kernel, in output-pixel units (before stretching for reduction).
     public var support: Double {
@@ -31,6 +37,7 @@ public enum ResamplingFilter: Sendable, Hashable, CaseIterable, CustomStringConv
         case .bicubic: return 2
         case .bilinear: return 1
         case .box: return 0.5
+        case .gaussian(let sigma): return 3 * sigma
         }
     }
 
@@ -53,6 +60,9 @@ public enum ResamplingFilter: Sendable, Hashable, CaseIterable, CustomStringConv
             // Half-open so that a pixel exactly on a boundary counts once; (−½, ½] as Pillow,
             // which matches the tap window (first tap ⌊centre − support + ½⌋).
             return x > -0.5 && x <= 0.5 ? 1 : 0
+        case .gaussian(let sigma):
+            guard abs(x) <= 3 * sigma else { return 0 }
+            return exp(-x * x / (2 * sigma * sigma))
         }
     }
 
@@ -68,6 +78,7 @@ public enum ResamplingFilter: Sendable, Hashable, CaseIterable, CustomStringConv
         case .bicubic: return "bicubic"
         case .bilinear: return "bilinear"
         case .box: return "box"
+        case .gaussian(let sigma): return "gaussian(\(sigma))"
         }
     }
 }

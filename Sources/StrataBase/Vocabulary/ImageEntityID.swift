@@ -33,15 +33,40 @@ public struct ImageEntityID: Hashable, Sendable, CustomStringConvertible {
     /// One word: the bits are a SHA-256's, already uniform.
     public func hash(into hasher: inout Hasher) { hasher.combine(low) }
 
-    /// The first 16 bytes of the SHA-256 of `bytes`.
+    /// The first 16 bytes of the SHA-256 of `bytes` — except for a key with operations (its
+    /// source key, a NUL, …, `NUL ops=`…: ``CacheKey/init(_:colour:gravity:operations:)``), whose
+    /// high word is the source key's and whose low word is its own: the *family* of the source
+    /// key, which a purge finds by the high word (``isFamily(of:)``) in tiers that keep no keys.
     package init(hashingBytes bytes: UnsafeRawBufferPointer) {
-        (high, low) = KeyHash.sha256(bytes) { digest in
-            (
-                UInt64(bigEndian: digest.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-                UInt64(bigEndian: digest.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            )
+        self = Self.digest(bytes)
+        if let nul = bytes.firstIndex(of: 0), Self.hasOperations(bytes[nul...]) {
+            high = Self.digest(UnsafeRawBufferPointer(rebasing: bytes[..<nul])).high
         }
     }
+
+    private static func digest(_ bytes: UnsafeRawBufferPointer) -> ImageEntityID {
+        KeyHash.sha256(bytes) { digest in
+            ImageEntityID(
+                high: UInt64(bigEndian: digest.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                low: UInt64(bigEndian: digest.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+        }
+    }
+
+    /// Whether the derived parts of a key (from its first NUL) name operations.
+    private static func hasOperations(_ parts: Slice<UnsafeRawBufferPointer>) -> Bool {
+        let marker = CacheKey.operationsMarker.utf8
+        var rest = parts[...]
+        while let nul = rest.firstIndex(of: 0) {
+            if rest[nul...].starts(with: marker) { return true }
+            rest = rest[(nul + 1)...]
+        }
+        return false
+    }
+
+    /// Whether this is the identity of a key with operations derived from the source key whose
+    /// identity is `source` (see ``init(hashing:)``, a key with operations): the same high word, another low one.
+    /// A plain key shares a high word with another only by a 64-bit accident.
+    public func isFamily(of source: ImageEntityID) -> Bool { high == source.high && low != source.low }
 
     /// 32 lower-case hex digits (the disk tier's file names begin with them).
     public var description: String {

@@ -76,6 +76,8 @@ public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvert
         case tooLarge(pixels: Int, limit: Int)
         /// A valid file using a feature Strata does not decode.
         case unsupported(String)
+        /// The request's operations do not apply to this image (a crop outside it).
+        case operation(String)
     }
 
     public var reason: Reason
@@ -112,6 +114,8 @@ public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvert
             detail = "image of \(pixels) pixels exceeds the limit of \(limit) pixels; raise DecodingLimits.maxPixels if it is trusted"
         case .unsupported(let message):
             detail = "\(what) uses an unsupported feature (\(message)); convert the image to a baseline JPEG, WebP or PNG"
+        case .operation(let message):
+            detail = message
         }
         if let inputName { return "\(inputName): \(detail)" }
         return detail

@@ -17,11 +17,16 @@ public struct RenderRequest: Hashable, Sendable {
     /// For ``/StrataBase/Gravity/smart``: the focus already chosen (by the engine, from a small variant the
     /// tiers hold); `nil` lets the renderer choose it from its own shrink-on-load decode.
     public var smartFocus: CropFocus?
+    /// Trim, crop, flip, rotation, padding, blur and sharpen (``/StrataBase/ImageOperations``);
+    /// none by default.
+    public var operations: ImageOperations
 
     public init(
         box: PixelSize, mode: ContentMode = .fit, style: PixelStyle = .default, allowUpscale: Bool = false,
-        colour: ColourOutput = .srgb, gravity: Gravity = .center, smartFocus: CropFocus? = nil
+        colour: ColourOutput = .srgb, gravity: Gravity = .center, smartFocus: CropFocus? = nil,
+        operations: ImageOperations = .none
     ) {
+        self.operations = operations
         self.box = box
         self.mode = mode
         self.style = style
@@ -140,6 +145,9 @@ public final class ImageRenderer {
     /// allocated (the engine's `render.memoryLimit` waits here). Cheap: a header parse.
     public func prepare(_ bytes: UnsafeRawBufferPointer, request: RenderRequest) throws(ImageDecodingError) -> PreparedRender {
         let header = try decoder.readHeader(bytes)
+        if !request.operations.isEmpty {
+            return PreparedRender(header: header, request: request, peakBytes: try operationsPeak(bytes, header: header, request: request))
+        }
         let planned = plan(for: header, request: request)
         let decodedSize = decoder.decodedSize(for: header, minimumSize: planned.minimumDecode)
         func bytesOf(_ size: PixelSize) -> Int {
@@ -158,14 +166,20 @@ public final class ImageRenderer {
     }
 
     /// The second half of a render: decodes and resamples what ``prepare(_:request:)`` planned
-    /// for these same `bytes`.
+    /// for these same `bytes`. With operations that change the geometry, `originalSize` is the
+    /// size of the original after them (trimmed, cropped, turned): the image is that original
+    /// whole when it has that size.
     public func render(
         _ bytes: UnsafeRawBufferPointer, prepared: PreparedRender
     ) throws(ImageDecodingError) -> (image: PixelImage, originalSize: PixelSize) {
-        (try render(bytes, header: prepared.header, request: prepared.request), prepared.header.size)
+        let (header, request) = (prepared.header, prepared.request)
+        if !request.operations.isEmpty { return try renderWithOperations(bytes, header: header, request: request) }
+        return (try renderSized(bytes, header: header, request: request), header.size)
     }
 
-    private func render(
+    /// The render without operations: shrink-on-load, the resample (beside the decode when it
+    /// can), the colour conversion and the style.
+    func renderSized(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, request: RenderRequest
     ) throws(ImageDecodingError) -> PixelImage {
         let planned = plan(for: header, request: request)
@@ -261,7 +275,7 @@ public final class ImageRenderer {
     /// decoded size.
     /// Runs `body` under `span` (when tracing made one): its error is recorded, and the span
     /// ends either way.
-    private func traced(_ span: (any Span)?, _ body: () throws(ImageDecodingError) -> Void) throws(ImageDecodingError) {
+    func traced(_ span: (any Span)?, _ body: () throws(ImageDecodingError) -> Void) throws(ImageDecodingError) {
         defer { span?.end() }
         do {
             try body()
@@ -271,7 +285,7 @@ public final class ImageRenderer {
         }
     }
 
-    private func startDecodeSpan(bytes: Int, header: ImageHeader, decodedSize: PixelSize) -> (any Span)? {
+    func startDecodeSpan(bytes: Int, header: ImageHeader, decodedSize: PixelSize) -> (any Span)? {
         guard let span = Spans.start("strata.decode", parent: traceParent) else { return nil }
         span.attributes["strata.format"] = "\(header.format)"
         span.attributes["strata.bytes"] = bytes
@@ -290,7 +304,7 @@ public final class ImageRenderer {
 
     /// The embedded profile applied to the whole of `image` for `request.colour` (CMYK was the
     /// decoder's).
-    private func convertColour(_ image: inout PixelImage, header: ImageHeader, request: RenderRequest) {
+    func convertColour(_ image: inout PixelImage, header: ImageHeader, request: RenderRequest) {
         guard !header.isCMYK else { return }
         ColourConversion.convert(
             &image, from: header.colour, gray: header.isGrayscale, output: request.colour, opaque: !header.hasAlpha,
@@ -337,7 +351,7 @@ public final class ImageRenderer {
     }
 
     /// A scratch image of `size` (uninitialised).
-    private func scratchImage(_ size: PixelSize) -> PixelImage {
+    func scratchImage(_ size: PixelSize) -> PixelImage {
         PixelImage(uninitializedWidth: size.width, height: size.height, style: .bgra32Premultiplied)
     }
 }

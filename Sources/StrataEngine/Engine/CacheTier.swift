@@ -26,8 +26,16 @@ public protocol CacheTier: Sendable {
     func load(_ key: CacheKey, _ query: SizeQuery) throws(TierFailure) -> CachedImage?
     /// Drops every variant of `key` (may block: call it on a blocking thread).
     func remove(_ key: CacheKey) throws(TierFailure)
+    /// Drops every variant of the keys with operations derived from `sourceKey` (a purge; may
+    /// block). Tiers that never hold such keys do nothing.
+    func removeOperationVariants(of sourceKey: String) throws(TierFailure)
     /// The tier's counters in the shape every tier shares.
     var tierStatistics: TierStatistics { get }
+}
+
+extension CacheTier {
+    /// Tiers that never hold keys with operations (the image tables) have none to drop.
+    public func removeOperationVariants(of sourceKey: String) throws(TierFailure) {}
 }
 
 /// A tier the engine writes back into: every render and every promotion is kept by memory
@@ -131,6 +139,9 @@ extension DiskTier: WritableCacheTier {
 
     public func store(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
         guard variant.descriptor.style == image.style, variant.descriptor.size == image.size else { return }
+        // A key with operations too long to keep verbatim would be stored as its plain digest,
+        // which its file name (the family's identity) does not match: such variants stay in memory.
+        if key.string.utf8.count > DiskTier.maximumKeyLength, !key.operations.isEmpty { return }
         store(
             image, forKey: key.string, mode: variant.descriptor.mode, isWholeOriginal: variant.isWholeOriginal,
             sourceVersion: variant.sourceVersion.stamp)
@@ -173,6 +184,10 @@ extension ImageMemoryTier: WritableCacheTier {
     }
 
     public func remove(_ key: CacheKey) throws(TierFailure) { remove(key: key) }
+
+    public func removeOperationVariants(of sourceKey: String) throws(TierFailure) {
+        removeFamily(of: ImageEntityID(hashing: sourceKey))
+    }
 
     /// The memory tier's counters in the shape every tier shares.
     public var tierStatistics: TierStatistics {

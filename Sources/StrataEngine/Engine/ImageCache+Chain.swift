@@ -99,7 +99,9 @@ extension ImageCache {
     }
 
     /// Whether `variant` can be resampled down to `request`'s exact size (it is not smaller).
+    /// Never for a key whose operations filter the output (a blur resampled is another blur).
     package static func canResample(_ variant: ImageVariant, to request: ImageRequest) -> Bool {
+        if request.key.string.utf8.contains(0), request.key.operations.filtersOutput { return false }
         guard
             let q = variant.fillRatio(
                 for: SizeQuery(box: request.box, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale))
@@ -325,7 +327,10 @@ extension ImageCache {
     /// The one render of a flight: through the image tables when a table format is within
     /// tolerance of the box (one decode fills the format's whole family), else from the source.
     package func render(_ request: ImageRequest, lane: FlightLane) async throws(ImageCacheError) -> CachedImage {
-        if let tables, options.useTablesForMatchingRequests, let format = tables.format(for: lookupQuery(request)) {
+        // The tables hold plain variants only: a key with operations renders from the source.
+        if let tables, options.useTablesForMatchingRequests, !request.key.string.utf8.contains(0) || request.key.operations.isEmpty,
+            let format = tables.format(for: lookupQuery(request))
+        {
             return try await finish(tableFill(request, format: format, lane: lane), for: request, lane: lane)
         }
         return try await sourceRender(request, lane: lane)

@@ -15,6 +15,7 @@ extension ImageCache {
         var request = request
         request.colour = key.colourOutput  // the key says which colours and crop its variants hold
         request.gravity = key.gravity
+        request.operations = key.operations
         if request.gravity == .smart, request.mode == .fill { request.smartFocus = heldSmartFocus(key, request: request) }
         let renderStart = ContinuousClock.now
         defer { metrics.render.recordInterval(since: renderStart) }

@@ -284,22 +284,27 @@ public final class ImageCache: Sendable {
     /// (and a remembered "not found"). The file work runs on the engine's threads, never on the
     /// caller's.
     public func remove(key: CacheKey) async {
-        memory?.remove(key: key)
-        negative.withLock { $0.remove(key) }
-        await removeBelowMemory(key)
+        await remove(keys: [key])
     }
 
     /// Drops every variant of each of `keys` from every tier, as ``remove(key:)`` does, with
     /// the tiers below memory in one job: for a purge that reaches every derived key of a
     /// source key (``/StrataBase/CacheKey/allDerived(from:)``).
+    ///
+    /// A plain source key (no derived part) also takes the variants of every key with operations
+    /// derived from it (``/StrataBase/CacheKey/init(_:colour:gravity:operations:)``), which no list
+    /// of keys can name: memory and disk find them by their identity's family, the shared tier in
+    /// the original's folder.
     public func remove(keys: [CacheKey]) async {
         guard let first = keys.first else { return }
+        let sources = keys.filter { !$0.string.utf8.contains(0) }.map(\.string)
         for key in keys { memory?.remove(key: key) }
+        for source in sources { memory?.removeFamily(of: ImageEntityID(hashing: source)) }
         negative.withLock { negative in for key in keys { negative.remove(key) } }
         await removeFromShared(keys)
         let below = tiers.filter { $0.servingTier != .memory }
         guard !below.isEmpty else { return }
-        let failures = await onPoolOrHere(first) { Self.remove(keys, from: below) }
+        let failures = await onPoolOrHere(first) { Self.remove(keys, operationsOf: sources, from: below) }
         for failure in failures { tierFailed(failure) }
     }
 
@@ -311,11 +316,16 @@ public final class ImageCache: Sendable {
 
     /// Drops `keys` from each of `tiers` (blocking), trying every one; the failures, for the
     /// caller to count and log.
-    package static func remove(_ keys: [CacheKey], from tiers: [any CacheTier]) -> [TierFailure] {
+    package static func remove(_ keys: [CacheKey], operationsOf sources: [String] = [], from tiers: [any CacheTier]) -> [TierFailure] {
         var failures: [TierFailure] = []
         for key in keys {
             for tier in tiers {
                 do throws(TierFailure) { try tier.remove(key) } catch { failures.append(error) }
+            }
+        }
+        for source in sources {
+            for tier in tiers {
+                do throws(TierFailure) { try tier.removeOperationVariants(of: source) } catch { failures.append(error) }
             }
         }
         return failures

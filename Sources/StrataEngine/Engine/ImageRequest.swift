@@ -48,9 +48,11 @@ public struct ImageRequest: Hashable, Sendable {
     }
 
     /// The request as a lookup that may find a larger variant to resample (`exactSize`): an
-    /// upper tolerance only.
+    /// upper tolerance only. A key whose operations filter the output (padding, blur, sharpen)
+    /// has no variant another size can be resampled from: its search is exact.
     package func searchQuery(defaultTolerance: Double) -> SizeQuery {
-        SizeQuery(
+        if key.string.utf8.contains(0), key.operations.filtersOutput { return query(defaultTolerance: defaultTolerance) }
+        return SizeQuery(
             box: box, mode: mode, style: style, tolerance: tolerance ?? defaultTolerance, allowUpscale: allowUpscale,
             upscaleTolerance: upscaleTolerance)
     }

@@ -294,6 +294,12 @@ public final class DiskTier: Sendable {
         core.remove(digest: ImageEntityID(hashing: key))
     }
 
+    /// Deletes every variant of the keys with operations derived from `sourceKey` (a purge:
+    /// ``/StrataBase/CacheKey/init(_:colour:gravity:operations:)``), from a scan of the index.
+    public func removeOperationVariants(of sourceKey: String) {
+        core.removeFamily(of: ImageEntityID(hashing: sourceKey))
+    }
+
     /// Deletes every published file in the directory (other processes' too) and their index
     /// entries. A file published while it runs survives, with its entry.
     public func removeAll() throws(DiskTierError) {

@@ -160,6 +160,13 @@ extension DiskTier.Core {
         state.withLock { $0.unmarkDeleting(victims) }
     }
 
+    /// Deletes every variant of each key with operations derived from the source key whose
+    /// identity is `source` (``/StrataBase/ImageEntityID/isFamily(of:)``): a scan of the index.
+    package func removeFamily(of source: ImageEntityID) {
+        let members = state.withLock { s in Set(s.index.entries.lazy.map(\.digest).filter { $0.isFamily(of: source) }) }
+        for digest in members { remove(digest: digest) }
+    }
+
     /// Deletes every published file listed in the directory (other processes' too), and their
     /// entries; a file published under a listed name after the listing survives, with its entry.
     package func removeAll() throws(DiskTierError) {

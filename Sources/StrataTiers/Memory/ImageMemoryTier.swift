@@ -325,6 +325,15 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
         drop(key.entityID, of: key, where: predicate)
     }
 
+    /// Drops every variant of every key with operations derived from the source key whose
+    /// identity is `source` (``/StrataBase/ImageEntityID/isFamily(of:)``); returns how many
+    /// were dropped. A scan of the held images: for a purge.
+    @discardableResult
+    public func removeFamily(of source: ImageEntityID) -> Int {
+        let members = exclusive { state in state.images.keys.filter { $0.isFamily(of: source) } }
+        return members.reduce(0) { $0 + drop($1, of: nil, where: { _ in true }) }
+    }
+
     /// Drops every variant of `key`.
     public func remove(key: CacheKey) {
         remove(key: key) { _ in true }
