@@ -11,11 +11,18 @@ package enum GIFWriter {
         package var localTable: [(UInt8, UInt8, UInt8)]?
         package var transparentIndex: Int?
         package var interlaced = false
+        /// Centiseconds (a graphic control extension is written when this or `disposal` is set).
+        package var delay: Int?
+        /// 1 keep, 2 clear to the background, 3 restore the previous canvas.
+        package var disposal: Int?
 
         package init(
             left: Int = 0, top: Int = 0, width: Int, height: Int, indices: [UInt8],
-            localTable: [(UInt8, UInt8, UInt8)]? = nil, transparentIndex: Int? = nil, interlaced: Bool = false
+            localTable: [(UInt8, UInt8, UInt8)]? = nil, transparentIndex: Int? = nil, interlaced: Bool = false,
+            delay: Int? = nil, disposal: Int? = nil
         ) {
+            self.delay = delay
+            self.disposal = disposal
             precondition(indices.count == width * height)
             self.left = left
             self.top = top
@@ -28,16 +35,19 @@ package enum GIFWriter {
         }
     }
 
+    /// `loopCount`: a NETSCAPE2.0 extension with that count (0: forever); `nil`: none.
     package static func encode(
-        screenWidth: Int, screenHeight: Int, globalTable: [(UInt8, UInt8, UInt8)]?, frames: [Frame]
+        screenWidth: Int, screenHeight: Int, globalTable: [(UInt8, UInt8, UInt8)]?, frames: [Frame], loopCount: Int? = nil
     ) -> [UInt8] {
         var out = Array("GIF89a".utf8)
         out += le16(screenWidth) + le16(screenHeight)
         out += [globalTable == nil ? 0x00 : 0xF7, 0, 0]  // global table of 256 entries
         if let globalTable { out += table(globalTable) }
+        if let loopCount { out += [0x21, 0xFF, 11] + Array("NETSCAPE2.0".utf8) + [3, 1] + le16(loopCount) + [0] }
         for frame in frames {
-            if let t = frame.transparentIndex {
-                out += [0x21, 0xF9, 4, 0x01, 10, 0, UInt8(t), 0]
+            if frame.transparentIndex != nil || frame.delay != nil || frame.disposal != nil {
+                let flags = UInt8((frame.disposal ?? 0) << 2) | (frame.transparentIndex != nil ? 1 : 0)
+                out += [0x21, 0xF9, 4, flags] + le16(frame.delay ?? 10) + [UInt8(frame.transparentIndex ?? 0), 0]
             }
             out += [0x2C] + le16(frame.left) + le16(frame.top) + le16(frame.width) + le16(frame.height)
             out += [(frame.localTable == nil ? 0 : 0x87) | (frame.interlaced ? 0x40 : 0)]

@@ -27,13 +27,13 @@ package enum GIFCodec {
     /// Records read before the first frame (or between it and a second one) at most.
     package static let maxRecordsScanned = 4096
 
-    private struct Cursor {
+    struct Cursor {
         var base: UnsafePointer<UInt8>
         var count: Int
         var position = 0
     }
 
-    private struct Frame {
+    struct Frame {
         var left: Int, top: Int, width: Int, height: Int
         var interlaced: Bool
         var transparentIndex: Int?
@@ -41,9 +41,9 @@ package enum GIFCodec {
     }
 
     /// An open giflib decoder over bytes (which must outlive it).
-    private final class Reader {
+    final class Reader {
         let gif: UnsafeMutablePointer<GifFileType>
-        private let cursor: UnsafeMutablePointer<Cursor>
+        let cursor: UnsafeMutablePointer<Cursor>
 
         init(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) {
             cursor = .allocate(capacity: 1)
@@ -127,7 +127,7 @@ package enum GIFCodec {
     }
 
     /// giflib's input function: copies from the cursor in `UserData`.
-    private static let read: InputFunc = { gif, buffer, length in
+    static let read: InputFunc = { gif, buffer, length in
         guard let gif, let buffer, length > 0, let user = gif.pointee.UserData else { return 0 }
         let cursor = user.assumingMemoryBound(to: Cursor.self)
         let n = min(Int(length), cursor.pointee.count - cursor.pointee.position)
@@ -201,7 +201,7 @@ package enum GIFCodec {
 
     /// 256 premultiplied BGRA words (little-endian B, G, R, A): the table's colours, opaque
     /// black past its end, 0 for the transparent index.
-    private static func palette(_ map: ColorMapObject, transparent: Int?) -> [UInt32] {
+    static func palette(_ map: ColorMapObject, transparent: Int?) -> [UInt32] {
         var words = [UInt32](repeating: 0xFF00_0000, count: 256)
         let count = min(256, max(0, Int(map.ColorCount)))
         if let colours = map.Colors {
@@ -214,7 +214,7 @@ package enum GIFCodec {
         return words
     }
 
-    private static func error(_ code: Int32, while action: String) -> ImageDecodingError {
+    static func error(_ code: Int32, while action: String) -> ImageDecodingError {
         switch code {
         case D_GIF_ERR_READ_FAILED, D_GIF_ERR_EOF_TOO_SOON:
             return ImageDecodingError(.truncated, format: .gif)

@@ -78,6 +78,8 @@ public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvert
         case unsupported(String)
         /// The request's operations do not apply to this image (a crop outside it).
         case operation(String)
+        /// An animation has more frames than ``AnimationLimits/maxFrames``.
+        case tooManyFrames(frames: Int, limit: Int)
     }
 
     public var reason: Reason
@@ -116,6 +118,8 @@ public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvert
             detail = "\(what) uses an unsupported feature (\(message)); convert the image to a baseline JPEG, WebP or PNG"
         case .operation(let message):
             detail = message
+        case .tooManyFrames(let frames, let limit):
+            detail = "animation of \(frames) frames exceeds the limit of \(limit) frames (source.maxFrames); ask for frames=1 for a still"
         }
         if let inputName { return "\(inputName): \(detail)" }
         return detail
