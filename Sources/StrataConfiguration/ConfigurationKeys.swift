@@ -102,6 +102,14 @@ extension StrataConfiguration {
             "source.maxPixels", "100000000",
             "Originals with more pixels are refused from their header (`/images` serves them from their tile pyramid when `iiif.pyramidPath` is set)."
         ),
+        .init(
+            "source.maxFrames", "500",
+            "Animated GIF and WebP originals with more frames are answered as a still (`frames=1`) only; asked animated, they are refused (413) from a scan that decodes no frame."
+        ),
+        .init(
+            "source.maxAnimationPixels", "268435456",
+            "Frames × canvas pixels (and a GIF's frame areas) an animated answer may decode at once (the default, 2²⁸, is 1 GiB of frames); past it, 413 as for `source.maxFrames`."
+        ),
         .init("source.decodeHeadroom", "2", "How much larger than the target a shrink-on-load decode stays (≥ 1)."),
         .init(
             "source.resampleThreads", "2",

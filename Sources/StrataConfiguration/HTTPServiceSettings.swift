@@ -40,6 +40,8 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     /// `http.watermarks`: watermark images by name, each `file:PATH` or a key of the source
     /// (`source:KEY`, or the key alone), for `/images?watermark=NAME`.
     public var watermarks: [String: String] = [:]
+    /// `source.maxFrames` and `source.maxAnimationPixels`: what an animated answer may decode.
+    public var animationLimits = AnimationLimits(maxFrames: 500, maxTotalPixels: 1 << 28)
     /// Encoder quality of AVIF answers when the request names none (libavif's scale:
     /// ``AVIFCodec/quantizer(forQuality:)``).
     public var avifQuality = AVIFCodec.defaultQuality
@@ -120,6 +122,9 @@ extension HTTPServiceSettings {
             throw reader.error(
                 "http.presetsOnly", reason: "is true but http.presets lists no preset: every /images request would be refused")
         }
+        settings.animationLimits = AnimationLimits(
+            maxFrames: try reader.integer("source.maxFrames", min: 1),
+            maxTotalPixels: try reader.integer("source.maxAnimationPixels", min: 1))
         settings.cacheControl = try reader.string("http.cacheControl") ?? ""
         settings.maxDimension = try reader.integer("http.maxDimension", min: 1)
         settings.maxQueue = try reader.integer("http.maxQueue", min: 0)

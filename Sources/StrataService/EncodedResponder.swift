@@ -106,6 +106,10 @@ package struct EncodedResponder: Sendable {
         package var derive: (@Sendable (PixelImage) -> PixelImage)?
         /// Whether the entry gets the warm path's ready-made head (`/images` answers).
         package var warm: Bool
+        /// Makes the bytes instead of the format's encoder (an animation, from its original),
+        /// holding at most `reserve` bytes of `render.memoryLimit` while it runs.
+        package var encode: (@Sendable () throws(ServiceError) -> [UInt8])? = nil
+        package var reserve = 0
     }
 
     /// The answer to `work`: 304 when `If-None-Match` names its validator, else the encoded
@@ -171,11 +175,20 @@ package struct EncodedResponder: Sendable {
         do {
             result = try await Spans.around(span) { () async throws(ImageCacheError) -> Result<[UInt8], EncodeFailure> in
                 let budget = cache.memoryBudget
-                let reserved = ImageEncoder.workingBytes(as: format, size: image.size)
+                let custom = work.encode
+                let reserved = custom != nil ? work.reserve : ImageEncoder.workingBytes(as: format, size: image.size)
                 let result = try await cache.runOnEngineThreads { () throws(EncodeFailure) -> [UInt8] in
                     probe?()
-                    return try Self.withinBudget(budget, reserved) { () throws(ImageEncodingError) in
-                        try ImageEncoder.encode(derive?(image) ?? image, as: format, quality: quality, profile: profile, speed: speed)
+                    return try Self.withinBudget(budget, reserved) { () throws(EncodeFailure) -> [UInt8] in
+                        if let custom {
+                            do throws(ServiceError) { return try custom() } catch { throw .refused(error) }
+                        }
+                        do throws(ImageEncodingError) {
+                            return try ImageEncoder.encode(
+                                derive?(image) ?? image, as: format, quality: quality, profile: profile, speed: speed)
+                        } catch {
+                            throw .encoding(error)
+                        }
                     }
                 }
                 switch result {
@@ -195,6 +208,8 @@ package struct EncodedResponder: Sendable {
             throw ServiceError(.internalServerError, "encode_failed", "\(work.key.key.debugDescription): \(error)")
         case .failure(.overLimit(let refusal)):
             throw ServiceError(ImageCacheError.overMemoryLimit(key: work.key.key, refusal))
+        case .failure(.refused(let error)):
+            throw error
         }
         metrics.encoded(work.key.format)
         let made = EncodedImage(
@@ -303,14 +318,14 @@ package struct EncodedResponder: Sendable {
 extension EncodedResponder {
     /// Runs `encode` once `bytes` fit in `budget` (waiting in the urgent lane).
     fileprivate static func withinBudget(
-        _ budget: MemoryBudget, _ bytes: Int, _ encode: () throws(ImageEncodingError) -> [UInt8]
+        _ budget: MemoryBudget, _ bytes: Int, _ encode: () throws(EncodeFailure) -> [UInt8]
     ) throws(EncodeFailure) -> [UInt8] {
-        do throws(MemoryBudgetFailure<ImageEncodingError>) {
+        do throws(MemoryBudgetFailure<EncodeFailure>) {
             return try budget.withReservation(bytes, lane: .urgent, encode)
         } catch {
             switch error {
             case .refused(let refusal): throw .overLimit(refusal)
-            case .failed(let encoding): throw .encoding(encoding)
+            case .failed(let failure): throw failure
             }
         }
     }
@@ -320,4 +335,6 @@ extension EncodedResponder {
 fileprivate enum EncodeFailure: Error {
     case encoding(ImageEncodingError)
     case overLimit(MemoryBudgetError)
+    /// A custom encode's own refusal (an animation past its limits).
+    case refused(ServiceError)
 }

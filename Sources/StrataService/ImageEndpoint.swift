@@ -183,10 +183,14 @@ package struct ImageEndpoint: Sendable {
             return try await raw(
                 served, key: key, extra: extra, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone, derive: derive)
         }
-        return try await responder.answer(
-            EncodedResponder.Work(
-                served: served, key: key, size: served.image.size, hit: choice.hit, extra: extra, derive: derive, warm: true),
-            ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
+        var work = EncodedResponder.Work(
+            served: served, key: key, size: served.image.size, hit: choice.hit, extra: extra, derive: derive, warm: true)
+        if Self.isAnimated(parameters, served, format), choice.hit == nil, encoded.value(for: key) == nil,
+            !FormatNegotiation.matches(etag: key.etag, ifNoneMatch: ifNoneMatch)
+        {
+            try await animate(&work, prepared: prepared, watermark: mark)
+        }
+        return try await responder.answer(work, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
     }
 
     /// The rows as held (`format=raw`): never encoded nor cached as bytes. They are copied into
@@ -246,8 +250,15 @@ package struct ImageEndpoint: Sendable {
         EncodedKey(
             key: parameters.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
             quality: quality(parameters, format), colour: colour,
-            derivation: Self.derivation(parameters, watermark: watermark),
+            derivation: Self.derivation(parameters, watermark: watermark, animated: Self.isAnimated(parameters, served, format)),
             speed: format == .avif ? settings.avifSpeed : nil)
+    }
+
+    /// Whether the answer in `format` is an animation: the original is one (the variant says so:
+    /// ``/StrataBase/ImageVariant/isAnimatedOriginal``), the request did not ask for `frames=1`,
+    /// and the format is WebP or GIF (the animated formats Strata writes).
+    package static func isAnimated(_ parameters: ImageParameters, _ served: CachedImage, _ format: ResponseFormat) -> Bool {
+        (format == .webp || format == .gif) && served.variant.isAnimatedOriginal && !parameters.still
     }
 
     /// The request's watermark and its image (read through the engine when it is a source key
@@ -259,8 +270,8 @@ package struct ImageEndpoint: Sendable {
 
     /// What besides the variant makes an `/images` encoding: the gravity, the operations and the
     /// watermark with its version (empty for none).
-    package static func derivation(_ parameters: ImageParameters, watermark version: String? = nil) -> String {
-        var parts: [String] = []
+    package static func derivation(_ parameters: ImageParameters, watermark version: String? = nil, animated: Bool = false) -> String {
+        var parts: [String] = animated ? ["anim"] : []
         if parameters.gravity != .center { parts.append("gravity=\(parameters.gravity)") }
         if !parameters.operations.isEmpty { parts.append("ops=\(parameters.operations.canonical)") }
         if let placement = parameters.watermark { parts.append("wm=\(placement.canonical)@\(version ?? "?")") }
@@ -314,6 +325,11 @@ package struct ImageEndpoint: Sendable {
         if let format = parameters.format {
             let hit = format == .raw ? nil : encoded.value(for: encodedKey(parameters, colour, served, format))
             return Choice(format: format, negotiated: false, hit: hit)
+        }
+        // An animation goes out as WebP wherever the client takes WebP, whatever http.formats
+        // prefers for stills.
+        if served.variant.isAnimatedOriginal, !parameters.still, FormatNegotiation.accepts("image/webp", in: accept) {
+            return Choice(format: .webp, negotiated: true, hit: encoded.value(for: encodedKey(parameters, colour, served, .webp)))
         }
         switch FormatNegotiation.negotiate(settings.formats, accept: accept) {
         case .format(let format):

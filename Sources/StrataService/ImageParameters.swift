@@ -5,7 +5,7 @@ import StrataConfiguration
 /// The encodings an image can be sent in. `raw` is the BGRA (or the variant's style) rows as
 /// the engine holds them.
 public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
-    case webp, jpeg, png, avif, raw
+    case webp, jpeg, png, avif, gif, raw
 
     /// The response format of an encoder's format (`nil`: one answers are never encoded in).
     package init?(_ format: ImageFormat) {
@@ -14,7 +14,8 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         case .jpeg: self = .jpeg
         case .png: self = .png
         case .avif: self = .avif
-        case .heic, .gif, .tiff, .jp2: return nil
+        case .gif: self = .gif
+        case .heic, .tiff, .jp2: return nil
         }
     }
 
@@ -25,6 +26,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         case .jpeg: return .jpeg
         case .png: return .png
         case .avif: return .avif
+        case .gif: return .gif
         case .raw: return nil
         }
     }
@@ -35,6 +37,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         case .jpeg: return "image/jpeg"
         case .png: return "image/png"
         case .avif: return "image/avif"
+        case .gif: return "image/gif"
         case .raw: return "application/octet-stream"
         }
     }
@@ -71,6 +74,9 @@ public struct ImageParameters: Sendable, Hashable {
     /// The watermark laid on the answer (`watermark=NAME` with `wmpos`, `wmopacity`, `wmscale`,
     /// `wmmargin`), `nil` for none.
     public var watermark: WatermarkPlacement?
+    /// `frames=1`: an animated original answered as its first frame (else animated, where the
+    /// answer's format is WebP).
+    public var still = false
 
     /// The route's prefix.
     package static let prefix = "/images/"
@@ -91,7 +97,7 @@ public struct ImageParameters: Sendable, Hashable {
     package enum Name: Int, CaseIterable {
         case w, h, mode, tolerance, format, quality, exact, signature, keyID, expiry, dpr, gravity
         case trim, crop, rot, flip, bg, extend, blur, sharpen
-        case watermark, wmpos, wmopacity, wmscale, wmmargin
+        case watermark, wmpos, wmopacity, wmscale, wmmargin, frames
 
         package var text: String {
             switch self {
@@ -120,6 +126,7 @@ public struct ImageParameters: Sendable, Hashable {
             case .wmopacity: return "wmopacity"
             case .wmscale: return "wmscale"
             case .wmmargin: return "wmmargin"
+            case .frames: return "frames"
             }
         }
 
@@ -142,7 +149,7 @@ public struct ImageParameters: Sendable, Hashable {
             case UInt8(ascii: "h"): name = .h
             case UInt8(ascii: "m"): name = .mode
             case UInt8(ascii: "t"): name = second == UInt8(ascii: "r") ? .trim : .tolerance
-            case UInt8(ascii: "f"): name = second == UInt8(ascii: "l") ? .flip : .format
+            case UInt8(ascii: "f"): name = second == UInt8(ascii: "l") ? .flip : second == UInt8(ascii: "r") ? .frames : .format
             case UInt8(ascii: "q"): name = .quality
             case UInt8(ascii: "e"): name = bytes.count == 3 ? .expiry : second == UInt8(ascii: "x") && bytes.count == 6 ? .extend : .exact
             case UInt8(ascii: "k"): name = .keyID
@@ -163,7 +170,7 @@ public struct ImageParameters: Sendable, Hashable {
     public init(path: Substring, query: Substring?, maxDimension: Int) throws(ServiceError) {
         key = try Self.key(fromPath: path)
         // One slot per known name, filled in a single pass over the query's bytes.
-        var values = InlineArray<25, Substring?>(repeating: nil)
+        var values = InlineArray<26, Substring?>(repeating: nil)
         var rest = (query ?? "").utf8[...]
         while !rest.isEmpty {
             let ampersand = rest.firstIndex(of: UInt8(ascii: "&")) ?? rest.endIndex
@@ -174,7 +181,7 @@ public struct ImageParameters: Sendable, Hashable {
             let nameBytes = pair[..<(equals ?? pair.endIndex)]
             guard let name = Name(nameBytes) else {
                 throw .badParameter(
-                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, dpr, mode, gravity, tolerance, format, quality, exact, trim, crop, flip, rot, bg, extend, blur, sharpen, watermark, wmpos, wmopacity, wmscale, wmmargin"
+                    "unknown parameter \(String(Substring(nameBytes)).debugDescription): use w, h, dpr, mode, gravity, tolerance, format, quality, exact, trim, crop, flip, rot, bg, extend, blur, sharpen, watermark, wmpos, wmopacity, wmscale, wmmargin, frames"
                 )
             }
             guard values[name.rawValue] == nil else { throw .badParameter("parameter \(name.text) is given twice") }
@@ -215,6 +222,11 @@ public struct ImageParameters: Sendable, Hashable {
         }
         operations = try Self.operations(value, padded: padded)
         watermark = try Self.watermark(value)
+        switch value(.frames) {
+        case nil: break
+        case "1": still = true
+        case let other?: throw .badParameter("frames=\(other): expected 1 (an animation's first frame, as a still)")
+        }
         if let text = value(.gravity) {
             guard let parsed = Gravity(parsing: text) else {
                 throw .badParameter(
@@ -245,7 +257,7 @@ public struct ImageParameters: Sendable, Hashable {
         }
         if let text = value(.format) {
             guard let value = ResponseFormat(rawValue: String(text)) else {
-                throw .badParameter("format=\(text): expected avif, webp, jpeg, png or raw")
+                throw .badParameter("format=\(text): expected avif, webp, jpeg, png, gif or raw")
             }
             format = value
         }

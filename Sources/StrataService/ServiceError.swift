@@ -42,10 +42,13 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
         case .decoding(let key, let decoding):
             if case .operation(let message) = decoding.reason {
                 self.init(.badRequest, "bad_parameter", "\(key.debugDescription): \(message)")
+            } else if case .tooManyFrames = decoding.reason {
+                self.init(.contentTooLarge, "too_large", "\(key.debugDescription): \(decoding)")
             } else if case .tooLarge(let pixels, let limit) = decoding.reason {
                 self.init(
                     .contentTooLarge, "too_large",
-                    "\(key.debugDescription) has \(pixels) pixels, over the limit of \(limit) (source.maxPixels)")
+                    "\(key.debugDescription) has \(pixels) pixels, over the limit of \(limit) (source.maxPixels; an animation's frames × canvas: source.maxAnimationPixels, or ask frames=1)"
+                )
             } else {
                 self.init(.unprocessableContent, "undecodable", "\(key.debugDescription) cannot be decoded: \(decoding)")
             }

@@ -76,11 +76,31 @@ package enum DecodeHarness {
             require((try? overlapping.render(bytes, request: request)) == nil, "the overlapped render of a failing input succeeded")
         }
         fuzzProfile(bytes, request: request)
+        animation(bytes)
         Fuzzing.pngRows(bytes)
         Fuzzing.webpRows(bytes)
         Fuzzing.jpegEighth(bytes)
         renderer.decoder.releaseScratch()
         overlapping.decoder.releaseScratch()
+    }
+
+    /// Every frame of the input as an animation, within small limits: a typed error or frames that
+    /// agree with the scan (count, canvas), each the canvas' size; what decodes survives an
+    /// animated WebP round trip with its length (identical frames may merge).
+    static func animation(_ bytes: UnsafeRawBufferPointer) {
+        let limits = AnimationLimits(maxFrames: 64, maxTotalPixels: 1 << 22)
+        guard let animation = try? AnimatedImage.decode(bytes, limits: limits) else { return }
+        let info = try? AnimatedImage.info(bytes)
+        require(info?.frameCount == animation.frames.count && info?.canvas == animation.canvas, "the frames disagree with the scan")
+        require(animation.frames.allSatisfy { $0.image.size == animation.canvas }, "a frame is not the canvas' size")
+        guard animation.canvas.width <= 16383, animation.canvas.height <= 16383 else { return }
+        let webp = try? animation.encodedAsWebP(quality: 100)
+        let back = webp.flatMap { w in try? w.withUnsafeBytes { try AnimatedImage.decode($0, limits: limits) } }
+        // libwebp merges a frame identical to the one before into it (its duration added).
+        require(back.map { $0.frames.count <= animation.frames.count } == true, "the animated WebP gained frames")
+        require(
+            back?.frames.reduce(0) { $0 + $1.duration } == animation.frames.reduce(0) { $0 + $1.duration },
+            "the animated WebP changed the animation's length")
     }
 
     /// The input embedded as a profile into each carrier: the render must succeed, and an encode

@@ -140,6 +140,7 @@ package enum ServiceFuzzing {
         if let background = operations.background { pairs.append("bg=\(background)") }
         if let blur = operations.blur { pairs.append("blur=\(blur)") }
         if let sharpen = operations.sharpen { pairs.append("sharpen=\(sharpen)") }
+        if parameters.still { pairs.append("frames=1") }
         if let mark = parameters.watermark {
             pairs.append("watermark=\(mark.name)")
             pairs.append("wmpos=\(mark.gravity.map { "\($0)" } ?? "tile")")

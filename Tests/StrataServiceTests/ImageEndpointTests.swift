@@ -111,7 +111,7 @@ struct ImageEndpointTests {
             ("?w=0&h=10", "w=0"),
             ("?w=ten", "w=ten"),
             ("?w=10&mode=stretch", "mode=stretch"),
-            ("?w=10&format=gif", "format=gif"),
+            ("?w=10&format=heic", "format=heic"),
             ("?w=10&quality=101", "quality=101"),
             ("?w=10&tolerance=1.5", "tolerance=1.5"),
             ("?w=10&width=10", "width"),

@@ -83,7 +83,7 @@ struct ImageParametersTests {
             ("a.jpg", "w=-1", "w=-1"),
             ("a.jpg", "h=1&mode=fill", "needs both"),
             ("a.jpg", nil, "give w, h or both"),
-            ("a.jpg", "w=1&format=gif", "format=gif"),
+            ("a.jpg", "w=1&format=tiff", "format=tiff"),
             ("a.jpg", "w=1&exact=maybe", "exact=maybe"),
             ("a//b.jpg", "w=1", "segment"),
             ("../a.jpg", "w=1", "segment"),

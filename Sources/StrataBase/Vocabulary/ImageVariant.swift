@@ -12,11 +12,16 @@ public struct ImageVariant: Hashable, Sendable, CustomStringConvertible {
     /// When the variant's source was fetched (or, for a hit made by another process, when this
     /// process first served it), for revalidation.
     public var fetchedAt: ContinuousClock.Instant
+    /// Whether the original is an animation (this variant its first frame): kept by the memory
+    /// tier only — the engine writes such variants nowhere else — so that a service answering
+    /// animations never takes a still from a tier that cannot say so.
+    public var isAnimatedOriginal: Bool
 
     public init(
         descriptor: VariantDescriptor, sourceVersion: SourceVersion = .unknown, isWholeOriginal: Bool = false,
-        fetchedAt: ContinuousClock.Instant = .now
+        fetchedAt: ContinuousClock.Instant = .now, isAnimatedOriginal: Bool = false
     ) {
+        self.isAnimatedOriginal = isAnimatedOriginal
         self.descriptor = descriptor
         self.sourceVersion = sourceVersion
         self.isWholeOriginal = isWholeOriginal

@@ -76,7 +76,7 @@ public struct AnimationLimits: Sendable, Hashable {
     }
 
     /// Throws when `info` (or a GIF's `frameArea`) is past the limits.
-    func check(_ info: AnimationInfo, frameArea: Int = 0) throws(ImageDecodingError) {
+    public func check(_ info: AnimationInfo, frameArea: Int = 0) throws(ImageDecodingError) {
         if info.frameCount > maxFrames {
             throw ImageDecodingError(.tooManyFrames(frames: info.frameCount, limit: maxFrames), format: info.format)
         }

@@ -10,6 +10,8 @@ import StrataBase
 /// - WebP, PNG and AVIF get straight (un-premultiplied) colour; alpha is written only when some
 ///   pixel is not opaque. WebP quality 100 means lossless. AVIF is 8-bit YUV, 4:2:0 below
 ///   quality 90 and 4:4:4 from 90 (gray8: 4:0:0), at `speed` (``AVIFCodec``).
+/// - GIF (giflib): 255 colours by median cut, no dithering, alpha below half transparent (for
+///   animations' answers; ``AnimatedImage/encodedAsGIF()`` writes the animated ones).
 ///
 /// - `profile` (``/StrataBase/ColourOutput/original`` answers) is embedded byte for byte: JPEG APP2
 ///   `ICC_PROFILE` chunks after the JFIF segment, the WebP `ICCP` chunk (an extended file, via
@@ -21,7 +23,8 @@ import StrataBase
 /// the library's encode (AVIF's is by far the slowest: hundreds of milliseconds a megapixel); with a profile, one copy of the encoded bytes (and the profile's
 /// deflate for PNG). Thread-safe: every call uses its own library state.
 public enum ImageEncoder {
-    /// The formats ``encode(_:as:quality:profile:speed:)`` writes (the others throw).
+    /// The formats ``encode(_:as:quality:profile:speed:)`` writes with quality and profiles (it
+    /// writes GIF too, without either; the others throw).
     public static let formats: [ImageFormat] = [.jpeg, .webp, .png, .avif]
 
     /// Encodes `image` as `format`; `quality` (1...100) applies to JPEG, WebP and AVIF; `profile`,
@@ -54,7 +57,10 @@ public enum ImageEncoder {
             return try AVIFCodec.encode(
                 straightBGRA: pixels, size: image.size, alpha: hasAlpha, gray: image.style == .gray8, quality: quality, speed: speed,
                 profile: profile)
-        case .heic, .gif, .tiff, .jp2:
+        case .gif:
+            // A one-frame GIF: 255 colours (giflib's median cut), alpha below half transparent.
+            return try GIFCodec.encode(AnimatedImage(canvas: image.size, frames: [.init(image: image, duration: 0)], loopCount: 0))
+        case .heic, .tiff, .jp2:
             throw ImageEncodingError(.unsupportedFormat, format: format)
         }
     }
@@ -120,7 +126,7 @@ extension ImageEncoder {
     /// image itself: what the service reserves from the engine's `render.memoryLimit`. From the
     /// libraries' buffers, per pixel: JPEG 3 (libjpeg-turbo's worst-case output buffer), PNG 5
     /// (an unpremultiplied copy and the deflate output), WebP 6 (libwebp's ARGB picture and its
-    /// YUV planes), AVIF 12 (the YUV planes and libaom's frame buffers and look-ahead), plus 4
+    /// YUV planes), AVIF 12 (the YUV planes and libaom's frame buffers and look-ahead), GIF 9 (straight pixels, three colour planes, the indices, the alpha mask), plus 4
     /// for a converted copy of the pixels.
     public static func workingBytes(as format: ImageFormat, size: PixelSize) -> Int {
         let pixels = size.width * size.height
@@ -130,7 +136,8 @@ extension ImageEncoder {
             case .png: 5
             case .webp: 6
             case .avif: 12
-            case .heic, .gif, .tiff, .jp2: 4
+            case .gif: 9
+            case .heic, .tiff, .jp2: 4
             }
         return pixels * (perPixel + 4)
     }

@@ -149,7 +149,8 @@ extension ImageCache {
         counters.resamples.add(1, ordering: .relaxed)
         let variant = ImageVariant(
             descriptor: VariantDescriptor(size: resized.size, mode: request.mode, style: resized.style),
-            sourceVersion: hit.sourceVersion, isWholeOriginal: false, fetchedAt: hit.variant.fetchedAt)
+            sourceVersion: hit.sourceVersion, isWholeOriginal: false, fetchedAt: hit.variant.fetchedAt,
+            isAnimatedOriginal: hit.variant.isAnimatedOriginal)
         memory?.insert(resized, forKey: request.key, variant: variant)
         return CachedImage(image: resized, variant: variant, tier: hit.tier)
     }
@@ -338,8 +339,12 @@ extension ImageCache {
 
     /// Keeps a rendered variant in every tier that takes write-back (memory at once, disk
     /// write-behind; the tables hold only what their family draws, ``tableFill``): written once.
+    ///
+    /// The first frame of an animation is kept in memory only: no other tier keeps the flag that
+    /// says it is one (``/StrataBase/ImageVariant/isAnimatedOriginal``), so none may answer for it.
     package func writeBack(_ image: PixelImage, key: CacheKey, variant: ImageVariant) {
         memory?.store(image, key: key, variant: variant)
+        guard !variant.isAnimatedOriginal else { return }
         disk?.store(image, key: key, variant: variant)
         shared?.store(image, key: key, variant: variant)
     }
@@ -360,28 +365,29 @@ extension ImageCache {
         guard source != nil else { throw .noSource(key: request.key.string) }
         let key = request.key, renderRequest = request.renderRequest
         let parent = traceParent
-        let rendered: (image: PixelImage, originalSize: PixelSize, version: String)
+        let rendered: (image: PixelImage, originalSize: PixelSize, isAnimated: Bool, version: String)
         if let files = blockingSource {
             countFetch()
             rendered = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
                 let data = try fetchBlocking(key, from: files, parent: parent)
-                let (image, originalSize) = try renderOriginal(
+                let (image, originalSize, isAnimated) = try renderOriginal(
                     data.bytes, key: key, request: renderRequest, lane: lane, parent: parent)
-                return (image, originalSize, data.version)
+                return (image, originalSize, isAnimated, data.version)
             }
         } else {
             let data = try await fetchOriginal(key, lane: lane)
             let bytes = data.bytes
-            let (image, originalSize) = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
+            let (image, originalSize, isAnimated) = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) in
                 try renderOriginal(bytes, key: key, request: renderRequest, lane: lane, parent: parent)
             }
-            rendered = (image, originalSize, data.version)
+            rendered = (image, originalSize, isAnimated, data.version)
         }
         let image = rendered.image
         let variant = ImageVariant(
             descriptor: VariantDescriptor(size: image.size, mode: request.mode, style: image.style),
             sourceVersion: SourceVersion(token: rendered.version),
-            isWholeOriginal: request.mode == .fit && !request.allowUpscale && image.size == rendered.originalSize)
+            isWholeOriginal: request.mode == .fit && !request.allowUpscale && image.size == rendered.originalSize,
+            isAnimatedOriginal: rendered.isAnimated)
         writeBack(image, key: key, variant: variant)
         options.logger.debug(
             "rendered from the source", metadata: ["key": "\(key)", "tier": "source", "size": "\(image.size)"])

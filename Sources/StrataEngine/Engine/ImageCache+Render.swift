@@ -10,7 +10,7 @@ extension ImageCache {
     /// `parent`: the context of its spans (decode, resample, colour), `nil` when tracing is off.
     package func renderOriginal(
         _ bytes: [UInt8], key: CacheKey, request: RenderRequest, lane: FlightLane, parent: ServiceContext? = nil
-    ) throws(ImageCacheError) -> (image: PixelImage, originalSize: PixelSize) {
+    ) throws(ImageCacheError) -> (image: PixelImage, originalSize: PixelSize, isAnimated: Bool) {
         counters.sourceDecodes.add(1, ordering: .relaxed)
         var request = request
         request.colour = key.colourOutput  // the key says which colours and crop its variants hold
@@ -37,7 +37,7 @@ extension ImageCache {
     /// and the resample.
     private static func render(
         _ bytes: UnsafeRawBufferPointer, request: RenderRequest, with renderer: ImageRenderer, budget: MemoryBudget, lane: Lane
-    ) -> Result<(image: PixelImage, originalSize: PixelSize), RenderFailure> {
+    ) -> Result<(image: PixelImage, originalSize: PixelSize, isAnimated: Bool), RenderFailure> {
         let prepared: PreparedRender
         do {
             prepared = try renderer.prepare(bytes, request: request)
@@ -45,10 +45,10 @@ extension ImageCache {
             return .failure(.decoding(error))
         }
         do {
-            return .success(
-                try budget.withReservation(prepared.peakBytes, lane: lane) { () throws(ImageDecodingError) in
-                    try renderer.render(bytes, prepared: prepared)
-                })
+            let (image, originalSize) = try budget.withReservation(prepared.peakBytes, lane: lane) { () throws(ImageDecodingError) in
+                try renderer.render(bytes, prepared: prepared)
+            }
+            return .success((image, originalSize, prepared.header.isAnimated))
         } catch {
             switch error {
             case .refused(let refusal): return .failure(.overLimit(refusal))

@@ -71,6 +71,19 @@ struct AnimationTests {
         for (a, b) in zip(lossy.frames, animation.frames) { #expect(psnr(a.image, b.image) > 25) }
     }
 
+    @Test func anAnimationKeepsItsFramesTimingsAndLoopsThroughGIF() throws {
+        let animation = try Self.gif().withUnsafeBytes { try AnimatedImage.decode($0) }
+        let gif = try animation.encodedAsGIF()
+        let back = try gif.withUnsafeBytes { try AnimatedImage.decode($0) }
+        #expect(try gif.withUnsafeBytes { try AnimatedImage.info($0) }.loopCount == 3)
+        #expect(back.frames.map(\.duration) == [70, 130, 1100, 0])
+        Self.checkFrames(back, "GIF out")
+        // A still GIF through the encoder: one frame, the same pixels (four colours fit the table).
+        let still = try ImageEncoder.encode(animation.frames[1].image, as: .gif)
+        let one = try still.withUnsafeBytes { try AnimatedImage.decode($0) }
+        #expect(one.frames.count == 1 && one.frames[0].image.hasSamePixels(as: animation.frames[1].image))
+    }
+
     @Test func theAnimatedWebPFixtureDecodesFrameByFrame() throws {
         let bytes = Fixtures.bytes("webp/animated-96x64-3frames.webp")
         let animation = try bytes.withUnsafeBytes { try AnimatedImage.decode($0) }
