@@ -31,7 +31,7 @@ extension ImageEndpoint {
         do throws(ImageDecodingError) {
             info = try rethrowingTyped(ImageDecodingError.self) {
                 try bytes.withUnsafeBytes { raw in
-                    let info = try AnimatedImage.info(raw)
+                    let info = try AnimatedImage.info(raw, maxFrames: limits.maxFrames)
                     try limits.check(info)
                     return info
                 }

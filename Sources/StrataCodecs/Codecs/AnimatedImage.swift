@@ -92,10 +92,10 @@ public struct AnimationLimits: Sendable, Hashable {
 extension AnimatedImage {
     /// The format, canvas, frame count and loop count of an animated GIF or WebP (a still one
     /// has one frame), read without decoding a frame: a GIF's image data is skipped, a WebP's
-    /// chunks are listed.
-    public static func info(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) -> AnimationInfo {
+    /// chunks are listed. A GIF's count stops one past `maxFrames`.
+    public static func info(_ bytes: UnsafeRawBufferPointer, maxFrames: Int = .max) throws(ImageDecodingError) -> AnimationInfo {
         switch ImageFormatDetector.detect(bytes) {
-        case .gif: return try GIFCodec.animationInfo(bytes).info
+        case .gif: return try GIFCodec.animationInfo(bytes, maxFrames: maxFrames).info
         case .webp: return try WebPCodec.animationInfo(bytes)
         case let other:
             throw ImageDecodingError(.unsupported("only GIF and WebP animations are decoded frame by frame"), format: other)
@@ -108,7 +108,7 @@ extension AnimatedImage {
     ) throws(ImageDecodingError) -> AnimatedImage {
         switch ImageFormatDetector.detect(bytes) {
         case .gif:
-            let (info, area) = try GIFCodec.animationInfo(bytes)
+            let (info, area) = try GIFCodec.animationInfo(bytes, maxFrames: limits.maxFrames)
             try limits.check(info, frameArea: area)
             return try GIFCodec.decodeAnimation(bytes, info: info)
         case .webp:

@@ -39,8 +39,12 @@ extension GIFCodec {
         }
     }
 
-    /// The animation's facts and the sum of its frames' own areas, without decoding a frame.
-    static func animationInfo(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) -> (info: AnimationInfo, frameArea: Int) {
+    /// The animation's facts and the sum of its frames' own areas, without decoding a frame;
+    /// the count stops one past `maxFrames` (a file of a million one-pixel frames is not read
+    /// to its end to be refused).
+    static func animationInfo(
+        _ bytes: UnsafeRawBufferPointer, maxFrames: Int = .max
+    ) throws(ImageDecodingError) -> (info: AnimationInfo, frameArea: Int) {
         let reader = try Reader(bytes)
         var control = Control(), loop = 1, frames = 0, area = 0
         for _ in 0..<maxRecordsCounted {
@@ -52,6 +56,9 @@ extension GIFCodec {
                 let d = reader.gif.pointee.Image
                 frames += 1
                 area = area &+ Int(d.Width) * Int(d.Height)
+                if frames > maxFrames {
+                    return (AnimationInfo(format: .gif, canvas: reader.screen, frameCount: frames, loopCount: loop), area)
+                }
                 var codeSize: Int32 = 0
                 var block: UnsafeMutablePointer<GifByteType>?
                 guard DGifGetCode(reader.gif, &codeSize, &block) == GIF_OK else { throw reader.failure(while: "skipping a frame") }

@@ -119,7 +119,8 @@ public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvert
         case .operation(let message):
             detail = message
         case .tooManyFrames(let frames, let limit):
-            detail = "animation of \(frames) frames exceeds the limit of \(limit) frames (source.maxFrames); ask for frames=1 for a still"
+            detail =
+                "animation of \(frames) frames or more exceeds the limit of \(limit) frames (source.maxFrames); ask for frames=1 for a still"
         }
         if let inputName { return "\(inputName): \(detail)" }
         return detail

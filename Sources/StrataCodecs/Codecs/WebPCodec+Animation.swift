@@ -5,8 +5,9 @@ import StrataBase
 /// by `WebPAnimDecoder` (the canvas as shown, premultiplied BGRA) and encoded by
 /// `WebPAnimEncoder`.
 extension WebPCodec {
-    /// An open animation decoder over `bytes` (which must outlive it); `nil` info on failure.
-    private static func animationDecoder(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) -> OpaquePointer {
+    /// An open animation decoder over `bytes` (which must outlive it), premultiplied BGRA, on
+    /// the caller's thread; the caller deletes it.
+    static func animationDecoder(_ bytes: UnsafeRawBufferPointer) throws(ImageDecodingError) -> OpaquePointer {
         var options = WebPAnimDecoderOptions()
         guard WebPAnimDecoderOptionsInit(&options) != 0 else {
             throw ImageDecodingError(.unsupported("libwebp ABI mismatch"), format: .webp)

@@ -55,16 +55,7 @@ package enum WebPCodec {
     package static func decodeFirstFrame(
         _ bytes: UnsafeRawBufferPointer, canvas: PixelSize, into destination: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
-        var options = WebPAnimDecoderOptions()
-        guard WebPAnimDecoderOptionsInit(&options) != 0 else {
-            throw ImageDecodingError(.unsupported("libwebp ABI mismatch"), format: .webp)
-        }
-        options.color_mode = MODE_bgrA
-        options.use_threads = 0
-        var data = WebPData(bytes: bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), size: bytes.count)
-        guard let decoder = WebPAnimDecoderNew(&data, &options) else {
-            throw ImageDecodingError(.corrupt("the animation's frames cannot be read (truncated or damaged)"), format: .webp)
-        }
+        let decoder = try animationDecoder(bytes)
         defer { WebPAnimDecoderDelete(decoder) }
         var info = WebPAnimInfo()
         guard WebPAnimDecoderGetInfo(decoder, &info) != 0,

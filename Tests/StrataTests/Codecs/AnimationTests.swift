@@ -122,6 +122,8 @@ struct AnimationTests {
             return "\(decoding)".contains("source.maxFrames")
         }
         #expect(try many.withUnsafeBytes { try AnimatedImage.decode($0, limits: AnimationLimits(maxFrames: 50)) }.frames.count == 50)
+        // The scan stops one past the limit: a file of countless frames is not read to its end.
+        #expect(try many.withUnsafeBytes { try AnimatedImage.info($0, maxFrames: 10) }.frameCount == 11)
     }
 
     @Test func damagedAnimationsAreErrorsNotCrashes() {
