@@ -48,9 +48,14 @@ extension PixelImage {
         if outW == width && outH == height { return self }
         let left = Int((Double(outW - width) * focus.x).rounded(.down))
         let top = Int((Double(outH - height) * focus.y).rounded(.down))
-        var result = PixelImage(uninitializedWidth: outW, height: outH, style: style)
-        let (w, h, srcStride, dstStride) = (width, height, bytesPerRow, result.bytesPerRow)
         let fill = UInt32(background[0]) | UInt32(background[1]) << 8 | UInt32(background[2]) << 16 | UInt32(background[3]) << 24
+        // A transparent padding is the zeroed canvas as allocated (fresh pages are zero: the
+        // padding is never written).
+        let zeroPadding = extend == .background && fill == 0
+        var result =
+            zeroPadding
+            ? PixelImage(width: outW, height: outH, style: style) : PixelImage(uninitializedWidth: outW, height: outH, style: style)
+        let (w, h, srcStride, dstStride) = (width, height, bytesPerRow, result.bytesPerRow)
         /// The source index a canvas index maps to, or -1 for the background.
         func source(_ i: Int, offset: Int, length: Int) -> Int {
             let s = i - offset
@@ -73,12 +78,13 @@ extension PixelImage {
                     let row = (dst.baseAddress! + y * dstStride).assumingMemoryBound(to: UInt32.self)
                     let sy = source(y, offset: top, length: h)
                     guard sy >= 0 else {
-                        row.update(repeating: fill, count: outW)
+                        if !zeroPadding { row.update(repeating: fill, count: outW) }
                         continue
                     }
                     let from = (src.baseAddress! + sy * srcStride).assumingMemoryBound(to: UInt32.self)
                     // The image's own columns in one copy; the sides by their extension.
                     (row + left).update(from: from, count: w)
+                    if zeroPadding { continue }
                     if extend == .background {
                         row.update(repeating: fill, count: left)
                         (row + left + w).update(repeating: fill, count: outW - left - w)

@@ -50,20 +50,29 @@ extension PixelImage {
         _ src: UnsafeRawPointer, _ srcStride: Int, _ w: Int, _ h: Int, into dst: UnsafeMutableRawPointer, _ dstStride: Int,
         turns: Int
     ) {
-        let outWidth = turns == 2 ? w : h, outHeight = turns == 2 ? h : w
+        if turns == 2 {
+            // A half turn: each row reversed, the rows in reverse order.
+            for y in 0..<h {
+                let from = (src + (h - 1 - y) * srcStride).assumingMemoryBound(to: UInt32.self)
+                let out = (dst + y * dstStride).assumingMemoryBound(to: UInt32.self)
+                for x in 0..<w { out[x] = from[w - 1 - x] }
+            }
+            return
+        }
+        // A quarter turn: output (x, y) is source (y, h − 1 − x) clockwise, (w − 1 − y, x) the
+        // other way; down a block's row the source pointer steps a whole source row.
+        let outWidth = h, outHeight = w
         let block = 32
+        let step = turns == 1 ? -srcStride : srcStride
         for by in Swift.stride(from: 0, to: outHeight, by: block) {
             for bx in Swift.stride(from: 0, to: outWidth, by: block) {
+                let xe = Swift.min(bx + block, outWidth)
                 for y in by..<Swift.min(by + block, outHeight) {
                     let out = (dst + y * dstStride).assumingMemoryBound(to: UInt32.self)
-                    for x in bx..<Swift.min(bx + block, outWidth) {
-                        let (sx, sy): (Int, Int)
-                        switch turns {
-                        case 1: (sx, sy) = (y, h - 1 - x)
-                        case 2: (sx, sy) = (w - 1 - x, h - 1 - y)
-                        default: (sx, sy) = (w - 1 - y, x)
-                        }
-                        out[x] = (src + sy * srcStride).load(fromByteOffset: 4 * sx, as: UInt32.self)
+                    var from = turns == 1 ? src + (h - 1 - bx) * srcStride + 4 * y : src + bx * srcStride + 4 * (w - 1 - y)
+                    for x in bx..<xe {
+                        out[x] = from.load(as: UInt32.self)
+                        from += step
                     }
                 }
             }
