@@ -15,10 +15,19 @@ generate() {
   shift
   lower=$(echo "$name" | tr '[:upper:]' '[:lower:]')
   echo "docs: $name…"
-  swift package --disable-sandbox --allow-writing-to-directory docs/site \
+  local log=".build/docs-$name.log"
+  mkdir -p .build
+  # The whole log is kept; a failure prints each diagnostic with its source excerpt (DocC's
+  # error comes before the summary lines, so the log's tail alone would hide it).
+  if ! swift package --disable-sandbox --allow-writing-to-directory docs/site \
     generate-documentation "$@" --warnings-as-errors --disable-indexing \
     --transform-for-static-hosting --hosting-base-path "$name" \
-    --output-path "docs/site/$name" 2>&1 | grep -v "unhandled; explicitly declare them as resources" | tail -3
+    --output-path "docs/site/$name" >"$log" 2>&1; then
+    grep -v "unhandled; explicitly declare them as resources" "$log" | grep -E -A8 "^(error|warning):" >&2 || tail -30 "$log" >&2
+    echo "docs: $name failed (whole log: $log)" >&2
+    exit 1
+  fi
+  tail -2 "$log"
   [ -f "docs/site/$name/documentation/$lower/index.html" ] || { echo "docs: $name: no site written" >&2; exit 1; }
 }
 generate Strata --target StrataBase --target StrataCodecs --target StrataTiers --target StrataEngine --target Strata \

@@ -5,7 +5,7 @@ import StrataBase
 /// BGRA, with its duration; and the loop count.
 ///
 /// Use it to resize an animation and keep it animated (``map(_:)``, then
-/// ``encodedAsWebP(quality:)``). Every frame is held at once: ``info(_:)`` reads the frame count
+/// ``encodedAsWebP(quality:)``). Every frame is held at once: ``info(_:maxFrames:)`` reads the frame count
 /// and the canvas first, without decoding a frame, and ``decode(_:limits:)`` refuses an
 /// animation past its ``AnimationLimits`` before it allocates any frame (a GIF of thousands of
 /// frames on a huge canvas is a few kilobytes). Cost: every frame's decode, and canvas × frames
