@@ -16,7 +16,7 @@ seconds="${1:-30}"
 shift || true
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing FuzzAVIF FuzzHEIF FuzzGIF FuzzTIFF FuzzJP2
-    FuzzImageParameters FuzzIIIF FuzzURLSigner FuzzConfigFile FuzzWarmPath)
+    FuzzImageParameters FuzzIIIF FuzzURLSigner FuzzConfigFile FuzzWarmPath FuzzThumbor)
 scratch=.build-fuzz
 
 ./Scripts/install-deps.sh >/dev/null

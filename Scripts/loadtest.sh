@@ -3,25 +3,34 @@
 #
 #   Scripts/loadtest.sh [--json]
 #
-# Five wrk runs (2 threads, 32 connections, LOADTEST_SECONDS each, default 15), one server at a
+# Seven wrk runs (2 threads, 32 connections, LOADTEST_SECONDS each, default 15), one server at a
 # time, every server on 127.0.0.1 and a free port:
 #   nginx         the 256 px JPEG thumbnails of the fixture photos as static files
 #   strata_warm   `strata serve`, the same URLs, after an untimed warm-up pass (one curl per URL)
 #   thumbor_warm  thumbor (file loader, file result storage), the same thumbnails, after a warm-up
 #                 pass; the script checks that they then come from the result storage (it hides the
 #                 source photos and asks again)
+#   strata_thumbor_warm  a fresh `strata serve` with its thumbor route on (thumbor.enabled,
+#                 thumbor.allowUnsafe: thumbor's URLs here are unsafe), thumbor_warm's URLs, after
+#                 the same warm-up pass
 #   strata_zoom   a fresh `strata serve` with an empty disk cache, the zoom mix: every photo at the
 #                 widths 200, 210, … 1200 px (fit in a square), in a seeded shuffled order
 #   thumbor_zoom  a fresh thumbor with an empty result storage, the same mix
+#   strata_thumbor_zoom  a fresh `strata serve` with its thumbor route on and an empty disk cache,
+#                 thumbor_zoom's URLs in the same order
+# strata_thumbor_warm's warm-up pass, and 25 URLs spread over the mix after strata_thumbor_zoom's
+# run, check that Strata's thumbor route answers 200 with a whole JPEG that fits the URL's box.
 # Reported per case: requests/s, p99 latency (ms) and errors (answers that are not 2xx/3xx, plus
-# socket errors: connect, read, write, timeout). Without --json a table; with --json one object,
+# socket errors: connect, read, write, timeout). Without --json a table, then two ratio lines,
+# Strata's thumbor route ÷ thumbor, warm and zoom (requests/s and p99); with --json one object,
 #   {"nginx":{"rps":…,"p99_ms":…,"errors":…},"strata_warm":{…},"thumbor_warm":{…},
-#    "strata_zoom":{…},"thumbor_zoom":{…}}
+#    "strata_thumbor_warm":{…},"strata_zoom":{…},"thumbor_zoom":{…},"strata_thumbor_zoom":{…}}
 # on stdout (a case that could not run is null); progress goes to stderr.
 #
 # Environment:
 #   LOADTEST_STRATA     the strata binary (default .build/release/strata); without a working
-#                       `strata serve` the two Strata cases are skipped (null)
+#                       `strata serve` the four Strata cases are skipped (null), and without the
+#                       thumbor.* keys the two strata_thumbor cases
 #   LOADTEST_STRATA_ARGS  extra flags for `strata serve`, e.g. "--tolerance 0" (exact sizes in the
 #                       zoom mix; the default tolerance 0.2 lets one render serve nearby widths)
 #                       or "--memory-cost-limit 512MiB"
@@ -29,7 +38,7 @@
 #   LOADTEST_TIMEOUT    wrk's per-request timeout (default 10s; a timeout counts as an error)
 #   LOADTEST_THUMBOR_PROCESSES  thumbor's --processes (default: the number of cores)
 #   LOADTEST_SKIP_THUMBOR=1  no thumbor cases (null): nginx and Strata only, for comparing Strata
-#                       builds (Scripts/bench-allocators.sh)
+#                       builds (Scripts/bench-allocators.sh); the strata_thumbor cases still run
 # (None of them starts with STRATA_: `strata serve` refuses STRATA_ variables that are not its keys.)
 #   LOADTEST_KEEP=1     keep the scratch folder (logs, caches, URL lists) and print its path
 #
@@ -192,13 +201,50 @@ wait_http() {
 
 free_port() { "$PY" "$HERE/helper.py" port; }
 
-# warm_up BASE URLFILE: one sequential GET per URL, each must answer 200 with a body.
+# warm_up BASE URLFILE [--image|--exact]: one sequential GET per URL, each must answer 200 with a
+# body; with --image or --exact the body must also pass check_image.
 warm_up() {
-  local base=$1 list=$2 path code
+  local base=$1 list=$2 check=${3:-} path code
   while IFS= read -r path; do
     code=$(curl -sS -o "$SCRATCH/warm.body" -w '%{http_code}' "$base$path")
     if [ "$code" != 200 ] || [ ! -s "$SCRATCH/warm.body" ]; then die "warm-up: $base$path answered $code"; fi
+    if [ -n "$check" ]; then
+      check_image "$path" "$SCRATCH/warm.body" "$check" >/dev/null || die "warm-up: $base$path is not the image asked for"
+    fi
   done <"$list"
+}
+
+# check_image PATH FILE --image|--exact: FILE is a whole JPEG within the thumbor URL PATH's fit-in
+# box (--exact: its longer side is the box's), as `helper.py image` checks.
+check_image() {
+  local path=$1 file=$2 flag=$3
+  [ "$flag" = --image ] && flag=""
+  "$PY" "$HERE/helper.py" image "$path" "$file" ${flag:+"$flag"}
+}
+
+# check_sample BASE URLFILE COUNT: GETs COUNT URLs spread over URLFILE after a timed run; each
+# must answer 200 with a whole JPEG within its box.
+check_sample() {
+  local base=$1 list=$2 count=$3 total step i=0 path code
+  total=$(wc -l <"$list")
+  step=$(((total + count - 1) / count))
+  while IFS= read -r path; do
+    if ((i % step == 0)); then
+      code=$(curl -sS -o "$SCRATCH/check.body" -w '%{http_code}' "$base$path")
+      [ "$code" = 200 ] || die "check: $base$path answered $code"
+      check_image "$path" "$SCRATCH/check.body" --image >/dev/null || die "check: $base$path is not the image asked for"
+    fi
+    i=$((i + 1))
+  done <"$list"
+}
+
+# log_tiers CASE BASE URLFILE: logs how many of the URLs come from which X-Strata-Tier.
+log_tiers() {
+  local name=$1 base=$2 list=$3 tiers
+  tiers=$(while IFS= read -r path; do
+    curl -sS -o /dev/null -D - "$base$path" | tr -d '\r' | awk 'tolower($1) == "x-strata-tier:" { print $2 }'
+  done <"$list" | sort | uniq -c | tr -s ' \n' ' ')
+  log "$name: after the warm-up, X-Strata-Tier:${tiers:- (none)}"
 }
 
 # bench CASE BASE URLFILE: one wrk run; its result line goes to $SCRATCH/results/CASE.json.
@@ -228,14 +274,27 @@ if [ -x "$STRATA" ] && "$STRATA" serve --help >/dev/null 2>&1; then
 else
   log "no working '$STRATA serve': the Strata cases are skipped (set LOADTEST_STRATA=/path/to/strata)"
 fi
+# Strata's thumbor route with thumbor's security settings in start_thumbor: no key, unsafe URLs
+# allowed (the URL lists are /unsafe/…).
+STRATA_THUMBOR_FLAGS=(--thumbor-enabled true --thumbor-allow-unsafe true)
+HAVE_STRATA_THUMBOR=0
+if [ "$HAVE_STRATA" = 1 ]; then
+  if "$STRATA" config "${STRATA_THUMBOR_FLAGS[@]}" >/dev/null 2>&1; then
+    HAVE_STRATA_THUMBOR=1
+  else
+    log "'$STRATA config' does not take ${STRATA_THUMBOR_FLAGS[*]}: the strata_thumbor cases are skipped"
+  fi
+fi
 
-# start_strata CACHEDIR: a fresh `strata serve` over $SCRATCH/src; sets STRATA_PID and STRATA_BASE.
+# start_strata CACHEDIR [FLAG...]: a fresh `strata serve` over $SCRATCH/src, with FLAGs; sets
+# STRATA_PID and STRATA_BASE.
 start_strata() {
-  local port
+  local port cache=$1
+  shift
   port=$(free_port)
   # shellcheck disable=SC2086 # LOADTEST_STRATA_ARGS is a list of flags
   start strata "$STRATA" serve --host 127.0.0.1 --port "$port" \
-    --source-directory "$SCRATCH/src" --disk-path "$1" ${LOADTEST_STRATA_ARGS:-}
+    --source-directory "$SCRATCH/src" --disk-path "$cache" "$@" ${LOADTEST_STRATA_ARGS:-}
   STRATA_PID=$LAST_PID
   STRATA_BASE="http://127.0.0.1:$port"
   wait_http strata "$STRATA_PID" "$STRATA_BASE/healthz"
@@ -335,10 +394,7 @@ stop "$NGINX_PID"
 if [ "$HAVE_STRATA" = 1 ]; then
   start_strata "$SCRATCH/strata-cache-warm"
   warm_up "$STRATA_BASE" "$SCRATCH/warm-strata.txt"
-  tiers=$(while IFS= read -r path; do
-    curl -sS -o /dev/null -D - "$STRATA_BASE$path" | tr -d '\r' | awk 'tolower($1) == "x-strata-tier:" { print $2 }'
-  done <"$SCRATCH/warm-strata.txt" | sort | uniq -c | tr -s ' \n' ' ')
-  log "strata_warm: after the warm-up, X-Strata-Tier:${tiers:- (none)}"
+  log_tiers strata_warm "$STRATA_BASE" "$SCRATCH/warm-strata.txt"
   bench strata_warm "$STRATA_BASE" "$SCRATCH/warm-strata.txt"
   stop "$STRATA_PID"
 fi
@@ -366,7 +422,18 @@ bench thumbor_warm "$THUMBOR_BASE" "$SCRATCH/warm-thumbor.txt"
 stop "$THUMBOR_PID"
 fi
 
-# ---------------------------------------------------------------- 4. zoom mix from empty caches
+# ---------------------------------------------------------------- 4. strata's thumbor route, warm
+
+if [ "$HAVE_STRATA_THUMBOR" = 1 ]; then
+  start_strata "$SCRATCH/strata-cache-thumbor-warm" "${STRATA_THUMBOR_FLAGS[@]}"
+  # All six photos are larger than 256 px, so each answer's longer side is the box's.
+  warm_up "$STRATA_BASE" "$SCRATCH/warm-thumbor.txt" --exact
+  log_tiers strata_thumbor_warm "$STRATA_BASE" "$SCRATCH/warm-thumbor.txt"
+  bench strata_thumbor_warm "$STRATA_BASE" "$SCRATCH/warm-thumbor.txt"
+  stop "$STRATA_PID"
+fi
+
+# ---------------------------------------------------------------- 5. zoom mix from empty caches
 
 if [ "$HAVE_STRATA" = 1 ]; then
   start_strata "$SCRATCH/strata-cache-zoom" # a new process and an empty disk path
@@ -380,6 +447,14 @@ start_thumbor "$SCRATCH/thumbor-results-zoom"
 bench thumbor_zoom "$THUMBOR_BASE" "$SCRATCH/zoom-thumbor.txt"
 stop "$THUMBOR_PID"
 log "thumbor_zoom: $(files_in "$SCRATCH/thumbor-results-zoom") files in the result storage afterwards ($(wc -l <"$SCRATCH/zoom-thumbor.txt") distinct URLs)"
+fi
+
+if [ "$HAVE_STRATA_THUMBOR" = 1 ]; then
+  start_strata "$SCRATCH/strata-cache-thumbor-zoom" "${STRATA_THUMBOR_FLAGS[@]}" # new process, empty disk path
+  bench strata_thumbor_zoom "$STRATA_BASE" "$SCRATCH/zoom-thumbor.txt"
+  check_sample "$STRATA_BASE" "$SCRATCH/zoom-thumbor.txt" 25
+  log "strata_thumbor_zoom: 25 URLs spread over the mix answered whole JPEGs within their boxes"
+  stop "$STRATA_PID"
 fi
 
 # ---------------------------------------------------------------- report

@@ -3,6 +3,9 @@
     helper.py port                         print a free TCP port on 127.0.0.1
     helper.py urls OUTDIR IMAGE...         write the URL lists (see below) into OUTDIR
     helper.py thumbs SRC DEST IMAGE...     256 px JPEG thumbnails with Pillow (when there is no strata)
+    helper.py image PATH FILE [--exact]    FILE (the answer to the thumbor URL PATH) is a whole JPEG
+                                           that fits PATH's fit-in box (--exact: its longer side is
+                                           the box's); prints WxH, exits 1 otherwise
     helper.py report RESULTS [--json]      the summary table, or the one JSON object
 
 URL lists (one path per line, IMAGE is a path under the source directory, e.g. jpeg/x.jpg):
@@ -10,11 +13,13 @@ URL lists (one path per line, IMAGE is a path under the source directory, e.g. j
     warm-thumbor.txt   /unsafe/fit-in/256x256/filters:format(jpeg):quality(Q)/IMAGE
     zoom-strata.txt    every IMAGE × widths 200, 210, … 1200 (height = width, fit), shuffled
     zoom-thumbor.txt   the same requests in the same order, as thumbor URLs
+The thumbor lists are also what the strata_thumbor cases send to Strata's thumbor route.
 """
 
 import json
 import os
 import random
+import re
 import socket
 import sys
 
@@ -26,8 +31,15 @@ CASES = [
     ("nginx", "nginx, static 256 px files"),
     ("strata_warm", "strata serve, warm"),
     ("thumbor_warm", "thumbor 7, warm"),
+    ("strata_thumbor_warm", "strata thumbor route, warm"),
     ("strata_zoom", "strata serve, zoom mix, cold start"),
     ("thumbor_zoom", "thumbor 7, zoom mix, cold start"),
+    ("strata_thumbor_zoom", "strata thumbor route, zoom mix, cold start"),
+]
+# The ratio lines under the table: (title, numerator case, denominator case).
+RATIOS = [
+    ("strata thumbor route ÷ thumbor, warm", "strata_thumbor_warm", "thumbor_warm"),
+    ("strata thumbor route ÷ thumbor, zoom", "strata_thumbor_zoom", "thumbor_zoom"),
 ]
 
 
@@ -71,6 +83,46 @@ def thumbs(src, dest, images):
             im.save(out, "JPEG", quality=QUALITY)
 
 
+def jpeg_size(data):
+    """(width, height) of a baseline or progressive JPEG that starts with SOI and ends with EOI."""
+    if data[:3] != b"\xff\xd8\xff" or data[-2:] != b"\xff\xd9":
+        return None
+    i = 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        length = int.from_bytes(data[i + 2 : i + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            if i + 9 > len(data):
+                return None
+            height = int.from_bytes(data[i + 5 : i + 7], "big")
+            width = int.from_bytes(data[i + 7 : i + 9], "big")
+            return width, height
+        i += 2 + length
+    return None
+
+
+def check_image(path, file, exact):
+    box = re.search(r"/fit-in/(\d+)x(\d+)/", path)
+    if not box:
+        sys.exit(f"{path}: no fit-in box in the URL")
+    box_w, box_h = int(box.group(1)), int(box.group(2))
+    with open(file, "rb") as f:
+        size = jpeg_size(f.read())
+    if size is None:
+        sys.exit(f"{path}: the answer is not a whole JPEG")
+    w, h = size
+    ok = 0 < w <= box_w and 0 < h <= box_h and (not exact or w == box_w or h == box_h)
+    if not ok:
+        sys.exit(f"{path}: the answer is {w}x{h}, which does not fit the box {box_w}x{box_h}"
+                 + (" exactly" if exact else ""))
+    print(f"{w}x{h}")
+
+
 def report(results, as_json):
     rows = {}
     for key, _ in CASES:
@@ -87,13 +139,21 @@ def report(results, as_json):
         }
         print(json.dumps(out, separators=(",", ":")))
         return
-    print(f"{'case':<38}{'req/s':>11}{'p99 ms':>10}{'errors':>8}{'requests':>10}")
+    print(f"{'case':<44}{'req/s':>11}{'p99 ms':>10}{'errors':>8}{'requests':>10}")
     for key, title in CASES:
         r = rows[key]
         if r is None:
-            print(f"{title:<38}{'(not run)':>11}")
+            print(f"{title:<44}{'(not run)':>11}")
         else:
-            print(f"{title:<38}{r['rps']:>11.0f}{r['p99_ms']:>10.2f}{r['errors']:>8}{r['requests']:>10}")
+            print(f"{title:<44}{r['rps']:>11.0f}{r['p99_ms']:>10.2f}{r['errors']:>8}{r['requests']:>10}")
+    for title, num, den in RATIOS:
+        a, b = rows[num], rows[den]
+        if a is None or b is None:
+            print(f"{title}: (not run)")
+        else:
+            rps = f"{a['rps'] / b['rps']:.2f}×" if b["rps"] else "—"
+            p99 = f"{a['p99_ms'] / b['p99_ms']:.2f}×" if b["p99_ms"] else "—"
+            print(f"{title}: req/s {rps}, p99 {p99}")
 
 
 def main(argv):
@@ -103,6 +163,8 @@ def main(argv):
         urls(argv[1], argv[2:])
     elif len(argv) >= 4 and argv[0] == "thumbs":
         thumbs(argv[1], argv[2], argv[3:])
+    elif len(argv) >= 3 and argv[0] == "image":
+        check_image(argv[1], argv[2], "--exact" in argv[3:])
     elif len(argv) >= 2 and argv[0] == "report":
         report(argv[1], "--json" in argv[2:])
     else:

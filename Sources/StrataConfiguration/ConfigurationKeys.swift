@@ -277,6 +277,23 @@ extension StrataConfiguration {
             "iiif.squareGravity", "center",
             "IIIF Image API: where the `square` region sits in a non-square image (`center`, `north`…`southwest`, `fp:X,Y` or `smart`, as `/images`' `gravity=`)."
         ),
+        // `thumbor.*` (ThumborSettings): thumbor's URLs (docs/Thumbor.md).
+        .init(
+            "thumbor.enabled", "false", "Answer thumbor's URLs (`/unsafe/…` and `/SIGNATURE/…`, its filters included): see docs/Thumbor.md."
+        ),
+        .init("thumbor.prefix", "", "Path the thumbor route answers under (`/thumbor`); empty: the root, as thumbor."),
+        .init(
+            "thumbor.securityKey", nil, secret: true,
+            "thumbor's `SECURITY_KEY`: URLs are signed with HMAC-SHA1 of their path (needed unless `thumbor.allowUnsafe`)."),
+        .init("thumbor.allowUnsafe", "false", "thumbor's `ALLOW_UNSAFE_URL`: serve `/unsafe/…` URLs (no signature)."),
+        .init(
+            "thumbor.autoWebp", "false",
+            "thumbor's `AUTO_WEBP`: answer WebP where `Accept` takes it and the URL names no format (`Vary: Accept`)."),
+        .init("thumbor.quality", "80", "thumbor's `QUALITY`: JPEG and WebP quality when no `quality()` filter names one."),
+        .init(
+            "thumbor.urlPrefixes", "", list: true,
+            "Full image URLs taken in place of keys (thumbor's HTTP loader): a URL starting with one of these (`https://img.example.com/`) is the rest as a key of the source; other URLs are refused."
+        ),
         // `shared.*` (SharedTierSettings): the fleet's shared tier.
         .init(
             "shared.s3.bucket", nil,

@@ -66,6 +66,8 @@ public struct StrataConfiguration: Sendable {
     public var http: HTTPServiceSettings
     /// `strata serve`'s IIIF Image API settings (`iiif.*`).
     public var iiif: IIIFSettings
+    /// `strata serve`'s thumbor route (`thumbor.*`).
+    public var thumbor = ThumborSettings()
     /// `strata serve`'s tracing (`tracing.*`).
     public var tracing = TracingSettings()
     /// The fleet's shared tier (`shared.*`).
@@ -155,6 +157,7 @@ public struct StrataConfiguration: Sendable {
         renderAhead = try reader.optionalNumber("renderAhead", in: 0...1)
         http = try HTTPServiceSettings.read(from: &reader)
         iiif = try IIIFSettings.read(from: &reader)
+        thumbor = try ThumborSettings.read(from: &reader)
         shared = try SharedTierSettings.read(from: &reader)
         tracing = try TracingSettings.read(from: &reader)
         let order = Dictionary(uniqueKeysWithValues: Self.keys.enumerated().map { ($1.name, $0) })

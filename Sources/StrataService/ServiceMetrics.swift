@@ -30,7 +30,7 @@ public final class ServiceMetrics: Sendable {
     /// The factory the engine is built with (Prometheus, every instrument labelled `node`).
     public let factory: any MetricsFactory
 
-    package static let routes = ["images", "metrics", "stats", "healthz", "other"]
+    package static let routes = ["images", "thumbor", "metrics", "stats", "healthz", "other"]
     package static let statuses = [200, 304, 400, 403, 404, 405, 413, 422, 500, 502, 503, 504]
 
     private let requests: [String: [Int: Counter]]

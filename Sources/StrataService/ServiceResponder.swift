@@ -12,6 +12,8 @@ package struct ServiceResponder: HTTPResponder {
 
     package let images: ImageEndpoint
     package let iiif: IIIFEndpoint
+    /// thumbor's URLs (`nil` unless `thumbor.enabled`).
+    package var thumbor: ThumborEndpoint? = nil
     package let purge: PurgeEndpoint
     package let health: DeepHealth
     package let cache: ImageCache
@@ -57,6 +59,11 @@ package struct ServiceResponder: HTTPResponder {
             let (answer, tier) = await iiif.respond(to: request, handedOver: handedOver)
             if let tier { metrics.served(by: tier) }
             response = answer
+        } else if let thumbor, !thumbor.settings.prefix.isEmpty, thumbor.answers(path) {
+            route = "thumbor"
+            let (answer, tier) = await thumbor.respond(to: request)
+            if let tier { metrics.served(by: tier) }
+            response = answer
         } else {
             switch path {
             case "/healthz":
@@ -96,12 +103,20 @@ package struct ServiceResponder: HTTPResponder {
                 metrics.colourConversions.record(colour.conversions)
                 response = Self.answer("text/plain; version=0.0.4; charset=utf-8", ByteBuffer(bytes: metrics.exposition()))
             default:
-                route = "other"
-                response = ServiceError(
-                    .notFound, "not_found",
-                    "no such endpoint: GET /images/{key}?w=&h=, /iiif/3/{identifier}/…, /viewer?id={key}, /metrics, /stats or /healthz"
-                )
-                .response()
+                if let thumbor, thumbor.answers(path) {
+                    // thumbor at the root: every path the other routes do not take.
+                    route = "thumbor"
+                    let (answer, tier) = await thumbor.respond(to: request)
+                    if let tier { metrics.served(by: tier) }
+                    response = answer
+                } else {
+                    route = "other"
+                    response = ServiceError(
+                        .notFound, "not_found",
+                        "no such endpoint: GET /images/{key}?w=&h=, /iiif/3/{identifier}/…, /viewer?id={key}, /metrics, /stats or /healthz"
+                    )
+                    .response()
+                }
             }
         }
         response.headers[Self.nodeField] = node

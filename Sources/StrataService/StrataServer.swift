@@ -23,6 +23,8 @@ public final class StrataServer: Service, Sendable {
     public let metrics: ServiceMetrics
     public let settings: HTTPServiceSettings
     public let iiifSettings: IIIFSettings
+    /// `thumbor.*`: thumbor's URLs (docs/Thumbor.md).
+    public let thumborSettings: ThumborSettings
     package let encoded: EncodedCache
     /// The encodes in flight (``EncodedResponder/encodes``).
     package let encodes = EncodeCoalescer()
@@ -60,6 +62,7 @@ public final class StrataServer: Service, Sendable {
         self.metrics = metrics
         self.settings = configuration.http
         self.iiifSettings = configuration.iiif
+        self.thumborSettings = configuration.thumbor
         self.sourceMaxPixels = configuration.render.maxPixels
         self.logger = logger
         self.onListening = onListening
@@ -137,7 +140,7 @@ public final class StrataServer: Service, Sendable {
         let iiif = IIIFEndpoint(
             cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder,
             pyramids: configured.pyramids)
-        let responder = ServiceResponder(
+        var responder = ServiceResponder(
             images: images,
             iiif: iiif,
             purge: PurgeEndpoint(
@@ -145,6 +148,7 @@ public final class StrataServer: Service, Sendable {
                 pyramids: configured.pyramids, adminToken: settings.adminToken),
             health: DeepHealth(cache: configured.cache, probes: probes),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
+        if thumborSettings.enabled { responder.thumbor = ThumborEndpoint(images: images, settings: thumborSettings) }
         let host = settings.host
         let onListening = self.onListening
         let logger = self.logger

@@ -24,6 +24,7 @@ package enum FuzzHarness: String, CaseIterable, Sendable {
     case urlSigner = "FuzzURLSigner"
     case configFile = "FuzzConfigFile"
     case warmPath = "FuzzWarmPath"
+    case thumbor = "FuzzThumbor"
 
     /// Runs the harness over `bytes`.
     package func run(_ bytes: UnsafeRawBufferPointer) {
@@ -45,6 +46,7 @@ package enum FuzzHarness: String, CaseIterable, Sendable {
         case .urlSigner: ServiceFuzzing.urlSigner(bytes)
         case .configFile: ConfigFileHarness.run(bytes)
         case .warmPath: WarmPathHarness.run(bytes)
+        case .thumbor: ThumborFuzzing.thumbor(bytes)
         }
     }
 

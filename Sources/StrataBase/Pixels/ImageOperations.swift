@@ -15,8 +15,14 @@ public struct ImageOperations: Hashable, Sendable, CustomStringConvertible {
     /// Removes a border whose colour stays within this distance (0…255, in 8-bit levels) of the
     /// top-left pixel's, found as `vips_find_trim` finds it (a 3×3 median first).
     public var trim: Int?
+    /// Whose colour the trim's border has: the top-left pixel's (the default) or the
+    /// bottom-right one's (thumbor's `trim:bottom-right`).
+    public var trimFromBottomRight = false
     /// A region of the (trimmed) original kept before the resize.
     public var crop: CropRegion?
+    /// The crop is in the original's pixels even after a trim (thumbor's order): the region kept
+    /// is the crop inside the trimmed box, or the trimmed box where they do not meet.
+    public var cropInOriginal = false
     /// A mirror before the rotation.
     public var flip: Flip?
     /// Clockwise quarter turns (0…3).
@@ -66,7 +72,8 @@ public struct ImageOperations: Hashable, Sendable, CustomStringConvertible {
     public var canonical: String {
         var parts: [String] = []
         if let trim { parts.append("trim:\(trim)") }
-        if let crop { parts.append("crop:\(crop)") }
+        if trimFromBottomRight { parts.append("trimfrom:br") }
+        if let crop { parts.append("\(cropInOriginal ? "ocrop" : "crop"):\(crop)") }
         if let flip { parts.append("flip:\(flip.rawValue)") }
         if quarterTurns != 0 { parts.append("rot:\(quarterTurns * 90)") }
         if let pad { parts.append("pad:\(pad.rawValue)") }
@@ -89,9 +96,13 @@ public struct ImageOperations: Hashable, Sendable, CustomStringConvertible {
             case "trim":
                 guard let v = Int(value), (0...255).contains(v) else { return nil }
                 trim = v
-            case "crop":
+            case "trimfrom":
+                guard value == "br" else { return nil }
+                trimFromBottomRight = true
+            case "crop", "ocrop":
                 guard let v = CropRegion(parsing: value) else { return nil }
                 crop = v
+                cropInOriginal = part.hasPrefix("ocrop")
             case "flip":
                 guard let v = Flip(rawValue: String(value)) else { return nil }
                 flip = v

@@ -1,6 +1,7 @@
 /// Finding the box inside a uniform border (`trim=`), as libvips' `find_trim` finds it.
 extension PixelImage {
-    /// The smallest box holding every pixel that differs from the top-left pixel by more than
+    /// The smallest box holding every pixel that differs from the top-left pixel (the
+    /// bottom-right one with `fromBottomRight`) by more than
     /// `threshold` (8-bit levels) in some channel (alpha included), after a 3×3 median of each
     /// channel (edges repeated), which keeps noise and JPEG ringing in the border from stopping
     /// the trim. The whole image when every pixel is border. 4-byte styles.
@@ -10,7 +11,7 @@ extension PixelImage {
     /// per channel), spread into eight 4-bit counters, and the counters of the 3×3 neighbourhood
     /// summed with two adds a row; a counter of 5 or more is content. Cost: one pass, a few
     /// integer operations a pixel, three rows of scratch.
-    public func trimBox(threshold: Int) -> (x: Int, y: Int, width: Int, height: Int) {
+    public func trimBox(threshold: Int, fromBottomRight: Bool = false) -> (x: Int, y: Int, width: Int, height: Int) {
         precondition(style.bytesPerPixel == 4, "trimming works on 4-byte pixels")
         let (w, h, stride) = (width, height, bytesPerRow)
         // Each bit of a byte becomes a nibble: counts of up to 9 add without carrying.
@@ -22,7 +23,7 @@ extension PixelImage {
         var top = h, bottom = -1, left = w, right = -1
         withUnsafeBytes { raw in
             let base = raw.baseAddress!
-            let corner = base.loadUnaligned(as: SIMD4<UInt8>.self)
+            let corner = base.loadUnaligned(fromByteOffset: fromBottomRight ? (h - 1) * stride + 4 * (w - 1) : 0, as: SIMD4<UInt8>.self)
             let t = Int32(Swift.max(0, Swift.min(255, threshold)))
             let bg = SIMD4<Int32>(truncatingIfNeeded: corner)
             let upper = bg &+ t, lower = bg &- t

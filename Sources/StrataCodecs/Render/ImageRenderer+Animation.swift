@@ -14,7 +14,8 @@ extension ImageRenderer {
         sized.style = .bgra32Premultiplied
         if request.operations.pad != nil { sized.mode = .fit }
         let whole = (x: 0, y: 0, width: first.width, height: first.height)
-        let trimmed = request.operations.trim.map { first.trimBox(threshold: $0) } ?? whole
+        let trimmed =
+            request.operations.trim.map { first.trimBox(threshold: $0, fromBottomRight: request.operations.trimFromBottomRight) } ?? whole
         let plan = try geometryPlan(original: first.size, trimmed: trimmed, request: sized)
         let rect = plan.sourceRect
         let operations = request.operations

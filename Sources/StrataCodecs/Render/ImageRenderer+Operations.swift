@@ -73,7 +73,15 @@ extension ImageRenderer {
     ) throws(ImageDecodingError) -> GeometryPlan {
         let operations = request.operations
         var region = trimmed
-        if let crop = operations.crop {
+        if let crop = operations.crop, operations.cropInOriginal {
+            // thumbor's order: the crop, in the original's pixels, inside the trimmed box.
+            if let inside = crop.rect(in: original) {
+                let left = max(inside.x, trimmed.x), top = max(inside.y, trimmed.y)
+                let right = min(inside.x + inside.width, trimmed.x + trimmed.width)
+                let bottom = min(inside.y + inside.height, trimmed.y + trimmed.height)
+                if left < right, top < bottom { region = (left, top, right - left, bottom - top) }
+            }
+        } else if let crop = operations.crop {
             guard let inside = crop.rect(in: PixelSize(width: trimmed.width, height: trimmed.height)) else {
                 throw ImageDecodingError(
                     .operation(
@@ -139,7 +147,7 @@ extension ImageRenderer {
                 () throws(ImageDecodingError) in try decoder.decode(bytes, header: header, minimumSize: original, into: &decoded)
             }
             let span = Spans.start("strata.trim", parent: traceParent)
-            let box = decoded.trimBox(threshold: threshold)
+            let box = decoded.trimBox(threshold: threshold, fromBottomRight: operations.trimFromBottomRight)
             span?.end()
             plan = try geometryPlan(original: original, trimmed: box, request: request)
         } else {

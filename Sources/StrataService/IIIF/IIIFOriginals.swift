@@ -15,6 +15,8 @@ package final class IIIFOriginals: Sendable {
         package var size: PixelSize
         package var version: SourceVersion
         package var hasAlpha = false
+        /// The original's encoding (thumbor's answers keep it unless a filter names another).
+        package var format: ImageFormat = .jpeg
     }
 
     /// A memoized original and when its version was last read or checked.
@@ -46,7 +48,8 @@ package final class IIIFOriginals: Sendable {
         } catch {
             throw ServiceError(error)
         }
-        let original = Original(size: read.header.size, version: read.version, hasAlpha: read.header.hasAlpha)
+        let original = Original(
+            size: read.header.size, version: read.version, hasAlpha: read.header.hasAlpha, format: read.header.format)
         entries.withLock { map in
             if map.count >= limit { map.removeAll(keepingCapacity: true) }
             map[key] = Entry(original: original, checked: .now)
