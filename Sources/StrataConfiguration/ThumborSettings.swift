@@ -17,7 +17,7 @@ public struct ThumborSettings: Sendable, Equatable {
     public var allowUnsafe = false
     /// thumbor's `AUTO_WEBP`: an answer whose format the URL does not name is WebP where
     /// `Accept` takes it (and varies with `Accept`).
-    public var autoWebP = false
+    public var autoWebp = false
     /// thumbor's `QUALITY`: the JPEG and WebP quality when no `quality()` filter names one.
     public var quality = 80
     /// Full image URLs accepted in place of a key (thumbor's HTTP loader): a URL that starts
@@ -41,7 +41,7 @@ extension ThumborSettings {
         }
         settings.securityKey = try reader.string("thumbor.securityKey").flatMap { $0.isEmpty ? nil : $0 }
         settings.allowUnsafe = try reader.bool("thumbor.allowUnsafe")
-        settings.autoWebP = try reader.bool("thumbor.autoWebp")
+        settings.autoWebp = try reader.bool("thumbor.autoWebp")
         settings.quality = try reader.integer("thumbor.quality", min: 1)
         guard settings.quality <= 100 else { throw reader.error("thumbor.quality", reason: "must be 1…100") }
         settings.urlPrefixes = try reader.list("thumbor.urlPrefixes")

@@ -148,7 +148,8 @@ public final class StrataServer: Service, Sendable {
                 pyramids: configured.pyramids, adminToken: settings.adminToken),
             health: DeepHealth(cache: configured.cache, probes: probes),
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
-        if thumborSettings.enabled { responder.thumbor = ThumborEndpoint(images: images, settings: thumborSettings) }
+        let thumbor = thumborSettings.enabled ? ThumborEndpoint(images: images, settings: thumborSettings) : nil
+        responder.thumbor = thumbor
         let host = settings.host
         let onListening = self.onListening
         let logger = self.logger
@@ -159,7 +160,7 @@ public final class StrataServer: Service, Sendable {
             // Warm image requests are answered on the event loop, before Hummingbird's tasks.
             server: HTTPServerBuilder { responder in
                 WarmHTTP1Channel(
-                    http1: HTTP1Channel(responder: responder), endpoint: images, iiif: iiif, metrics: metrics,
+                    http1: HTTP1Channel(responder: responder), endpoint: images, iiif: iiif, thumbor: thumbor, metrics: metrics,
                     limits: limits)
             },
             configuration: .init(address: .hostname(host, port: settings.port), serverName: "strata"),

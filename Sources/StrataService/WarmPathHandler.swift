@@ -9,8 +9,9 @@ import Tracing
 
 /// Answers warm image requests on the connection's event loop, before Hummingbird sees them:
 /// an HTTP/1.1 keep-alive `GET /images/…` whose variant is in the engine's memory tier and whose
-/// encoding is in the encoded cache, or a IIIF image request whose encoding is
-/// (``IIIFEndpoint/warmTile(path:authority:ifNoneMatch:)``), is written back at once — no task, no thread hop, no
+/// encoding is in the encoded cache, or a IIIF image request or a thumbor URL whose encoding is
+/// (``IIIFEndpoint/warmTile(path:authority:ifNoneMatch:)``,
+/// ``ThumborEndpoint/warmAnswer(path:accept:ifNoneMatch:)``), is written back at once — no task, no thread hop, no
 /// conversion to HTTP types and no response encoder: the encoding's head was rendered when it
 /// was cached (``EncodedResponder/warmHead(_:length:)``), and the answer
 /// is that head, three per-response fields and the shared body, written as bytes below NIO's
@@ -33,6 +34,8 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
     private let endpoint: ImageEndpoint
     /// IIIF image requests' warm answers (`nil`: every IIIF request is passed on).
     private let iiif: IIIFEndpoint?
+    /// thumbor URLs' warm answers (`nil`: the route is off).
+    private let thumbor: ThumborEndpoint?
     private let metrics: ServiceMetrics
     /// Checked targets of this connection's event loop.
     private let targets: NIOLoopBound<PreparedTargets>
@@ -52,11 +55,12 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
     package var output: ChannelHandlerContext?
 
     package init(
-        endpoint: ImageEndpoint, iiif: IIIFEndpoint?, metrics: ServiceMetrics, targets: NIOLoopBound<PreparedTargets>,
-        handOff: PreparedHandOff
+        endpoint: ImageEndpoint, iiif: IIIFEndpoint?, thumbor: ThumborEndpoint? = nil, metrics: ServiceMetrics,
+        targets: NIOLoopBound<PreparedTargets>, handOff: PreparedHandOff
     ) {
         self.endpoint = endpoint
         self.iiif = iiif
+        self.thumbor = thumbor
         self.metrics = metrics
         self.targets = targets
         self.handOff = handOff
@@ -138,7 +142,10 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
         guard head.method == .GET, head.version == .http1_1, head.isKeepAlive, endpoint.cache.options.revalidateAfter == nil
         else { return .passOn(nil) }
         if let iiif, head.uri.utf8.starts(with: IIIFRoute.prefix.utf8) { return iiifAnswer(head, iiif, allocator: allocator) }
-        guard head.uri.utf8.starts(with: ImageParameters.prefix.utf8) else { return .passOn(nil) }
+        guard head.uri.utf8.starts(with: ImageParameters.prefix.utf8) else {
+            guard let thumbor else { return .passOn(nil) }
+            return thumborAnswer(head, thumbor, allocator: allocator)
+        }
         let started = ContinuousClock.now
         let spanStart = traces ? DefaultTracerClock.now : nil
         let prepared: ImageEndpoint.Prepared
@@ -185,6 +192,25 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
         metrics.warm.increment()
         metrics.record(route: route, status: 200, nanoseconds: ServiceResponder.nanoseconds(since: started))
         if let spanStart { Self.traceWarmAnswer(head, start: spanStart, includeKeys: tracesKeys) }
+    }
+
+    /// A thumbor URL's answer when its encoding is at hand
+    /// (``ThumborEndpoint/warmAnswer(path:accept:ifNoneMatch:)``); anything else is passed on.
+    private func thumborAnswer(_ head: HTTPRequestHead, _ thumbor: ThumborEndpoint, allocator: ByteBufferAllocator) -> Outcome {
+        let started = ContinuousClock.now
+        let spanStart = traces ? DefaultTracerClock.now : nil
+        let uri = Substring(head.uri)
+        guard
+            let warm = thumbor.warmAnswer(
+                path: uri[..<(uri.firstIndex(of: "?") ?? uri.endIndex)], accept: head.headers["accept"],
+                ifNoneMatch: head.headers["if-none-match"])
+        else { return .passOn(nil) }
+        let engineDone = ContinuousClock.now
+        var bytes = allocator.buffer(capacity: warm.head.readableBytes + 100)
+        bytes.writeImmutableBuffer(warm.head)
+        if warm.negotiated { bytes.writeStaticString("Vary: Accept\r\n") }
+        finish(&bytes, route: "thumbor", head, started: started, engineDone: engineDone, spanStart: spanStart)
+        return .answer(bytes, body: warm.image.body)
     }
 
     /// A IIIF image request's answer when its encoding is at hand (``IIIFEndpoint/warmTile(path:authority:ifNoneMatch:)``):
@@ -253,16 +279,21 @@ package struct WarmHTTP1Channel: ServerChildChannel {
     package let http1: HTTP1Channel
     package let endpoint: ImageEndpoint
     package let iiif: IIIFEndpoint?
+    package let thumbor: ThumborEndpoint?
     package let metrics: ServiceMetrics
     package let limits: ConnectionLimits
     package let connectionMetrics: ConnectionMetrics
     package let connections: OpenConnections
     package let targets = PreparedTargetsByLoop()
 
-    package init(http1: HTTP1Channel, endpoint: ImageEndpoint, iiif: IIIFEndpoint?, metrics: ServiceMetrics, limits: ConnectionLimits) {
+    package init(
+        http1: HTTP1Channel, endpoint: ImageEndpoint, iiif: IIIFEndpoint?, thumbor: ThumborEndpoint? = nil, metrics: ServiceMetrics,
+        limits: ConnectionLimits
+    ) {
         self.http1 = http1
         self.endpoint = endpoint
         self.iiif = iiif
+        self.thumbor = thumbor
         self.metrics = metrics
         self.limits = limits
         connectionMetrics = ConnectionMetrics(factory: metrics.factory)
@@ -280,6 +311,7 @@ package struct WarmHTTP1Channel: ServerChildChannel {
         }
         let endpoint = self.endpoint
         let iiif = self.iiif
+        let thumbor = self.thumbor
         let metrics = self.metrics
         let targets = self.targets.memo(for: channel.eventLoop)
         let guardian: NIOLoopBound<ConnectionGuard>
@@ -318,7 +350,8 @@ package struct WarmHTTP1Channel: ServerChildChannel {
                 return value
             }
             let output = WarmPathOutput()
-            let warm = WarmPathHandler(endpoint: endpoint, iiif: iiif, metrics: metrics, targets: targets, handOff: handOff)
+            let warm = WarmPathHandler(
+                endpoint: endpoint, iiif: iiif, thumbor: thumbor, metrics: metrics, targets: targets, handOff: handOff)
             try pipeline.addHandler(output, position: .before(encoder))
             try pipeline.addHandler(warm, position: .before(codec))
             warm.output = try pipeline.context(handler: output)

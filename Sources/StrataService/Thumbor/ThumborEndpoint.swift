@@ -131,29 +131,16 @@ package struct ThumborEndpoint: Sendable {
             throw ServiceError(error)
         }
         let engineDone = ContinuousClock.now
+        let (format, negotiated) = self.format(plan, original: original, accept: request.headers[values: .accept])
         var extra = HTTPFields()
-        let format: ResponseFormat
-        if let chosen = plan.format {
-            format = chosen
-        } else if settings.autoWebP {
-            extra[.vary] = "Accept"
-            format =
-                FormatNegotiation.accepts("image/webp", in: request.headers[values: .accept]) ? .webp : Self.format(of: original.format)
-        } else {
-            format = Self.format(of: original.format)
-        }
-        let quality = format.hasQuality ? plan.quality ?? settings.quality : 0
-        var derivation = plan.derivation
-        if !versions.isEmpty { derivation += ";marks=" + versions.joined(separator: ",") }
-        let key = EncodedKey(
-            key: parsed.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
-            quality: quality, colour: plan.request.key.colourOutput, derivation: derivation,
-            speed: format == .avif ? images.settings.avifSpeed : nil)
+        if negotiated { extra[.vary] = "Accept" }
+        let key = encodedKey(parsed, plan: plan, served: served, format: format, markVersions: versions)
+        let quality = key.quality
         let (steps, loadedMarks) = (plan, marks)
         let derive: @Sendable (PixelImage) -> PixelImage = { steps.apply(to: $0, marks: loadedMarks) }
         var work = EncodedResponder.Work(
             served: served, key: key, size: plan.finalSize(from: served.image.size), hit: nil, extra: extra,
-            derive: plan.steps.isEmpty ? nil : derive, warm: false)
+            derive: plan.steps.isEmpty ? nil : derive, warm: true)
         if let maxBytes = plan.maxBytes, let imageFormat = format.imageFormat {
             let image = served.image
             let avifSpeed = images.settings.avifSpeed
@@ -164,6 +151,62 @@ package struct ThumborEndpoint: Sendable {
         }
         return try await responder.answer(
             work, ifNoneMatch: request.headers[values: .ifNoneMatch], started: started, engineDone: engineDone)
+    }
+
+    /// The answer's format: a `format()` filter's, else WebP where `thumbor.autoWebp` is on and
+    /// `Accept` takes it (`negotiated`: the answer varies with `Accept`), else the original's.
+    func format(_ plan: ThumborPlan, original: IIIFOriginals.Original, accept: [String]) -> (ResponseFormat, negotiated: Bool) {
+        if let chosen = plan.format { return (chosen, false) }
+        guard settings.autoWebp else { return (Self.format(of: original.format), false) }
+        return (FormatNegotiation.accepts("image/webp", in: accept) ? .webp : Self.format(of: original.format), true)
+    }
+
+    /// The encoded cache's key of an answer: the variant served, the format and quality, and the
+    /// plan's derivation (the variant's gravity and operations, the steps, the watermarks'
+    /// versions, `strip_icc`).
+    func encodedKey(
+        _ parsed: Parsed, plan: ThumborPlan, served: CachedImage, format: ResponseFormat, markVersions: [String]
+    )
+        -> EncodedKey
+    {
+        let quality = format.hasQuality ? plan.quality ?? settings.quality : 0
+        var derivation = plan.derivation
+        if !markVersions.isEmpty { derivation += ";marks=" + markVersions.joined(separator: ",") }
+        // strip_icc(): an `original` answer without its profile (thumbor drops it, pixels as they are).
+        let stripsProfile = parsed.filters.contains(.stripICC) && plan.request.key.colourOutput == .original
+        if stripsProfile { derivation += ";strip_icc" }
+        return EncodedKey(
+            key: parsed.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
+            quality: quality, colour: stripsProfile ? .srgb : plan.request.key.colourOutput, derivation: derivation,
+            speed: format == .avif ? images.settings.avifSpeed : nil)
+    }
+
+    /// The answer to `path` (after the route's prefix) when everything is at hand without
+    /// waiting: a URL that parses and checks, an original whose size the memo knows, no
+    /// watermark, the variant in memory and the encoding, with its ready-made head, in the
+    /// encoded cache — for ``WarmPathHandler`` to write on the event loop. `nil` passes the
+    /// request on (every refusal included: the route answers it). Cost: the parse and HMAC, a
+    /// memo lookup, the plan's arithmetic, one memory and one encoded lookup.
+    package func warmAnswer(
+        path: Substring, accept: [String], ifNoneMatch: [String]
+    ) -> (
+        image: EncodedImage, head: ByteBuffer, negotiated: Bool
+    )? {
+        guard settings.prefix.isEmpty || path.hasPrefix(settings.prefix + "/"),
+            let parsed = try? parse(path: path.dropFirst(settings.prefix.count)), !parsed.url.meta,
+            let original = images.originals.known(parsed.key),
+            let plan = try? ThumborPlan(
+                url: parsed.url, filters: parsed.filters, key: parsed.key, original: original.size, colour: responder.colour.current,
+                maxDimension: images.settings.maxDimension),
+            plan.watermarkKeys.isEmpty, let served = cache.cachedImage(for: plan.request)
+        else { return nil }
+        let (format, negotiated) = self.format(plan, original: original, accept: accept)
+        let key = encodedKey(parsed, plan: plan, served: served, format: format, markVersions: [])
+        guard let hit = images.encoded.value(for: key), let head = hit.head,
+            !FormatNegotiation.matches(etag: hit.etag, ifNoneMatch: ifNoneMatch)
+        else { return nil }
+        cache.countMemoryHit()
+        return (hit, head, negotiated)
     }
 
     /// thumbor's `max_bytes(N)`: encodes at `quality`, then, while the bytes are over, at three

@@ -110,11 +110,14 @@ package struct ThumborPlan: Sendable {
         default: break
         }
         var tw = max(1, targetWidth ?? sw), th = max(1, targetHeight ?? sh)
-        guard tw <= Double(maxDimension), th <= Double(maxDimension) else {
-            throw ServiceError.badParameter(
-                "the answer would be \(Int(min(tw, 1e15)))x\(Int(min(th, 1e15))) pixels: at most \(maxDimension) a side (http.maxDimension)"
+        func tooLarge(_ width: Double, _ height: Double) -> ServiceError {
+            ServiceError.badParameter(
+                "the answer would be \(Int(min(width, 1e15)))x\(Int(min(height, 1e15))) pixels: at most \(maxDimension) a side (http.maxDimension)"
             )
         }
+        // A fit-in box may be larger than the answer (it never enlarges); every other answer is
+        // the target's size.
+        if !url.fitIn, tw > Double(maxDimension) || th > Double(maxDimension) { throw tooLarge(tw, th) }
         // Step 3.
         var mode = ContentMode.fill
         var allowUpscale = true
@@ -132,12 +135,15 @@ package struct ThumborPlan: Sendable {
             } else {
                 // Fits inside the box, never enlarged unless upscale(): the engine sizes it from
                 // the original as trimmed and cropped.
-                box = PixelSize(width: Int(tw), height: Int(th))
                 allowUpscale = upscale
+                let scale = min(allowUpscale ? .infinity : 1, tw / sw, th / sh)
+                guard sw * scale <= Double(maxDimension) + 0.5, sh * scale <= Double(maxDimension) + 0.5 else {
+                    throw tooLarge(sw * scale, sh * scale)
+                }
+                // The box within the maximum: where the answer fits it, the same answer.
+                box = PixelSize(width: Int(min(tw, Double(maxDimension))), height: Int(min(th, Double(maxDimension))))
             }
-            guard box.width <= maxDimension, box.height <= maxDimension else {
-                throw ServiceError.badParameter("full-fit-in would make \(box.width)x\(box.height) pixels: at most \(maxDimension) a side")
-            }
+            guard box.width <= maxDimension, box.height <= maxDimension else { throw tooLarge(Double(box.width), Double(box.height)) }
         } else if proportional {
             mode = .fit
             switch (given(width, source.width), given(height, source.height)) {

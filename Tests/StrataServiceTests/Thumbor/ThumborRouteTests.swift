@@ -83,6 +83,7 @@ struct ThumborRouteTests {
             ("fit-in/300x300/filters:fill(red)", PixelSize(width: 300, height: 300)),
             ("100x100:1100x600/200x0", PixelSize(width: 200, height: 100)),
             ("300x200/filters:stretch()", PixelSize(width: 300, height: 200)),
+            ("fit-in/9000x9000", PixelSize(width: 2048, height: 1280)),  // a box past http.maxDimension that fits
         ]
         for (options, size) in cases {
             let path = "\(options)/\(Self.photo)"
@@ -90,6 +91,11 @@ struct ThumborRouteTests {
             #expect(answer.status == 200, "\(path): \(String(decoding: answer.body, as: UTF8.self))")
             if answer.status == 200 { #expect(try Self.size(answer) == size, "\(path)") }
             #expect(answer.header("X-Strata-Width") == String(size.width), "\(path)")
+        }
+        // Past http.maxDimension (4096): a 400 naming it.
+        for path in ["5000x100", "0x3000", "full-fit-in/4000x4000", "fit-in/9000x9000/filters:upscale()"] {
+            let refused = try await server.get(Self.signed("\(path)/\(Self.photo)"))
+            #expect(refused.status == 400 && refused.text.contains("http.maxDimension"), "\(path): \(refused.status) \(refused.text)")
         }
         try await server.stop()
     }
@@ -153,6 +159,41 @@ struct ThumborRouteTests {
         #expect(webp.header("Content-Type") == "image/webp" && webp.header("Vary") == "Accept")
         let jpeg = try await server.get(Self.signed("300x200/\(Self.photo)"), headers: [("Accept", "image/jpeg")])
         #expect(jpeg.header("Content-Type") == "image/jpeg" && jpeg.header("ETag") != webp.header("ETag"))
+        try await server.stop()
+    }
+
+    /// A repeat is answered on the event loop (the warm path) with the ordinary answer's fields
+    /// and bytes; one with a watermark, `meta/` or a bad signature goes the ordinary way.
+    @Test func warmRepeatsAreAnsweredOnTheEventLoop() async throws {
+        let server = try await Self.start(["thumbor.autoWebp": "true"])
+        let port = server.port
+        for path in [
+            "300x200/\(Self.photo)", "fit-in/200x200/filters:grayscale():round_corner(20,255,255,255)/\(Self.photo)",
+            "-150x100/right/filters:format(png)/\(Self.photo)",
+        ] {
+            let target = Self.signed(path)
+            let first = try await server.get(target, headers: [("Accept", "image/webp")])
+            #expect(first.status == 200, "\(target): \(first.status) \(first.text)")
+            let before = try await WarmPathTests.warmAnswers(server)
+            let answers = try await offThePool {
+                try WarmPathTests.exchange(
+                    port: port,
+                    "GET \(target) HTTP/1.1\r\nHost: a\r\nAccept: image/webp\r\n\r\nGET \(target) HTTP/1.1\r\nHost: a\r\nAccept: image/webp\r\nConnection: close\r\n\r\n",
+                    responses: 2)
+            }
+            #expect(try await WarmPathTests.warmAnswers(server) == before + 1, "\(path)")
+            let warm = WarmPathTests.fields(answers[0].head), ordinary = WarmPathTests.fields(answers[1].head)
+            let perResponse: Set = ["date", "server-timing", "connection"]
+            #expect(warm.filter { !perResponse.contains($0.key) } == ordinary.filter { !perResponse.contains($0.key) }, "\(path)")
+            #expect(warm["x-strata-tier"] == "encoded" && answers[0].body == first.body && answers[1].body == first.body)
+        }
+        let before = try await WarmPathTests.warmAnswers(server)
+        let meta = Self.signed("meta/300x200/\(Self.photo)")
+        _ = try await server.get(meta)
+        _ = try await server.get(meta)
+        let bad = try await server.get("/AAAA/300x200/\(Self.photo)")
+        let after = try await WarmPathTests.warmAnswers(server)
+        #expect(bad.status == 400 && after == before)
         try await server.stop()
     }
 
