@@ -123,10 +123,12 @@ package struct ThumborEndpoint: Sendable {
             marks[mark] = loaded.image
             versions.append(loaded.version)
         }
-        try responder.admit(unless: false)
+        // One memory lookup: shed only what would render, then go on from it.
+        let memoryHit = cache.cachedImage(for: plan.request)
+        try responder.admit(unless: memoryHit != nil)
         let served: CachedImage
         do {
-            served = try await cache.image(for: plan.request)
+            served = try await cache.image(for: plan.request, memoryHit: memoryHit)
         } catch {
             throw ServiceError(error)
         }

@@ -10,27 +10,31 @@ package enum ThumborPixels {
         image.style == .bgra32Premultiplied ? image : PixelConversion.convert(image, to: .bgra32Premultiplied)
     }
 
+    /// Runs `body` on each pixel that is not wholly transparent (its four bytes, BGRA
+    /// premultiplied), row by row.
+    static func eachVisiblePixel(_ image: inout PixelImage, _ body: (UnsafeMutablePointer<UInt8>) -> Void) {
+        let (w, h, stride) = (image.width, image.height, image.bytesPerRow)
+        image.withUnsafeMutableBytes { raw in
+            for y in 0..<h {
+                let row = (raw.baseAddress! + y * stride).assumingMemoryBound(to: UInt8.self)
+                for x in 0..<w where row[4 * x + 3] > 0 { body(row + 4 * x) }
+            }
+        }
+    }
+
     /// Runs `change` on each pixel's straight (un-premultiplied) red, green and blue.
     static func mapColours(_ image: PixelImage, _ change: (inout Int, inout Int, inout Int) -> Void) -> PixelImage {
         var result = premultiplied(image)
-        let (w, h, stride) = (result.width, result.height, result.bytesPerRow)
-        result.withUnsafeMutableBytes { raw in
-            for y in 0..<h {
-                let row = (raw.baseAddress! + y * stride).assumingMemoryBound(to: UInt8.self)
-                for x in 0..<w {
-                    let p = row + 4 * x
-                    let alpha = Int(p[3])
-                    guard alpha > 0 else { continue }
-                    func straight(_ c: UInt8) -> Int { alpha == 255 ? Int(c) : min(255, (Int(c) * 255 + alpha / 2) / alpha) }
-                    var (r, g, b) = (straight(p[2]), straight(p[1]), straight(p[0]))
-                    change(&r, &g, &b)
-                    func stored(_ c: Int) -> UInt8 {
-                        let clamped = max(0, min(255, c))
-                        return alpha == 255 ? UInt8(clamped) : UInt8((clamped * alpha + 127) / 255)
-                    }
-                    (p[2], p[1], p[0]) = (stored(r), stored(g), stored(b))
-                }
+        eachVisiblePixel(&result) { p in
+            let alpha = Int(p[3])
+            func straight(_ c: UInt8) -> Int { alpha == 255 ? Int(c) : min(255, (Int(c) * 255 + alpha / 2) / alpha) }
+            var (r, g, b) = (straight(p[2]), straight(p[1]), straight(p[0]))
+            change(&r, &g, &b)
+            func stored(_ c: Int) -> UInt8 {
+                let clamped = max(0, min(255, c))
+                return alpha == 255 ? UInt8(clamped) : UInt8((clamped * alpha + 127) / 255)
             }
+            (p[2], p[1], p[0]) = (stored(r), stored(g), stored(b))
         }
         return result
     }
@@ -169,11 +173,7 @@ package enum ThumborPixels {
             canvas = stretched.blurred(sigma: min(blurSigma(radius: 50, sigma: 0), Double(max(size.width, size.height))))
         }
         let x = (size.width - source.width) / 2, y = (size.height - source.height) / 2
-        if merge {
-            over(source, onto: &canvas, x: x, y: y)
-        } else {
-            paste(source, into: &canvas, x: x, y: y)
-        }
+        place(source, on: &canvas, x: x, y: y, over: merge)
         return canvas
     }
 
@@ -191,9 +191,10 @@ package enum ThumborPixels {
         return canvas
     }
 
-    /// Lays `source` over `canvas` at (x, y), clipped, in sRGB values as thumbor's `_composite`
-    /// does (premultiplied: d = s + d·(1 − αs)).
-    static func over(_ source: PixelImage, onto canvas: inout PixelImage, x: Int, y: Int) {
+    /// Lays `source` on `canvas` at (x, y), clipped: `over` in sRGB values as thumbor's
+    /// `_composite` does (premultiplied: d = s + d·(1 − αs)), else its pixels copied, alpha
+    /// included (thumbor's `paste` without `merge`).
+    static func place(_ source: PixelImage, on canvas: inout PixelImage, x: Int, y: Int, over: Bool) {
         let (cw, ch, cStride) = (canvas.width, canvas.height, canvas.bytesPerRow)
         source.withUnsafeBytes { from in
             canvas.withUnsafeMutableBytes { to in
@@ -202,6 +203,10 @@ package enum ThumborPixels {
                     guard left < right else { continue }
                     let src = (from.baseAddress! + row * source.bytesPerRow).assumingMemoryBound(to: SIMD4<UInt8>.self)
                     let dst = (to.baseAddress! + (y + row) * cStride).assumingMemoryBound(to: SIMD4<UInt8>.self)
+                    guard over else {
+                        (dst + x + left).update(from: src + left, count: right - left)
+                        continue
+                    }
                     for column in left..<right {
                         let s = SIMD4<UInt32>(truncatingIfNeeded: src[column])
                         guard s[3] > 0 else { continue }
@@ -217,40 +222,16 @@ package enum ThumborPixels {
         }
     }
 
-    /// Copies `source`'s pixels (alpha included) into `canvas` at (x, y), clipped.
-    static func paste(_ source: PixelImage, into canvas: inout PixelImage, x: Int, y: Int) {
-        let (cw, ch, cStride) = (canvas.width, canvas.height, canvas.bytesPerRow)
-        source.withUnsafeBytes { from in
-            canvas.withUnsafeMutableBytes { to in
-                for row in 0..<source.height where (0..<ch).contains(y + row) {
-                    let left = max(0, -x), right = min(source.width, cw - x)
-                    guard left < right else { continue }
-                    memcpy(
-                        to.baseAddress! + (y + row) * cStride + 4 * (x + left), from.baseAddress! + row * source.bytesPerRow + 4 * left,
-                        4 * (right - left))
-                }
-            }
-        }
-    }
-
     /// `watermark()`'s mark: its alpha lowered by 255·ALPHA/100, scaled to the ratios.
     static func watermarkMark(_ mark: PixelImage, on size: PixelSize, _ filter: ThumborFilter.Watermark) -> PixelImage {
         var image = premultiplied(mark)
         if filter.alpha > 0 {
             let delta = 255 * min(100, filter.alpha) / 100
-            let (w, h, stride) = (image.width, image.height, image.bytesPerRow)
-            image.withUnsafeMutableBytes { raw in
-                for y in 0..<h {
-                    let row = (raw.baseAddress! + y * stride).assumingMemoryBound(to: UInt8.self)
-                    for x in 0..<w {
-                        let p = row + 4 * x
-                        let alpha = Int(p[3])
-                        guard alpha > 0 else { continue }
-                        let lowered = max(0, alpha - delta)
-                        for c in 0..<3 { p[c] = UInt8((Int(p[c]) * lowered + alpha / 2) / alpha) }
-                        p[3] = UInt8(lowered)
-                    }
-                }
+            eachVisiblePixel(&image) { p in
+                let alpha = Int(p[3])
+                let lowered = max(0, alpha - delta)
+                for c in 0..<3 { p[c] = UInt8((Int(p[c]) * lowered + alpha / 2) / alpha) }
+                p[3] = UInt8(lowered)
             }
         }
         guard filter.widthRatio != nil || filter.heightRatio != nil else { return image }
@@ -305,7 +286,7 @@ package enum ThumborPixels {
         }
         var result = image
         for y in ys {
-            for x in xs { over(mark, onto: &result, x: x, y: y) }
+            for x in xs { place(mark, on: &result, x: x, y: y, over: true) }
         }
         return result
     }
