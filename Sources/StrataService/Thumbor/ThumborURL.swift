@@ -78,6 +78,11 @@ package struct ThumborURL: Sendable, Hashable {
     package var halign = HorizontalAlignment.center
     package var valign = VerticalAlignment.middle
     package var smart = false
+    /// Whether the path had a `WxH`, an alignment segment: a part that says the default (`x`,
+    /// `center`, `middle`) still takes its segment, so the URL is written back with it.
+    package var namedSize = false
+    package var namedHalign = false
+    package var namedValign = false
     /// The filters' text between `filters:` and the `/` after its last `)`, raw.
     package var filters: Substring = ""
     /// The image part, raw (percent-encoded as sent).
@@ -116,11 +121,11 @@ package struct ThumborURL: Sendable, Hashable {
             case .orig: "orig"
             }
         }
-        if width.isGiven || height.isGiven || horizontalFlip || verticalFlip {
+        if namedSize || width.isGiven || height.isGiven || horizontalFlip || verticalFlip {
             parts.append((horizontalFlip ? "-" : "") + side(width) + "x" + (verticalFlip ? "-" : "") + side(height))
         }
-        if halign != .center { parts.append(halign.rawValue) }
-        if valign != .middle { parts.append(valign.rawValue) }
+        if namedHalign || halign != .center { parts.append(halign.rawValue) }
+        if namedValign || valign != .middle { parts.append(valign.rawValue) }
         if smart { parts.append("smart") }
         if !filters.isEmpty { parts.append("filters:" + filters) }
         parts.append(String(image))
@@ -222,6 +227,7 @@ package struct ThumborURL: Sendable, Hashable {
             case 6:
                 if let (segment, next) = segment(position), let dimensions = Self.dimensions(segment) {
                     (url.horizontalFlip, url.width, url.verticalFlip, url.height) = dimensions
+                    url.namedSize = true
                     if match(part: 7, at: next) { return true }
                     url = saved
                 }
@@ -231,6 +237,7 @@ package struct ThumborURL: Sendable, Hashable {
                     let align = HorizontalAlignment(rawValue: String(decoding: segment, as: UTF8.self))
                 {
                     url.halign = align
+                    url.namedHalign = true
                     if match(part: 8, at: next) { return true }
                     url = saved
                 }
@@ -240,6 +247,7 @@ package struct ThumborURL: Sendable, Hashable {
                     let align = VerticalAlignment(rawValue: String(decoding: segment, as: UTF8.self))
                 {
                     url.valign = align
+                    url.namedValign = true
                     if match(part: 9, at: next) { return true }
                     url = saved
                 }
