@@ -219,6 +219,22 @@ package struct EncodedResponder: Sendable {
         return made
     }
 
+    /// The answer from an encoded-cache entry a route found before asking the engine (its
+    /// encoding known from the request alone, as a thumbor URL's exact size is): 304 when
+    /// `If-None-Match` names it, else its bytes, `X-Strata-Tier: encoded`.
+    package func answer(hit: EncodedImage, extra: HTTPFields, ifNoneMatch: [String], started: ContinuousClock.Instant) -> ImageReply {
+        let fields = fields(etag: hit.etag, size: hit.size, format: hit.format)
+        let now = ContinuousClock.now
+        if FormatNegotiation.matches(etag: hit.etag, ifNoneMatch: ifNoneMatch) {
+            return notModified(extra, fields: fields, tier: "encoded", started: started, engineDone: now)
+        }
+        var headers = extra
+        headers.append(contentsOf: fields)
+        headers[Self.tier] = "encoded"
+        headers[Self.serverTiming] = Self.timing(started: started, engine: now, encode: nil)
+        return ImageReply(status: .ok, headers: headers, body: hit.body, tier: "encoded")
+    }
+
     /// A 304: the route's fields and the 200's (`fields`) but `Content-Type`.
     package func notModified(
         _ extra: HTTPFields, fields: HTTPFields, tier: String, started: ContinuousClock.Instant, engineDone: ContinuousClock.Instant

@@ -115,6 +115,14 @@ package struct ThumborEndpoint: Sendable {
             return ImageReply(
                 status: .ok, headers: [.contentType: "application/json"], body: ByteBuffer(bytes: json), tier: "meta")
         }
+        let (format, negotiated) = self.format(plan, original: original, accept: request.headers[values: .accept])
+        var extra = HTTPFields()
+        if negotiated { extra[.vary] = "Accept" }
+        let ifNoneMatch = request.headers[values: .ifNoneMatch]
+        // The encoding known from the URL and the memo alone: answered without the engine.
+        if let hit = predictedHit(parsed, plan: plan, original: original, format: format) {
+            return responder.answer(hit: hit, extra: extra, ifNoneMatch: ifNoneMatch, started: started)
+        }
         var marks: [String: PixelImage] = [:]
         var versions: [String] = []
         for mark in plan.watermarkKeys where marks[mark] == nil {
@@ -133,10 +141,12 @@ package struct ThumborEndpoint: Sendable {
             throw ServiceError(error)
         }
         let engineDone = ContinuousClock.now
-        let (format, negotiated) = self.format(plan, original: original, accept: request.headers[values: .accept])
-        var extra = HTTPFields()
-        if negotiated { extra[.vary] = "Accept" }
-        let key = encodedKey(parsed, plan: plan, served: served, format: format, markVersions: versions)
+        // A variant of another version than the memo's: the memo forgets it (the next request
+        // reads the original's header again).
+        if served.sourceVersion != .unknown { images.originals.forget(parsed.key, unless: served.sourceVersion) }
+        let key = encodedKey(
+            parsed, plan: plan, variant: served.variant.descriptor, version: served.variant.sourceVersion, format: format,
+            markVersions: versions)
         let quality = key.quality
         let (steps, loadedMarks) = (plan, marks)
         let derive: @Sendable (PixelImage) -> PixelImage = { steps.apply(to: $0, marks: loadedMarks) }
@@ -151,8 +161,7 @@ package struct ThumborEndpoint: Sendable {
                 try Self.encode(derive(image), as: imageFormat, quality: quality, maxBytes: maxBytes, speed: avifSpeed)
             }
         }
-        return try await responder.answer(
-            work, ifNoneMatch: request.headers[values: .ifNoneMatch], started: started, engineDone: engineDone)
+        return try await responder.answer(work, ifNoneMatch: ifNoneMatch, started: started, engineDone: engineDone)
     }
 
     /// The answer's format: a `format()` filter's, else WebP where `thumbor.autoWebp` is on and
@@ -167,10 +176,9 @@ package struct ThumborEndpoint: Sendable {
     /// plan's derivation (the variant's gravity and operations, the steps, the watermarks'
     /// versions, `strip_icc`).
     func encodedKey(
-        _ parsed: Parsed, plan: ThumborPlan, served: CachedImage, format: ResponseFormat, markVersions: [String]
-    )
-        -> EncodedKey
-    {
+        _ parsed: Parsed, plan: ThumborPlan, variant: VariantDescriptor, version: SourceVersion, format: ResponseFormat,
+        markVersions: [String]
+    ) -> EncodedKey {
         let quality = format.hasQuality ? plan.quality ?? settings.quality : 0
         var derivation = plan.derivation
         if !markVersions.isEmpty { derivation += ";marks=" + markVersions.joined(separator: ",") }
@@ -178,17 +186,17 @@ package struct ThumborEndpoint: Sendable {
         let stripsProfile = parsed.filters.contains(.stripICC) && plan.request.key.colourOutput == .original
         if stripsProfile { derivation += ";strip_icc" }
         return EncodedKey(
-            key: parsed.key, variant: served.variant.descriptor, version: served.variant.sourceVersion.stamp, format: format,
+            key: parsed.key, variant: variant, version: version.stamp, format: format,
             quality: quality, colour: stripsProfile ? .srgb : plan.request.key.colourOutput, derivation: derivation,
             speed: format == .avif ? images.settings.avifSpeed : nil)
     }
 
     /// The answer to `path` (after the route's prefix) when everything is at hand without
     /// waiting: a URL that parses and checks, an original whose size the memo knows, no
-    /// watermark, the variant in memory and the encoding, with its ready-made head, in the
-    /// encoded cache — for ``WarmPathHandler`` to write on the event loop. `nil` passes the
+    /// watermark, and the encoding, with its ready-made head, in the encoded cache — for ``WarmPathHandler`` to write on the event loop. `nil` passes the
     /// request on (every refusal included: the route answers it). Cost: the parse and HMAC, a
-    /// memo lookup, the plan's arithmetic, one memory and one encoded lookup.
+    /// memo lookup, the plan's arithmetic and an encoded lookup (the variant predicted from the
+    /// plan: ``ThumborPlan/predictedVariant``), or a memory lookup and a second one.
     package func warmAnswer(
         path: Substring, accept: [String], ifNoneMatch: [String]
     ) -> (
@@ -200,15 +208,27 @@ package struct ThumborEndpoint: Sendable {
             let plan = try? ThumborPlan(
                 url: parsed.url, filters: parsed.filters, key: parsed.key, original: original.size, colour: responder.colour.current,
                 maxDimension: images.settings.maxDimension),
-            plan.watermarkKeys.isEmpty, let served = cache.cachedImage(for: plan.request)
+            plan.watermarkKeys.isEmpty
         else { return nil }
         let (format, negotiated) = self.format(plan, original: original, accept: accept)
-        let key = encodedKey(parsed, plan: plan, served: served, format: format, markVersions: [])
-        guard let hit = images.encoded.value(for: key), let head = hit.head,
-            !FormatNegotiation.matches(etag: hit.etag, ifNoneMatch: ifNoneMatch)
-        else { return nil }
-        cache.countMemoryHit()
+        var found = predictedHit(parsed, plan: plan, original: original, format: format)
+        if found == nil, let served = cache.cachedImage(for: plan.request) {
+            cache.countMemoryHit()
+            found = images.encoded.value(
+                for: encodedKey(
+                    parsed, plan: plan, variant: served.variant.descriptor, version: served.variant.sourceVersion, format: format,
+                    markVersions: []))
+        }
+        guard let hit = found, let head = hit.head, !FormatNegotiation.matches(etag: hit.etag, ifNoneMatch: ifNoneMatch) else { return nil }
         return (hit, head, negotiated)
+    }
+
+    /// The encoded cache's entry for the variant the plan predicts, of the memo's version (no
+    /// watermark: their versions are only known once read).
+    func predictedHit(_ parsed: Parsed, plan: ThumborPlan, original: IIIFOriginals.Original, format: ResponseFormat) -> EncodedImage? {
+        guard plan.watermarkKeys.isEmpty, let variant = plan.predictedVariant else { return nil }
+        return images.encoded.value(
+            for: encodedKey(parsed, plan: plan, variant: variant, version: original.version, format: format, markVersions: []))
     }
 
     /// thumbor's `max_bytes(N)`: encodes at `quality`, then, while the bytes are over, at three

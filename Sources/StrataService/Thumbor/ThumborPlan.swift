@@ -20,6 +20,8 @@ package struct ThumborPlan: Sendable {
     package var request: ImageRequest
     /// The size the engine is asked for.
     package var resized: PixelSize
+    /// The original after the manual crop (the engine's source of the resize, without a trim).
+    package var cropped: PixelSize
     /// What runs on the resized variant before the encode, in order.
     package var steps: [Step] = []
     /// The encode: `nil` format keeps the original's (or negotiates, with `thumbor.autoWebp`).
@@ -63,6 +65,7 @@ package struct ThumborPlan: Sendable {
                 cropOrigin = (left, top)
             }
         }
+        cropped = source
         var width = url.width, height = url.height
         var stretch = false, upscale = false
         var focal: [(x: Double, y: Double, weight: Double)] = []
@@ -215,6 +218,18 @@ package struct ThumborPlan: Sendable {
 
     /// The box `fill()` fills: the request's sides (after `fit-in`, at least the resized image's).
     package var fillBox = (0, 0)
+
+    /// The variant the engine serves for ``request``, known without asking it: the exact size
+    /// the sizing of the cropped original gives (`nil` with a trim, whose box only the decode
+    /// finds). A held variant resampled may come out a pixel off; its encoding is then found
+    /// through the engine.
+    package var predictedVariant: VariantDescriptor? {
+        guard request.key.operations.trim == nil else { return nil }
+        let size =
+            request.mode == .fill
+            ? request.box : SizingPlan(source: cropped, box: request.box, mode: .fit, allowUpscale: request.allowUpscale).output
+        return VariantDescriptor(size: size, mode: request.mode, style: request.style)
+    }
 
     /// thumbor's alignment as a gravity (its focal point at that edge or corner).
     static func gravity(_ h: ThumborURL.HorizontalAlignment, _ v: ThumborURL.VerticalAlignment) -> Gravity {
