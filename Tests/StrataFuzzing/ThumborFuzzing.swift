@@ -72,6 +72,7 @@ package enum ThumborFuzzing {
                 plan.request.box.width <= maxDimension && plan.request.box.height <= maxDimension, "a box past the maximum")
             let size = plan.finalSize(from: plan.resized)
             ServiceFuzzing.require(size.width >= 1 && size.height >= 1, "an answer without a size")
+            ServiceFuzzing.require(size.width <= maxDimension && size.height <= maxDimension, "an answer past the maximum: \(size)")
         } catch {
             ServiceFuzzing.require(error.status == .badRequest, "a refusal that is not a 400: \(error)")
         }

@@ -124,17 +124,18 @@ package struct ThumborPlan: Sendable {
         // Step 3.
         var mode = ContentMode.fill
         var allowUpscale = true
-        var box = PixelSize(width: Int(tw), height: Int(th))
+        // Sides as whole pixels, bounded (a URL's side may be any number of digits).
+        func whole(_ side: Double) -> Int { side >= 1e15 ? 1_000_000_000_000_000 : Int(side) }
+        var box = PixelSize(width: whole(tw), height: whole(th))
         var gravity = Gravity.center
         if url.fitIn {
             mode = .fit
             if url.adaptive, (sw < sh && tw > th) || (sw > sh && tw < th) { swap(&tw, &th) }
             if url.full {
                 // Covers the box: the side whose scale is the larger one fits it.
-                box =
-                    sw / tw <= sh / th
-                    ? PixelSize(width: Int(tw), height: max(1, Int((sh * tw / sw + 1e-5).rounded())))
-                    : PixelSize(width: max(1, Int((sw * th / sh + 1e-5).rounded())), height: Int(th))
+                let (w, h) = sw / tw <= sh / th ? (tw, (sh * tw / sw + 1e-5).rounded()) : ((sw * th / sh + 1e-5).rounded(), th)
+                guard w <= Double(maxDimension), h <= Double(maxDimension) else { throw tooLarge(w, h) }
+                box = PixelSize(width: max(1, Int(w)), height: max(1, Int(h)))
             } else {
                 // Fits inside the box, never enlarged unless upscale(): the engine sizes it from
                 // the original as trimmed and cropped.
@@ -198,14 +199,20 @@ package struct ThumborPlan: Sendable {
         }
         // fill()'s box: each side the URL gives (after fit-in, at least the resized image's), or
         // the image's own.
-        let (givenWidth, givenHeight) = (given(width, source.width).map(Int.init) ?? 0, given(height, source.height).map(Int.init) ?? 0)
+        let (givenWidth, givenHeight) = (given(width, source.width).map(whole) ?? 0, given(height, source.height).map(whole) ?? 0)
         let (fillWidth, fillHeight) =
-            url.fitIn && url.adaptive && Int(tw) == givenHeight && Int(th) == givenWidth && tw != th
+            url.fitIn && url.adaptive && whole(tw) == givenHeight && whole(th) == givenWidth && tw != th
             ? (givenHeight, givenWidth) : (givenWidth, givenHeight)
         fillBox = (
             fillWidth == 0 ? 0 : url.fitIn ? max(fillWidth, box.width) : fillWidth,
             fillHeight == 0 ? 0 : url.fitIn ? max(fillHeight, box.height) : fillHeight
         )
+        // A fill makes the answer the box: it too stays within the maximum.
+        if steps.contains(where: { if case .filter(.fill) = $0 { true } else { false } }),
+            fillBox.0 > maxDimension || fillBox.1 > maxDimension
+        {
+            throw tooLarge(Double(fillBox.0), Double(fillBox.1))
+        }
         // The variant's own identity (gravity and operations, as `/images` writes them), then
         // what runs at the encode.
         var parts: [String] = []

@@ -93,7 +93,9 @@ struct ThumborRouteTests {
             #expect(answer.header("X-Strata-Width") == String(size.width), "\(path)")
         }
         // Past http.maxDimension (4096): a 400 naming it.
-        for path in ["5000x100", "0x3000", "full-fit-in/4000x4000", "fit-in/9000x9000/filters:upscale()"] {
+        for path in [
+            "5000x100", "0x3000", "full-fit-in/4000x4000", "fit-in/9000x9000/filters:upscale()", "fit-in/100x9000/filters:fill(red)",
+        ] {
             let refused = try await server.get(Self.signed("\(path)/\(Self.photo)"))
             #expect(refused.status == 400 && refused.text.contains("http.maxDimension"), "\(path): \(refused.status) \(refused.text)")
         }
