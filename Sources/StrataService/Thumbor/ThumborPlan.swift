@@ -207,6 +207,13 @@ package struct ThumborPlan: Sendable {
             fillWidth == 0 ? 0 : url.fitIn ? max(fillWidth, box.width) : fillWidth,
             fillHeight == 0 ? 0 : url.fitIn ? max(fillHeight, box.height) : fillHeight
         )
+        // The wavelet sharpen holds four float planes of the image (16 bytes a pixel).
+        if steps.contains(where: { if case .filter(.sharpen) = $0 { true } else { false } }), box.pixelCount > Self.sharpenPixels {
+            throw ServiceError(
+                .badRequest, "bad_filter",
+                "filters:sharpen(): Strata sharpens answers of at most \(Self.sharpenPixels) pixels (this one is \(box.width)x\(box.height))"
+            )
+        }
         // A fill makes the answer the box: it too stays within the maximum.
         if steps.contains(where: { if case .filter(.fill) = $0 { true } else { false } }),
             fillBox.0 > maxDimension || fillBox.1 > maxDimension
@@ -222,6 +229,9 @@ package struct ThumborPlan: Sendable {
         if let maxBytes { parts.append("max_bytes=\(maxBytes)") }
         derivation = parts.joined(separator: ";")
     }
+
+    /// The largest answer `sharpen()` runs on (2048 × 2048).
+    static let sharpenPixels = 4_194_304
 
     /// The box `fill()` fills: the request's sides (after `fit-in`, at least the resized image's).
     package var fillBox = (0, 0)
@@ -302,7 +312,8 @@ package struct ThumborPlan: Sendable {
             return image.flattened(over: opaque.premultipliedBGRA)
         case .blur(let radius, let sigma):
             let spread = ThumborPixels.blurSigma(radius: radius, sigma: sigma)
-            return spread > 0.1 ? image.blurred(sigma: min(spread, 100)) : image
+            // At most /images' largest blur: past it the taps cost more than the blur shows.
+            return spread > 0.1 ? image.blurred(sigma: min(spread, ImageOperations.blurRange.upperBound)) : image
         case .sharpen(let amount, let radius, let luminanceOnly):
             return ThumborPixels.waveletSharpened(
                 image, amount: max(-100, min(amount, 100)), radius: max(-100, min(radius, 100)), luminanceOnly: luminanceOnly)

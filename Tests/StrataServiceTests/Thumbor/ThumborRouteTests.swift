@@ -99,6 +99,8 @@ struct ThumborRouteTests {
             let refused = try await server.get(Self.signed("\(path)/\(Self.photo)"))
             #expect(refused.status == 400 && refused.text.contains("http.maxDimension"), "\(path): \(refused.status) \(refused.text)")
         }
+        let sharpened = try await server.get(Self.signed("3000x2000/filters:sharpen(1,1,true)/\(Self.photo)"))
+        #expect(sharpened.status == 400 && sharpened.text.contains("sharpen"), "a sharpen past 2048 × 2048 pixels")
         try await server.stop()
     }
 
