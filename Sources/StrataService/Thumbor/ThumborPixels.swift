@@ -259,9 +259,12 @@ package enum ThumborPixels {
         func origins(_ position: ThumborFilter.WatermarkPosition, side: Int, mark: Int) -> [Int] {
             switch position {
             case .center: return [(side - mark) / 2]
-            case .pixels(let value): return [value < 0 ? side - mark + value : value]
+            // A position far outside the image lays nothing: bounded first, it cannot overflow.
+            case .pixels(let value):
+                let bounded = max(-100_000, min(100_000, value))
+                return [bounded < 0 ? side - mark + bounded : bounded]
             case .percent(let value, let fromEnd):
-                let offset = Int((Double(side) * Double(value) / 100 + 1e-5).rounded())
+                let offset = Int((Double(side) * Double(min(value, 10_000)) / 100 + 1e-5).rounded())
                 return [fromEnd ? side - mark - offset : offset]
             case .repeated:
                 var (count, space) = side.quotientAndRemainder(dividingBy: max(1, mark))

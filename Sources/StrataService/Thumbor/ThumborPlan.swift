@@ -84,7 +84,7 @@ package struct ThumborPlan: Sendable {
                 let x = Double(box.left + w / 2 - cropOrigin.x)
                 let y = Double(box.top + h / 2 - cropOrigin.y)
                 guard x >= 0, y >= 0, x <= Double(source.width), y <= Double(source.height) else { continue }
-                focal.append((x, y, Double(abs(w * h))))
+                focal.append((x, y, abs(Double(w) * Double(h))))
             case .format(let format): self.format = format
             case .quality(let quality): self.quality = max(1, min(100, quality))
             case .maxBytes(let bytes): maxBytes = bytes
