@@ -190,68 +190,13 @@ package struct ThumborURL: Sendable, Hashable {
                     slash += 1
                 }
                 return match(part: 1, at: position)
-            case 1, 2, 9:
-                // debug/, meta/, smart/
-                let word = part == 1 ? "debug" : part == 2 ? "meta" : "smart"
-                if let (segment, next) = segment(position), segment.elementsEqual(word.utf8) {
-                    switch part {
-                    case 1: url.debug = true
-                    case 2: url.meta = true
-                    default: url.smart = true
-                    }
+            case 1...9:
+                // debug/ meta/ trim/ crop/ fit-in/ WxH/ halign/ valign/ smart/: one segment each.
+                if let (segment, next) = segment(position), take(part, segment) {
                     if match(part: part + 1, at: next) { return true }
                     url = saved
                 }
                 return match(part: part + 1, at: position)
-            case 3:
-                if let (segment, next) = segment(position), let trim = Self.trim(segment) {
-                    url.trim = trim
-                    if match(part: 4, at: next) { return true }
-                    url = saved
-                }
-                return match(part: 4, at: position)
-            case 4:
-                if let (segment, next) = segment(position), let crop = Self.crop(segment) {
-                    url.crop = crop
-                    if match(part: 5, at: next) { return true }
-                    url = saved
-                }
-                return match(part: 5, at: position)
-            case 5:
-                if let (segment, next) = segment(position), let (adaptive, full) = Self.fitIn(segment) {
-                    (url.fitIn, url.adaptive, url.full) = (true, adaptive, full)
-                    if match(part: 6, at: next) { return true }
-                    url = saved
-                }
-                return match(part: 6, at: position)
-            case 6:
-                if let (segment, next) = segment(position), let dimensions = Self.dimensions(segment) {
-                    (url.horizontalFlip, url.width, url.verticalFlip, url.height) = dimensions
-                    url.namedSize = true
-                    if match(part: 7, at: next) { return true }
-                    url = saved
-                }
-                return match(part: 7, at: position)
-            case 7:
-                if let (segment, next) = segment(position),
-                    let align = HorizontalAlignment(rawValue: String(decoding: segment, as: UTF8.self))
-                {
-                    url.halign = align
-                    url.namedHalign = true
-                    if match(part: 8, at: next) { return true }
-                    url = saved
-                }
-                return match(part: 8, at: position)
-            case 8:
-                if let (segment, next) = segment(position),
-                    let align = VerticalAlignment(rawValue: String(decoding: segment, as: UTF8.self))
-                {
-                    url.valign = align
-                    url.namedValign = true
-                    if match(part: 9, at: next) { return true }
-                    url = saved
-                }
-                return match(part: 9, at: position)
             case 10:
                 // (?:filters:(?P<filters>.+?\))/)?
                 let prefix = "filters:".utf8
@@ -274,6 +219,38 @@ package struct ThumborURL: Sendable, Hashable {
                 url.image = slice(position..<bytes.count)
                 return true
             }
+        }
+
+        /// Whether `segment` is part `part` (1…9) of the grammar; if it is, sets it on the URL.
+        mutating func take(_ part: Int, _ segment: ArraySlice<UInt8>) -> Bool {
+            func word(_ text: String) -> Bool { segment.elementsEqual(text.utf8) }
+            let text = { String(decoding: segment, as: UTF8.self) }
+            switch part {
+            case 1 where word("debug"): url.debug = true
+            case 2 where word("meta"): url.meta = true
+            case 3:
+                guard let trim = Self.trim(segment) else { return false }
+                url.trim = trim
+            case 4:
+                guard let crop = Self.crop(segment) else { return false }
+                url.crop = crop
+            case 5:
+                guard let (adaptive, full) = Self.fitIn(segment) else { return false }
+                (url.fitIn, url.adaptive, url.full) = (true, adaptive, full)
+            case 6:
+                guard let dimensions = Self.dimensions(segment) else { return false }
+                (url.horizontalFlip, url.width, url.verticalFlip, url.height) = dimensions
+                url.namedSize = true
+            case 7:
+                guard let align = HorizontalAlignment(rawValue: text()) else { return false }
+                (url.halign, url.namedHalign) = (align, true)
+            case 8:
+                guard let align = VerticalAlignment(rawValue: text()) else { return false }
+                (url.valign, url.namedValign) = (align, true)
+            case 9 where word("smart"): url.smart = true
+            default: return false
+            }
+            return true
         }
 
         /// `trim(?::(?:top-left|bottom-right))?(?::\d+)?`
