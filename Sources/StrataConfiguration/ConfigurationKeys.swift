@@ -277,6 +277,26 @@ extension StrataConfiguration {
             "iiif.squareGravity", "center",
             "IIIF Image API: where the `square` region sits in a non-square image (`center`, `north`…`southwest`, `fp:X,Y` or `smart`, as `/images`' `gravity=`)."
         ),
+        // `iiif.auth.*` (IIIFAuthSettings): IIIF Authorization Flow 2.0 (docs/HTTP.md, "Restricted images").
+        .init(
+            "iiif.auth.key", nil, secret: true,
+            "HMAC-SHA256 key of the access cookies, tokens and login tickets of restricted images (at least 16 bytes; needed with `iiif.auth.rules`)."
+        ),
+        .init(
+            "iiif.auth.services", "", named: true,
+            "Access services, each `name: PROFILE [login=URL] [degraded=N] [label=TEXT]`: `active` (a login page at URL, or a click-through without one), `kiosk` or `external`; `degraded`: the long side served without a credential."
+        ),
+        .init(
+            "iiif.auth.rules", "", list: true,
+            "Restricted keys, each `PATTERN SERVICE` (an `fnmatch` pattern, `*` crossing `/`), the first match deciding: their images need the service's cookie or token on IIIF, `/images` and thumbor routes."
+        ),
+        .init("iiif.auth.lifetime", "1h", "How long an access cookie and an access token stay valid."),
+        .init(
+            "iiif.auth.origins", "", list: true,
+            "Viewer origins (`https://viewer.example.org`) the token service gives tokens to; empty: pages of Strata's own host only."),
+        .init(
+            "iiif.auth.crossSite", "false",
+            "`true`: cookies for viewers on another site (`SameSite=None; Secure`: Strata behind HTTPS); `false`: `SameSite=Lax`."),
         // `thumbor.*` (ThumborSettings): thumbor's URLs (docs/Thumbor.md).
         .init(
             "thumbor.enabled", "false", "Answer thumbor's URLs (`/unsafe/…` and `/SIGNATURE/…`, its filters included): see docs/Thumbor.md."

@@ -31,6 +31,8 @@ public struct IIIFSettings: Sendable, Equatable {
     public var pyramidBytes = 8 << 30
     /// The largest original a pyramid is built from.
     public var maxSourcePixels = 4_000_000_000
+    /// IIIF Authorization Flow 2.0: restricted keys and their access services (`iiif.auth.*`).
+    public var auth = IIIFAuthSettings()
 
     public init() {}
 
@@ -55,6 +57,7 @@ extension IIIFSettings {
         settings.tiledAbove = try reader.integer("iiif.tiledAbove", min: 1)
         settings.pyramidBytes = try reader.bytes("iiif.pyramidBytes", min: 64 << 20)
         settings.maxSourcePixels = try reader.integer("iiif.maxSourcePixels", min: 1)
+        settings.auth = try IIIFAuthSettings.read(from: &reader)
         if settings.pyramidPath != nil, settings.tileSize % 2 != 0 || settings.tileSize > 4096 {
             throw reader.error(
                 "iiif.tileSize",

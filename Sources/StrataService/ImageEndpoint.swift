@@ -35,6 +35,8 @@ package struct ImageEndpoint: Sendable {
     package var pyramids: TilePyramids? = nil
     package var originals = IIIFOriginals()
     package var sourceMaxPixels = Int.max
+    /// `iiif.auth.*`: restricted keys need their access service's credential here too.
+    package var access = AccessGate.open
 
     package var probes: ServiceProbes { responder.probes }
 
@@ -65,8 +67,17 @@ package struct ImageEndpoint: Sendable {
     package func respond(to request: Request, handedOver: Result<Prepared, ServiceError>?) async -> (Response, tier: String?) {
         let started = ContinuousClock.now
         do {
-            let reply = try await image(for: request, handedOver: handedOver, started: started)
-            return (reply.response, reply.tier)
+            let prepared: Prepared
+            if let handedOver {
+                prepared = try handedOver.get()
+            } else {
+                prepared = try prepare(target: Substring(request.uri.string))
+            }
+            let decision = try admit(prepared, headers: request.headers)
+            let reply = try await image(for: request, prepared: prepared, started: started)
+            var answer = reply.response
+            AccessGate.seal(&answer, decision)
+            return (answer, reply.tier)
         } catch {
             return (error.response(), nil)
         }
@@ -129,15 +140,22 @@ package struct ImageEndpoint: Sendable {
         }
     }
 
-    private func image(
-        for request: Request, handedOver: PreparedHandOff.Parse?, started: ContinuousClock.Instant
-    ) async throws(ServiceError) -> ImageReply {
-        let prepared: Prepared
-        if let handedOver {
-            prepared = try handedOver.get()
-        } else {
-            prepared = try prepare(target: Substring(request.uri.string))
+    /// The access decision for a prepared request (``AccessGate``): a restricted key without
+    /// its credential is a 401, unless its service serves a degraded size and the request's box
+    /// is within it.
+    package func admit(_ prepared: Prepared, headers: HTTPFields) throws(ServiceError) -> AccessGate.Decision {
+        let key = prepared.parameters.key
+        let decision = access.decide(key: key, headers: headers)
+        if case .refused(let service, let side) = decision {
+            let box = prepared.parameters.box
+            guard let side, max(box.width, box.height) <= side else { throw AccessGate.refusal(service, key: key, over: side) }
         }
+        return decision
+    }
+
+    private func image(
+        for request: Request, prepared: Prepared, started: ContinuousClock.Instant
+    ) async throws(ServiceError) -> ImageReply {
         // A watermark read from the source is read (through the engine) before its version
         // goes into the answer's identity.
         let mark = try await watermark(for: prepared.parameters)

@@ -14,6 +14,8 @@ package struct ServiceResponder: HTTPResponder {
     package let iiif: IIIFEndpoint
     /// thumbor's URLs (`nil` unless `thumbor.enabled`).
     package var thumbor: ThumborEndpoint? = nil
+    /// IIIF Authorization Flow 2.0's services (`nil` unless `iiif.auth.rules` restrict a key).
+    package var auth: IIIFAuthEndpoint? = nil
     package let purge: PurgeEndpoint
     package let health: DeepHealth
     package let cache: ImageCache
@@ -34,7 +36,22 @@ package struct ServiceResponder: HTTPResponder {
         let path = request.uri.path
         let route: String
         var response: Response
-        if request.method == .delete, path.hasPrefix(ImageParameters.prefix) || path.hasPrefix(IIIFRoute.prefix) {
+        if let auth, path.hasPrefix(IIIFAuthEndpoint.prefix) {
+            // The probe's CORS preflight; the click-through's POST; the rest GET.
+            route = "iiif-auth"
+            if request.method == .options {
+                response = IIIFAuthEndpoint.preflight()
+            } else if request.method == .get || request.method == .head || request.method == .post {
+                response = auth.respond(to: request)
+            } else {
+                response = ServiceError(.methodNotAllowed, "method_not_allowed", "the IIIF auth services answer GET (and POST, to accept)")
+                    .response(headers: [.allow: "GET, HEAD, POST, OPTIONS"])
+            }
+        } else if request.method == .options, path.hasPrefix(IIIFRoute.prefix) {
+            // The preflight of a tile or info.json request with `Authorization` (a viewer's token).
+            route = "iiif"
+            response = IIIFAuthEndpoint.preflight()
+        } else if request.method == .delete, path.hasPrefix(ImageParameters.prefix) || path.hasPrefix(IIIFRoute.prefix) {
             route = "purge"
             response = await purge.respond(to: request)
         } else if request.method != .get, request.method != .head {

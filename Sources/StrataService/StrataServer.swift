@@ -136,7 +136,8 @@ public final class StrataServer: Service, Sendable {
         let originals = IIIFOriginals()
         let images = ImageEndpoint(
             cache: configured.cache, encoded: encoded, settings: settings, signer: signer, responder: encodedResponder,
-            presets: presets, watermarks: watermarks, pyramids: configured.pyramids, originals: originals, sourceMaxPixels: sourceMaxPixels)
+            presets: presets, watermarks: watermarks, pyramids: configured.pyramids, originals: originals, sourceMaxPixels: sourceMaxPixels,
+            access: AccessGate(iiifSettings.auth))
         let iiif = IIIFEndpoint(
             cache: configured.cache, settings: iiifSettings, http: settings, originals: originals, responder: encodedResponder,
             pyramids: configured.pyramids)
@@ -150,6 +151,9 @@ public final class StrataServer: Service, Sendable {
             cache: configured.cache, encoded: encoded, metrics: metrics, started: started, node: settings.nodeName)
         let thumbor = thumborSettings.enabled ? ThumborEndpoint(images: images, settings: thumborSettings) : nil
         responder.thumbor = thumbor
+        if iiif.access.isEnabled {
+            responder.auth = IIIFAuthEndpoint(gate: iiif.access, fallbackAuthority: "\(settings.host):\(settings.port)")
+        }
         let host = settings.host
         let onListening = self.onListening
         let logger = self.logger

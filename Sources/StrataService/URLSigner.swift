@@ -161,8 +161,23 @@ public struct URLSigner: Sendable {
     }
 
     package static func decodeBase64URL(_ text: Substring) -> Data? {
-        guard text.count == 43, text.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else { return nil }
-        let standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/") + "="
-        return Data(base64Encoded: standard)
+        guard text.count == 43 else { return nil }
+        return decodeBase64URL(anyLength: text)
+    }
+
+    /// Unpadded base64url of any length (ASCII letters, digits, `-`, `_`).
+    package static func decodeBase64URL(anyLength text: Substring) -> Data? {
+        guard
+            text.utf8.allSatisfy({
+                switch $0 {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                    UInt8(ascii: "-"), UInt8(ascii: "_"):
+                    true
+                default: false
+                }
+            })
+        else { return nil }
+        let standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        return Data(base64Encoded: standard + String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4))
     }
 }

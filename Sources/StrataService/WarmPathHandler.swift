@@ -153,6 +153,8 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
         case .success(let checked): prepared = checked
         case .failure(let refusal): return .passOn(.images(.failure(refusal)))
         }
+        // A restricted key's request is always the route's (``AccessGate``).
+        if endpoint.access.isEnabled, endpoint.access.protects(prepared.parameters.key) { return .passOn(.images(.success(prepared))) }
         let found = endpoint.cache.cachedImage(for: prepared.request)
         guard let served = found,
             let warm = endpoint.warmEncoding(

@@ -20,14 +20,28 @@ extension ServiceFuzzing {
         /// `fit`, a `fill` with a gravity, and a key with a directory and an escaped space.
         public static let targets = [
             "/images/a.jpg?w=32&h=24", "/images/a.jpg?w=16&h=16&mode=fill&gravity=north", "/images/dir/b%20c.png?w=20",
+            "/images/secret/c.jpg?w=16",
         ]
 
         /// IIIF image requests whose encodings are cached: a region (3.0), a whole image with an
         /// escaped key as PNG (2.1), a centred square turned and made gray as WebP.
         public static let iiifTargets = [
             "/iiif/3/a.jpg/0,0,32,24/16,/0/default.jpg", "/iiif/2/dir%2Fb%20c.png/full/20,/0/default.png",
-            "/iiif/3/a.jpg/square/24,/90/gray.webp",
+            "/iiif/3/a.jpg/square/24,/90/gray.webp", "/iiif/3/secret%2Fc.jpg/full/16,/0/default.jpg",
         ]
+
+        /// Keys restricted by `iiif.auth.rules` (``restricted``): their encodings are cached (as
+        /// an authorized request leaves them), and the warm path must never answer them.
+        public static let restricted = "secret/*"
+
+        /// The access gate of both endpoints: ``restricted`` needs a credential.
+        public static let access: AccessGate = {
+            var settings = IIIFAuthSettings()
+            settings.key = "fuzz-key-0123456789abcdef"
+            settings.services = ["staff": .init(name: "staff", profile: .active, label: "Staff")]
+            settings.rules = [.init(pattern: restricted, service: "staff")]
+            return AccessGate(settings)
+        }()
 
         /// What an encoded body of this fixture says it is.
         public struct Marker: Sendable, Equatable {
@@ -84,7 +98,9 @@ extension ServiceFuzzing {
                 }
                 return try! ImageEncoder.encode(image, as: format, quality: 90)
             }
-            let source = Originals(images: ["a.jpg": original(64, 48, .jpeg), "dir/b c.png": original(40, 30, .png)])
+            let source = Originals(images: [
+                "a.jpg": original(64, 48, .jpeg), "dir/b c.png": original(40, 30, .png), "secret/c.jpg": original(48, 32, .jpeg),
+            ])
             var options = ImageCache.Options()
             options.width = 1
             let cache = try! ImageCache(memory: ImageMemoryTier(), source: source, options: options)
@@ -94,8 +110,11 @@ extension ServiceFuzzing {
             self.metrics = metrics
             let responder = EncodedResponder(
                 cache: cache, encoded: encoded, settings: settings, metrics: metrics, probes: ServiceProbes())
-            endpoint = ImageEndpoint(cache: cache, encoded: encoded, settings: settings, signer: nil, responder: responder)
-            let iiifSettings = IIIFSettings()
+            var images = ImageEndpoint(cache: cache, encoded: encoded, settings: settings, signer: nil, responder: responder)
+            images.access = Self.access
+            endpoint = images
+            var iiifSettings = IIIFSettings()
+            iiifSettings.auth = Self.access.settings
             iiif = IIIFEndpoint(
                 cache: cache, settings: iiifSettings, http: settings, originals: IIIFOriginals(), responder: responder, pyramids: nil)
             let endpoint = self.endpoint, iiif = self.iiif

@@ -17,6 +17,8 @@ import StrataService
 /// - responses come in the order of the requests, one each: the n-th is the stand-in's
 ///   answer to the n-th request head, or a warm answer whose body is the encoding of the key
 ///   the n-th target names (in the format it asks for, with the size its head says);
+/// - never a warm answer with a restricted key's bytes (``ServiceFuzzing/WarmPath/restricted``:
+///   their encodings are cached, and only the route, which checks the credential, answers them);
 /// - warm answers only for HTTP/1.1 keep-alive GETs of `/images/` and `/iiif/`, a IIIF one
 ///   with the bytes of the identifier its target names, in its format, with CORS and `Link`;
 /// - every request whose end arrived is answered, unless the connection was closed (a
@@ -168,6 +170,9 @@ package enum WarmPathHarness {
                 && (head.uri.hasPrefix("/images/") || head.uri.hasPrefix("/iiif/")),
             "a warm answer to \(head.method) \(head.uri.debugDescription) \(head.version) keep-alive \(head.isKeepAlive)")
         guard let marker = ServiceFuzzing.WarmPath.Marker(response.body) else { fatalError("a warm body that is not the fixture's") }
+        require(
+            !ServiceFuzzing.WarmPath.access.protects(marker.key),
+            "a restricted key's encoding (\(marker.key.debugDescription)) answered on the warm path to \(head.uri.debugDescription)")
         require(
             response.field("X-Strata-Width") == String(marker.width) && response.field("X-Strata-Height") == String(marker.height),
             "the head's size is not the body's")

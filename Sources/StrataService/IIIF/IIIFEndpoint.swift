@@ -31,6 +31,7 @@ package struct IIIFEndpoint: Sendable {
         self.originals = originals
         self.responder = responder
         self.pyramids = pyramids
+        access = AccessGate(settings.auth)
     }
 
     package let cache: ImageCache
@@ -41,6 +42,8 @@ package struct IIIFEndpoint: Sendable {
     package let responder: EncodedResponder
     /// The tile pyramids of originals above `iiif.tiledAbove` (`nil`: none configured).
     package let pyramids: TilePyramids?
+    /// `iiif.auth.*`: which identifiers are restricted, and who may have them.
+    package let access: AccessGate
 
     /// The original of `key` (under the pyramids' pixel limit when there are pyramids).
     package func original(_ key: String) async throws(ServiceError) -> IIIFOriginals.Original {
@@ -81,16 +84,28 @@ package struct IIIFEndpoint: Sendable {
                 pyramids.prepare(
                     CacheKey(identifier.key, colour: responder.colour.current), size: original.size, version: original.version)
             }
-            let json = IIIFInfo.json(version: version, id: base(version, identifier), size: original.size, settings: settings)
+            let services = access.service(for: identifier.key).map {
+                [IIIFAuthEndpoint.description(identifier: identifier, service: $0, authority: host)]
+            }
+            let json = IIIFInfo.json(
+                version: version, id: base(version, identifier), size: original.size, settings: settings, services: services ?? [])
             var headers = Self.cors
             headers[.contentType] = version.infoContentType(accept: request.headers[values: .accept])
             headers[Self.link] = "<\(version.levelProfile)>;rel=\"profile\""
             if !http.cacheControl.isEmpty { headers[.cacheControl] = http.cacheControl }
             return (Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: json))), nil)
         case .image(let image):
-            return try await render(
+            let decision = access.decide(key: image.identifier.key, headers: request.headers)
+            var degraded: Int?
+            if case .refused(let service, let side) = decision {
+                guard let side else { throw AccessGate.refusal(service, key: image.identifier.key) }
+                degraded = side
+            }
+            var (response, tier) = try await render(
                 image, base: base(image.version, image.identifier), ifNoneMatch: request.headers[values: .ifNoneMatch],
-                handedOver: handedOver)
+                handedOver: handedOver, degraded: degraded)
+            AccessGate.seal(&response, decision)
+            return (response, tier)
         }
     }
 
@@ -101,8 +116,10 @@ package struct IIIFEndpoint: Sendable {
     /// cut on the engine's threads first) are the shared ``EncodedResponder``'s, with the tile's
     /// canonical derivation in its ``EncodedKey``. Memory is asked once for the variant: the
     /// warm path's lookup (`handedOver`) is used when it was for the same engine request.
+    /// `degraded`: a restricted image asked for without a credential, served at most this many
+    /// pixels on its long side (a larger output is a 401).
     private func render(
-        _ request: IIIFImageRequest, base: String, ifNoneMatch: [String], handedOver: PreparedHandOff.IIIFLookup?
+        _ request: IIIFImageRequest, base: String, ifNoneMatch: [String], handedOver: PreparedHandOff.IIIFLookup?, degraded: Int?
     ) async throws(ServiceError) -> (Response, tier: String?) {
         let started = ContinuousClock.now
         var attempt = 0
@@ -116,6 +133,9 @@ package struct IIIFEndpoint: Sendable {
             let focus = request.region == .square ? try await squareFocus(key, size: original.size) : .center
             let region = try request.region.resolve(in: original.size, squareFocus: focus)
             let output = try request.size.resolve(region: region.size, limits: settings, version: request.version)
+            if let degraded, max(output.width, output.height) > degraded, let service = access.service(for: key) {
+                throw AccessGate.refusal(service, key: key, over: degraded)
+            }
             let colour = responder.colour.current
             if let pyramids, original.size.pixelCount > settings.tiledAbove {
                 do {

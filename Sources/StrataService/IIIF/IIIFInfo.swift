@@ -22,8 +22,11 @@ package enum IIIFInfo {
         "sizeByH", "sizeByPct", "sizeByW", "sizeByWh",
     ]
 
-    /// The JSON document for an original of `size` whose base URI is `id`.
-    package static func json(version: IIIFVersion, id: String, size: PixelSize, settings: IIIFSettings) -> [UInt8] {
+    /// The JSON document for an original of `size` whose base URI is `id`; `services`: its
+    /// `service` entries (a restricted image's probe service, ``IIIFAuthEndpoint``).
+    package static func json(
+        version: IIIFVersion, id: String, size: PixelSize, settings: IIIFSettings, services: [[String: Any]] = []
+    ) -> [UInt8] {
         let sizes = reductions(of: size, settings: settings).map { ["width": $0.width, "height": $0.height] }
         let tiles: [[String: Any]] = [
             ["width": settings.tileSize, "height": settings.tileSize, "scaleFactors": scaleFactors(for: size, tile: settings.tileSize)]
@@ -51,6 +54,7 @@ package enum IIIFInfo {
             ]
             document["profile"] = [version.levelProfile, profile]
         }
+        if !services.isEmpty { document["service"] = services }
         let data = (try? JSONSerialization.data(withJSONObject: document, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
         return Array(data)
     }

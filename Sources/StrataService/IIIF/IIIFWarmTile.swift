@@ -35,7 +35,10 @@ extension IIIFEndpoint {
     /// and size arithmetic, the canonical URI, a memo lookup, at most one memory lookup, one
     /// encoded lookup.
     package func warmTile(path: Substring, authority: String?, ifNoneMatch: [String]) -> WarmOutcome {
-        guard case .image(let request)? = try? IIIFRoute(path: path), let original = originals.known(request.identifier.key) else {
+        // A restricted identifier's request is always the route's (``AccessGate``).
+        guard case .image(let request)? = try? IIIFRoute(path: path), !access.protects(request.identifier.key),
+            let original = originals.known(request.identifier.key)
+        else {
             return .passOn(nil)
         }
         let focus: CropFocus

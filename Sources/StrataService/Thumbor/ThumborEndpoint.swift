@@ -105,6 +105,16 @@ package struct ThumborEndpoint: Sendable {
         var path = target[..<(target.firstIndex(of: "?") ?? target.endIndex)]
         path = path.dropFirst(settings.prefix.count)
         let parsed = try parse(path: path)
+        // A restricted key (`iiif.auth.rules`) needs its credential; thumbor's URLs have no
+        // degraded size.
+        let decision = images.access.decide(key: parsed.key, headers: request.headers)
+        if case .refused(let service, _) = decision { throw AccessGate.refusal(service, key: parsed.key) }
+        var reply = try await answer(request, parsed: parsed, started: started)
+        AccessGate.seal(&reply, decision)
+        return reply
+    }
+
+    private func answer(_ request: Request, parsed: Parsed, started: ContinuousClock.Instant) async throws(ServiceError) -> ImageReply {
         try responder.admit(unless: images.originals.knows(parsed.key))
         let original = try await images.originals.original(for: parsed.key, cache: cache)
         let plan = try ThumborPlan(
@@ -127,6 +137,11 @@ package struct ThumborEndpoint: Sendable {
         var versions: [String] = []
         for mark in plan.watermarkKeys where marks[mark] == nil {
             let key = try self.key(Substring(mark))
+            // Its pixels would go into an answer that is not restricted.
+            if images.access.protects(key) {
+                throw ServiceError(
+                    .badRequest, "watermark_refused", "the watermark \(key.debugDescription) is a restricted image (iiif.auth.rules)")
+            }
             let loaded = try await watermark(key)
             marks[mark] = loaded.image
             versions.append(loaded.version)
@@ -203,7 +218,7 @@ package struct ThumborEndpoint: Sendable {
         image: EncodedImage, head: ByteBuffer, negotiated: Bool
     )? {
         guard settings.prefix.isEmpty || path.hasPrefix(settings.prefix + "/"),
-            let parsed = try? parse(path: path.dropFirst(settings.prefix.count)), !parsed.url.meta,
+            let parsed = try? parse(path: path.dropFirst(settings.prefix.count)), !parsed.url.meta, !images.access.protects(parsed.key),
             let original = images.originals.known(parsed.key),
             let plan = try? ThumborPlan(
                 url: parsed.url, filters: parsed.filters, key: parsed.key, original: original.size, colour: responder.colour.current,
