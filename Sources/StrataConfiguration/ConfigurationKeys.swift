@@ -259,7 +259,7 @@ extension StrataConfiguration {
         ),
         .init(
             "iiif.pyramidPath", nil,
-            "IIIF Image API: directory of the tile pyramids of big originals (one image table), which also serve `/images` requests of originals over `source.maxPixels`; unset: no pyramids, every image is cut from whole-image variants (up to `source.maxPixels`)."
+            "IIIF Image API: directory of the tile pyramids of big originals (one image table), which also serve `/images` requests of originals over `source.maxPixels`; unset: `DISK-pyramids` beside `disk.path` when a disk tier is set, else none; `off`: none (every image is cut from whole-image variants, up to `source.maxPixels`)."
         ),
         .init(
             "iiif.tiledAbove", "6000000",

@@ -21,8 +21,13 @@ public struct IIIFSettings: Sendable, Equatable {
     /// 0, a tile is only ever reduced from a variant at least its scale's size, never enlarged
     /// from a smaller one (the engine's `tolerance` still applies above).
     public var upscaleTolerance = 0.0
-    /// Directory of the tile pyramids (`nil`: no pyramids).
+    /// Directory of the tile pyramids (`nil`: no pyramids). Unset, it defaults beside
+    /// `disk.path` when there is a disk tier (``defaultPyramidPath(besideDisk:)``); `off`: none.
     public var pyramidPath: String?
+    /// Whether ``pyramidPath`` is the default beside the disk tier (not configured).
+    public var pyramidPathIsDefault = false
+    /// `iiif.pyramidPath: off`: no pyramids, not even beside the disk tier.
+    public var pyramidsOff = false
     /// Originals with more pixels than this are served from a pyramid (with ``pyramidPath``).
     /// From 8 MP up a viewer's session is faster and lighter from a pyramid; at 4 MP the two
     /// paths are even, and a photo's whole-image variants also serve `/images`.
@@ -35,6 +40,14 @@ public struct IIIFSettings: Sendable, Equatable {
     public var auth = IIIFAuthSettings()
 
     public init() {}
+
+    /// The pyramids' directory when `iiif.pyramidPath` is unset and `disk.path` is `disk`:
+    /// `disk-pyramids`, beside it (never inside: the disk tier owns its directory).
+    public static func defaultPyramidPath(besideDisk disk: String) -> String {
+        var base = Substring(disk)
+        while base.count > 1, base.hasSuffix("/") { base = base.dropLast() }
+        return base + "-pyramids"
+    }
 
     /// The pyramids' settings: ``tileSize`` tiles, as many as ``pyramidBytes`` holds (each
     /// takes its pixels and a page).
@@ -54,6 +67,10 @@ extension IIIFSettings {
         settings.tileSize = try reader.integer("iiif.tileSize", min: 16)
         settings.upscaleTolerance = try reader.number("iiif.upscaleTolerance", in: 0...1)
         settings.pyramidPath = try reader.path("iiif.pyramidPath")
+        if settings.pyramidPath == "off" {
+            settings.pyramidPath = nil
+            settings.pyramidsOff = true
+        }
         settings.tiledAbove = try reader.integer("iiif.tiledAbove", min: 1)
         settings.pyramidBytes = try reader.bytes("iiif.pyramidBytes", min: 64 << 20)
         settings.maxSourcePixels = try reader.integer("iiif.maxSourcePixels", min: 1)

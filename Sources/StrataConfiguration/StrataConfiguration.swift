@@ -157,6 +157,11 @@ public struct StrataConfiguration: Sendable {
         renderAhead = try reader.optionalNumber("renderAhead", in: 0...1)
         http = try HTTPServiceSettings.read(from: &reader)
         iiif = try IIIFSettings.read(from: &reader)
+        if iiif.pyramidPath == nil, !iiif.pyramidsOff, let diskPath, iiif.tileSize % 2 == 0, iiif.tileSize <= 4096 {
+            // Big originals work by default: with a disk tier, their pyramids go beside it.
+            iiif.pyramidPath = IIIFSettings.defaultPyramidPath(besideDisk: diskPath)
+            iiif.pyramidPathIsDefault = true
+        }
         thumbor = try ThumborSettings.read(from: &reader)
         shared = try SharedTierSettings.read(from: &reader)
         tracing = try TracingSettings.read(from: &reader)

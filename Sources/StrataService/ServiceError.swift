@@ -47,7 +47,7 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
             } else if case .tooLarge(let pixels, let limit) = decoding.reason {
                 self.init(
                     .contentTooLarge, "too_large",
-                    "\(key.debugDescription) has \(pixels) pixels, over the limit of \(limit) (source.maxPixels; an animation's frames × canvas: source.maxAnimationPixels, or ask frames=1)"
+                    "\(key.debugDescription) has \(pixels) pixels, over the limit of \(limit) (source.maxPixels: raise it, or let a tile pyramid serve it: set iiif.pyramidPath, or disk.path, beside which pyramids go by default; an animation's frames × canvas: source.maxAnimationPixels, or ask frames=1)"
                 )
             } else {
                 self.init(.unprocessableContent, "undecodable", "\(key.debugDescription) cannot be decoded: \(decoding)")

@@ -128,6 +128,11 @@ public final class StrataServer: Service, Sendable {
                 "http.signingKey is not set: any key at any size up to http.maxDimension may be requested (set it, and sign URLs with `strata sign`)"
             )
         }
+        if iiifSettings.pyramidPathIsDefault, let path = iiifSettings.pyramidPath {
+            logger.info(
+                "tile pyramids of big originals go beside the disk tier (iiif.pyramidPath unset; `off` turns them off)",
+                metadata: ["path": "\(path)", "iiif.pyramidBytes": "\(iiifSettings.pyramidBytes)"])
+        }
         let metrics = self.metrics
         let encodedResponder = EncodedResponder(
             cache: configured.cache, encoded: encoded, settings: settings, metrics: metrics, probes: probes, colour: colour,

@@ -16,7 +16,8 @@ struct ServeCommand: AsyncParsableCommand {
             STRATA_… variables, configuration keys as flags; see `strata config`); --host and \
             --port are http.host and http.port. With no source and no disk tier configured, it \
             serves the embedded default: the repository's Fixtures/ directory (from the current \
-            directory) as the source, with its disk cache in ./.strata-cache/disk. SIGTERM or \
+            directory) as the source, with its disk cache in ./.strata-cache/disk (and the tile \
+            pyramids of big originals beside it, in ./.strata-cache/disk-pyramids). SIGTERM or \
             SIGINT stops it gracefully: requests in flight finish and the disk tier's queued \
             writes are published before it exits.
             """

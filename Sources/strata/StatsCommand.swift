@@ -83,7 +83,10 @@ struct StatsCommand: AsyncParsableCommand {
                 fail("stats: cannot read the image tables directory \(path): \(Self.reason(error)); check --tables or tables.path", code: 2)
             }
         }
-        if let path = configuration.iiif.pyramidPath {
+        // The default beside the disk tier counts once a server has made it.
+        if let path = configuration.iiif.pyramidPath,
+            !configuration.iiif.pyramidPathIsDefault || FileManager.default.fileExists(atPath: path)
+        {
             do {
                 let settings = configuration.iiif.pyramidSettings
                 report.pyramids = StatsReport.Pyramids(

@@ -81,7 +81,9 @@ struct WarmCommand: AsyncParsableCommand {
         if let cache { overrides["disk.path"] = .scalar(cache) }
         var (_, configuration) = await configurationOptions.load(overrides: overrides)
         if iiif, configuration.iiif.pyramidPath == nil {
-            fail("warm: --iiif builds pyramids into iiif.pyramidPath: set it (--iiif-pyramid-path DIR)", code: 2)
+            fail(
+                "warm: --iiif builds pyramids into iiif.pyramidPath: set it (--iiif-pyramid-path DIR), or pass --cache DIR (they then go beside it)",
+                code: 2)
         }
         guard configuration.diskPath != nil || configuration.tablesPath != nil || (iiif && size.isEmpty) else {
             fail(

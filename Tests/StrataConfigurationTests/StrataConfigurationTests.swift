@@ -257,3 +257,25 @@ struct StrataConfigurationTests {
         #expect(zero?.key == "source.maxFileSize")
     }
 }
+
+/// `iiif.pyramidPath` unset: beside `disk.path` when there is a disk tier; `off` turns it off.
+@Suite("Configuration: default place of the tile pyramids")
+struct PyramidPathDefaultTests {
+    static func iiif(_ arguments: [String]) async throws -> IIIFSettings {
+        try StrataConfiguration(from: try await ConfigurationLayers(arguments: arguments, environment: [:])).iiif
+    }
+
+    @Test func besideTheDiskTier() async throws {
+        let beside = try await Self.iiif(["--disk-path", "/var/cache/strata/disk/"])
+        #expect(beside.pyramidPath == "/var/cache/strata/disk-pyramids")
+        #expect(beside.pyramidPathIsDefault)
+        let none = try await Self.iiif([])
+        #expect(none.pyramidPath == nil)
+        let given = try await Self.iiif(["--disk-path", "/d", "--iiif-pyramid-path", "/p"])
+        #expect(given.pyramidPath == "/p" && !given.pyramidPathIsDefault)
+        let off = try await Self.iiif(["--disk-path", "/d", "--iiif-pyramid-path", "off"])
+        #expect(off.pyramidPath == nil && off.pyramidsOff)
+        // A tile size the pyramids cannot halve: no default (the key stays an error only when set).
+        #expect(try await Self.iiif(["--disk-path", "/d", "--iiif-tile-size", "257"]).pyramidPath == nil)
+    }
+}

@@ -65,6 +65,31 @@ struct ImagesOfBigOriginalsTests {
         let server = try await Self.start(pyramids: false)
         let answer = try await server.get("/images/\(Self.photo)?w=512&h=512")
         #expect(answer.status == 413)
+        // The refusal names the keys that would serve it.
+        #expect(answer.text.contains("source.maxPixels") && answer.text.contains("iiif.pyramidPath"), "\(answer.text)")
+        #expect(try await server.get("/iiif/3/\(Self.photo.replacingOccurrences(of: "/", with: "%2F"))/info.json").status == 413)
+        try await server.stop()
+    }
+
+    /// As a new user starts it: a source and a disk tier, no `iiif.pyramidPath`. Pyramids go
+    /// beside the disk tier, so a big original is served, over IIIF and `/images`.
+    @Test func withADiskTierPyramidsAreThereByDefault() async throws {
+        let server = try await TestServer.start(["source.maxPixels": "1000000", "iiif.tiledAbove": "500000", "iiif.tileSize": "256"])
+        let pyramids = try #require(server.server.iiifSettings.pyramidPath)
+        #expect(server.server.iiifSettings.pyramidPathIsDefault)
+        #expect(pyramids == server.scratch + "/disk-pyramids")
+        let identifier = Self.photo.replacingOccurrences(of: "/", with: "%2F")
+        let info = try await server.get("/iiif/3/\(identifier)/info.json")
+        #expect(info.status == 200, "\(info.text)")
+        let tile = try await server.get("/iiif/3/\(identifier)/full/256,/0/default.png")
+        #expect(tile.status == 200, "\(tile.text)")
+        #expect(tile.header("X-Strata-Tier") == "source" || tile.header("X-Strata-Tier") == "table")
+        let image = try ImageDecoder().decode(tile.body)
+        #expect(image.size == PixelSize(width: 256, height: 160))
+        let expected = Resampler().resize(Self.reference, box: PixelSize(width: 256, height: 256), mode: .fit)
+        #expect(ColourFixtures.psnr(image, expected) >= 35)
+        #expect(try await server.get("/images/\(Self.photo)?w=400&h=400").status == 200)
+        #expect(FileManager.default.fileExists(atPath: pyramids))
         try await server.stop()
     }
 

@@ -46,6 +46,13 @@ package final class IIIFOriginals: Sendable {
         do {
             read = try await cache.originalHeader(for: CacheKey(key), maxPixels: maxPixels)
         } catch {
+            if let maxPixels, case .decoding(_, let decoding) = error, case .tooLarge(let pixels, _) = decoding.reason {
+                // Over the pyramids' own limit, not the source's.
+                throw ServiceError(
+                    .contentTooLarge, "too_large",
+                    "\(key.debugDescription) has \(pixels) pixels, over the limit of \(maxPixels) of the originals a tile pyramid is built from (iiif.maxSourcePixels)"
+                )
+            }
             throw ServiceError(error)
         }
         let original = Original(

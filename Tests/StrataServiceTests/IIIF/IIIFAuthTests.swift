@@ -116,7 +116,8 @@ struct IIIFAuthTests {
         #expect(target == origin)
         #expect(message["type"] as? String == "AuthAccessToken2")
         #expect(message["messageId"] as? String == "m1")
-        #expect(message["expiresIn"] as? Int == 3600 || message["expiresIn"] as? Int == 3599)
+        // The cookie's remaining life (it was set a moment ago; a busy machine takes seconds).
+        #expect((3000...3600).contains(message["expiresIn"] as? Int ?? 0))
         let token = try #require(message["accessToken"] as? String)
 
         // 5. The probe with the token says 200; the tile is served with the token or the cookie,
