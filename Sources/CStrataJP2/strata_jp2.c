@@ -208,7 +208,21 @@ uint32_t strata_jp2_threads(const strata_jp2 *file) { return file->threads; }
 
 int strata_jp2_decode(strata_jp2 *file, uint32_t reduce, uint8_t *out, size_t stride, uint32_t width, uint32_t height,
                       char *error, size_t error_capacity) {
+    return strata_jp2_decode_region(file, reduce, 0, 0, 0, 0, out, stride, width, height, error, error_capacity);
+}
+
+int strata_jp2_decode_region(strata_jp2 *file, uint32_t reduce, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                             uint8_t *out, size_t stride, uint32_t width, uint32_t height, char *error,
+                             size_t error_capacity) {
     opj_image_t *image = file->image;
+    // The area first, on the reference grid; then the reduction, which scales the image's
+    // component sizes and offsets from it (the other order leaves a region's offsets at full
+    // resolution, off by its position's reduction).
+    if ((x1 > x0 || y1 > y0)
+        && !opj_set_decode_area(file->codec, image, (OPJ_INT32)x0, (OPJ_INT32)y0, (OPJ_INT32)x1, (OPJ_INT32)y1)) {
+        fail(file, "the region is outside the image", error, error_capacity);
+        return -1;
+    }
     if (!opj_set_decoded_resolution_factor(file->codec, reduce)) {
         fail(file, "the reduction is beyond the image's resolution levels", error, error_capacity);
         return -1;

@@ -62,6 +62,14 @@ int strata_jp2_info(strata_jp2 *file, struct strata_jp2_info *info, char *error,
 int strata_jp2_decode(strata_jp2 *file, uint32_t reduce, uint8_t *out, size_t stride, uint32_t width,
                       uint32_t height, char *error, size_t error_capacity);
 
+/// The same for the region [x0, x1) × [y0, y1) of the reference grid (full-resolution
+/// coordinates, the image area's origin included; all 0: the whole image): OpenJPEG decodes
+/// only the tiles and code-blocks it touches. `width` × `height` must be its size `reduce`
+/// halvings down: ceil(x1 / 2^reduce) - ceil(x0 / 2^reduce) by the same for y. Once per file.
+int strata_jp2_decode_region(strata_jp2 *file, uint32_t reduce, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                             uint8_t *out, size_t stride, uint32_t width, uint32_t height, char *error,
+                             size_t error_capacity);
+
 void strata_jp2_close(strata_jp2 *file);
 
 #endif

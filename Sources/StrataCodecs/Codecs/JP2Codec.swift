@@ -192,6 +192,36 @@ package enum JP2Codec {
         return Int(strata_jp2_threads(file.handle))
     }
 
+    /// Decodes the region of `size` at (`x`, `y`) of the image `reduce` levels down (in that
+    /// level's pixels; level 0 is the full size) into premultiplied BGRA at `out`: OpenJPEG
+    /// reads only the tiles and code-blocks the region touches, so memory and time follow the
+    /// region, not the image. For an image area at the reference grid's origin (what every
+    /// writer makes); `threads`: OpenJPEG's for this decode.
+    package static func decodeRegion(
+        _ bytes: UnsafeRawBufferPointer, reduce: Int, x: Int, y: Int, size: PixelSize, into out: UnsafeMutableRawPointer, stride: Int,
+        threads: Int = 1
+    ) throws(ImageDecodingError) {
+        let file = try File(bytes, threads: threads)
+        let info = file.info
+        let full = PixelSize(width: Int(info.width), height: Int(info.height))
+        let level = reducedSize(full, origin: .init(width: 0, height: 0), reduce: reduce)
+        guard info.origin_x == 0, info.origin_y == 0, reduce >= 0, reduce < max(1, Int(info.resolutions)), x >= 0, y >= 0,
+            size.width > 0, size.height > 0, x + size.width <= level.width, y + size.height <= level.height
+        else {
+            throw ImageDecodingError(
+                .corrupt("no region \(size) at \(x),\(y) of level \(reduce) (\(level)) of \(full) with its origin at 0,0"), format: .jp2)
+        }
+        var message = [CChar](repeating: 0, count: 256)
+        guard
+            strata_jp2_decode_region(
+                file.handle, UInt32(reduce), UInt32(x << reduce), UInt32(y << reduce), UInt32(min(full.width, (x + size.width) << reduce)),
+                UInt32(min(full.height, (y + size.height) << reduce)), out.assumingMemoryBound(to: UInt8.self), stride,
+                UInt32(size.width), UInt32(size.height), &message, message.count) == 0
+        else {
+            throw error(message, while: "decoding a region")
+        }
+    }
+
     private static func error(_ message: [CChar], while doing: String, unsupported: Bool = false) -> ImageDecodingError {
         let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let lower = text.lowercased()

@@ -16,6 +16,9 @@ import StrataCodecs
 /// - A pyramidal TIFF (orientation 1; its own reduced images, as pages or SubIFDs, cover every
 ///   level: ``TIFFPyramidLevels``) gives each tile from its own image of the tile's level, read
 ///   as a region, the tiles a viewer waits for first: nothing is reduced from the full size.
+/// - A JPEG 2000 file gives each tile from its own resolution level of the tile's, a region
+///   decode of the code-blocks it needs (``JP2PyramidLevels``), the tiles a viewer waits for
+///   first, as a pyramidal TIFF does.
 /// - Another TIFF (orientation 1) is read in bands of whole strips or tiles through libtiff.
 /// - A PNG (not interlaced, orientation 1) is read in rows through libpng's row API
 ///   (`PNGRowReader`).
@@ -45,6 +48,7 @@ package enum PyramidPass {
     package enum Feed: Sendable, Hashable {
         case jpegRows, tiffBands, pngRows, webpRows, wholeDecode
         case tiffLevels(TIFFPyramidLevels)
+        case jp2Levels(JP2PyramidLevels)
     }
 
     /// The feed for an original with `header` cut into `geometry`, or the reason it cannot be
@@ -67,12 +71,17 @@ package enum PyramidPass {
             feed = .webpRows
         case .tiff where header.orientation == 1:
             feed = TIFFPyramidLevels(images: try TIFFCodec.levels(bytes), geometry: geometry).map { .tiffLevels($0) } ?? .tiffBands
+        case .jp2:
+            feed = JP2PyramidLevels(features: try JP2Codec.features(bytes), geometry: geometry).map { .jp2Levels($0) } ?? .wholeDecode
         default:
             feed = .wholeDecode
         }
         guard pixels > wholeDecodePixels else { return feed }
         let why: String
         switch feed {
+        case .wholeDecode where header.format == .jp2:
+            why =
+                "a JPEG 2000 file whose own levels cannot make the pyramid's (an image area off the grid's origin, or a coarsest level over \(JP2PyramidLevels.maximumSide) pixels: re-encode it with more resolution levels, e.g. opj_compress -n 8)"
         case .wholeDecode:
             why =
                 header.format == .jpeg && header.orientation == 1 && !header.isCMYK
@@ -119,6 +128,8 @@ package enum PyramidPass {
                 try jpegRows(bytes, factor: .one, into: PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin)
             }
         case .tiffLevels(let levels):
+            try levels.run(bytes, geometry: geometry, waiting: waiting, emit: emit)
+        case .jp2Levels(let levels):
             try levels.run(bytes, geometry: geometry, waiting: waiting, emit: emit)
         case .pngRows:
             let png = try PNGRowReader(bytes)
