@@ -58,17 +58,11 @@ run_twice() {
 if [ "${1:-}" = "--halves" ]; then
     # Two halves at once, each one test at a time (CI): about half the time on two cores, and
     # no test waits behind another for a cooperative thread, as in a parallel run at ASan's
-    # speed. The halves are make test's (Scripts/test-halves.sh).
+    # speed. The halves and their launch are make test's (Scripts/test-halves.sh).
     shift
     source Scripts/test-halves.sh
-    split=$test_halves_split
-    run_twice first-half --filter "$split" "$@" &
-    first=$!
-    run_twice second-half --skip "$split" "$@" &
-    second=$!
     rc=0
-    wait "$first" || rc=1
-    wait "$second" || rc=1
+    run_halves run_twice "$@" || rc=1
     exit "$rc"
 fi
 run_twice test "$@"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the IIIF consortium's validator (iiif-validator from PyPI) against `strata serve`:
-# Image API 3.0 and 2.0 at level 2.
+# Image API 3.0 and 2.0 at level 2, over a PNG original and over the same image as a lossless
+# JPEG 2000 (opj_compress; served from its own resolution levels).
 #
 # Installs the validator in a venv under .iiif-validator/ (git-ignored), draws the validator's
 # 1000×1000 test image (10×10 cells of 100 px in the colours of the validator's own table,
@@ -46,6 +47,10 @@ for x in range(10):
         image.paste(colors[x][y], (x * 100, y * 100, x * 100 + 100, y * 100 + 100))
 image.save(sys.argv[1], format="PNG")
 PY
+# The same pixels as JPEG 2000 (lossless, 1000×1000 in four tiles, six resolution levels).
+cp "$work/source/$identifier" "$work/grid.png"
+opj_compress -i "$work/grid.png" -o "$work/grid.jp2" -t 512,512 -n 6 >/dev/null
+mv "$work/grid.jp2" "$work/source/jp2-$identifier"
 
 port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 "$strata" serve --source-directory "$work/source" --disk-path "$work/disk" --host 127.0.0.1 --port "$port" \
@@ -57,12 +62,14 @@ for _ in $(seq 1 100); do
 done
 
 status=0
-for version in 3.0 2.0; do
-    echo "== IIIF Image API $version, level 2"
-    if ! "$venv/bin/iiif-validate.py" -s "127.0.0.1:$port" -p iiif/"${version%%.*}" -i "$identifier" \
-        --version "$version" --level 2 -v; then
-        status=1
-    fi
+for id in "$identifier" "jp2-$identifier"; do
+    for version in 3.0 2.0; do
+        echo "== IIIF Image API $version, level 2: $id"
+        if ! "$venv/bin/iiif-validate.py" -s "127.0.0.1:$port" -p iiif/"${version%%.*}" -i "$id" \
+            --version "$version" --level 2 -v; then
+            status=1
+        fi
+    done
 done
 [ "$status" -eq 0 ] || { echo "-- server log:"; tail -20 "$work/server.log"; }
 exit "$status"

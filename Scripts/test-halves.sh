@@ -8,21 +8,37 @@
 # suite, and the rest (282 s and 290 s of tests in a debug build).
 #
 #   Scripts/test-halves.sh BUNDLE LOG-PREFIX [swift-testing options, e.g. --skip X]
-#   (sourced, it only defines test_halves_split)
+#   (sourced, it only defines test_halves_split and run_halves: Scripts/asan.sh runs its
+#   halves with them)
 test_halves_split='^StrataTests\.(?!TilePyramidsTests)'
+
+# run_halves RUNNER [options…]: `RUNNER first --filter SPLIT options…` and `RUNNER second --skip
+# SPLIT options…` at once; returns 1 when either fails.
+run_halves() {
+    local runner=$1 first second rc=0
+    shift
+    "$runner" first --filter "$test_halves_split" "$@" &
+    first=$!
+    "$runner" second --skip "$test_halves_split" "$@" &
+    second=$!
+    wait "$first" || rc=1
+    wait "$second" || rc=1
+    return "$rc"
+}
 [ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 set -euo pipefail
 bundle=$1 prefix=$2
 shift 2
 export NO_COLOR=1
 echo "tests: two halves at once, one test at a time each (logs: $prefix-first.log, $prefix-second.log)…"
-"$bundle" --testing-library swift-testing --no-parallel --filter "$test_halves_split" "$@" >"$prefix-first.log" 2>&1 &
-first=$!
-"$bundle" --testing-library swift-testing --no-parallel --skip "$test_halves_split" "$@" >"$prefix-second.log" 2>&1 &
-second=$!
+# half NAME options…: one half, its output in its log.
+half() {
+    local name=$1
+    shift
+    "$bundle" --testing-library swift-testing --no-parallel "$@" >"$prefix-$name.log" 2>&1
+}
 rc=0
-wait "$first" || rc=1
-wait "$second" || rc=1
+run_halves half "$@" || rc=1
 cat "$prefix-first.log" "$prefix-second.log"
 echo "tests: $(grep -h -E '^(✔|✘) Test run with' "$prefix-first.log" "$prefix-second.log" | tr '\n' ' ')"
 exit "$rc"

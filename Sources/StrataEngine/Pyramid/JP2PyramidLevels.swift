@@ -1,63 +1,109 @@
 import StrataBase
 import StrataCodecs
 
-/// A JPEG 2000 original's own resolution levels as the levels of its tile pyramid: each tile
-/// is a region decode (OpenJPEG reads only the code-blocks, and the tiles of a tiled file,
-/// that it touches) of one of the file's levels, halved as the pyramid halves. So a viewer's
-/// tiles come first and each costs its own region, with no pass over the full resolution
-/// before them; memory is two regions.
+/// How a JPEG 2000 original's tile pyramid is made: in two streaming passes of region decodes
+/// in bands, as a baseline JPEG's is, with the tiles viewers wait for decoded out of turn.
 ///
-/// Level 0 is the file's full size; level *n* ≥ 1 is the file's level *n* − 1 halved (2 × 2
-/// means, as the streaming pass reduces), and past the file's coarsest, that one halved as
-/// often as needed. A file's own reduced level is the wavelet's low band, sampled at the
-/// top-left of each 2ⁿ block: served as it is, it drifts from a true reduction (against a
-/// Lanczos-3 reduction of the full decode, tiles of a detailed photo at 21 dB at level 1 and
-/// 26 at level 3, where the box pyramid's are 29 and 35), while one level finer, halved, stays
-/// with the box pyramid (level 1 is the box pyramid's own), for four times the region's decode.
+/// 1. **The coarse pass**: the file's own resolution level at the pyramid's ``coarse`` level
+///    (the coarsest of levels 1–3 still a screen long, ``PyramidPass/coarseLevel(of:)``), decoded
+///    in bands (OpenJPEG's reduce factor: only the wavelet's lower bands are read), is that
+///    level and, halved, every coarser one: a viewer's first screen.
+/// 2. **The full pass**: the full size in bands of whole rows (`JP2Codec.decodeRegion`), each
+///    of the file's tiles decoded once a band, reduced into the finer levels as any streaming
+///    pass reduces them. Between two bands, the tiles of those levels that requests wait for
+///    are made first, each from a region decode of the full size halved as the pass halves
+///    (``OwnLevelTiles``): the same pixels as the pass would make, an exact box pyramid.
 ///
-/// Taken when the file's image area starts at the reference grid's origin (what writers make)
-/// and its coarsest level is at most ``maximumSide`` pixels a side (the coarse pyramid levels
-/// are read from it whole, then halved): `opj_compress`'s default of 6 resolutions does for up
-/// to about 130 megapixels at 512-pixel tiles; more levels (`-n`) for bigger images.
+/// Measured against the alternative of reading every tile from the file's own level of it
+/// (docs/Benchmarks.md): the file's reduced levels are its wavelet's low bands, not 2 × 2
+/// means, and drift from a true reduction level after level, and a region decode per tile
+/// costs 25–160 ms where a band costs a full decode's share once.
+///
+/// Taken when the file's image area starts at the reference grid's origin (what writers
+/// make). Memory: one band (``bandPixels`` and OpenJPEG's buffers for it) and two regions.
 package struct JP2PyramidLevels: Sendable, Hashable {
-    /// The largest side of the file's image that a coarse pyramid level is halved from.
-    package static let maximumSide = 4096
+    /// The pyramid level the coarse pass starts at (the file's level of the same index), or
+    /// `nil`: one pass, at full size.
+    package let coarse: Int?
 
-    package let tiles: OwnLevelTiles
+    /// Pixels of one band (whole rows, a multiple of 64 of them, at least 64).
+    package static let bandPixels = 4 << 20
 
-    /// The levels of `geometry` from the file's `features`, or `nil` when they cannot feed it.
+    /// The feed for `geometry` from the file's `features`, or `nil` when they do not fit it.
     package init?(features: JP2Codec.Features, geometry: PyramidGeometry) {
-        guard features.size == geometry.size, features.origin == PixelSize(width: 0, height: 0), features.resolutions >= 1 else {
-            return nil
+        guard features.size == geometry.size, features.origin == PixelSize(width: 0, height: 0) else { return nil }
+        coarse = PyramidPass.coarseLevel(of: geometry).flatMap { level in
+            level < features.resolutions
+                && JP2Codec.reducedSize(features.size, origin: features.origin, reduce: level) == geometry.levels[level] ? level : nil
         }
-        let coarsest = features.resolutions - 1
-        var sources: [OwnLevelTiles.Source] = []
-        for n in geometry.levels.indices {
-            let level = min(max(0, n - 1), coarsest)
-            let size = JP2Codec.reducedSize(features.size, origin: features.origin, reduce: level)
-            // Each of the file's levels is the pyramid's of the same index (both halve rounding up).
-            guard size == geometry.levels[level] else { return nil }
-            if n > level, max(size.width, size.height) > Self.maximumSide { return nil }
-            sources.append(OwnLevelTiles.Source(level: level, size: size))
-        }
-        tiles = OwnLevelTiles(sources: sources)
     }
 
-    /// Threads of one region's decode: OpenJPEG shares a region's code-blocks out.
-    package static let threads = min(2, Processors.online)
+    /// Rows of a band of a level `width` wide.
+    package static func bandRows(width: Int) -> Int { max(64, min(1024, bandPixels / max(1, width) / 64 * 64)) }
 
-    /// Makes every tile of `geometry`, coarse to fine, those `waiting()` names first, and hands
-    /// each to `emit` (a view valid during the call).
+    /// The most bytes the pass holds besides the reducer's strips: a band, OpenJPEG's 32-bit
+    /// samples for it (four components, and a quarter more), and two regions of the out-of-turn
+    /// tiles with OpenJPEG's buffers for one.
+    package func workingBytes(geometry: PyramidGeometry) -> Int {
+        let band = geometry.size.width * Self.bandRows(width: geometry.size.width)
+        let regions = direct(geometry).regionBytes(geometry)
+        return band * 4 + band * 20 + 2 * regions + regions * 5
+    }
+
+    /// The levels the full pass makes, each read from the full size (the out-of-turn tiles).
+    private func direct(_ geometry: PyramidGeometry) -> OwnLevelTiles {
+        OwnLevelTiles(sources: (0..<(coarse ?? geometry.levels.count)).map { _ in OwnLevelTiles.Source(level: 0, size: geometry.size) })
+    }
+
+    /// Makes every tile of `geometry` and hands each to `emit` (a view valid during the call);
+    /// a tile may be handed over twice (out of turn, then by the pass).
     package func run(
         _ bytes: UnsafeRawBufferPointer, geometry: PyramidGeometry, waiting: () -> [TileAddress],
-        emit: (TileAddress, PixelImage) throws -> Void
+        emit: @escaping (TileAddress, PixelImage) throws -> Void
     ) throws {
-        try tiles.run(
-            geometry: geometry, waiting: waiting,
-            read: { level, x, y, size, out in
-                try JP2Codec.decodeRegion(
-                    bytes, reduce: tiles.sources[level].level, x: x, y: y, size: size, into: UnsafeMutableRawPointer(out),
-                    stride: size.width * 4, threads: size.pixelCount >= 1 << 18 ? Self.threads : 1)
-            }, emit: emit)
+        let all = geometry.levels.count
+        if let coarse {
+            try bands(bytes, reduce: coarse, geometry: geometry, into: PyramidReducer(geometry: geometry, levels: coarse..<all, emit: emit))
+        }
+        let fine = coarse ?? all
+        let tiles = direct(geometry)
+        let regionBytes = tiles.regionBytes(geometry)
+        // The out-of-turn tiles' regions, allocated when a request first waits.
+        var regions: (PixelStorage, PixelStorage)?
+        var made = Set<TileAddress>()
+        let read: OwnLevelTiles.Read = { _, x, y, size, out in
+            try JP2Codec.decodeRegion(
+                bytes, reduce: 0, x: x, y: y, size: size, into: UnsafeMutableRawPointer(out), stride: size.width * 4)
+        }
+        try bands(bytes, reduce: 0, geometry: geometry, into: PyramidReducer(geometry: geometry, levels: 0..<fine, emit: emit)) {
+            for tile in waiting() where tile.level < fine && geometry.contains(tile) && !made.contains(tile) {
+                made.insert(tile)
+                if regions == nil {
+                    regions = (PixelStorage(uninitializedByteCount: regionBytes), PixelStorage(uninitializedByteCount: regionBytes))
+                }
+                try emit(tile, try tiles.make(tile, geometry: geometry, read: read, region: regions!.0, scratch: regions!.1))
+            }
+        }
+    }
+
+    /// The file's level `reduce` (the pyramid's level of the same index), decoded in bands of
+    /// whole rows into `reducer`; `between` runs before each band.
+    private func bands(
+        _ bytes: UnsafeRawBufferPointer, reduce: Int, geometry: PyramidGeometry, into reducer: PyramidReducer,
+        between: () throws -> Void = {}
+    ) throws {
+        let size = geometry.levels[reduce]
+        let rows = Self.bandRows(width: size.width)
+        let band = PixelStorage(uninitializedByteCount: size.width * rows * 4)
+        var y = 0
+        while y < size.height {
+            try between()
+            let count = min(rows, size.height - y)
+            try JP2Codec.decodeRegion(
+                bytes, reduce: reduce, x: 0, y: y, size: PixelSize(width: size.width, height: count), into: band.base,
+                stride: size.width * 4)
+            try reducer.write(rows: count, from: band.base, stride: size.width * 4)
+            y += count
+        }
     }
 }

@@ -75,9 +75,9 @@ package struct OwnLevelTiles: Sendable, Hashable {
         }
     }
 
-    /// `tile` read from its level's image into `region` (`scratch` for the reductions): a view
-    /// of one of the two.
-    private func make(
+    /// `tile` read from its level's image into `region` (`scratch` for the reductions, both
+    /// ``regionBytes(_:)`` long): a view of one of the two, valid until they are reused.
+    package func make(
         _ tile: TileAddress, geometry: PyramidGeometry, read: Read, region: PixelStorage, scratch: PixelStorage
     ) throws -> PixelImage {
         let source = sources[tile.level], page = source.size

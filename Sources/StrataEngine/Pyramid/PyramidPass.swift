@@ -16,9 +16,9 @@ import StrataCodecs
 /// - A pyramidal TIFF (orientation 1; its own reduced images, as pages or SubIFDs, cover every
 ///   level: ``TIFFPyramidLevels``) gives each tile from its own image of the tile's level, read
 ///   as a region, the tiles a viewer waits for first: nothing is reduced from the full size.
-/// - A JPEG 2000 file gives each tile from its own resolution level of the tile's, a region
-///   decode of the code-blocks it needs (``JP2PyramidLevels``), the tiles a viewer waits for
-///   first, as a pyramidal TIFF does.
+/// - A JPEG 2000 file is read in bands of region decodes, in two passes as a JPEG (its own
+///   reduced level for the coarse one), the tiles a viewer waits for decoded out of turn
+///   (``JP2PyramidLevels``).
 /// - Another TIFF (orientation 1) is read in bands of whole strips or tiles through libtiff.
 /// - A PNG (not interlaced, orientation 1) is read in rows through libpng's row API
 ///   (`PNGRowReader`).
@@ -81,7 +81,7 @@ package enum PyramidPass {
         switch feed {
         case .wholeDecode where header.format == .jp2:
             why =
-                "a JPEG 2000 file whose own levels cannot make the pyramid's (an image area off the grid's origin, or a coarsest level over \(JP2PyramidLevels.maximumSide) pixels: re-encode it with more resolution levels, e.g. opj_compress -n 8)"
+                "a JPEG 2000 file whose image area is off its reference grid's origin (re-encode it, e.g. with opj_compress)"
         case .wholeDecode:
             why =
                 header.format == .jpeg && header.orientation == 1 && !header.isCMYK

@@ -418,16 +418,13 @@ public final class TilePyramids: Sendable {
     /// What one pass holds while it runs: the strips (``memoryBound(for:)``), the JPEG coarse
     /// pass's bands (8 MiB), and for a whole decode the decoded image; plus the codec's own
     /// buffers (a progressive JPEG's coefficients, libwebp's alpha plane or lossless image).
-    /// A JPEG 2000 file's own levels hold two regions and OpenJPEG's buffers for one (its
+    /// A JPEG 2000 file's passes hold a band and two regions, with OpenJPEG's buffers (its
     /// 32-bit samples of up to four components, and a quarter more), never the image.
     private func passBytes(
         header: ImageHeader, feed: PyramidPass.Feed, geometry: PyramidGeometry, bytes: UnsafeRawBufferPointer
     ) -> Int {
         var total = memoryBound(for: header.size) + (8 << 20)
-        if case .jp2Levels(let levels) = feed {
-            let region = levels.tiles.regionBytes(geometry)
-            return total + 2 * region + JP2Codec.workingBytes(components: 4, decodedSize: PixelSize(width: region / 4, height: 1))
-        }
+        if case .jp2Levels(let levels) = feed { return total + levels.workingBytes(geometry: geometry) }
         if case .wholeDecode = feed { total += 4 * header.size.width * header.size.height }
         return total + ImageDecoder.workingBytes(for: header, decodedSize: header.size, bytes: bytes)
     }

@@ -122,22 +122,33 @@ struct ViewerBrowserTests {
         try await server.stop()
     }
 
+    /// A JPEG (its pyramid from one streaming pass) and the same image as a tiled JPEG 2000
+    /// (`opj_compress`, 1024-px tiles, 6 levels, 10:1: its pyramid from its own levels).
     @Test(
         "the viewer on a big image: its tiles come from the pyramid built as they are asked for",
         .enabled(if: chromium != nil, "no chromium at /usr/bin/chromium and apt-get could not install it: browser test skipped"),
-        .timeLimit(.minutes(10)))
-    func headlessChromiumOnABigImage() async throws {
+        .timeLimit(.minutes(10)), arguments: ["big.jpg", "big.jp2"])
+    func headlessChromiumOnABigImage(name: String) async throws {
         let browser = try #require(Self.chromium)
         let originals = makeScratchDirectory("big-originals")
         // 6144 × 4096 (100 MB decoded, beside the other tests), above a 20 MP iiif.tiledAbove.
         let jpeg = try await offThePool { try Mosaic.jpeg(PixelSize(width: 6144, height: 4096)) }
         try Data(jpeg).write(to: URL(fileURLWithPath: originals + "/big.jpg"))
+        if name == "big.jp2" {
+            let tiff = originals + "/big.tif"
+            _ = try await offThePool {
+                try Data(TIFFWriter.tiff(try ImageDecoder().decode(jpeg), .rgb)).write(to: URL(fileURLWithPath: tiff))
+                _ = try ExternalTools.run(
+                    "opj_compress", ["-i", tiff, "-o", originals + "/big.jp2", "-t", "1024,1024", "-n", "6", "-r", "10"])
+            }
+            try FileManager.default.removeItem(atPath: tiff)
+        }
         let server = try await TestServer.start(
             ["source.directory": originals, "iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "20000000"],
             disk: false, sourceDirectory: false)
-        let url = "http://127.0.0.1:\(server.port)/viewer?id=big.jpg&script=zoomin,zoomin,zoomin,zoomin,pan:300:200"
+        let url = "http://127.0.0.1:\(server.port)/viewer?id=\(name)&script=zoomin,zoomin,zoomin,zoomin,pan:300:200"
         let counters = try await Self.runViewer(browser, url)
-        print("viewer counters (big image): \(counters)")
+        print("viewer counters (\(name)): \(counters)")
         #expect((counters["total"] ?? 0) > 0 && counters["errors"] == 0)
         let stats = try JSONSerialization.jsonObject(with: Data(try await server.get("/stats").body)) as? [String: Any]
         let pyramids = try #require(stats?["pyramids"] as? [String: Any])
