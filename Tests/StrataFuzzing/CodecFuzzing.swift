@@ -11,7 +11,8 @@ extension Fuzzing {
     /// a decode at the full size and, when the header lists thumbnails (HEIF), at the smallest
     /// one fills exactly that size or throws ``ImageDecodingError``; one input in four is also
     /// rendered, within its box; a TIFF whose images make a pyramid of 64-px tiles has every tile
-    /// read from them (``TIFFPyramidLevels``), each of its size. The decoder is reused, so a
+    /// read from them (``TIFFPyramidLevels``), each of its size, and a JPEG 2000 file's pyramid
+    /// is made from its region decodes (``JP2PyramidLevels``). The decoder is reused, so a
     /// failure must leave it usable for the next input.
     package static func decode(_ bytes: UnsafeRawBufferPointer, as format: ImageFormat) {
         guard bytes.count > 0, ImageFormatDetector.detect(bytes) == format else { return }
@@ -41,6 +42,7 @@ extension Fuzzing {
             }
         }
         if format == .tiff, header.orientation == 1 { tiffPyramid(bytes, size: header.size) }
+        if format == .jp2 { jp2Pyramid(bytes, size: header.size, waiting: bytes.count % 3 == 0) }
         guard bytes.count % 4 == 0 else { return }
         let box = PixelSize(width: 1 + bytes.count % 97, height: 1 + bytes.count % 61)
         let mode: ContentMode = bytes.count % 8 == 0 ? .fit : .fill
@@ -58,6 +60,31 @@ extension Fuzzing {
         }
         do {
             try levels.run(bytes, geometry: geometry, waiting: { [] }) { tile, image in
+                require(image.size == geometry.rect(of: tile).size, "a pyramid tile of another size")
+            }
+        } catch {
+            require(error is ImageDecodingError, "a pyramid's read threw \(error)")
+        }
+    }
+
+    /// Every tile of a JPEG 2000 file's pyramid of 64-px tiles from its banded region decodes
+    /// (``JP2PyramidLevels``), a tile waited for made out of turn when `waiting`: each of its
+    /// rect's size, or a typed error.
+    private static func jp2Pyramid(_ bytes: UnsafeRawBufferPointer, size: PixelSize, waiting: Bool) {
+        let geometry = PyramidGeometry(size: size, tileSize: 64)
+        guard let features = try? JP2Codec.features(bytes), let levels = JP2PyramidLevels(features: features, geometry: geometry) else {
+            return
+        }
+        let last = TileAddress(level: 0, column: geometry.grid(0).columns - 1, row: geometry.grid(0).rows - 1)
+        var asked = waiting
+        do {
+            try levels.run(
+                bytes, geometry: geometry,
+                waiting: {
+                    defer { asked = false }
+                    return asked ? [last] : []
+                }
+            ) { tile, image in
                 require(image.size == geometry.rect(of: tile).size, "a pyramid tile of another size")
             }
         } catch {

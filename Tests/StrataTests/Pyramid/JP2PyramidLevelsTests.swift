@@ -111,7 +111,8 @@ import StrataTestSupport
                 copy.withUnsafeMutableBytes { out in
                     view.withUnsafeBytes { from in
                         for y in 0..<view.height {
-                            (out.baseAddress! + y * stride).copyMemory(from: from.baseAddress! + y * view.bytesPerRow, byteCount: view.width * 4)
+                            (out.baseAddress! + y * stride).copyMemory(
+                                from: from.baseAddress! + y * view.bytesPerRow, byteCount: view.width * 4)
                         }
                     }
                 }
