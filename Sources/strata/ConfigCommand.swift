@@ -36,7 +36,11 @@ struct ConfigCommand: AsyncParsableCommand {
         let width = configuration.resolved.map(\.key.name.count).max() ?? 0
         for entry in configuration.resolved {
             let name = entry.key.name.padding(toLength: width, withPad: " ", startingAt: 0)
-            print("\(name) = \(entry.value ?? "(unset)")  (\(entry.origin))")
+            if entry.key.name == "iiif.pyramidPath", configuration.iiif.pyramidPathIsDefault, let path = configuration.iiif.pyramidPath {
+                print("\(name) = \(path)  (default: beside disk.path)")
+            } else {
+                print("\(name) = \(entry.value ?? "(unset)")  (\(entry.origin))")
+            }
         }
         switch configuration.source {
         case .none: print("# source: none (only cached images are served)")
