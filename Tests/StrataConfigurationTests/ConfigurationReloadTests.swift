@@ -130,5 +130,10 @@ struct ConfigurationReloadTests {
         #expect(line("source.http.headers")?.contains("<redacted>") == true)
         #expect(!run.stdout.contains("top-s3cret") && !run.stderr.contains("top-s3cret"))
         #expect(run.stdout.contains("# source: HTTP origin http://127.0.0.1:9/images"))
+        #expect(line("iiif.pyramidPath")?.contains("(unset)  (default)") == true)
+        // With a disk tier, the pyramids' default place beside it.
+        let disk = try runStrata(["config", "--disk-path", dir.path + "/disk"], environment: [:])
+        #expect(disk.stdout.contains("iiif.pyramidPath"), "\(disk.stderr)")
+        #expect(disk.stdout.contains("= \(dir.path)/disk-pyramids  (default: beside disk.path)"), "\(disk.stdout)")
     }
 }
