@@ -230,8 +230,8 @@ extension StrataConfiguration {
             "AVIF encoder speed, 0 (smallest files, slowest) … 10 (fastest); 7: about 0.2 s for a 1024 px photo on 2 cores; 9: 5× faster for 7 % more bytes."
         ),
         .init(
-            "http.formats", "avif, webp, jpeg, png", list: true,
-            "Formats of answers without `format=`, most preferred first: `avif`/`webp` when `Accept` names them, `jpeg` for opaque pixels (or any, without `png`), `png`; jpeg or png must be listed."
+            "http.formats", "avif, jxl, webp, jpeg, png", list: true,
+            "Formats of answers without `format=`, most preferred first: `avif`/`jxl`/`webp` when `Accept` names them, `jpeg` for opaque pixels (or any, without `png`), `png`; jpeg or png must be listed."
         ),
         .init(
             "http.nodeName", nil,
