@@ -1,19 +1,21 @@
-"""JPEG XL against AVIF and JPEG at equal SSIM, and their encode times (Scripts/bench-jxl.sh).
+"""JPEG XL against AVIF, WebP and JPEG at equal SSIM, and their encode times (Scripts/bench-jxl.sh).
 
 Each photo of Fixtures/jpeg is rendered by the release `strata decode --size 1024x1024` (the
 answer `?w=1024&h=1024` gets); that PNG is the reference. The same command with `--out F.ext
---quality Q` encodes the answer with Strata's encoders (JPEG: libjpeg-turbo; AVIF: libavif/aom
+--quality Q` encodes the answer with Strata's encoders (JPEG: libjpeg-turbo; WebP: libwebp; AVIF: libavif/aom
 at speed 7; JPEG XL: libjxl at JXLCodec.defaultEffort) at a grid of qualities. Each file is
-decoded by its format's reference tool (Pillow for JPEG, avifdec, djxl) and compared with the
+decoded by its format's reference tool (Pillow for JPEG and WebP, avifdec, djxl) and compared with the
 reference: SSIM of BT.601 luma, 11x11 Gaussian window sigma 1.5 (scikit-image's
 structural_similarity with gaussian_weights=True, use_sample_covariance=False, data_range=255,
 as Benchmarks/Sources/strata-bench/SSIM.swift computes it). Bytes at equal SSIM: the log of the
 bytes interpolated linearly in SSIM between the two qualities around the target.
 
-Encode time: median over ROUNDS interleaved runs of `strata decode` with `--out` minus the
-median without (the decode and resize alone), at each format's service default quality.
-Effort: `cjxl -e E --num_threads=0` of the reference PNG at the same distances (libjxl's own
-timing, wall clock of the process), bytes at equal SSIM by effort.
+Encode time: CPU time (user + system, from getrusage of the child; wall clock is at the mercy
+of whatever else the machine runs), median over ROUNDS interleaved runs of `strata decode` with
+`--out` minus the median without (the decode and resize alone), at each format's service
+default quality; the encoders are single-threaded, so this is their wall time on an idle core.
+Effort: `cjxl -e E --num_threads=0` of the reference PNG at the same distances (CPU time of the
+process, the PNG read included), bytes at equal SSIM by effort.
 """
 
 import json
@@ -22,8 +24,8 @@ import os
 import statistics
 import subprocess
 import sys
+import resource
 import tempfile
-import time
 
 import numpy as np
 from PIL import Image
@@ -39,10 +41,11 @@ PHOTOS = [
 ]
 QUALITIES = {
     "jpeg": [30, 40, 50, 60, 70, 75, 80, 85, 90, 95],
+    "webp": [30, 40, 50, 60, 70, 75, 80, 85, 90, 95],
     "avif": [20, 30, 40, 50, 60, 70, 80, 90],
     "jxl": [20, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95],
 }
-DEFAULT_QUALITY = {"jpeg": 80, "avif": 60, "jxl": 80}
+DEFAULT_QUALITY = {"jpeg": 80, "webp": 80, "avif": 60, "jxl": 80}
 EFFORTS = [3, 5, 7]
 TARGETS = [0.95, 0.98]
 
@@ -62,7 +65,7 @@ def ssim(reference, path):
 
 
 def decoded_png(path, fmt, work):
-    if fmt == "jpeg":
+    if fmt in ("jpeg", "webp"):
         return path
     out = os.path.join(work, "decoded.png")
     if fmt == "avif":
@@ -81,13 +84,19 @@ def at_ssim(points, target):
     return None
 
 
+def cpu_seconds(args):
+    """The CPU time (user + system, every thread) of a child process running `args`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run(args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def strata_time(photo, out, quality):
     args = [STRATA, "decode", photo, "--size", "1024x1024"]
     if out:
         args += ["--out", out, "--quality", str(quality)]
-    start = time.perf_counter()
-    run(args)
-    return time.perf_counter() - start
+    return cpu_seconds(args)
 
 
 def main():
@@ -113,9 +122,8 @@ def main():
                 for q in QUALITIES["jxl"]:
                     out = os.path.join(work, "effort.jxl")
                     distance = 0.1 + (100 - q) * 0.09 if q >= 30 else 53 / 3000 * q * q - 23 / 20 * q + 25
-                    start = time.perf_counter()
-                    run(["cjxl", reference_png, out, "-d", f"{distance:.4f}", "-e", str(effort), "--num_threads=0"])
-                    seconds = time.perf_counter() - start
+                    seconds = cpu_seconds(
+                        ["cjxl", reference_png, out, "-d", f"{distance:.4f}", "-e", str(effort), "--num_threads=0"])
                     curve.append({"quality": q, "bytes": os.path.getsize(out), "seconds": seconds,
                                   "ssim": ssim(reference, decoded_png(out, "jxl", work))})
                 entry["efforts"][str(effort)] = curve
@@ -145,7 +153,9 @@ def main():
         key = f"bytesAtSSIM{target}"
         summary[key] = {
             "jxl/avif": ratio("jxl", "avif", key), "jxl/jpeg": ratio("jxl", "jpeg", key), "avif/jpeg": ratio("avif", "jpeg", key),
+            "jxl/webp": ratio("jxl", "webp", key), "webp/jpeg": ratio("webp", "jpeg", key),
             "jxl-e3/jxl-e7": ratio("jxl-e3", "jxl-e7", key), "jxl-e5/jxl-e7": ratio("jxl-e5", "jxl-e7", key),
+            "jxl-e3/jxl-e5": ratio("jxl-e3", "jxl-e5", key),
         }
     summary["encodeSeconds"] = {fmt: statistics.mean(p["encodeSeconds"][fmt] for p in results["photos"]) for fmt in QUALITIES}
     summary["cjxlSecondsAtQ80"] = {

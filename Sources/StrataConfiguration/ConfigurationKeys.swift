@@ -220,7 +220,7 @@ extension StrataConfiguration {
             "http.maxQueue", "64",
             "Most urgent jobs waiting; a request that needs work beyond it gets 503 + `Retry-After` (memory hits are still served)."),
         .init("http.retryAfter", "1s", "`Retry-After` of a shed request."),
-        .init("http.encodedCacheSize", "64MiB", "Bytes of encoded JPEG/WebP/PNG/AVIF kept for warm requests (0: off)."),
+        .init("http.encodedCacheSize", "64MiB", "Bytes of encoded JPEG/WebP/PNG/AVIF/JPEG XL kept for warm requests (0: off)."),
         .init("http.quality", "80", "Encoder quality when a request names none (JPEG, lossy WebP; 100: lossless WebP)."),
         .init(
             "http.avifQuality", "60",

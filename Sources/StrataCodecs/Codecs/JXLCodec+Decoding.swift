@@ -24,15 +24,19 @@ import StrataBase
 /// - **Limits**: the caller checks the header's size against ``DecodingLimits`` before any
 ///   decode; the decode checks the basic info again before libjxl allocates anything.
 /// - **Threads**: ``threads(for:)``: libjxl's thread runner only for a decode large enough to
-///   repay it.
+///   repay it, and only while a core is idle.
 /// - **Errors**: input that ends early is ``ImageDecodingError/Reason/truncated`` (the input is
 ///   never closed, so libjxl asks for more instead of failing); anything else libjxl refuses is
 ///   ``ImageDecodingError/Reason/corrupt(_:)``.
 extension JXLCodec {
-    /// Threads for a decode of `pixels`: 2 from 4 megapixels up, else 1 (libjxl's groups are
-    /// 256×256 pixels: a small image has too few to share, and the engine runs several renders
-    /// at once anyway).
-    package static func threads(for pixels: Int) -> Int { pixels >= 4_000_000 ? 2 : 1 }
+    /// Threads for a decode of `pixels`: 2 from 4 megapixels up when a core is idle
+    /// (``ProgressiveJPEGSplit/hasIdleCores(pending:)``), else 1. libjxl's groups are 256×256
+    /// pixels, too few in a small image to share; and on two busy cores a second thread measured
+    /// no faster (0.9–1.1× a 2560×1600 decode's time, lossy and lossless), so a loaded server
+    /// decodes each image on one thread, several images at once.
+    package static func threads(for pixels: Int) -> Int {
+        pixels >= 4_000_000 && ProgressiveJPEGSplit.hasIdleCores() ? 2 : 1
+    }
 
     /// A libjxl decoder over bytes it does not copy (they must outlive it), with a thread
     /// runner when asked for more than one thread.

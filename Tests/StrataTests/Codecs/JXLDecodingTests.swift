@@ -14,6 +14,17 @@ struct JXLDecodingTests {
         try tools.png(decodeFixture(photo))
     }
 
+    @Test("detection: the codestream's FF 0A and the container's signature box, nothing shorter")
+    func detection() {
+        #expect(ImageFormatDetector.detect([0xFF, 0x0A]) == .jxl)
+        #expect(ImageFormatDetector.detect([0xFF]) == nil)
+        #expect(ImageFormatDetector.detect([0xFF, 0xD8, 0xFF]) == .jpeg)
+        let box: [UInt8] = [0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]
+        #expect(ImageFormatDetector.detect(box) == .jxl)
+        #expect(ImageFormatDetector.detect(Array(box.prefix(11))) == nil)
+        #expect(ImageFormatDetector.detect([0, 0, 0, 0x0C, 0x6A, 0x50, 0x20, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) == .jp2)
+    }
+
     @Test("lossy (XYB): the pixels are djxl's and close to the source; a bare codestream")
     func lossy() throws {
         let tools = FormatTools()
@@ -101,6 +112,23 @@ struct JXLDecodingTests {
         #expect(psnr(image, upright) >= 30, "orientation \(n)")
         let djxl = try FormatTools().djxl(jxl)
         #expect(PixelDiff.compare(image, djxl).max == 0, "djxl orients the same way")
+    }
+
+    @Test("a 4-megapixel decode (on libjxl's thread runner when a core is idle) gives djxl's pixels")
+    func largeDecode() throws {
+        let tools = FormatTools()
+        let jxl = try tools.cjxl(tools.png(decodeFixture("jpeg/path-2560x1600.jpg")), ["-d", "2"])
+        let header = try ImageDecoder().readHeader(jxl)
+        #expect(header.size.pixelCount >= 4_000_000)
+        var image = PixelImage(width: header.size.width, height: header.size.height)
+        let stride = image.bytesPerRow
+        let threads = try jxl.withUnsafeBytes { raw in
+            try image.withUnsafeMutableBytes { out in
+                try JXLCodec.decode(raw, size: header.codedSize, maxPixels: 5_000_000, into: out.baseAddress!, stride: stride)
+            }
+        }
+        #expect(threads == 1 || threads == 2)
+        #expect(PixelDiff.compare(image, try tools.djxl(jxl)).max <= 1)
     }
 
     @Test("more pixels than the limit: refused from the header, before any decode")
