@@ -16,13 +16,14 @@ import StrataBase
 ///   original ICC profile of a lossless or `uses_original_profile` file, the encoded colour
 ///   space of a lossy (XYB) one. A lossy file whose original was an ICC profile would come out
 ///   as linear sRGB, which 8 bits cannot hold without banding: such files are rendered to sRGB
-///   by libjxl instead (out-of-gamut colours clipped, as Little CMS's relative colorimetric
-///   intent clips them). sRGB needs no conversion (``EmbeddedColour/none``); PQ and HLG are
-///   ``EmbeddedColour/unusable(_:)`` (no tone mapping); gray images are taken as sRGB gray.
+///   by libjxl instead (out-of-gamut colours clipped, as Little CMS's conversion of a matrix
+///   profile clips them). sRGB and sRGB gray need no conversion (``EmbeddedColour/none``); other
+///   gray encodings are a gray profile; PQ and HLG are ``EmbeddedColour/unusable(_:)`` (no tone
+///   mapping).
 /// - **Animation**: the first frame (coalesced: the whole canvas); ``ImageHeader/isAnimated``
 ///   says so.
 /// - **Limits**: the caller checks the header's size against ``DecodingLimits`` before any
-///   decode; the decode checks the basic info again before libjxl allocates anything.
+///   decode; the decode checks the basic info again before libjxl allocates the frame.
 /// - **Threads**: ``threads(for:)``: libjxl's thread runner only for a decode large enough to
 ///   repay it, and only while a core is idle.
 /// - **Errors**: input that ends early is ``ImageDecodingError/Reason/truncated`` (the input is
