@@ -115,6 +115,12 @@ let package = Package(
             providers: [.apt(["libopenjp2-7-dev"])]),
         // OpenJPEG over bytes in memory, its messages kept per file, its planes turned into BGRA.
         .target(name: "CStrataJP2", dependencies: ["COpenJPEG"]),
+        // JPEG XL (libjxl 0.7): decode and encode; libjxl_threads' runner for large decodes. Found
+        // like CAVIF, in the default paths: libjxl's pkg-config file adds -DHWY_SHARED_DEFINE,
+        // which SwiftPM refuses (and which only highway's C++ headers read).
+        .systemLibrary(
+            name: "CJXL",
+            providers: [.apt(["libjxl-dev"])]),
         .systemLibrary(
             name: "CXXHash", pkgConfig: "libxxhash",
             providers: [.apt(["libxxhash-dev"])]),
@@ -139,7 +145,7 @@ let package = Package(
             dependencies: [
                 "StrataBase",
                 "CTurboJPEG", "CStrataJPEG", "CWebP", "CPNG", "CStrataPNG", "CAVIF", "CHeif", "CStrataHEIF", "CGIF", "CTIFF",
-                "CStrataTIFF", "CStrataJP2", "CLCMS2", "CZlib", "CStrataSIMD",
+                "CStrataTIFF", "CStrataJP2", "CJXL", "CLCMS2", "CZlib", "CStrataSIMD",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

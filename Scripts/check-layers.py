@@ -37,7 +37,7 @@ LAYERS = {
 C_TARGETS = {
     "StrataBase": {"CStrataLinux", "CStrataSIMD", "CXXHash"},
     "StrataCodecs": {"CTurboJPEG", "CJPEG", "CStrataJPEG", "CWebP", "CPNG", "CStrataPNG", "CAVIF", "CHeif",
-                     "CDe265", "CStrataHEIF", "CGIF", "CTIFF", "CStrataTIFF", "CLCMS2", "CZlib", "CStrataSIMD"},
+                     "CDe265", "CStrataHEIF", "CGIF", "CTIFF", "CStrataTIFF", "CJXL", "CLCMS2", "CZlib", "CStrataSIMD"},
     "StrataTiers": {"CStrataLinux", "CXXHash"},
     "StrataEngine": {"CStrataLinux", "CStrataSIMD"},
     "strata": {"CStrataLinux"},

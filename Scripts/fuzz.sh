@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing FuzzAVIF FuzzHEIF FuzzGIF FuzzTIFF FuzzJP2
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(FuzzDecode FuzzDiskFile FuzzImageTable FuzzSizing FuzzAVIF FuzzHEIF FuzzGIF FuzzTIFF FuzzJP2 FuzzJXL
     FuzzImageParameters FuzzIIIF FuzzURLSigner FuzzConfigFile FuzzWarmPath FuzzThumbor)
 scratch=.build-fuzz
 

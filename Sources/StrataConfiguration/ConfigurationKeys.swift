@@ -220,7 +220,7 @@ extension StrataConfiguration {
             "http.maxQueue", "64",
             "Most urgent jobs waiting; a request that needs work beyond it gets 503 + `Retry-After` (memory hits are still served)."),
         .init("http.retryAfter", "1s", "`Retry-After` of a shed request."),
-        .init("http.encodedCacheSize", "64MiB", "Bytes of encoded JPEG/WebP/PNG/AVIF kept for warm requests (0: off)."),
+        .init("http.encodedCacheSize", "64MiB", "Bytes of encoded JPEG/WebP/PNG/AVIF/JPEG XL kept for warm requests (0: off)."),
         .init("http.quality", "80", "Encoder quality when a request names none (JPEG, lossy WebP; 100: lossless WebP)."),
         .init(
             "http.avifQuality", "60",
@@ -230,8 +230,8 @@ extension StrataConfiguration {
             "AVIF encoder speed, 0 (smallest files, slowest) … 10 (fastest); 7: about 0.2 s for a 1024 px photo on 2 cores; 9: 5× faster for 7 % more bytes."
         ),
         .init(
-            "http.formats", "avif, webp, jpeg, png", list: true,
-            "Formats of answers without `format=`, most preferred first: `avif`/`webp` when `Accept` names them, `jpeg` for opaque pixels (or any, without `png`), `png`; jpeg or png must be listed."
+            "http.formats", "avif, jxl, webp, jpeg, png", list: true,
+            "Formats of answers without `format=`, most preferred first: `avif`/`jxl`/`webp` when `Accept` names them, `jpeg` for opaque pixels (or any, without `png`), `png`; jpeg or png must be listed."
         ),
         .init(
             "http.nodeName", nil,

@@ -48,9 +48,9 @@ public struct HTTPServiceSettings: Sendable, Equatable {
     /// AVIF encoder speed, 0 (smallest files, slowest) … 10 (fastest).
     public var avifSpeed = AVIFCodec.defaultSpeed
     /// The formats an answer without `format=` may take, most preferred first (`http.formats`):
-    /// AVIF and WebP when `Accept` names them, JPEG for opaque pixels (or always, when PNG is
-    /// not listed), PNG (``negotiableFormats``).
-    public var formats: [ImageFormat] = [.avif, .webp, .jpeg, .png]
+    /// AVIF, JPEG XL and WebP when `Accept` names them, JPEG for opaque pixels (or always, when
+    /// PNG is not listed), PNG (``negotiableFormats``).
+    public var formats: [ImageFormat] = [.avif, .jxl, .webp, .jpeg, .png]
     /// This node's name (`X-Strata-Node`, the `node` label of `/stats` and `/metrics`): tells
     /// the nodes of a cluster apart. Letters, digits and `-._:`, at most 64 bytes.
     public var nodeName = HTTPServiceSettings.hostName()
@@ -214,7 +214,7 @@ extension HTTPServiceSettings {
     }
 
     /// The formats negotiation may answer in.
-    public static let negotiableFormats: [ImageFormat] = [.avif, .webp, .jpeg, .png]
+    public static let negotiableFormats: [ImageFormat] = [.avif, .jxl, .webp, .jpeg, .png]
 
     /// `http.formats`: formats of ``negotiableFormats``, each once, JPEG or PNG among them (an
     /// answer every client decodes).
@@ -233,7 +233,7 @@ extension HTTPServiceSettings {
         }
         guard formats.contains(.jpeg) || formats.contains(.png) else {
             throw reader.error(
-                "http.formats", reason: "list jpeg or png (or both): the answer for a client that accepts neither AVIF nor WebP")
+                "http.formats", reason: "list jpeg or png (or both): the answer for a client that accepts none of AVIF, JPEG XL and WebP")
         }
         return formats
     }

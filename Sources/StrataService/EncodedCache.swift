@@ -45,7 +45,7 @@ package struct EncodedKey: Hashable, Sendable {
 
     /// The strong validator of these bytes, one format for `/images` and IIIF:
     /// `"{source version, hex}-{variant}-{format}[-q{quality}][-s{speed}][-icc][-{derivation}]"`,
-    /// the quality only for JPEG, WebP and AVIF, the speed only for AVIF, `-icc` for
+    /// the quality only for JPEG, WebP, AVIF and JPEG XL, the speed only for AVIF, `-icc` for
     /// `color.output` `original`, the derivation's commas written `;` (clients and
     /// ``FormatNegotiation`` split `If-None-Match` on commas; canonical forms have no `;`).
     package var etag: String {
@@ -58,7 +58,7 @@ package struct EncodedKey: Hashable, Sendable {
     }
 }
 
-/// The service's second cache level: encoded JPEG/WebP/PNG/AVIF bytes of variants the engine
+/// The service's second cache level: encoded JPEG/WebP/PNG/AVIF/JPEG XL bytes of variants the engine
 /// served, so that a warm request is two hash lookups (the engine's memory tier, then this)
 /// and a write, with no encode. Decoded and encoded images are kept apart because one decoded
 /// variant serves several encodings, and because a decoded variant is what the tolerance

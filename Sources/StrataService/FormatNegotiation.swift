@@ -12,16 +12,17 @@ package enum FormatNegotiation {
     }
 
     /// The answer's format for a request without `format=`: the first of `formats`
-    /// (`http.formats`, most preferred first) that applies — AVIF and WebP when `Accept` names
-    /// `image/avif`, `image/webp` (``accepts(_:in:)``); JPEG, unless PNG comes later in the list
-    /// (then ``Outcome/byAlpha``); PNG. JPEG when none applies (the configuration lists JPEG or
-    /// PNG, so only a list built in code gets there). Cost: a scan of `Accept` per listed AVIF
-    /// or WebP before the one chosen.
+    /// (`http.formats`, most preferred first) that applies — AVIF, JPEG XL and WebP when `Accept`
+    /// names `image/avif`, `image/jxl`, `image/webp` (``accepts(_:in:)``); JPEG, unless PNG comes
+    /// later in the list (then ``Outcome/byAlpha``); PNG. JPEG when none applies (the
+    /// configuration lists JPEG or PNG, so only a list built in code gets there). Cost: a scan
+    /// of `Accept` per listed AVIF, JPEG XL or WebP before the one chosen.
     package static func negotiate(_ formats: [ImageFormat], accept: [String]) -> Outcome {
         for (index, format) in formats.enumerated() {
             switch format {
             case .avif: if accepts("image/avif", in: accept) { return .format(.avif) }
             case .webp: if accepts("image/webp", in: accept) { return .format(.webp) }
+            case .jxl: if accepts("image/jxl", in: accept) { return .format(.jxl) }
             case .jpeg: return formats[(index + 1)...].contains(.png) ? .byAlpha : .format(.jpeg)
             case .png: return .format(.png)
             case .heic, .gif, .tiff, .jp2: continue

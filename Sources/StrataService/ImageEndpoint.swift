@@ -321,7 +321,7 @@ package struct ImageEndpoint: Sendable {
 
     /// Format negotiation and the encoded-cache lookup, shared by the route and the warm path.
     /// Without `format`: the first of `http.formats` that `Accept` allows
-    /// (``FormatNegotiation/negotiate(_:accept:)``: AVIF, then WebP, then JPEG or PNG by
+    /// (``FormatNegotiation/negotiate(_:accept:)``: AVIF, then JPEG XL, then WebP, then JPEG or PNG by
     /// default); where that is JPEG-or-PNG by alpha, the JPEG or PNG already cached for this
     /// variant; else undecided (`format` `nil`): the route scans the pixels for alpha on the
     /// engine's threads (PNG with alpha, JPEG without), and the warm path passes the request

@@ -5,7 +5,7 @@ import StrataConfiguration
 /// The encodings an image can be sent in. `raw` is the BGRA (or the variant's style) rows as
 /// the engine holds them.
 public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
-    case webp, jpeg, png, avif, gif, raw
+    case webp, jpeg, png, avif, gif, jxl, raw
 
     /// The response format of an encoder's format (`nil`: one answers are never encoded in).
     package init?(_ format: ImageFormat) {
@@ -15,6 +15,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         case .png: self = .png
         case .avif: self = .avif
         case .gif: self = .gif
+        case .jxl: self = .jxl
         case .heic, .tiff, .jp2: return nil
         }
     }
@@ -27,6 +28,7 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         case .png: return .png
         case .avif: return .avif
         case .gif: return .gif
+        case .jxl: return .jxl
         case .raw: return nil
         }
     }
@@ -38,12 +40,13 @@ public enum ResponseFormat: String, Sendable, Hashable, CaseIterable {
         case .png: return "image/png"
         case .avif: return "image/avif"
         case .gif: return "image/gif"
+        case .jxl: return "image/jxl"
         case .raw: return "application/octet-stream"
         }
     }
 
     /// Whether requests choose its quality (`quality=`): the lossy encodings.
-    package var hasQuality: Bool { self == .jpeg || self == .webp || self == .avif }
+    package var hasQuality: Bool { self == .jpeg || self == .webp || self == .avif || self == .jxl }
 }
 
 /// What an image URL asks for — `/images/{key}?w=&h=&mode=&tolerance=&format=&quality=&exact=`
@@ -257,7 +260,7 @@ public struct ImageParameters: Sendable, Hashable {
         }
         if let text = value(.format) {
             guard let value = ResponseFormat(rawValue: String(text)) else {
-                throw .badParameter("format=\(text): expected avif, webp, jpeg, png, gif or raw")
+                throw .badParameter("format=\(text): expected avif, jxl, webp, jpeg, png, gif or raw")
             }
             format = value
         }

@@ -8,13 +8,13 @@ struct DecodeCommand: ParsableCommand {
         commandName: "decode",
         abstract: "Decode an image through the source tier and write PNG, WebP or JPEG.",
         discussion: """
-            The output format follows the --out extension (.png, .webp, .jpg/.jpeg, .avif). Prints the \
+            The output format follows the --out extension (.png, .webp, .jpg/.jpeg, .avif, .jxl). Prints the \
             output size. On bad input prints one line naming the file and the reason, exits with \
             status 1 (bad image) or 2 (cannot read or write a file), and writes no output file.
             """
     )
 
-    @Argument(help: "The encoded image (JPEG, WebP, PNG, AVIF, HEIC or GIF; detected from its bytes).")
+    @Argument(help: "The encoded image (JPEG, WebP, PNG, AVIF, HEIC, GIF, TIFF, JPEG 2000 or JPEG XL; detected from its bytes).")
     var input: String
 
     @Option(help: "The bounding box, WxH.", transform: { try PixelSize.parseOption($0) })
@@ -42,7 +42,7 @@ struct DecodeCommand: ParsableCommand {
         guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1…100") }
         guard maxPixels > 0 else { throw ValidationError("--max-pixels must be positive") }
         if let out, OutputFormat(path: out) == nil {
-            throw ValidationError("--out must end in .png, .webp, .jpg, .jpeg or .avif")
+            throw ValidationError("--out must end in .png, .webp, .jpg, .jpeg, .avif or .jxl")
         }
     }
 
@@ -76,7 +76,7 @@ struct DecodeCommand: ParsableCommand {
 
 /// Output formats the CLI writes, chosen by file extension.
 enum OutputFormat {
-    case png, webp, jpeg, avif
+    case png, webp, jpeg, avif, jxl
 
     init?(path: String) {
         switch (path as NSString).pathExtension.lowercased() {
@@ -84,6 +84,7 @@ enum OutputFormat {
         case "webp": self = .webp
         case "jpg", "jpeg": self = .jpeg
         case "avif": self = .avif
+        case "jxl": self = .jxl
         default: return nil
         }
     }
@@ -94,6 +95,7 @@ enum OutputFormat {
         case .webp: return .webp
         case .jpeg: return .jpeg
         case .avif: return .avif
+        case .jxl: return .jxl
         }
     }
 }

@@ -16,7 +16,7 @@ struct GetCommand: AsyncParsableCommand {
             source), the time ImageCache.image(for:) took, and the image size, e.g. \
             `source 23.4 ms 512x320`. A source render is written to the disk tier before the \
             command exits, so a second run with the same --cache prints `disk`. --out encodes the \
-            image (.png, .webp, .jpg/.jpeg, .avif by extension). On failure prints one line naming the \
+            image (.png, .webp, .jpg/.jpeg, .avif, .jxl by extension). On failure prints one line naming the \
             key and the reason and exits with status 1 (the image cannot be decoded) or 2 (not \
             found, cannot read or write a file, or the cache directory is unusable). The engine \
             is built from the configuration (--config FILE, STRATA_… variables, configuration \
@@ -65,7 +65,7 @@ struct GetCommand: AsyncParsableCommand {
         if gravity != .center && mode != .fill { throw ValidationError("--gravity places a crop: it needs --mode fill") }
         guard (1...100).contains(quality) else { throw ValidationError("--quality must be 1…100") }
         if let out, OutputFormat(path: out) == nil {
-            throw ValidationError("--out must end in .png, .webp, .jpg, .jpeg or .avif")
+            throw ValidationError("--out must end in .png, .webp, .jpg, .jpeg, .avif or .jxl")
         }
     }
 

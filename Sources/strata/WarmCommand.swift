@@ -21,7 +21,7 @@ struct WarmCommand: AsyncParsableCommand {
 
             Which files: DIR is walked recursively; names starting with a dot (files and \
             directories), symbolic links and anything that is not a regular file are skipped. A \
-            file whose extension is .jpg, .jpeg, .png, .webp, .avif, .heic, .heif, .gif, .tif or .tiff (any \
+            file whose extension is .jpg, .jpeg, .png, .webp, .avif, .jxl, .heic, .heif, .gif, .tif or .tiff (any \
             case) is requested; any other file only when its first bytes are the signature of one \
             of those formats. Skipped files are counted in the summary.
 
@@ -152,7 +152,7 @@ struct WarmCommand: AsyncParsableCommand {
 /// were skipped.
 struct OriginalsListing {
     /// Extensions always requested (any case); other files only when their magic says image.
-    static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "webp", "avif", "heic", "heif", "gif", "tif", "tiff"]
+    static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "webp", "avif", "jxl", "heic", "heif", "gif", "tif", "tiff"]
 
     var keys: [String] = []
     var skipped = 0

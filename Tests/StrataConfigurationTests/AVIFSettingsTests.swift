@@ -13,7 +13,7 @@ struct AVIFSettingsTests {
         let http = try StrataConfiguration(from: try await ConfigurationLayers(environment: [:])).http
         #expect(http.avifQuality == AVIFCodec.defaultQuality)
         #expect(http.avifSpeed == AVIFCodec.defaultSpeed)
-        #expect(http.formats == [.avif, .webp, .jpeg, .png])
+        #expect(http.formats == [.avif, .jxl, .webp, .jpeg, .png])
         #expect(StrataConfiguration.key(named: "http.avifQuality")?.defaultValue == String(AVIFCodec.defaultQuality))
         #expect(StrataConfiguration.key(named: "http.avifSpeed")?.defaultValue == String(AVIFCodec.defaultSpeed))
     }
@@ -28,9 +28,11 @@ struct AVIFSettingsTests {
         #expect(http.avifSpeed == 6)
         #expect(http.formats == [.webp, .png])
         let dir = TempDirectory()
-        let file = try writeConfig("http:\n  formats: [jpeg, avif]\n", in: dir)
+        let file = try writeConfig("http:\n  formats: [jxl, jpeg, avif]\n", in: dir)
         #expect(
-            try StrataConfiguration(from: try await ConfigurationLayers(environment: [:], filePath: file)).http.formats == [.jpeg, .avif])
+            try StrataConfiguration(from: try await ConfigurationLayers(environment: [:], filePath: file)).http.formats == [
+                .jxl, .jpeg, .avif,
+            ])
     }
 
     @Test(
@@ -39,8 +41,8 @@ struct AVIFSettingsTests {
             (["--http-avif-quality", "101"], "http.avifQuality", "1…100"),
             (["--http-avif-speed", "11"], "http.avifSpeed", "0 (smallest files, slowest) … 10 (fastest)"),
             (["--http-avif-speed", "fast"], "http.avifSpeed", "whole number"),
-            (["--http-formats", "avif", "gif"], "http.formats", "use avif, webp, jpeg, png"),
-            (["--http-formats", "heic", "jpeg"], "http.formats", "use avif, webp, jpeg, png"),
+            (["--http-formats", "avif", "gif"], "http.formats", "use avif, jxl, webp, jpeg, png"),
+            (["--http-formats", "heic", "jpeg"], "http.formats", "use avif, jxl, webp, jpeg, png"),
             (["--http-formats", "jpeg", "webp", "jpeg"], "http.formats", "listed twice"),
             (["--http-formats", "avif", "webp"], "http.formats", "list jpeg or png"),
         ])

@@ -6,8 +6,8 @@ extension Fuzzing {
     nonisolated(unsafe) private static let renderer = ImageRenderer(
         limits: DecodingLimits(maxPixels: 1_000_000), resampleThreads: 1)
 
-    /// An AVIF, HEIF or GIF decoder over arbitrary bytes (the FuzzAVIF, FuzzHEIF and FuzzGIF
-    /// harnesses): inputs not of `format` are skipped. A header that reads is within the limit;
+    /// An AVIF, HEIF, GIF, TIFF, JPEG 2000 or JPEG XL decoder over arbitrary bytes (the FuzzAVIF,
+    /// FuzzHEIF, FuzzGIF, FuzzTIFF, FuzzJP2 and FuzzJXL harnesses): inputs not of `format` are skipped. A header that reads is within the limit;
     /// a decode at the full size and, when the header lists thumbnails (HEIF), at the smallest
     /// one fills exactly that size or throws ``ImageDecodingError``; one input in four is also
     /// rendered, within its box; a TIFF whose images make a pyramid of 64-px tiles has every tile

@@ -19,6 +19,7 @@ package enum FuzzHarness: String, CaseIterable, Sendable {
     case gif = "FuzzGIF"
     case tiff = "FuzzTIFF"
     case jp2 = "FuzzJP2"
+    case jxl = "FuzzJXL"
     case imageParameters = "FuzzImageParameters"
     case iiif = "FuzzIIIF"
     case urlSigner = "FuzzURLSigner"
@@ -41,6 +42,7 @@ package enum FuzzHarness: String, CaseIterable, Sendable {
         case .gif: Fuzzing.decode(bytes, as: .gif)
         case .tiff: Fuzzing.decode(bytes, as: .tiff)
         case .jp2: Fuzzing.decode(bytes, as: .jp2)
+        case .jxl: Fuzzing.decode(bytes, as: .jxl)
         case .imageParameters: ServiceFuzzing.imageParameters(bytes)
         case .iiif: ServiceFuzzing.iiif(bytes)
         case .urlSigner: ServiceFuzzing.urlSigner(bytes)

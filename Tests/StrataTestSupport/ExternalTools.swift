@@ -2,7 +2,8 @@ import Foundation
 
 /// Runs the Debian image tools the codec tests make their files with (`avifenc`, `avifdec`
 /// from libavif-bin, `heif-enc`, `heif-convert` from libheif-examples, `gifsicle`, `tiffcp`,
-/// `vips` for pyramidal TIFFs, `opj_compress`, `opj_decompress` from libopenjp2-tools;
+/// `vips` for pyramidal TIFFs, `opj_compress`, `opj_decompress` from libopenjp2-tools, `cjxl`,
+/// `djxl` from libjxl-tools;
 /// `Scripts/install-deps.sh` installs them). A missing tool is a failure naming the package,
 /// never a skipped test.
 package enum ExternalTools {
@@ -19,6 +20,7 @@ package enum ExternalTools {
         case "vips": return "libvips-tools"
         case "tiffcp", "tiffset", "tiffinfo": return "libtiff-tools"
         case "opj_compress", "opj_decompress", "opj_dump": return "libopenjp2-tools"
+        case "cjxl", "djxl": return "libjxl-tools"
         default: return tool
         }
     }

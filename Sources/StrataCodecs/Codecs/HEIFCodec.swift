@@ -240,19 +240,11 @@ package enum HEIFCodec {
         from source: UnsafePointer<UInt8>, stride sourceStride: Int, alpha: Bool, premultiply: Bool, size: PixelSize,
         to destination: UnsafeMutableRawPointer, stride: Int
     ) {
-        let channels = alpha ? 4 : 3
         for y in 0..<size.height {
-            let s = source + y * sourceStride
-            let d = (destination + y * stride).assumingMemoryBound(to: UInt8.self)
-            for x in 0..<size.width {
-                let i = x * channels, o = 4 * x
-                d[o] = s[i + 2]
-                d[o + 1] = s[i + 1]
-                d[o + 2] = s[i]
-                d[o + 3] = alpha ? s[i + 3] : 255
-            }
+            PixelOps.rgbRowToBGRA(
+                source + y * sourceStride, channels: alpha ? 4 : 3, alpha: alpha, premultiply: premultiply,
+                (destination + y * stride).assumingMemoryBound(to: UInt8.self), size.width)
         }
-        if premultiply { PixelOps.premultiply(destination, size: size, stride: stride) }
     }
 
     private static func message(_ error: heif_error) -> String {

@@ -15,7 +15,7 @@ extension ImageDecoder {
     /// The bare library decode the benchmarks time as their anchor and floor: one
     /// `tjDecompress2` (JPEG, TJPF_BGRA, at `scale`, default 1/1), one `WebPDecode`
     /// (MODE_bgrA, scaled to `scale` of the coded size), or the PNG, AVIF, HEIF (the primary
-    /// image or the thumbnail of the destination's size), GIF or TIFF decode straight into
+    /// image or the thumbnail of the destination's size), GIF, TIFF, JPEG 2000 or JPEG XL decode straight into
     /// `destination`, with no header check beyond the library's, no orientation and no colour
     /// conversion.
     ///
@@ -57,6 +57,8 @@ extension ImageDecoder {
                 try TIFFCodec.decode(bytes, size: size, into: dst.baseAddress!, stride: stride)
             case .jp2:
                 try JP2Codec.decode(bytes, size: size, into: dst.baseAddress!, stride: stride)
+            case .jxl:
+                try JXLCodec.decode(bytes, size: size, maxPixels: limits.maxPixels, into: dst.baseAddress!, stride: stride)
             }
         }
     }

@@ -14,6 +14,8 @@ extension ImageDecoder {
     /// - GIF: a full canvas of indices and one of colours (5 bytes a pixel).
     /// - JPEG 2000: OpenJPEG's 32-bit plane per component at the decoded size, plus its
     ///   code-block buffers (`JP2Codec.workingBytes(components:decodedSize:)`).
+    /// - JPEG XL: libjxl's float planes of the frame at full size (three colours and alpha, 4
+    ///   bytes each: 16 bytes a pixel).
     /// - PNG and TIFF: rows or strips (0).
     public static func workingBytes(for header: ImageHeader, decodedSize: PixelSize, bytes: UnsafeRawBufferPointer) -> Int {
         let full = header.size.width * header.size.height
@@ -26,6 +28,7 @@ extension ImageDecoder {
         case .jp2:
             let colours = header.isCMYK ? 4 : header.isGrayscale ? 1 : 3
             return JP2Codec.workingBytes(components: colours + (header.hasAlpha ? 1 : 0), decodedSize: decodedSize)
+        case .jxl: return 16 * full
         case .png, .tiff: return 0
         }
     }

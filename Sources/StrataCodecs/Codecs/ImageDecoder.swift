@@ -9,8 +9,9 @@ import Darwin
 import CTurboJPEG
 
 /// Decodes JPEG (libjpeg-turbo), WebP (libwebp), PNG (libpng), AVIF (libavif with dav1d),
-/// HEIC/HEIF (libheif with libde265), GIF (giflib), TIFF (libtiff) and JPEG 2000 (OpenJPEG)
-/// into premultiplied BGRA, applying the orientation (EXIF; AVIF `irot`/`imir`), with
+/// HEIC/HEIF (libheif with libde265), GIF (giflib), TIFF (libtiff), JPEG 2000 (OpenJPEG) and
+/// JPEG XL (libjxl) into premultiplied BGRA, applying the orientation (EXIF; AVIF
+/// `irot`/`imir`; the JPEG XL codestream's), with
 /// shrink-on-load (JPEG DCT scaling, WebP scaled decode, HEIF embedded thumbnails, JPEG 2000
 /// resolution levels).
 ///
@@ -181,6 +182,8 @@ public final class ImageDecoder {
             header = ImageHeader(
                 format: .jp2, codedSize: f.size, hasAlpha: f.hasAlpha, isGrayscale: f.isGrayscale, isCMYK: f.isCMYK,
                 colour: f.colour, levels: JP2Codec.levels(of: f))
+        case .jxl:
+            header = try JXLCodec.header(bytes)
         }
         try check(header)
         return header
@@ -220,7 +223,8 @@ public final class ImageDecoder {
     /// the full size (a larger scaled decode is slower than the full one); PNG and animated
     /// WebP: the full size. HEIF: the smallest embedded thumbnail (``ImageHeader/thumbnails``)
     /// that covers `minimumSize` on both sides, else the full size; JPEG 2000 likewise from its
-    /// resolution levels (``ImageHeader/levels``). AVIF, GIF and TIFF: the full size.
+    /// resolution levels (``ImageHeader/levels``). AVIF, GIF, TIFF and JPEG XL (libjxl decodes
+    /// no smaller size): the full size.
     /// Never larger than the full size; `nil` means the full size.
     public func decodedSize(for header: ImageHeader, minimumSize: PixelSize?) -> PixelSize {
         guard let minimumSize, !minimumSize.isEmpty else { return header.size }
@@ -251,7 +255,7 @@ public final class ImageDecoder {
             return header.thumbnails.first { $0.width >= minimumSize.width && $0.height >= minimumSize.height } ?? header.size
         case .jp2:
             return header.levels.first { $0.width >= minimumSize.width && $0.height >= minimumSize.height } ?? header.size
-        case .png, .avif, .gif, .tiff:
+        case .png, .avif, .gif, .tiff, .jxl:
             return header.size
         }
     }
@@ -301,8 +305,8 @@ public final class ImageDecoder {
                 try decodeWebP(bytes, header: header, size: size, into: out, stride: stride)
             case .png:
                 try decodePNG(bytes, header: header, into: out, stride: stride)
-            case .avif:
-                try decodeAVIF(bytes, header: header, into: out, stride: stride)
+            case .avif, .jxl:
+                try decodeCodedSize(bytes, header: header, into: out, stride: stride)
             case .heic:
                 try HEIFCodec.decode(bytes, size: size, maxPixels: limits.maxPixels, into: out, stride: stride)
             case .gif:
@@ -485,13 +489,18 @@ public final class ImageDecoder {
         }
     }
 
-    private func decodeAVIF(
+    /// AVIF and JPEG XL: the whole image at its coded size (no shrink-on-load), oriented after.
+    private func decodeCodedSize(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, into out: UnsafeMutableRawPointer, stride: Int
     ) throws(ImageDecodingError) {
-        let coded = header.codedSize, maxPixels = limits.maxPixels
+        let coded = header.codedSize, maxPixels = limits.maxPixels, format = header.format
         try decodeOriented(coded: coded, orientation: header.orientation, into: out, stride: stride) {
             (destination, pitch) throws(ImageDecodingError) in
-            try AVIFCodec.decode(bytes, size: coded, maxPixels: maxPixels, into: destination, stride: pitch)
+            if format == .jxl {
+                try JXLCodec.decode(bytes, size: coded, maxPixels: maxPixels, into: destination, stride: pitch)
+            } else {
+                try AVIFCodec.decode(bytes, size: coded, maxPixels: maxPixels, into: destination, stride: pitch)
+            }
         }
     }
 

@@ -2,20 +2,22 @@ import CTurboJPEG
 import StrataBase
 
 /// Encodes a ``/StrataBase/PixelImage`` of any ``/StrataBase/PixelStyle`` as JPEG (libjpeg-turbo), WebP (libwebp), PNG
-/// (libpng's simplified API) or AVIF (libavif with aom: ``AVIFCodec``), for the CLI and the
-/// HTTP service.
+/// (libpng's simplified API), AVIF (libavif with aom: ``AVIFCodec``) or JPEG XL (libjxl:
+/// ``JXLCodec``), for the CLI and the HTTP service.
 ///
 /// - JPEG has no alpha: premultiplied pixels are written as they are (composited over black);
 ///   gray8 images become grayscale JPEGs. Chroma is 4:2:0 below quality 90, 4:4:4 from 90.
 /// - WebP, PNG and AVIF get straight (un-premultiplied) colour; alpha is written only when some
 ///   pixel is not opaque. WebP quality 100 means lossless. AVIF is 8-bit YUV, 4:2:0 below
-///   quality 90 and 4:4:4 from 90 (gray8: 4:0:0), at `speed` (``AVIFCodec``).
+///   quality 90 and 4:4:4 from 90 (gray8: 4:0:0), at `speed` (``AVIFCodec``). JPEG XL is
+///   lossy (XYB) at libjxl's distance for the quality, lossless at 100 (``JXLCodec``).
 /// - GIF (giflib): 255 colours by median cut, no dithering, alpha below half transparent (for
 ///   animations' answers; ``AnimatedImage/encodedAsGIF()`` writes the animated ones).
 ///
 /// - `profile` (``/StrataBase/ColourOutput/original`` answers) is embedded byte for byte: JPEG APP2
 ///   `ICC_PROFILE` chunks after the JFIF segment, the WebP `ICCP` chunk (an extended file, via
-///   libwebp's mux), the PNG `iCCP` chunk after `IHDR`, the AVIF `colr` `prof` box (libavif).
+///   libwebp's mux), the PNG `iCCP` chunk after `IHDR`, the AVIF `colr` `prof` box (libavif),
+///   the JPEG XL codestream's ICC profile (libjxl).
 ///   Not for gray8 images (an RGB profile
 ///   cannot describe a grayscale file).
 ///
@@ -25,9 +27,9 @@ import StrataBase
 public enum ImageEncoder {
     /// The formats ``encode(_:as:quality:profile:speed:)`` writes with quality and profiles (it
     /// writes GIF too, without either; the others throw).
-    public static let formats: [ImageFormat] = [.jpeg, .webp, .png, .avif]
+    public static let formats: [ImageFormat] = [.jpeg, .webp, .png, .avif, .jxl]
 
-    /// Encodes `image` as `format`; `quality` (1...100) applies to JPEG, WebP and AVIF; `profile`,
+    /// Encodes `image` as `format`; `quality` (1...100) applies to JPEG, WebP, AVIF and JPEG XL; `profile`,
     /// when given, is embedded (see the type's discussion); `speed` (0 slowest … 10 fastest)
     /// applies to AVIF.
     public static func encode(
@@ -57,6 +59,11 @@ public enum ImageEncoder {
             return try AVIFCodec.encode(
                 straightBGRA: pixels, size: image.size, alpha: hasAlpha, gray: image.style == .gray8, quality: quality, speed: speed,
                 profile: profile)
+        case .jxl:
+            let (pixels, hasAlpha) = PixelOps.straightBGRA(image)
+            return try JXLCodec.encode(
+                straightBGRA: pixels, size: image.size, alpha: hasAlpha, gray: image.style == .gray8, quality: quality,
+                profile: profile)
         case .gif:
             // A one-frame GIF: 255 colours (giflib's median cut), alpha below half transparent.
             return try GIFCodec.encode(AnimatedImage(canvas: image.size, frames: [.init(image: image, duration: 0)], loopCount: 0))
@@ -69,7 +76,7 @@ public enum ImageEncoder {
     /// ``encode(_:as:quality:profile:speed:)`` embeds it, the compressed data untouched: tags a
     /// file without re-encoding it (a file that already has a profile gets a second one; tag
     /// untagged files). Throws when libwebp's mux refuses the file, and for AVIF (whose profile
-    /// is written with the encode: encode it with `profile` instead).
+    /// is written with the encode: encode it with `profile` instead), and likewise for JPEG XL.
     public static func embedding(_ profile: ColourProfile, in encoded: [UInt8], format: ImageFormat) throws(ImageEncodingError) -> [UInt8] {
         switch format {
         case .jpeg: return EmbeddedProfiles.embed(profile, inJPEG: encoded)
@@ -82,6 +89,9 @@ public enum ImageEncoder {
         case .avif:
             throw ImageEncodingError(
                 .encoderFailed("an AVIF's profile cannot be added after the encode: encode it with the profile"), format: .avif)
+        case .jxl:
+            throw ImageEncodingError(
+                .encoderFailed("a JPEG XL profile cannot be added after the encode: encode it with the profile"), format: .jxl)
         case .heic, .gif, .tiff, .jp2:
             throw ImageEncodingError(.unsupportedFormat, format: format)
         }
@@ -126,7 +136,8 @@ extension ImageEncoder {
     /// image itself: what the service reserves from the engine's `render.memoryLimit`. From the
     /// libraries' buffers, per pixel: JPEG 3 (libjpeg-turbo's worst-case output buffer), PNG 5
     /// (an unpremultiplied copy and the deflate output), WebP 6 (libwebp's ARGB picture and its
-    /// YUV planes), AVIF 12 (the YUV planes and libaom's frame buffers and look-ahead), GIF 9 (straight pixels, three colour planes, the indices, the alpha mask), plus 4
+    /// YUV planes), AVIF 12 (the YUV planes and libaom's frame buffers and look-ahead), GIF 9 (straight pixels, three colour planes, the indices, the alpha mask),
+    /// JPEG XL 24 (the interleaved copy, libjxl's float XYB planes and its encoder's own), plus 4
     /// for a converted copy of the pixels.
     public static func workingBytes(as format: ImageFormat, size: PixelSize) -> Int {
         let pixels = size.width * size.height
@@ -137,6 +148,7 @@ extension ImageEncoder {
             case .webp: 6
             case .avif: 12
             case .gif: 9
+            case .jxl: 24
             case .heic, .tiff, .jp2: 4
             }
         return pixels * (perPixel + 4)

@@ -1,13 +1,13 @@
 import StrataBase
 /// The encoded image formats Strata knows.
 ///
-/// All eight are recognised by their magic bytes (see ``ImageFormatDetector``) and decoded
-/// (``ImageDecoder``); JPEG, WebP, PNG and AVIF are encoded too (``ImageEncoder/formats``).
+/// All nine are recognised by their magic bytes (see ``ImageFormatDetector``) and decoded
+/// (``ImageDecoder``); JPEG, WebP, PNG, AVIF and JPEG XL are encoded too (``ImageEncoder/formats``).
 public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
-    case jpeg, webp, png, avif, heic, gif, tiff, jp2
+    case jpeg, webp, png, avif, heic, gif, tiff, jp2, jxl
 
     /// A human-readable name for messages ("JPEG", "WebP", "PNG", "AVIF", "HEIC", "GIF", "TIFF",
-    /// "JPEG 2000").
+    /// "JPEG 2000", "JPEG XL").
     public var displayName: String {
         switch self {
         case .jpeg: return "JPEG"
@@ -18,6 +18,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
         case .gif: return "GIF"
         case .tiff: return "TIFF"
         case .jp2: return "JPEG 2000"
+        case .jxl: return "JPEG XL"
         }
     }
 }
@@ -38,6 +39,8 @@ public enum ImageFormatDetector {
     /// - TIFF: `II` or `MM` (the byte order) and 42 in it (classic) or 43 (BigTIFF)
     /// - JPEG 2000: a JP2 file's signature box (`00 00 00 0C 6A 50 20 20 0D 0A 87 0A`), or a raw
     ///   J2K codestream's SOC and SIZ markers (`FF 4F FF 51`)
+    /// - JPEG XL: a bare codestream (`FF 0A`) or the container's signature box
+    ///   (`00 00 00 0C 4A 58 4C 20 0D 0A 87 0A`)
     /// - AVIF and HEIC/HEIF: an ISO-BMFF `ftyp` box first; AVIF when its major or a compatible
     ///   brand (within the first ``bytesNeeded`` bytes) is `avif` or `avis`, else HEIC when one is
     ///   `heic`, `heix`, `heim`, `heis`, `hevc`, `hevx`, `mif1` or `msf1`.
@@ -65,6 +68,9 @@ public enum ImageFormatDetector {
         let jp2: [UInt8] = [0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20, 0x0D, 0x0A, 0x87, 0x0A]
         if n >= 12, (0..<12).allSatisfy({ bytes[$0] == jp2[$0] }) { return .jp2 }
         if n >= 4, bytes[0] == 0xFF, bytes[1] == 0x4F, bytes[2] == 0xFF, bytes[3] == 0x51 { return .jp2 }
+        let jxl: [UInt8] = [0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]
+        if n >= 12, (0..<12).allSatisfy({ bytes[$0] == jxl[$0] }) { return .jxl }
+        if n >= 2, bytes[0] == 0xFF, bytes[1] == 0x0A { return .jxl }
         return isoBMFF(bytes)
     }
 

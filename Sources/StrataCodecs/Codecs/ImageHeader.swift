@@ -66,7 +66,7 @@ public struct DecodingLimits: Sendable, Hashable {
 /// the input (``ImageDecodingError/named(_:)``).
 public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Reason: Sendable, Hashable {
-        /// The bytes are not JPEG, WebP, PNG, AVIF, HEIC/HEIF or GIF (or are empty).
+        /// The bytes are not an image format Strata knows (``ImageFormat``), or are empty.
         case unrecognizedFormat
         /// The data ends early (incomplete download or write).
         case truncated
@@ -107,7 +107,7 @@ public struct ImageDecodingError: Error, Sendable, Hashable, CustomStringConvert
         switch reason {
         case .unrecognizedFormat:
             detail =
-                "not a JPEG, WebP, PNG, AVIF, HEIC, GIF, TIFF or JPEG 2000 image (unrecognized first bytes); check that the source serves an image"
+                "not a JPEG, WebP, PNG, AVIF, HEIC, GIF, TIFF, JPEG 2000 or JPEG XL image (unrecognized first bytes); check that the source serves an image"
         case .truncated:
             detail = "\(what) is truncated (ends early); the file is incomplete, fetch or write it again"
         case .corrupt(let message):

@@ -138,6 +138,29 @@ package enum PixelOps {
         for x in 0..<count { dst[x] = 0xFF00_0000 | UInt32(src[x]) &* 0x01_0101 }
     }
 
+    /// One row of `count` RGB (`channels` 3) or RGBA (`channels` 4) pixels to BGRA: opaque
+    /// without `alpha`, else premultiplied when `premultiply` (the source's colour is straight)
+    /// or copied as it is (already premultiplied).
+    @inline(__always)
+    package static func rgbRowToBGRA(
+        _ s: UnsafePointer<UInt8>, channels: Int, alpha: Bool, premultiply: Bool, _ d: UnsafeMutablePointer<UInt8>, _ count: Int
+    ) {
+        for x in 0..<count {
+            let i = x * channels, o = 4 * x
+            let a = alpha ? UInt32(s[i + 3]) : 255
+            if premultiply && a != 255 {
+                d[o] = UInt8(mul255(UInt32(s[i + 2]), a))
+                d[o + 1] = UInt8(mul255(UInt32(s[i + 1]), a))
+                d[o + 2] = UInt8(mul255(UInt32(s[i]), a))
+            } else {
+                d[o] = s[i + 2]
+                d[o + 1] = s[i + 1]
+                d[o + 2] = s[i]
+            }
+            d[o + 3] = UInt8(a)
+        }
+    }
+
     /// x × y / 255, rounded.
     @inline(__always)
     package static func mul255(_ x: UInt32, _ y: UInt32) -> UInt32 {

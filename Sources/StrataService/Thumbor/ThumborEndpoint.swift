@@ -294,7 +294,7 @@ package struct ThumborEndpoint: Sendable {
         case .webp: .webp
         case .gif: .gif
         case .avif: .avif
-        case .jpeg, .heic, .tiff, .jp2: .jpeg
+        case .jpeg, .heic, .tiff, .jp2, .jxl: .jpeg
         }
     }
 }

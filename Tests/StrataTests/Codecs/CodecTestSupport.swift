@@ -28,6 +28,21 @@ enum PixelDiff {
     }
 
     static func meanDifference(_ a: PixelImage, _ b: PixelImage) -> Double { compare(a, b).mean }
+
+    /// Pixels of a premultiplied BGRA image with a colour byte above their alpha (0 when the
+    /// image is premultiplied as it must be).
+    static func channelsAboveAlpha(_ image: PixelImage) -> Int {
+        var count = 0
+        image.withUnsafeBytes { raw in
+            for y in 0..<image.height {
+                for x in 0..<image.width {
+                    let o = y * image.bytesPerRow + 4 * x
+                    if raw[o] > raw[o + 3] || raw[o + 1] > raw[o + 3] || raw[o + 2] > raw[o + 3] { count += 1 }
+                }
+            }
+        }
+        return count
+    }
 }
 
 /// Decodes a fixture with a fresh decoder (test convenience).

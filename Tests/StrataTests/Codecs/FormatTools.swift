@@ -3,7 +3,7 @@ import Testing
 @testable import Strata
 import StrataTestSupport
 
-/// AVIF, HEIC and GIF files made at test time by the Debian tools (``ExternalTools``) in a
+/// AVIF, HEIC, GIF and JPEG XL files made at test time by the Debian tools (``ExternalTools``) in a
 /// temporary directory, and the tools' own decodes as references (written as PNG, read by
 /// Strata's PNG decoder).
 final class FormatTools {
@@ -52,6 +52,21 @@ final class FormatTools {
     func avifdec(_ avif: [UInt8]) throws -> PixelImage {
         let output = path("png")
         try ExternalTools.run("avifdec", ["-d", "8", write(avif, suffix: "avif"), output])
+        return try ImageDecoder().decode(read(output))
+    }
+
+    /// `cjxl input output arguments` (libjxl-tools; effort 3 unless `arguments` say otherwise).
+    func cjxl(_ input: String, _ arguments: [String] = []) throws -> [UInt8] {
+        let output = path("jxl")
+        try ExternalTools.run("cjxl", [input, output, "-e", "3"] + arguments)
+        return try read(output)
+    }
+
+    /// djxl's 8-bit decode (orientation applied, straight alpha, no colour conversion) read back
+    /// premultiplied.
+    func djxl(_ jxl: [UInt8]) throws -> PixelImage {
+        let output = path("png")
+        try ExternalTools.run("djxl", [write(jxl, suffix: "jxl"), output, "--bits_per_sample=8"])
         return try ImageDecoder().decode(read(output))
     }
 

@@ -18,6 +18,7 @@ struct ColourRenderTests {
         (.png, .swappedMatrix), (.png, .tintedLUT), (.png, .linearGray),
         (.tiff, .swappedMatrix), (.tiff, .tintedLUT), (.tiff, .linearGray),
         (.jp2, .swappedMatrix), (.jp2, .tintedLUT), (.jp2, .linearGray),
+        (.jxl, .swappedMatrix), (.jxl, .tintedLUT), (.jxl, .linearGray),
     ]
 
     /// The encoded test image of `kind` in `format`, tagged with `profile` (nil: untagged).
@@ -44,6 +45,10 @@ struct ColourRenderTests {
             let tools = FormatTools()
             let jp2 = try JP2DecodingTests.compress(TIFFWriter.tiff(photo, kind.isGray ? .gray : .rgb), [], tools: tools)
             return try profile.map { try JP2Boxes.withICC(jp2, profile: $0) } ?? jp2
+        case .jxl:
+            // Lossless (`cjxl -d 0`), which keeps the PNG's ICC profile as the original's.
+            let tools = FormatTools()
+            return try tools.cjxl(tools.write(ColourFixtures.png(photo, gray: kind.isGray, profile: profile), suffix: "png"), ["-d", "0"])
         case .avif, .heic, .gif:
             preconditionFailure("no colour fixture is made as \(format)")
         }
