@@ -51,7 +51,6 @@ done
 
 log() { echo "[bench-iiif-big] $*" >&2; }
 . Scripts/bench-iiif/common.sh
-peak_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 if [ -n "${BIG_DIR:-}" ]; then work=$BIG_DIR; mkdir -p "$work"; owned=0; else work=$(mktemp -d); owned=1; fi
 pids=()
@@ -84,13 +83,6 @@ start_strata() {  # PYRAMID-DIR [SOURCE-DIR]
     pids+=($!)
     strata_pid=$!
     wait_http "http://127.0.0.1:$strata_port/healthz"
-}
-wrk_run() {  # PORT PATHS
-    local line
-    line=$(wrk -t2 -c32 -d"${seconds}s" --latency -s Scripts/bench-iiif/rotate.lua "http://127.0.0.1:$1" -- "$2" | grep '^BENCH')
-    run_tps=$(field tiles_per_s "$line")
-    run_p99=$(field p99_ms "$line")
-    run_errors=$(( $(field non2xx "$line") + $(field socket_errors "$line") ))
 }
 
 results=()

@@ -51,7 +51,6 @@ fi
 
 log() { echo "[bench-iiif-jp2] $*" >&2; }
 . Scripts/bench-iiif/common.sh
-peak_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 if [ -n "${BIG_DIR:-}" ]; then work=$BIG_DIR; mkdir -p "$work"; owned=0; else work=$(mktemp -d); owned=1; fi
 pids=()
@@ -99,13 +98,6 @@ log "trace of $(wc -l <"$work/trace.tsv") tiles ($(wc -l <"$work/jp2-home.txt") 
 fcgi_port=$(free_port)
 nginx_port=$(free_port)
 strata_port=$(free_port)
-wrk_run() {  # PORT PATHS
-    local line
-    line=$(wrk -t2 -c32 -d"${seconds}s" --latency -s Scripts/bench-iiif/rotate.lua "http://127.0.0.1:$1" -- "$2" | grep '^BENCH')
-    run_tps=$(field tiles_per_s "$line")
-    run_p99=$(field p99_ms "$line")
-    run_errors=$(( $(field non2xx "$line") + $(field socket_errors "$line") ))
-}
 
 # 1. IIPImage over the JP2.
 iip_nginx

@@ -35,7 +35,6 @@ done
 log() { echo "[bench-iiif-threshold] $*" >&2; }
 pids=()
 . Scripts/bench-iiif/common.sh
-peak_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 if [ -n "${BIG_DIR:-}" ]; then work=$BIG_DIR; mkdir -p "$work"; owned=0; else work=$(mktemp -d); owned=1; fi
 cleanup() {

@@ -9,6 +9,17 @@ free_port() {
 }
 # field NAME LINE: the value of NAME=value in a line of key=value words.
 field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
+# peak_kb PID: the process's peak resident set (VmHWM), in kB.
+peak_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null || echo 0; }
+# wrk_run PORT PATHS: wrk over the paths for $seconds (2 threads, 32 connections), each
+# connection rotating through them; sets run_tps, run_p99 and run_errors.
+wrk_run() {
+    local line
+    line=$(wrk -t2 -c32 -d"${seconds}s" --latency -s Scripts/bench-iiif/rotate.lua "http://127.0.0.1:$1" -- "$2" | grep '^BENCH')
+    run_tps=$(field tiles_per_s "$line")
+    run_p99=$(field p99_ms "$line")
+    run_errors=$(( $(field non2xx "$line") + $(field socket_errors "$line") ))
+}
 
 # stop PID...: stops the given processes and forgets them.
 stop() {
