@@ -76,7 +76,7 @@ package struct ImageEndpoint: Sendable {
             let decision = try admit(prepared, headers: request.headers)
             let reply = try await image(for: request, prepared: prepared, started: started)
             var answer = reply.response
-            AccessGate.seal(&answer, decision)
+            AccessGate.seal(&answer.headers, status: answer.status, decision)
             return (answer, reply.tier)
         } catch {
             return (error.response(), nil)

@@ -96,15 +96,15 @@ package struct IIIFEndpoint: Sendable {
             return (Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: json))), nil)
         case .image(let image):
             let decision = access.decide(key: image.identifier.key, headers: request.headers)
-            var degraded: Int?
+            var degraded: (service: IIIFAuthSettings.Service, side: Int)?
             if case .refused(let service, let side) = decision {
                 guard let side else { throw AccessGate.refusal(service, key: image.identifier.key) }
-                degraded = side
+                degraded = (service, side)
             }
             var (response, tier) = try await render(
                 image, base: base(image.version, image.identifier), ifNoneMatch: request.headers[values: .ifNoneMatch],
                 handedOver: handedOver, degraded: degraded)
-            AccessGate.seal(&response, decision)
+            AccessGate.seal(&response.headers, status: response.status, decision)
             return (response, tier)
         }
     }
@@ -116,10 +116,11 @@ package struct IIIFEndpoint: Sendable {
     /// cut on the engine's threads first) are the shared ``EncodedResponder``'s, with the tile's
     /// canonical derivation in its ``EncodedKey``. Memory is asked once for the variant: the
     /// warm path's lookup (`handedOver`) is used when it was for the same engine request.
-    /// `degraded`: a restricted image asked for without a credential, served at most this many
-    /// pixels on its long side (a larger output is a 401).
+    /// `degraded`: a restricted image asked for without a credential, served at most `side`
+    /// pixels on its long side (a larger output is a 401 naming `service`).
     private func render(
-        _ request: IIIFImageRequest, base: String, ifNoneMatch: [String], handedOver: PreparedHandOff.IIIFLookup?, degraded: Int?
+        _ request: IIIFImageRequest, base: String, ifNoneMatch: [String], handedOver: PreparedHandOff.IIIFLookup?,
+        degraded: (service: IIIFAuthSettings.Service, side: Int)?
     ) async throws(ServiceError) -> (Response, tier: String?) {
         let started = ContinuousClock.now
         var attempt = 0
@@ -133,8 +134,8 @@ package struct IIIFEndpoint: Sendable {
             let focus = request.region == .square ? try await squareFocus(key, size: original.size) : .center
             let region = try request.region.resolve(in: original.size, squareFocus: focus)
             let output = try request.size.resolve(region: region.size, limits: settings, version: request.version)
-            if let degraded, max(output.width, output.height) > degraded, let service = access.service(for: key) {
-                throw AccessGate.refusal(service, key: key, over: degraded)
+            if let degraded, max(output.width, output.height) > degraded.side {
+                throw AccessGate.refusal(degraded.service, key: key, over: degraded.side)
             }
             let colour = responder.colour.current
             if let pyramids, original.size.pixelCount > settings.tiledAbove {

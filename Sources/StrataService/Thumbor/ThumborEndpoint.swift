@@ -110,7 +110,7 @@ package struct ThumborEndpoint: Sendable {
         let decision = images.access.decide(key: parsed.key, headers: request.headers)
         if case .refused(let service, _) = decision { throw AccessGate.refusal(service, key: parsed.key) }
         var reply = try await answer(request, parsed: parsed, started: started)
-        AccessGate.seal(&reply, decision)
+        AccessGate.seal(&reply.headers, status: reply.status, decision)
         return reply
     }
 

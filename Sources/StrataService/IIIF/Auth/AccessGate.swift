@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import Hummingbird
 import StrataConfiguration
 
 /// The one decision of IIIF Authorization Flow 2.0 for every route that serves an image's
@@ -70,11 +69,23 @@ package struct AccessGate: Sendable {
         if let token = Self.bearer(headers), case .success = signer.verify(token, kind: .token, service: service.name, now: now) {
             return true
         }
-        for value in Self.cookies(named: Self.cookieName(service.name), in: headers)
-        where (try? signer.verify(value, kind: .cookie, service: service.name, now: now).get()) != nil {
-            return true
-        }
+        if case .success? = cookie(of: service, in: headers, now: now) { return true }
         return false
+    }
+
+    /// The first valid cookie of `service` in `headers`, else why the last one was refused;
+    /// `nil` when there is none (or no key to check one with).
+    package func cookie(
+        of service: IIIFAuthSettings.Service, in headers: HTTPFields, now: Int
+    ) -> Result<AccessCredential, AccessCredential.Refusal>? {
+        guard let signer else { return nil }
+        var refused: Result<AccessCredential, AccessCredential.Refusal>?
+        for value in Self.cookies(named: Self.cookieName(service.name), in: headers) {
+            let result = signer.verify(value, kind: .cookie, service: service.name, now: now)
+            if case .success = result { return result }
+            refused = result
+        }
+        return refused
     }
 
     /// The access cookie's name for `service`.
@@ -116,15 +127,10 @@ package struct AccessGate: Sendable {
         )
     }
 
-    /// The answer `response` of a restricted key made private; an open key's is unchanged.
-    package static func seal(_ response: inout Response, _ decision: Decision) {
-        guard decision.isRestricted, response.status.code < 400 else { return }
-        response.headers[.cacheControl] = privateCacheControl
-    }
-
-    /// The same for an ``ImageReply``.
-    package static func seal(_ reply: inout ImageReply, _ decision: Decision) {
-        guard decision.isRestricted, reply.status.code < 400 else { return }
-        reply.headers[.cacheControl] = privateCacheControl
+    /// The fields of a restricted key's answer of `status` made private; an open key's, and
+    /// an error's, are unchanged.
+    package static func seal(_ headers: inout HTTPFields, status: HTTPResponse.Status, _ decision: Decision) {
+        guard decision.isRestricted, status.code < 400 else { return }
+        headers[.cacheControl] = privateCacheControl
     }
 }

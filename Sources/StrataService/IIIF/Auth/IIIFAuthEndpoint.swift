@@ -184,22 +184,15 @@ package struct IIIFAuthEndpoint: Sendable {
             return error("invalidOrigin", "\(origin) may not receive tokens of this server (iiif.auth.origins)")
         }
         guard let signer = gate.signer else { return error("unavailable", "no key signs tokens (iiif.auth.key)") }
-        var refusal: AccessCredential.Refusal?
-        for value in AccessGate.cookies(named: AccessGate.cookieName(service.name), in: request.headers) {
-            switch signer.verify(value, kind: .cookie, service: service.name, now: now) {
-            case .success(let cookie):
-                let expiry = min(cookie.expiry, now + Int(gate.settings.lifetime.components.seconds))
-                let token = signer.sign(AccessCredential(kind: .token, service: service.name, expiry: expiry, subject: cookie.subject))
-                return IIIFAuthPages.postMessage(
-                    message + [("type", "AuthAccessToken2"), ("accessToken", token)], number: ("expiresIn", expiry - now), to: origin)
-            case .failure(let why):
-                refusal = why
-            }
-        }
-        switch refusal {
+        switch gate.cookie(of: service, in: request.headers, now: now) {
+        case .success(let cookie)?:
+            let expiry = min(cookie.expiry, now + Int(gate.settings.lifetime.components.seconds))
+            let token = signer.sign(AccessCredential(kind: .token, service: service.name, expiry: expiry, subject: cookie.subject))
+            return IIIFAuthPages.postMessage(
+                message + [("type", "AuthAccessToken2"), ("accessToken", token)], number: ("expiresIn", expiry - now), to: origin)
         case nil: return error("missingAspect", "no access cookie: open the access service first")
-        case .expired?: return error("expiredAspect", "the access cookie has expired: open the access service again")
-        case .invalid?, .misplaced?: return error("invalidAspect", "the access cookie is not valid for this service")
+        case .failure(.expired)?: return error("expiredAspect", "the access cookie has expired: open the access service again")
+        case .failure(.invalid)?, .failure(.misplaced)?: return error("invalidAspect", "the access cookie is not valid for this service")
         }
     }
 
