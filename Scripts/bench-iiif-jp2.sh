@@ -52,15 +52,7 @@ fi
 log() { echo "[bench-iiif-jp2] $*" >&2; }
 . Scripts/bench-iiif/common.sh
 
-if [ -n "${BIG_DIR:-}" ]; then work=$BIG_DIR; mkdir -p "$work"; owned=0; else work=$(mktemp -d); owned=1; fi
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]+"${pids[@]}"}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]+"${pids[@]}"}"; do wait "$pid" 2>/dev/null || true; done
-    if [ "$owned" -eq 1 ]; then rm -rf "$work"; else rm -rf "$work/pyramids" "$work/nginx"; fi
-}
-trap cleanup EXIT
+bench_work pyramids nginx
 export VIPS_WARNING=0
 
 image=mosaic-100mp

@@ -33,17 +33,9 @@ done
 [ -x "$strata" ] || { echo "no strata binary at $strata (swift build -c release, or STRATA=…)" >&2; exit 2; }
 
 log() { echo "[bench-iiif-threshold] $*" >&2; }
-pids=()
 . Scripts/bench-iiif/common.sh
 
-if [ -n "${BIG_DIR:-}" ]; then work=$BIG_DIR; mkdir -p "$work"; owned=0; else work=$(mktemp -d); owned=1; fi
-cleanup() {
-    local pid
-    for pid in "${pids[@]+"${pids[@]}"}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]+"${pids[@]}"}"; do wait "$pid" 2>/dev/null || true; done
-    if [ "$owned" -eq 1 ]; then rm -rf "$work"; else rm -rf "$work/pyramids"; fi
-}
-trap cleanup EXIT
+bench_work pyramids
 export VIPS_WARNING=0
 mkdir -p "$work/source"
 port=$(free_port)

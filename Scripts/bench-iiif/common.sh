@@ -21,6 +21,31 @@ wrk_run() {
     run_errors=$(( $(field non2xx "$line") + $(field socket_errors "$line") ))
 }
 
+# bench_work SCRATCH…: $work is $BIG_DIR (kept on exit, but for its SCRATCH subfolders) or a
+# fresh temporary folder (removed on exit); on exit every process in `pids` is stopped first.
+bench_work() {
+    if [ -n "${BIG_DIR:-}" ]; then
+        work=$BIG_DIR
+        mkdir -p "$work"
+        bench_scratch=("$@")
+    else
+        work=$(mktemp -d)
+        bench_scratch=()
+    fi
+    pids=()
+    trap bench_cleanup EXIT
+}
+bench_cleanup() {
+    local pid dir
+    for pid in "${pids[@]+"${pids[@]}"}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]+"${pids[@]}"}"; do wait "$pid" 2>/dev/null || true; done
+    if [ -z "${BIG_DIR:-}" ]; then
+        rm -rf "$work"
+    else
+        for dir in "${bench_scratch[@]+"${bench_scratch[@]}"}"; do rm -rf "${work:?}/$dir"; done
+    fi
+}
+
 # stop PID...: stops the given processes and forgets them.
 stop() {
     local pid keep=() p
