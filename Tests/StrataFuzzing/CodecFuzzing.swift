@@ -69,12 +69,15 @@ extension Fuzzing {
 
     /// Every tile of a JPEG 2000 file's pyramid of 64-px tiles from its banded region decodes
     /// (``JP2PyramidLevels``), a tile waited for made out of turn when `waiting`: each of its
-    /// rect's size, or a typed error.
+    /// rect's size, or a typed error. The inputs are far smaller than a screen, so half of them
+    /// (those with a tile waited for) are given a coarse pass from level 2 (the file's level 1,
+    /// moved and halved) whatever their size.
     private static func jp2Pyramid(_ bytes: UnsafeRawBufferPointer, size: PixelSize, waiting: Bool) {
         let geometry = PyramidGeometry(size: size, tileSize: 64)
-        guard let features = try? JP2Codec.features(bytes), let levels = JP2PyramidLevels(features: features, geometry: geometry) else {
+        guard let features = try? JP2Codec.features(bytes), let feed = JP2PyramidLevels(features: features, geometry: geometry) else {
             return
         }
+        let levels = waiting && feed.coarse == nil && geometry.levels.count > 2 ? JP2PyramidLevels(coarse: 2) : feed
         let last = TileAddress(level: 0, column: geometry.grid(0).columns - 1, row: geometry.grid(0).rows - 1)
         var asked = waiting
         do {

@@ -17,7 +17,8 @@ import StrataCodecs
 ///   level: ``TIFFPyramidLevels``) gives each tile from its own image of the tile's level, read
 ///   as a region, the tiles a viewer waits for first: nothing is reduced from the full size.
 /// - A JPEG 2000 file is read in bands of region decodes, in two passes as a JPEG (its own
-///   reduced level for the coarse one), the tiles a viewer waits for decoded out of turn
+///   reduced level one finer than the coarse level, halved, for the coarse one), the tiles a
+///   viewer waits for decoded out of turn
 ///   (``JP2PyramidLevels``).
 /// - Another TIFF (orientation 1) is read in bands of whole strips or tiles through libtiff.
 /// - A PNG (not interlaced, orientation 1) is read in rows through libpng's row API
