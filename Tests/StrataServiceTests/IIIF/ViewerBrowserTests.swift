@@ -156,4 +156,107 @@ struct ViewerBrowserTests {
         #expect((pyramids["tileHits"] as? Int ?? 0) + (pyramids["tileWaits"] as? Int ?? 0) > 0)
         try await server.stop()
     }
+
+    /// OpenSeadragon (`Scripts/openseadragon.sh`: fetched into .build/, never committed); `nil`
+    /// when it cannot be had (the test that drives it is then skipped, visibly).
+    static let openSeadragon: String? = {
+        let root = URL(fileURLWithPath: fixturesDirectory).deletingLastPathComponent().path
+        let path = (try? run(root + "/Scripts/openseadragon.sh", [], timeout: 300))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        return path.flatMap { FileManager.default.isReadableFile(atPath: $0) ? $0 : nil }
+    }()
+
+    /// A page that opens `info` in OpenSeadragon, zooms in three times by 4 (to full resolution)
+    /// and pans, each step once every tile in view is loaded; it then writes what it counted.
+    static func openSeadragonPage(script: String, info: String) -> String {
+        """
+        <!doctype html><html><body style="margin:0">
+        <div id="viewer" style="width:1024px;height:768px"></div><pre id="counters"></pre>
+        <script src="file://\(script)"></script>
+        <script>
+        const counts = { loaded: 0, failed: 0, levels: {} };
+        function done(error) {
+          document.getElementById("counters").textContent = JSON.stringify(counts);
+          if (error) document.body.setAttribute("data-error", error);
+          document.body.setAttribute("data-done", "true");
+        }
+        const viewer = OpenSeadragon({ element: document.getElementById("viewer"), tileSources: \(ViewerPage.scriptString(info)),
+          showNavigationControl: false, animationTime: 0, blendTime: 0, immediateRender: true });
+        viewer.addHandler("open-failed", (e) => done("open-failed: " + e.message));
+        viewer.addHandler("tile-load-failed", () => { counts.failed += 1; });
+        viewer.addHandler("tile-loaded", (e) => {
+          counts.loaded += 1;
+          counts.levels[e.tile.level] = (counts.levels[e.tile.level] || 0) + 1;
+        });
+        const steps = [() => viewer.viewport.zoomBy(4), () => viewer.viewport.zoomBy(4), () => viewer.viewport.zoomBy(4),
+          () => viewer.viewport.panBy(new OpenSeadragon.Point(0.05, 0.03))];
+        // Loaded: a frame drawn since the step, nothing loading, every tile in view there.
+        function whenLoaded(then) {
+          const item = viewer.world.getItemAt(0);
+          let drawn = false;
+          viewer.addOnceHandler("update-viewport", () => { drawn = true; });
+          const check = () =>
+            drawn && viewer.imageLoader.jobsInProgress === 0 && item.getFullyLoaded() ? then() : setTimeout(check, 100);
+          setTimeout(check, 500);
+        }
+        function next() {
+          const step = steps.shift();
+          if (!step) {
+            counts.maxLevel = viewer.world.getItemAt(0).source.maxLevel;
+            counts.imageZoom = viewer.viewport.viewportToImageZoom(viewer.viewport.getZoom(true));
+            done();
+            return;
+          }
+          step();
+          viewer.viewport.applyConstraints(true);
+          whenLoaded(next);
+        }
+        viewer.addHandler("open", () => whenLoaded(next));
+        </script></body></html>
+        """
+    }
+
+    /// OpenSeadragon itself, as an archive's viewer would use it, on a tiled JPEG 2000 (11 MP,
+    /// `opj_compress`, above a 10 MP `iiif.tiledAbove`): its IIIF 3 info.json, and every tile it
+    /// asks for from the first screen to full resolution, from the pyramid built as they come.
+    @Test(
+        "OpenSeadragon opens a JPEG 2000 and zooms to full resolution",
+        .enabled(if: chromium != nil, "no chromium at /usr/bin/chromium and apt-get could not install it: browser test skipped"),
+        .enabled(if: openSeadragon != nil, "Scripts/openseadragon.sh could not fetch OpenSeadragon: its browser test skipped"),
+        .timeLimit(.minutes(10)))
+    func openSeadragonOnAJP2() async throws {
+        let browser = try #require(Self.chromium)
+        let script = try #require(Self.openSeadragon)
+        let originals = makeScratchDirectory("osd-originals")
+        let jpeg = try await offThePool { try Mosaic.jpeg(PixelSize(width: 4096, height: 2730)) }
+        let tiff = originals + "/scan.tif"
+        _ = try await offThePool {
+            try Data(TIFFWriter.tiff(try ImageDecoder().decode(jpeg), .rgb)).write(to: URL(fileURLWithPath: tiff))
+            _ = try ExternalTools.run("opj_compress", ["-i", tiff, "-o", originals + "/scan.jp2", "-t", "512,512", "-n", "6", "-r", "10"])
+        }
+        try FileManager.default.removeItem(atPath: tiff)
+        let server = try await TestServer.start(
+            ["source.directory": originals, "iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.tiledAbove": "10000000"],
+            disk: false, sourceDirectory: false)
+        let page = makeScratchDirectory("osd-page") + "/viewer.html"
+        let info = "http://127.0.0.1:\(server.port)/iiif/3/scan.jp2/info.json"
+        try Self.openSeadragonPage(script: script, info: info).write(toFile: page, atomically: true, encoding: .utf8)
+        let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], "file://" + page), timeout: 240) }
+        #expect(dom.contains("data-done=\"true\""), "OpenSeadragon's page did not finish; DOM: \(dom.prefix(2000))")
+        #expect(!dom.contains("data-error=\""), "DOM: \(dom.prefix(2000))")
+        let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
+        let end = try #require(json.firstRange(of: "</pre>"))
+        let counts = try #require(JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8)) as? [String: Any])
+        print("OpenSeadragon: \(counts)")
+        let levels = try #require(counts["levels"] as? [String: Int])
+        let maxLevel = try #require(counts["maxLevel"] as? Int)
+        #expect(counts["failed"] as? Int == 0)
+        #expect((counts["loaded"] as? Int ?? 0) > 0)
+        // Its full resolution, and the first screen's level well below it.
+        #expect((levels[String(maxLevel)] ?? 0) > 0, "no full-resolution tile: \(levels)")
+        #expect(levels.keys.compactMap(Int.init).min().map { $0 <= maxLevel - 2 } == true, "\(levels)")
+        let stats = try JSONSerialization.jsonObject(with: Data(try await server.get("/stats").body)) as? [String: Any]
+        let pyramids = try #require(stats?["pyramids"] as? [String: Any])
+        #expect(pyramids["buildsStarted"] as? Int == 1 && pyramids["buildsFailed"] as? Int == 0)
+        try await server.stop()
+    }
 }
