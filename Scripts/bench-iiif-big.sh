@@ -22,7 +22,10 @@
 #    pyramid directory, the same first screen and trace and the time until every tile is in its
 #    table (each read from the TIFF's own level: the build's end in /stats), and its peak RSS.
 #
-# Usage: Scripts/bench-iiif-big.sh [--json] [--gigapixel]
+# Usage: Scripts/bench-iiif-big.sh [--json] [--gigapixel | --jp2]
+#   --jp2        the 100-megapixel tiled JPEG 2000 instead: IIPImage over the JP2, Strata over
+#                the JP2 and over the same image as a JPEG, and the tiles' quality
+#                (Scripts/bench-iiif-jp2.sh, which this runs).
 #   STRATA=path  the strata binary (default .build/release/strata).
 #   BIG_DIR=dir  where the images, TIFFs and pyramids go (default a fresh temporary directory;
 #                the gigapixel case writes about 6 GB there).
@@ -36,7 +39,8 @@ for arg in "$@"; do
     case "$arg" in
         --json) json=1 ;;
         --gigapixel) gigapixel=1 ;;
-        *) echo "usage: $0 [--json] [--gigapixel]" >&2; exit 2 ;;
+        --jp2) exec Scripts/bench-iiif-jp2.sh $([[ " $* " == *" --json "* ]] && echo --json) ;;
+        *) echo "usage: $0 [--json] [--gigapixel | --jp2]" >&2; exit 2 ;;
     esac
 done
 strata=${STRATA:-$root/.build/release/strata}
