@@ -67,10 +67,14 @@ final class RawSocket: @unchecked Sendable {
 
     func receive() -> Received {
         var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = recv(fd, &chunk, chunk.count, 0)
-        if n > 0 { return .bytes(Array(chunk[0..<n])) }
-        if n == 0 { return .closed }
-        return errno == EAGAIN || errno == EWOULDBLOCK ? .timedOut : .closed
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n > 0 { return .bytes(Array(chunk.prefix(n))) }
+        return ended(n)
+    }
+
+    /// `.closed` or `.timedOut` for a `recv` that returned `n` ≤ 0 (errno read right after it).
+    private func ended(_ n: Int) -> Received {
+        n == 0 ? .closed : errno == EAGAIN || errno == EWOULDBLOCK ? .timedOut : .closed
     }
 
     /// Whether the server has closed the connection, without waiting (what it sent is dropped).
@@ -86,12 +90,11 @@ final class RawSocket: @unchecked Sendable {
     /// Reads until the server closes the connection (reading and dropping what comes); `false`
     /// when it stays open past the receive timeout.
     func waitForClose() -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            switch receive() {
-            case .bytes: continue
-            case .closed: return true
-            case .timedOut: return false
-            }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 { continue }
+            return ended(n) == .closed
         }
     }
 
