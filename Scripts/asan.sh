@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite under the address sanitizer, in its own build folder (.build-asan); CI
-# runs it. Every fuzz harness runs over its corpus here too (StrataFuzzingTests). Built without
-# the OTLP exporter trait (swift-otel is not Strata's code; TracingTests then check the refusal).
+# runs it. Every fuzz harness runs over its corpus here too (StrataFuzzingTests). Optimized
+# (`-c release`, with `-enable-testing` for the tests' `@testable` imports), as the shipped
+# binary and the libFuzzer builds are: the optimizer is part of what is checked, and the suite
+# runs about 4× faster than a debug ASan build (measured: halves of 177 s and 195 s against
+# about 930 s) for a build about a quarter longer. `make test` keeps the debug build's asserts.
+# Built without the OTLP exporter trait (swift-otel is not Strata's code; TracingTests then
+# check the refusal).
 # LeakSanitizer is off: it reports a 144-byte leak inside XCTest's own harness.
 #
 # An AddressSanitizer report fails at once. A run that fails without one (under ASan the suite
-# runs at a third of its speed, and on a 2-core machine its "eventually" checks can time out
+# runs slower, and on a 2-core machine its "eventually" checks can time out
 # while blocking tests hold both of Swift's cooperative threads) is run once more, whole: a test
 # that fails twice in a row fails the script. Tests run one at a time (in parallel at ASan's
 # speed, tests that hold the cooperative threads starve the others' waits past 180 s).
@@ -18,7 +23,8 @@ cd "$(dirname "$0")/.."
 ./Scripts/install-deps.sh
 # STRATA_ADDRESS_SANITIZER: every pixel buffer from malloc (PixelMemory maps none), so that
 # ASan's redzones catch an overflow of one.
-swift build --build-tests --sanitize=address --scratch-path .build-asan --disable-default-traits -Xswiftc -DSTRATA_ADDRESS_SANITIZER
+swift build -c release --build-tests --sanitize=address --scratch-path .build-asan --disable-default-traits -Xswiftc -enable-testing \
+    -Xswiftc -DSTRATA_ADDRESS_SANITIZER
 [ "${1:-}" != "--build-only" ] || exit 0
 export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
 export NO_COLOR=1
@@ -30,7 +36,7 @@ run_tests() {
     local log=$1 rc
     shift
     set +e
-    timeout 1500 .build-asan/debug/StrataPackageTests.xctest --testing-library swift-testing --no-parallel "$@" >"$log" 2>&1
+    timeout 1500 .build-asan/release/StrataPackageTests.xctest --testing-library swift-testing --no-parallel "$@" >"$log" 2>&1
     rc=$?
     set -e
     if grep -q "ERROR: AddressSanitizer" "$log"; then
