@@ -16,7 +16,13 @@ if [ ! -s "$script" ] || ! head -1 "$script" | grep -q "$want"; then
     mkdir -p "$dir"
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
-    python3 -m pip download -q --no-deps --no-binary :all: -d "$work" "openslide-python==${release#openslide_python-}" >&2
+    # pip from the system's Python when it has one, else from a throwaway venv (as moto.sh's).
+    pip=(python3 -m pip)
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        python3 -m venv "$work/venv" >&2
+        pip=("$work/venv/bin/pip")
+    fi
+    "${pip[@]}" download -q --no-deps --no-binary :all: -d "$work" "openslide-python==${release#openslide_python-}" >&2
     tar -xzf "$work/$release.tar.gz" -C "$work" "$release/examples/deepzoom/static/openseadragon.js" \
         "$release/examples/deepzoom/licenses/LICENSE.openseadragon"
     head -1 "$work/$release/examples/deepzoom/static/openseadragon.js" | grep -q "$want" \
