@@ -83,13 +83,20 @@ struct ViewerBrowserTests {
     /// until its script is done; checks it finished without an error and returns its tile
     /// counters (per tier, `total`, `errors`).
     static func runViewer(_ browser: String, _ url: String) async throws -> [String: Int] {
+        let counters = try await pageCounters(browser, url)
+        return try #require(counters as? [String: Int], "counters: \(counters)")
+    }
+
+    /// Runs a page at `url` that ends with `<body data-done="true">` (and `data-error="…"` on a
+    /// failure) and writes JSON into `<pre id="counters">`; checks that it finished without an
+    /// error (`errorMark` nowhere in the DOM) and returns that JSON.
+    static func pageCounters(_ browser: String, _ url: String, errorMark: String = "data-error") async throws -> Any {
         let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }
         #expect(dom.contains("data-done=\"true\""), "the script did not finish; DOM: \(dom.prefix(2000))")
-        #expect(!dom.contains("data-error"))
+        #expect(!dom.contains(errorMark), "DOM: \(dom.prefix(2000))")
         let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
         let end = try #require(json.firstRange(of: "</pre>"))
-        return try #require(
-            JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8)) as? [String: Int], "counters: \(json.prefix(300))")
+        return try JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8))
     }
 
     @Test(
@@ -240,12 +247,7 @@ struct ViewerBrowserTests {
         let page = makeScratchDirectory("osd-page") + "/viewer.html"
         let info = "http://127.0.0.1:\(server.port)/iiif/3/scan.jp2/info.json"
         try Self.openSeadragonPage(script: script, info: info).write(toFile: page, atomically: true, encoding: .utf8)
-        let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], "file://" + page), timeout: 240) }
-        #expect(dom.contains("data-done=\"true\""), "OpenSeadragon's page did not finish; DOM: \(dom.prefix(2000))")
-        #expect(!dom.contains("data-error=\""), "DOM: \(dom.prefix(2000))")
-        let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
-        let end = try #require(json.firstRange(of: "</pre>"))
-        let counts = try #require(JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8)) as? [String: Any])
+        let counts = try #require(try await Self.pageCounters(browser, "file://" + page, errorMark: "data-error=\"") as? [String: Any])
         print("OpenSeadragon: \(counts)")
         let levels = try #require(counts["levels"] as? [String: Int])
         let maxLevel = try #require(counts["maxLevel"] as? Int)
