@@ -48,6 +48,16 @@ extension ImageCache {
         return exactSizeSearch(request)
     }
 
+    /// ``memoryHit(_:)`` asked again by a flight's leader before it renders, for a request whose
+    /// miss is counted already (``ImageMemoryTier/entryAgain(forKey:matching:)``).
+    package func memoryHitAgain(_ request: ImageRequest) -> CachedImage? {
+        guard let memory else { return nil }
+        guard let (image, variant) = memory.entryAgain(forKey: request.key, matching: lookupQuery(request)),
+            !request.exactSize || Self.canResample(variant, to: request)
+        else { return nil }
+        return CachedImage(image: image, variant: variant, tier: .memory)
+    }
+
     /// For an `exactSize` request: a larger variant within tolerance that ``finish(_:for:lane:)``
     /// resamples to the box, or `nil`.
     package func exactSizeSearch(_ request: ImageRequest) -> CachedImage? {
@@ -250,12 +260,17 @@ extension ImageCache {
         return outcome.value
     }
 
-    /// The tiers below memory, then one render, for one flight. Its blocking work runs in the
-    /// lane of its highest waiter, and moves when that changes.
+    /// Memory once more, the tiers below it, then one render, for one flight. Its blocking work
+    /// runs in the lane of its highest waiter, and moves when that changes.
     package func fetch(
         _ request: ImageRequest, operation: CoalescedOperation<Lane>, lowerTiersAsked: Bool
     ) async throws(ImageCacheError) -> CachedImage {
         let lane = FlightLane(operation)
+        // A flight of the same key that ended after this request's memory lookup (and before
+        // this flight began) has left its variant in memory: served from there, not rendered
+        // twice (found by concurrent requests under ASan: one render more than flights). The
+        // request's miss was counted already.
+        if let hit = memoryHitAgain(request) { return try await finish(hit, for: request, lane: lane) }
         if !lowerTiersAsked, let hit = try await lowerTierHit(request, lane: lane, direct: false) { return hit }
         return try await render(request, lane: lane)
     }

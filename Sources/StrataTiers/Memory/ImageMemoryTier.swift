@@ -186,9 +186,21 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
     public func entry(
         forKey key: CacheKey, matching query: SizeQuery
     ) -> (image: PixelImage, variant: ImageVariant)? {
+        find(key, query, countingMiss: true)
+    }
+
+    /// ``entry(forKey:matching:)`` asked again for a request that has already counted its miss
+    /// (the engine, once more before it renders): a hit is counted, a miss is not.
+    package func entryAgain(
+        forKey key: CacheKey, matching query: SizeQuery
+    ) -> (image: PixelImage, variant: ImageVariant)? {
+        find(key, query, countingMiss: false)
+    }
+
+    private func find(_ key: CacheKey, _ query: SizeQuery, countingMiss: Bool) -> (image: PixelImage, variant: ImageVariant)? {
         if let cell = readers.enter(0) {
             let found = Self.lookup(state.state.pointee, key, query)
-            if found != nil { readers.leave(cell, hit: true) } else { readers.leaveMissing(cell) }
+            if found != nil || !countingMiss { readers.leave(cell, hit: found != nil) } else { readers.leaveMissing(cell) }
             return found
         }
         // A writer held the tier: the same lookup under the lock, counted there.
@@ -197,7 +209,7 @@ public final class ImageMemoryTier: MemoryTrimmable, Sendable {
             if found != nil {
                 state.hits &+= 1
                 state.cache.absorbSharedHits(1)
-            } else {
+            } else if countingMiss {
                 state.misses &+= 1
             }
             return found

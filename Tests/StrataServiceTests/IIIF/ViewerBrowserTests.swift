@@ -72,10 +72,10 @@ struct ViewerBrowserTests {
     }
 
     /// Headless Chromium's arguments for `url`, with `extra` before the URL.
-    static func browser(_ extra: [String], _ url: String) -> [String] {
+    static func browser(_ extra: [String], _ url: String, budget: Int = 600_000) -> [String] {
         [
             "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-            "--user-data-dir=\(makeScratchDirectory("chromium"))", "--virtual-time-budget=600000",
+            "--user-data-dir=\(makeScratchDirectory("chromium"))", "--virtual-time-budget=\(budget)",
         ] + extra + [url]
     }
 
@@ -90,13 +90,16 @@ struct ViewerBrowserTests {
     /// Runs a page at `url` that ends with `<body data-done="true">` (and `data-error="…"` on a
     /// failure) and writes JSON into `<pre id="counters">`; checks that it finished without an
     /// error (`errorMark` nowhere in the DOM) and returns that JSON.
-    static func pageCounters(_ browser: String, _ url: String, errorMark: String = "data-error") async throws -> Any {
-        let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], url), timeout: 240) }
-        #expect(dom.contains("data-done=\"true\""), "the script did not finish; DOM: \(dom.prefix(2000))")
-        #expect(!dom.contains(errorMark), "DOM: \(dom.prefix(2000))")
-        let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] })
+    static func pageCounters(
+        _ browser: String, _ url: String, errorMark: String = "data-error", budget: Int = 600_000
+    ) async throws -> Any {
+        let dom = try await offThePool { try Self.run(browser, Self.browser(["--dump-dom"], url, budget: budget), timeout: 240) }
+        let json = try #require(dom.firstRange(of: "<pre id=\"counters\">").map { dom[$0.upperBound...] }, "DOM: \(dom.prefix(2000))")
         let end = try #require(json.firstRange(of: "</pre>"))
-        return try JSONSerialization.jsonObject(with: Data(json[..<end.lowerBound].utf8))
+        let shown = json[..<end.lowerBound]
+        #expect(dom.contains("data-done=\"true\""), "the script did not finish; counters: \(shown); DOM: \(dom.prefix(1000))")
+        #expect(!dom.contains(errorMark), "counters: \(shown); DOM: \(dom.prefix(1000))")
+        return try JSONSerialization.jsonObject(with: Data(shown.utf8))
     }
 
     @Test(
@@ -172,6 +175,9 @@ struct ViewerBrowserTests {
         return path.flatMap { FileManager.default.isReadableFile(atPath: $0) ? $0 : nil }
     }()
 
+    /// The OpenSeadragon page's virtual time budget, in milliseconds: a day (see its `whenLoaded`).
+    static let openSeadragonBudget = 86_400_000
+
     /// A page that opens `info` in OpenSeadragon, zooms in three times by 4 (to full resolution)
     /// and pans, each step once every tile in view is loaded; it then writes what it counted.
     static func openSeadragonPage(script: String, info: String) -> String {
@@ -180,29 +186,46 @@ struct ViewerBrowserTests {
         <div id="viewer" style="width:1024px;height:768px"></div><pre id="counters"></pre>
         <script src="file://\(script)"></script>
         <script>
-        const counts = { loaded: 0, failed: 0, levels: {} };
+        const counts = { loaded: 0, failed: 0, levels: {}, steps: 0 };
+        // The counters are shown as they change: a page that never finishes shows where it stopped.
+        const show = () => { document.getElementById("counters").textContent = JSON.stringify(counts); };
         function done(error) {
-          document.getElementById("counters").textContent = JSON.stringify(counts);
+          show();
           if (error) document.body.setAttribute("data-error", error);
           document.body.setAttribute("data-done", "true");
         }
+        window.addEventListener("error", (e) => done("script error: " + e.message));
         const viewer = OpenSeadragon({ element: document.getElementById("viewer"), tileSources: \(ViewerPage.scriptString(info)),
           showNavigationControl: false, animationTime: 0, blendTime: 0, immediateRender: true });
         viewer.addHandler("open-failed", (e) => done("open-failed: " + e.message));
-        viewer.addHandler("tile-load-failed", () => { counts.failed += 1; });
+        // A failed tile is never loaded again (no retries are configured): the page stops there.
+        viewer.addHandler("tile-load-failed", (e) => {
+          counts.failed += 1;
+          done("tile-load-failed: " + e.message + " " + e.tile.getUrl());
+        });
         viewer.addHandler("tile-loaded", (e) => {
           counts.loaded += 1;
           counts.levels[e.tile.level] = (counts.levels[e.tile.level] || 0) + 1;
+          show();
         });
         const steps = [() => viewer.viewport.zoomBy(4), () => viewer.viewport.zoomBy(4), () => viewer.viewport.zoomBy(4),
           () => viewer.viewport.panBy(new OpenSeadragon.Point(0.05, 0.03))];
-        // Loaded: a frame drawn since the step, nothing loading, every tile in view there.
-        function whenLoaded(then) {
+        // Loaded: a frame drawn since the step (or a step that changed nothing: a zoom already
+        // at its limit draws nothing), nothing loading, every tile in view there. Polled on a
+        // timer, whose virtual time runs as fast as the page idles: the page runs under a virtual
+        // budget of a day (openSeadragonBudget), so that on a slow machine OpenSeadragon (which
+        // draws on real frames) is never cut short; a page stuck for good polls the day away
+        // (a minute or two) and says where it stopped.
+        function whenLoaded(then, unchanged) {
           const item = viewer.world.getItemAt(0);
-          let drawn = false;
+          let drawn = unchanged === true, polls = 0;
           viewer.addOnceHandler("update-viewport", () => { drawn = true; });
-          const check = () =>
-            drawn && viewer.imageLoader.jobsInProgress === 0 && item.getFullyLoaded() ? then() : setTimeout(check, 100);
+          const check = () => {
+            const state = { drawn: drawn, jobs: viewer.imageLoader.jobsInProgress, fullyLoaded: item.getFullyLoaded() };
+            if (state.drawn && state.jobs === 0 && state.fullyLoaded) return then();
+            if (++polls % 100 === 0) { counts.waiting = { step: counts.steps, polls: polls, ...state }; show(); }
+            setTimeout(check, 100);
+          };
           setTimeout(check, 500);
         }
         function next() {
@@ -213,9 +236,12 @@ struct ViewerBrowserTests {
             done();
             return;
           }
+          counts.steps += 1;
+          show();
+          const before = viewer.viewport.getBounds(true);
           step();
           viewer.viewport.applyConstraints(true);
-          whenLoaded(next);
+          whenLoaded(next, viewer.viewport.getBounds(true).equals(before));
         }
         viewer.addHandler("open", () => whenLoaded(next));
         </script></body></html>
@@ -247,7 +273,9 @@ struct ViewerBrowserTests {
         let page = makeScratchDirectory("osd-page") + "/viewer.html"
         let info = "http://127.0.0.1:\(server.port)/iiif/3/scan.jp2/info.json"
         try Self.openSeadragonPage(script: script, info: info).write(toFile: page, atomically: true, encoding: .utf8)
-        let counts = try #require(try await Self.pageCounters(browser, "file://" + page, errorMark: "data-error=\"") as? [String: Any])
+        let counts = try #require(
+            try await Self.pageCounters(browser, "file://" + page, errorMark: "data-error=\"", budget: Self.openSeadragonBudget)
+                as? [String: Any])
         print("OpenSeadragon: \(counts)")
         let levels = try #require(counts["levels"] as? [String: Int])
         let maxLevel = try #require(counts["maxLevel"] as? Int)

@@ -103,6 +103,19 @@ struct ImageCacheTests {
         #expect(cache.statistics.engine.coalesced == 99)
     }
 
+    /// A request that missed memory and every tier below it while another flight of its key was
+    /// rendering, and reaches the flights after that one ended, finds its variant in memory.
+    @Test func aFlightStartedAfterAnotherEndedServesWhatItLeftInMemory() async throws {
+        let source = CountingSource()
+        let cache = try ImageCache(source: source)
+        let first = try await cache.image(for: request(Self.photo, 256, 256))
+        #expect(first.tier == .source)
+        let late = try await cache.throughFlight(request(Self.photo, 256, 256), ticket: nil, lowerTiersAsked: true)
+        #expect(late.tier == .memory && late.image.size == first.image.size)
+        #expect(cache.statistics.engine.sourceDecodes == 1)
+        #expect(source.fetches.load(ordering: .relaxed) == 1)
+    }
+
     @Test func cancellingOneWaiterLeavesTheOthersServed() async throws {
         let source = CountingSource(gated: true)
         let cache = try ImageCache(source: source)
