@@ -265,6 +265,9 @@ let package = Package(
                 "Strata", "CLCMS2", "CTurboJPEG", "CZlib", "CHeif", .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/StrataTestSupport"),
+        // Counts a thread's allocations in the test bundle (its own `malloc`, handing every call
+        // to glibc's; nothing under a sanitizer): WarmPathAllocationTests. In no product.
+        .target(name: "CStrataMallocCounter", path: "Tests/CStrataMallocCounter"),
         // The checks behind the libFuzzer harnesses (FuzzHarness): run over every corpus by
         // StrataFuzzingTests, and under libFuzzer by strata-fuzz (Scripts/fuzz.sh). In no product.
         .target(
@@ -317,10 +320,13 @@ let package = Package(
             name: "StrataServiceTests",
             dependencies: [
                 "Strata", "StrataConfiguration", "StrataService", "StrataTestSupport", "StrataS3",
+                // WarmPathAllocationTests: the fuzz harness's warm fixture, and the counter.
+                "StrataFuzzing", "CStrataMallocCounter",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 // TracingTests' OTLP/HTTP receiver and origin.
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]

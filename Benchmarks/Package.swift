@@ -7,6 +7,7 @@
 //   options and output. From the repository root (they read `Fixtures/`):
 //       swift build -c release --package-path Benchmarks --scratch-path .build-bench
 //       .build-bench/release/strata-bench memory --threads 1
+// - `strata-floor`: a bare NIO HTTP/1.1 server, the floor beside nginx in Scripts/loadtest.sh.
 // - `Benchmarks/<Name>/`: micro-benchmarks of the public API with ordo-one's package-benchmark
 //   (memory tier, disk tier, engine), run by its plugin:
 //       swift package --package-path Benchmarks --scratch-path .build-bench benchmark
@@ -50,7 +51,17 @@ let package = Package(
             ],
             packageAccess: false,
             swiftSettings: [.unsafeFlags(["-package-name", strataPackageName])]
-        )
+        ),
+        // The floor of a warm answer: a bare NIO HTTP/1.1 server (no Strata), beside nginx and
+        // Strata in Scripts/loadtest.sh.
+        .executableTarget(
+            name: "strata-floor",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
     ]
         // package-benchmark's suites: each an executable target under Benchmarks/<Name>, whose
         // `benchmarks` closure registers its benchmarks (the plugin writes the `main`).

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Load test: nginx vs `strata serve` vs thumbor 7, in one run on this machine.
+# Load test: nginx vs a bare NIO server vs `strata serve` vs thumbor 7, in one run on this machine.
 #
 #   Scripts/loadtest.sh [--json]
 #
-# Seven wrk runs (2 threads, 32 connections, LOADTEST_SECONDS each, default 15), one server at a
+# Eight wrk runs (2 threads, 32 connections, LOADTEST_SECONDS each, default 15), one server at a
 # time, every server on 127.0.0.1 and a free port:
 #   nginx         the 256 px JPEG thumbnails of the fixture photos as static files
+#   floor         strata-floor (Benchmarks/): a bare swift-nio HTTP/1.1 server answering the same
+#                 bytes with the same heads from a dictionary, on as many event loops as
+#                 `strata serve`: the floor of a warm answer on Strata's stack
 #   strata_warm   `strata serve`, the same URLs, after an untimed warm-up pass (one curl per URL)
 #   thumbor_warm  thumbor (file loader, file result storage), the same thumbnails, after a warm-up
 #                 pass; the script checks that they then come from the result storage (it hides the
@@ -21,9 +24,10 @@
 # strata_thumbor_warm's warm-up pass, and 25 URLs spread over the mix after strata_thumbor_zoom's
 # run, check that Strata's thumbor route answers 200 with a whole JPEG that fits the URL's box.
 # Reported per case: requests/s, p99 latency (ms) and errors (answers that are not 2xx/3xx, plus
-# socket errors: connect, read, write, timeout). Without --json a table, then two ratio lines,
-# Strata's thumbor route ÷ thumbor, warm and zoom (requests/s and p99); with --json one object,
-#   {"nginx":{"rps":…,"p99_ms":…,"errors":…},"strata_warm":{…},"thumbor_warm":{…},
+# socket errors: connect, read, write, timeout). Without --json a table, then the ratio lines
+# (requests/s and p99): Strata ÷ bare NIO (Strata's own cost), bare NIO ÷ nginx (the stack's),
+# Strata ÷ nginx, and Strata's thumbor route ÷ thumbor, warm and zoom; with --json one object,
+#   {"nginx":{"rps":…,"p99_ms":…,"errors":…},"floor":{…},"strata_warm":{…},"thumbor_warm":{…},
 #    "strata_thumbor_warm":{…},"strata_zoom":{…},"thumbor_zoom":{…},"strata_thumbor_zoom":{…}}
 # on stdout (a case that could not run is null); progress goes to stderr.
 #
@@ -34,6 +38,12 @@
 #   LOADTEST_STRATA_ARGS  extra flags for `strata serve`, e.g. "--tolerance 0" (exact sizes in the
 #                       zoom mix; the default tolerance 0.2 lets one render serve nearby widths)
 #                       or "--memory-cost-limit 512MiB"
+#   LOADTEST_FLOOR      the strata-floor binary (default .build-bench/release/strata-floor, built by
+#                       `swift build -c release --package-path Benchmarks --scratch-path .build-bench
+#                       --product strata-floor`); without it, or without a working strata (whose
+#                       answers it serves), the floor case is skipped (null)
+#   LOADTEST_FLOOR_MODE  strata-floor's --mode: bytes (default: heads as bytes, one writev, as
+#                       Strata's warm path writes) or headers (through NIO's response encoder)
 #   LOADTEST_SECONDS    duration of each wrk run (default 15)
 #   LOADTEST_TIMEOUT    wrk's per-request timeout (default 10s; a timeout counts as an error)
 #   LOADTEST_THUMBOR_PROCESSES  thumbor's --processes (default: the number of cores)
@@ -52,6 +62,7 @@ HERE="$ROOT/Scripts/loadtest"
 VENV="$ROOT/.loadtest/venv"
 THUMBOR_VERSION="7.8.0"
 STRATA="${LOADTEST_STRATA:-$ROOT/.build/release/strata}"
+FLOOR="${LOADTEST_FLOOR:-$ROOT/.build-bench/release/strata-floor}"
 DURATION="${LOADTEST_SECONDS:-15}"
 TIMEOUT="${LOADTEST_TIMEOUT:-10s}"
 THREADS=2
@@ -212,7 +223,7 @@ bench() {
 
 # ---------------------------------------------------------------- inputs
 
-mkdir -p "$SCRATCH/results" "$SCRATCH/src" "$SCRATCH/static/images"
+mkdir -p "$SCRATCH/results" "$SCRATCH/src" "$SCRATCH/static/images" "$SCRATCH/heads/images"
 for image in "${IMAGES[@]}"; do
   mkdir -p "$SCRATCH/src/$(dirname "$image")"
   cp "$ROOT/Fixtures/$image" "$SCRATCH/src/$image"
@@ -279,15 +290,17 @@ files_in() { find "$1" -type f 2>/dev/null | wc -l; }
 
 # The static thumbnails: made once, at the same paths as strata's URLs (nginx ignores the query).
 # With a working strata they are strata's own answers to those URLs (fetched with curl from a
-# running `strata serve`), so nginx sends exactly the bytes strata sends; without one, Pillow in
-# the venv makes them (Lanczos, fit in 256×256, JPEG quality 80).
+# running `strata serve`), so nginx sends exactly the bytes strata sends, and their heads are kept
+# for the floor; without one, Pillow in the venv makes them (Lanczos, fit in 256×256, JPEG quality
+# 80).
 if [ "$HAVE_STRATA" = 1 ]; then
   log "making the static thumbnails with strata serve"
   start_strata "$SCRATCH/strata-cache-thumbs"
   for image in "${IMAGES[@]}"; do
-    mkdir -p "$SCRATCH/static/images/$(dirname "$image")"
+    mkdir -p "$SCRATCH/static/images/$(dirname "$image")" "$SCRATCH/heads/images/$(dirname "$image")"
     path=$(grep -F "/images/$image?" "$SCRATCH/warm-strata.txt")
-    curl -fsS -o "$SCRATCH/static/images/$image" "$STRATA_BASE$path" || die "strata did not answer $path"
+    curl -fsS -D "$SCRATCH/heads/images/$image" -o "$SCRATCH/static/images/$image" "$STRATA_BASE$path" ||
+      die "strata did not answer $path"
   done
   stop "$STRATA_PID"
 else
@@ -339,6 +352,21 @@ wait_http nginx "$NGINX_PID" "$NGINX_BASE/healthz"
 warm_up "$NGINX_BASE" "$SCRATCH/warm-strata.txt"
 bench nginx "$NGINX_BASE" "$SCRATCH/warm-strata.txt"
 stop "$NGINX_PID"
+
+# ---------------------------------------------------------------- 1b. the floor: bare NIO
+
+if [ "$HAVE_STRATA" = 1 ] && [ -x "$FLOOR" ]; then
+  port=$(free_port)
+  start floor "$FLOOR" --bodies "$SCRATCH/static" --heads "$SCRATCH/heads" --port "$port" --mode "${LOADTEST_FLOOR_MODE:-bytes}"
+  FLOOR_PID=$LAST_PID
+  FLOOR_BASE="http://127.0.0.1:$port"
+  wait_http floor "$FLOOR_PID" "$FLOOR_BASE$(head -n 1 "$SCRATCH/warm-strata.txt")"
+  warm_up "$FLOOR_BASE" "$SCRATCH/warm-strata.txt"
+  bench floor "$FLOOR_BASE" "$SCRATCH/warm-strata.txt"
+  stop "$FLOOR_PID"
+else
+  log "no floor case: $FLOOR is missing (see LOADTEST_FLOOR) or there is no working strata"
+fi
 
 # ---------------------------------------------------------------- 2. strata, warm
 

@@ -29,6 +29,7 @@ ZOOM_WIDTHS = range(200, 1201, 10)
 ZOOM_SEED = 20250611
 CASES = [
     ("nginx", "nginx, static 256 px files"),
+    ("floor", "bare NIO (strata-floor), same answers"),
     ("strata_warm", "strata serve, warm"),
     ("thumbor_warm", "thumbor 7, warm"),
     ("strata_thumbor_warm", "strata thumbor route, warm"),
@@ -38,6 +39,9 @@ CASES = [
 ]
 # The ratio lines under the table: (title, numerator case, denominator case).
 RATIOS = [
+    ("strata ÷ bare NIO, warm (Strata's own cost)", "strata_warm", "floor"),
+    ("bare NIO ÷ nginx (the stack's cost)", "floor", "nginx"),
+    ("strata ÷ nginx, warm", "strata_warm", "nginx"),
     ("strata thumbor route ÷ thumbor, warm", "strata_thumbor_warm", "thumbor_warm"),
     ("strata thumbor route ÷ thumbor, zoom", "strata_thumbor_zoom", "thumbor_zoom"),
 ]

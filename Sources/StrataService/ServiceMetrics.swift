@@ -30,8 +30,10 @@ public final class ServiceMetrics: Sendable {
     /// The factory the engine is built with (Prometheus, every instrument labelled `node`).
     public let factory: any MetricsFactory
 
-    package static let routes = ["images", "thumbor", "metrics", "stats", "healthz", "other"]
-    package static let statuses = [200, 304, 400, 403, 404, 405, 413, 422, 500, 502, 503, 504]
+    /// Every route ``ServiceResponder`` and the warm path name (a route or status not listed
+    /// here is counted through a lookup in the factory each time, without a duration).
+    package static let routes = ["images", "iiif", "iiif-auth", "thumbor", "purge", "viewer", "metrics", "stats", "healthz", "other"]
+    package static let statuses = [200, 204, 206, 302, 304, 400, 401, 403, 404, 405, 413, 416, 422, 429, 500, 502, 503, 504]
 
     private let requests: [String: [Int: Counter]]
     private let durations: [String: Timer]
@@ -117,6 +119,32 @@ public final class ServiceMetrics: Sendable {
 
     /// Counts an image answered by `tier`.
     package func served(by tier: String) { tiers[tier]?.increment() }
+
+    /// What a warm answer of one route counts (its 200, its duration, an image served by the
+    /// encoded cache, a warm answer), looked up once by the warm path instead of by name on every
+    /// answer.
+    package struct WarmRoute: Sendable {
+        let ok: Counter
+        let duration: Timer
+        let encoded: Counter
+        let warm: Counter
+
+        /// Counts one warm answer that took `nanoseconds`.
+        package func record(nanoseconds: Int64) {
+            ok.increment()
+            duration.recordNanoseconds(nanoseconds)
+            encoded.increment()
+            warm.increment()
+        }
+    }
+
+    /// The instruments of `route`'s warm answers (`route` is one of ``routes``).
+    package func warmRoute(_ route: String) -> WarmRoute {
+        guard let ok = requests[route]?[200], let duration = durations[route], let encoded = tiers["encoded"] else {
+            preconditionFailure("\(route) is not one of ServiceMetrics.routes")
+        }
+        return WarmRoute(ok: ok, duration: duration, encoded: encoded, warm: warm)
+    }
 
     /// Counts one encode run in `format`.
     package func encoded(_ format: ResponseFormat) { encodes[format]?.increment() }

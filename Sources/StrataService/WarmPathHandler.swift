@@ -36,7 +36,10 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
     private let iiif: IIIFEndpoint?
     /// thumbor URLs' warm answers (`nil`: the route is off).
     private let thumbor: ThumborEndpoint?
-    private let metrics: ServiceMetrics
+    /// What each route's warm answer counts, looked up once.
+    private let imagesMetrics: ServiceMetrics.WarmRoute
+    private let iiifMetrics: ServiceMetrics.WarmRoute
+    private let thumborMetrics: ServiceMetrics.WarmRoute
     /// Checked targets of this connection's event loop.
     private let targets: NIOLoopBound<PreparedTargets>
     /// Where the parse of an image request passed on is left for the route.
@@ -61,7 +64,9 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
         self.endpoint = endpoint
         self.iiif = iiif
         self.thumbor = thumbor
-        self.metrics = metrics
+        imagesMetrics = metrics.warmRoute("images")
+        iiifMetrics = metrics.warmRoute("iiif")
+        thumborMetrics = metrics.warmRoute("thumbor")
         self.targets = targets
         self.handOff = handOff
         traces = endpoint.cache.options.tracing.isEnabled
@@ -141,8 +146,9 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
         // HTTP/1.0 keep-alive client would need to keep the connection.
         guard head.method == .GET, head.version == .http1_1, head.isKeepAlive, endpoint.cache.options.revalidateAfter == nil
         else { return .passOn(nil) }
-        if let iiif, head.uri.utf8.starts(with: IIIFRoute.prefix.utf8) { return iiifAnswer(head, iiif, allocator: allocator) }
+        // The prefix first: binding an endpoint copies it (a struct of many references).
         guard head.uri.utf8.starts(with: ImageParameters.prefix.utf8) else {
+            if head.uri.utf8.starts(with: IIIFRoute.prefix.utf8), let iiif { return iiifAnswer(head, iiif, allocator: allocator) }
             guard let thumbor else { return .passOn(nil) }
             return thumborAnswer(head, thumbor, allocator: allocator)
         }
@@ -175,14 +181,14 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
             bytes.writeStaticString("\r\n")
         }
         endpoint.cache.countMemoryHit()
-        finish(&bytes, route: "images", head, started: started, engineDone: engineDone, spanStart: spanStart)
+        finish(&bytes, route: imagesMetrics, head, started: started, engineDone: engineDone, spanStart: spanStart)
         return .answer(bytes, body: warm.image.body)
     }
 
     /// Ends a warm answer's head — `Server-Timing`, `Date`, the blank line — and counts it (the
     /// HTTP metrics of `route`, the warm answers, its span when tracing is on).
     private func finish(
-        _ bytes: inout ByteBuffer, route: String, _ head: HTTPRequestHead, started: ContinuousClock.Instant,
+        _ bytes: inout ByteBuffer, route: ServiceMetrics.WarmRoute, _ head: HTTPRequestHead, started: ContinuousClock.Instant,
         engineDone: ContinuousClock.Instant, spanStart: DefaultTracerClock.Instant?
     ) {
         bytes.writeStaticString("Server-Timing: ")
@@ -190,9 +196,7 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
         bytes.writeStaticString("\r\nDate: ")
         bytes.writeString(date.now())
         bytes.writeStaticString("\r\n\r\n")
-        metrics.served(by: "encoded")
-        metrics.warm.increment()
-        metrics.record(route: route, status: 200, nanoseconds: ServiceResponder.nanoseconds(since: started))
+        route.record(nanoseconds: ServiceResponder.nanoseconds(since: started))
         if let spanStart { Self.traceWarmAnswer(head, start: spanStart, includeKeys: tracesKeys) }
     }
 
@@ -211,7 +215,7 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
         var bytes = allocator.buffer(capacity: warm.head.readableBytes + 100)
         bytes.writeImmutableBuffer(warm.head)
         if warm.negotiated { bytes.writeStaticString("Vary: Accept\r\n") }
-        finish(&bytes, route: "thumbor", head, started: started, engineDone: engineDone, spanStart: spanStart)
+        finish(&bytes, route: thumborMetrics, head, started: started, engineDone: engineDone, spanStart: spanStart)
         return .answer(bytes, body: warm.image.body)
     }
 
@@ -240,7 +244,7 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
         bytes.writeString(warm.link)
         bytes.writeStaticString("\r\n")
         if warm.memoryHit { endpoint.cache.countMemoryHit() }
-        finish(&bytes, route: "iiif", head, started: started, engineDone: engineDone, spanStart: spanStart)
+        finish(&bytes, route: iiifMetrics, head, started: started, engineDone: engineDone, spanStart: spanStart)
         return .answer(bytes, body: warm.image.body)
     }
 }
