@@ -21,7 +21,7 @@ struct WarmPathAllocationTests {
     /// A debug build (`make test`) allocates where the optimizer removes it. In a release
     /// `strata serve`, Scripts/bench-warm-allocations.sh counts one fewer than strata-floor's
     /// `--mode headers`, which ``bareNIO()`` is written like (and two more than its `--mode
-    /// bytes`: the encoder's step).
+    /// bytes`, one of them the encoder's step).
     #if DEBUG
     static let ceiling = 9.5
     #else
