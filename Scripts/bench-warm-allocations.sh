@@ -28,7 +28,7 @@ KEEP_VARIABLE=ALLOC_KEEP
 source "$ROOT/Scripts/lib/processes.sh"
 cc -O2 -shared -fPIC -o "$SCRATCH/alloc_count.so" "$ROOT/Scripts/bench/alloc_count.c" -lpthread
 
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 BASE="http://127.0.0.1:$PORT"
 COUNT="$SCRATCH/count"
 LD_PRELOAD="$SCRATCH/alloc_count.so" ALLOC_COUNT_FILE="$COUNT" start strata "$STRATA" serve --host 127.0.0.1 --port "$PORT" \

@@ -36,12 +36,12 @@ SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/strata-profile-warm.XXXXXX")
 KEEP_VARIABLE=PROFILE_KEEP
 # shellcheck source=lib/processes.sh
 source "$ROOT/Scripts/lib/processes.sh"
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 IMAGES=(jpeg/path-2560x1600.jpg jpeg/fallenleaf-2048x1280-420.jpg jpeg/eveningglow-1024x640-progressive.jpg
   jpeg/coldripple-1024x640-orientation6.jpg jpeg/kite-800x500-gray.jpg webp/path-2560x1600.webp)
-: >"$SCRATCH/urls.txt"
-for image in "${IMAGES[@]}"; do echo "/images/$image?w=256&h=256&mode=fit&format=jpeg&quality=80" >>"$SCRATCH/urls.txt"; done
+# The load test's warm URLs for these photos (its helper writes them, warm-strata.txt).
+python3 "$ROOT/Scripts/loadtest/helper.py" urls "$SCRATCH" "${IMAGES[@]}"
+mv "$SCRATCH/warm-strata.txt" "$SCRATCH/urls.txt"
 
 port=$(free_port)
 start strata "$STRATA" serve --host 127.0.0.1 --port "$port" --source-directory "$ROOT/Fixtures"

@@ -34,6 +34,10 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# free_port: a free TCP port on 127.0.0.1 (python3's socket; a script with its own helper may
+# define its own after sourcing this).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 # start NAME COMMAND...: runs COMMAND in a new session (so its children share its process group),
 # output to $SCRATCH/NAME.log; sets LAST_PID.
 start() {
