@@ -384,19 +384,24 @@ public struct ImageParameters: Sendable, Hashable {
     /// `text` percent-decoded (as it is when it has no `%`, or when the escapes are invalid).
     package static func decoded(_ text: Substring) -> Substring {
         guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
-        return Substring(String(text).removingPercentEncoding ?? String(text))
+        return Substring(PercentDecoding.decode(text) ?? String(text))
     }
 
     /// Checks an already decoded key against the same rules: no empty, `.` or `..` segment,
     /// no NUL (an IIIF identifier, decoded once, may hold `/`).
     package static func checkKey(_ key: String) throws(ServiceError) {
-        for segment in key.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
-            // Split at `/`, so a segment holds none: the same rule as a path's segments.
-            guard isAllowed(segment: segment) else {
+        let bytes = Substring(key).utf8
+        var start = bytes.startIndex
+        while true {
+            // Cut at `/`, so a segment holds none: the same rule as a path's segments.
+            let slash = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+            guard isAllowed(segment: bytes[start..<slash]) else {
                 throw ServiceError(
                     .badRequest, "bad_key",
                     "the key \(key.debugDescription) has an empty, `.` or `..` segment or a NUL: keys name files inside the source only")
             }
+            if slash == bytes.endIndex { return }
+            start = bytes.index(after: slash)
         }
     }
 
@@ -428,7 +433,7 @@ public struct ImageParameters: Sendable, Hashable {
         for raw in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             var segment = String(Substring(raw))
             if raw.contains(UInt8(ascii: "%")) {
-                guard let decoded = segment.removingPercentEncoding else {
+                guard let decoded = PercentDecoding.decode(Substring(raw)) else {
                     throw ServiceError(
                         .badRequest, "bad_key", "the key segment \(segment.debugDescription) is not valid percent-encoding")
                 }

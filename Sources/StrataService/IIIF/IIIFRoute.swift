@@ -48,7 +48,7 @@ public struct IIIFIdentifier: Sendable, Hashable {
     public var key: String
 
     public init(raw: Substring) throws(ServiceError) {
-        guard let decoded = String(raw).removingPercentEncoding else {
+        guard let decoded = PercentDecoding.decode(raw) else {
             throw ServiceError(
                 .badRequest, "bad_identifier", "the identifier \(String(raw).debugDescription) is not valid percent-encoding")
         }
@@ -57,7 +57,8 @@ public struct IIIFIdentifier: Sendable, Hashable {
         } catch {
             throw ServiceError(.badRequest, "bad_identifier", "the identifier \(decoded.debugDescription): \(error.message)")
         }
-        self.raw = String(raw)
+        // Without an escape the two are the same text: one string shared.
+        self.raw = raw.utf8.contains(UInt8(ascii: "%")) ? String(raw) : decoded
         self.key = decoded
     }
 }

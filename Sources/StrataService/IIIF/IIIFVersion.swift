@@ -6,13 +6,29 @@ public enum IIIFVersion: Int, Sendable, Hashable, CaseIterable {
     case v3 = 3
 
     /// The route prefix, `/iiif/3/`.
-    package var prefix: String { "/iiif/\(rawValue)/" }
+    /// (Literals, here and below: read for every warm tile, where an interpolation allocated.)
+    package var prefix: String {
+        switch self {
+        case .v2: "/iiif/2/"
+        case .v3: "/iiif/3/"
+        }
+    }
 
     /// The `@context` of `info.json`, also the `profile` parameter of its JSON-LD media type.
-    package var context: String { "http://iiif.io/api/image/\(rawValue)/context.json" }
+    package var context: String {
+        switch self {
+        case .v2: "http://iiif.io/api/image/2/context.json"
+        case .v3: "http://iiif.io/api/image/3/context.json"
+        }
+    }
 
     /// The compliance level's URI, for the `Link: <…>;rel="profile"` header.
-    package var levelProfile: String { "http://iiif.io/api/image/\(rawValue)/level2.json" }
+    package var levelProfile: String {
+        switch self {
+        case .v2: "http://iiif.io/api/image/2/level2.json"
+        case .v3: "http://iiif.io/api/image/3/level2.json"
+        }
+    }
 
     /// `info.json`'s media type: JSON-LD with the context as profile when `Accept` asks for
     /// `application/ld+json`, plain JSON otherwise (both versions say so).

@@ -19,7 +19,7 @@ package struct ThumborSigner: Sendable {
 
     /// Whether `signature` (percent-decoded, as thumbor unquotes it) signs `url`.
     package func isValid(_ signature: Substring, for url: Substring) -> Bool {
-        let given = Array((String(signature).removingPercentEncoding ?? String(signature)).utf8)
+        let given = Array((PercentDecoding.decode(signature) ?? String(signature)).utf8)
         let expected = Array(self.signature(url).utf8)
         guard given.count == expected.count else { return false }
         var difference: UInt8 = 0
