@@ -4,7 +4,8 @@
 # underneath: process.allocator system). After a warm-up, the count while idle for 2 s (the
 # process's own background rate) and during a wrk run of ALLOC_SECONDS (default 5) on one warm
 # URL; allocations per answer = (counted − background) ÷ answers. Cases: an `/images` thumbnail
-# (JPEG) and a IIIF tile, both answered by the warm path.
+# (JPEG), a IIIF tile and a thumbor URL (its route on, unsafe URLs allowed), all answered by the
+# warm path.
 #
 #   Scripts/bench-warm-allocations.sh [--json]
 #
@@ -32,13 +33,14 @@ PORT=$(free_port)
 BASE="http://127.0.0.1:$PORT"
 COUNT="$SCRATCH/count"
 LD_PRELOAD="$SCRATCH/alloc_count.so" ALLOC_COUNT_FILE="$COUNT" start strata "$STRATA" serve --host 127.0.0.1 --port "$PORT" \
-  --source-directory "$ROOT/Fixtures" --process-allocator system
+  --source-directory "$ROOT/Fixtures" --process-allocator system --thumbor-enabled true --thumbor-allow-unsafe true
 wait_http strata "$LAST_PID" "$BASE/healthz"
 
 count() { sleep 0.1; cat "$COUNT"; }
 results=()
 for target in "/images/jpeg/fallenleaf-2048x1280-420.jpg?w=256&h=256&format=jpeg" \
-  "/iiif/3/jpeg%2Fpath-2560x1600.jpg/0,0,1024,1024/256,/0/default.jpg"; do
+  "/iiif/3/jpeg%2Fpath-2560x1600.jpg/0,0,1024,1024/256,/0/default.jpg" \
+  "/unsafe/fit-in/256x256/filters:format(jpeg):quality(80)/jpeg/fallenleaf-2048x1280-420.jpg"; do
   for _ in 1 2 3; do curl -fsS -o /dev/null "$BASE$target"; done
   tier=$(curl -fsS -o /dev/null -D - "$BASE$target" | tr -d '\r' | awk 'tolower($1) == "x-strata-tier:" { print $2 }')
   a=$(count); sleep 2; b=$(count)

@@ -44,15 +44,22 @@ extension CacheKey {
 
     /// Where this key's `fill` variants are cropped.
     public var gravity: Gravity {
-        guard let marker = string.firstRange(of: Self.gravityMarker) else { return .center }
-        let rest = string[marker.upperBound...]
-        return Gravity(parsing: rest.prefix { $0 != "\u{0}" }) ?? .center
+        guard let part = derivedPart(Self.gravityMarker) else { return .center }
+        return Gravity(parsing: part) ?? .center
+    }
+
+    /// The text of the derived part that `marker` starts, up to the next part; `nil` without it.
+    /// A key without a NUL (most keys: the centre, sRGB, no operations) is not searched: the
+    /// engine and the warm paths read these parts for every request.
+    private func derivedPart(_ marker: String) -> Substring? {
+        guard string.utf8.contains(0), let range = string.firstRange(of: marker) else { return nil }
+        return string[range.upperBound...].prefix { $0 != "\u{0}" }
     }
 
     /// What this key's variants are made with (``ImageOperations/none`` for most keys).
     public var operations: ImageOperations {
-        guard let marker = string.firstRange(of: Self.operationsMarker) else { return .none }
-        return ImageOperations(canonical: string[marker.upperBound...].prefix { $0 != "\u{0}" }) ?? .none
+        guard let part = derivedPart(Self.operationsMarker) else { return .none }
+        return ImageOperations(canonical: part) ?? .none
     }
 
     /// The key the source is asked for (this key without its derived parts).

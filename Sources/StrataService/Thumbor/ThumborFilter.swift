@@ -127,7 +127,9 @@ package enum ThumborFilter: Sendable, Hashable {
 
         init(name: String, text: Substring) {
             self.name = name
+            // Trimmed as they are cut: one array (a filter has a few arguments).
             var values: [Substring] = []
+            values.reserveCapacity(4)
             var start = text.startIndex
             var index = text.startIndex
             var quoted = false
@@ -136,13 +138,13 @@ package enum ThumborFilter: Sendable, Hashable {
                 if character == "'" {
                     quoted.toggle()
                 } else if character == ",", !quoted {
-                    values.append(text[start..<index])
+                    values.append(text[start..<index].trimmingSpaces)
                     start = text.index(after: index)
                 }
                 index = text.index(after: index)
             }
-            if start < text.endIndex || !values.isEmpty { values.append(text[start...]) }
-            self.values = values.map { $0.trimmingSpaces }
+            if start < text.endIndex || !values.isEmpty { values.append(text[start...].trimmingSpaces) }
+            self.values = values
         }
 
         func refuse(_ why: String) -> ServiceError { ThumborFilter.refusal(name, why) }
