@@ -1,9 +1,10 @@
 /// Percent-decoding of URL text (`%2F` → `/`), as Foundation's `removingPercentEncoding`
 /// decodes it: `nil` when a `%` is not followed by two hexadecimal digits or the decoded bytes
 /// are not UTF-8 (every time: Foundation repairs a lone continuation byte into U+FFFD); `+`
-/// stays `+`. Used where a request is parsed on the event loop (IIIF
-/// identifiers, `/images` keys): one pass over the bytes and one string, where Foundation's
-/// bridging allocates several times per call. Text without `%` comes back as one copy.
+/// stays `+`. Used where a request is parsed, on the event loop for a warm answer (IIIF
+/// identifiers, `/images` keys, thumbor signatures): one pass over the bytes and one string,
+/// where Foundation's bridging allocates several times per call. Text without `%` comes back as
+/// one copy.
 package enum PercentDecoding {
     /// `text` percent-decoded once, or `nil` when its escapes or their bytes are not valid.
     package static func decode(_ text: Substring) -> String? {
