@@ -390,17 +390,20 @@ public struct ImageParameters: Sendable, Hashable {
     /// Checks an already decoded key against the same rules: no empty, `.` or `..` segment,
     /// no NUL (an IIIF identifier, decoded once, may hold `/`).
     package static func checkKey(_ key: String) throws(ServiceError) {
-        let bytes = Substring(key).utf8
+        guard allSegmentsAllowed(Substring(key).utf8) else {
+            throw ServiceError(
+                .badRequest, "bad_key",
+                "the key \(key.debugDescription) has an empty, `.` or `..` segment or a NUL: keys name files inside the source only")
+        }
+    }
+
+    /// Whether every segment of `bytes`, cut at `/` in place (no array), ``isAllowed(segment:)``.
+    static func allSegmentsAllowed(_ bytes: Substring.UTF8View) -> Bool {
         var start = bytes.startIndex
         while true {
-            // Cut at `/`, so a segment holds none: the same rule as a path's segments.
             let slash = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
-            guard isAllowed(segment: bytes[start..<slash]) else {
-                throw ServiceError(
-                    .badRequest, "bad_key",
-                    "the key \(key.debugDescription) has an empty, `.` or `..` segment or a NUL: keys name files inside the source only")
-            }
-            if slash == bytes.endIndex { return }
+            guard isAllowed(segment: bytes[start..<slash]) else { return false }
+            if slash == bytes.endIndex { return true }
             start = bytes.index(after: slash)
         }
     }
@@ -421,23 +424,15 @@ public struct ImageParameters: Sendable, Hashable {
         }
         let bytes = path.utf8
         guard bytes.contains(UInt8(ascii: "%")) else {
-            var start = bytes.startIndex
-            while true {
-                let slash = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
-                guard isAllowed(segment: bytes[start..<slash]) else { throw refused() }
-                if slash == bytes.endIndex { return String(path) }
-                start = bytes.index(after: slash)
-            }
+            guard allSegmentsAllowed(bytes) else { throw refused() }
+            return String(path)
         }
         var segments: [String] = []
         for raw in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
-            var segment = String(Substring(raw))
-            if raw.contains(UInt8(ascii: "%")) {
-                guard let decoded = PercentDecoding.decode(Substring(raw)) else {
-                    throw ServiceError(
-                        .badRequest, "bad_key", "the key segment \(segment.debugDescription) is not valid percent-encoding")
-                }
-                segment = decoded
+            // A segment without `%` comes back as it is.
+            guard let segment = PercentDecoding.decode(Substring(raw)) else {
+                throw ServiceError(
+                    .badRequest, "bad_key", "the key segment \(String(Substring(raw)).debugDescription) is not valid percent-encoding")
             }
             guard isAllowed(segment: Substring(segment).utf8) else { throw refused() }
             segments.append(segment)
