@@ -266,7 +266,8 @@ let package = Package(
             ],
             path: "Tests/StrataTestSupport"),
         // Counts a thread's allocations in the test bundle (its own `malloc`, handing every call
-        // to glibc's; nothing under a sanitizer): WarmPathAllocationTests. In no product.
+        // to glibc's; under a sanitizer, its allocator's hook): WarmPathAllocationTests. In no
+        // product.
         .target(name: "CStrataMallocCounter", path: "Tests/CStrataMallocCounter"),
         // The checks behind the libFuzzer harnesses (FuzzHarness): run over every corpus by
         // StrataFuzzingTests, and under libFuzzer by strata-fuzz (Scripts/fuzz.sh). In no product.

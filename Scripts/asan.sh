@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite under the address sanitizer, in its own build folder (.build-asan); CI
-# runs it. Every fuzz harness runs over its corpus here too (StrataFuzzingTests). Optimized
-# (`-c release`, with `-enable-testing` for the tests' `@testable` imports), as the shipped
-# binary and the libFuzzer builds are: the optimizer is part of what is checked, and the suite
-# runs about 4× faster than a debug ASan build (measured: halves of 177 s and 195 s against
-# about 930 s) for a build about a quarter longer. `make test` keeps the debug build's asserts.
-# Built without the OTLP exporter trait (swift-otel is not Strata's code; TracingTests then
-# check the refusal).
+# The whole test suite under the address sanitizer, in its own build folder (.build-asan): `make
+# test` runs it (Scripts/test.sh). Every fuzz harness runs over its corpus here too
+# (StrataFuzzingTests). Optimized (`-c release`, with `-enable-testing` for the tests' `@testable`
+# imports), as the shipped binary and the libFuzzer builds are: the optimizer is part of what is
+# checked, and the suite runs about 4× faster than a debug ASan build (measured: halves of 177 s
+# and 195 s against about 930 s). `assert`s are kept (`-assert-config Debug`), and the build
+# refuses an import of a target that is not a declared dependency (the layers).
+# Built without the OTLP exporter trait (swift-otel is not Strata's code; TracingTests check the
+# refusal here, and the export with the release strata Scripts/test.sh builds beside it).
 # LeakSanitizer is off: it reports a 144-byte leak inside XCTest's own harness.
 #
 # An AddressSanitizer report fails at once. A run that fails without one (under ASan the suite
@@ -16,15 +17,18 @@
 # speed, tests that hold the cooperative threads starve the others' waits past 180 s).
 #
 #   Scripts/asan.sh [swift-testing options, e.g. --filter DiskTierTests]
-#   Scripts/asan.sh --halves [options]  (CI: two halves of the suite at once)
-#   Scripts/asan.sh --build-only      (CI builds it beside another step)
+#   Scripts/asan.sh --halves [options]  (two halves of the suite at once)
+#   Scripts/asan.sh --build-only        (builds, runs nothing)
+#   Scripts/asan.sh --no-build …        (runs what is built, e.g. after --build-only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./Scripts/install-deps.sh
+build=1
+if [ "${1:-}" = "--no-build" ]; then build=0; shift; fi
 # STRATA_ADDRESS_SANITIZER: every pixel buffer from malloc (PixelMemory maps none), so that
 # ASan's redzones catch an overflow of one.
-swift build -c release --build-tests --sanitize=address --scratch-path .build-asan --disable-default-traits -Xswiftc -enable-testing \
-    -Xswiftc -DSTRATA_ADDRESS_SANITIZER
+[ "$build" -eq 0 ] || ./Scripts/install-deps.sh
+[ "$build" -eq 0 ] || swift build -c release --build-tests --sanitize=address --scratch-path .build-asan --disable-default-traits -Xswiftc -enable-testing \
+    -Xswiftc -assert-config -Xswiftc Debug --explicit-target-dependency-import-check error -Xswiftc -DSTRATA_ADDRESS_SANITIZER
 [ "${1:-}" != "--build-only" ] || exit 0
 export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
 export NO_COLOR=1
@@ -45,7 +49,12 @@ run_tests() {
         return 2
     fi
     grep -E "^✘|^✔ Test run" "$log" | tail -20 || true
-    [ "$rc" -eq 0 ] || { echo "asan: $log failed (exit $rc) without an AddressSanitizer report" >&2; return 1; }
+    if [ "$rc" -ne 0 ]; then
+        # The failing tests' issues (the log's tail would show only the summary).
+        grep -E '✘|recorded an issue|Fatal error|fatal error' "$log" | grep -v -E '^✘ Test run with' | head -60 || true
+        echo "asan: $log failed (exit $rc) without an AddressSanitizer report" >&2
+        return 1
+    fi
 }
 
 # run_twice NAME ARGS…: a run that fails without a report is run once more, whole.

@@ -1,8 +1,9 @@
-// Allocation counting for tests (the warm path's allocations per hit): the test executable's
-// own `malloc` family, which counts the calls of a thread that asked for it and hands every call
-// to glibc's allocator (`__libc_malloc` and its kin). `free` is glibc's own. Linked only into the
-// test bundle; under AddressSanitizer or ThreadSanitizer, whose runtimes define `malloc`, it
-// defines nothing and says it is not available.
+// Allocation counting for tests (the warm path's allocations per hit), of the calls made on a
+// thread that asked for it. Without a sanitizer: the test executable's own `malloc` family, which
+// counts and hands every call to glibc's allocator (`__libc_malloc` and its kin; `free` is glibc's
+// own). Under AddressSanitizer or ThreadSanitizer, whose runtimes define `malloc`: their
+// allocator's hook (`__sanitizer_install_malloc_and_free_hooks`), which they call for every
+// allocation. Linked only into the test bundle.
 #include "strata_malloc_counter.h"
 
 #include <errno.h>
@@ -17,11 +18,52 @@
 #define STRATA_NO_MALLOC_COUNTER 1
 #endif
 
+static __thread int counting;
+static __thread uint64_t counted;
+
+static inline void count(void) {
+    if (counting) counted += 1;
+}
+
+uint64_t strata_malloc_counter_stop(void) {
+    counting = 0;
+    return counted;
+}
+
 #ifdef STRATA_NO_MALLOC_COUNTER
 
-int strata_malloc_counter_available(void) { return 0; }
-void strata_malloc_counter_start(void) {}
-uint64_t strata_malloc_counter_stop(void) { return 0; }
+#include <stdatomic.h>
+
+// The sanitizers' interface (compiler-rt's sanitizer/allocator_interface.h): at most a few hooks
+// may be installed in a process, so this one is installed once.
+extern int __sanitizer_install_malloc_and_free_hooks(
+    void (*malloc_hook)(const volatile void *, size_t), void (*free_hook)(const volatile void *));
+
+static void on_malloc(const volatile void *pointer, size_t size) {
+    (void)pointer;
+    (void)size;
+    count();
+}
+
+static void on_free(const volatile void *pointer) { (void)pointer; }
+
+static atomic_int installed;  // 0: not yet, 1: installed, -1: refused
+
+int strata_malloc_counter_available(void) {
+    int state = atomic_load(&installed);
+    if (state == 0) {
+        int expected = 0;
+        int result = __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free) != 0 ? 1 : -1;
+        if (!atomic_compare_exchange_strong(&installed, &expected, result)) return atomic_load(&installed) == 1;
+        state = result;
+    }
+    return state == 1;
+}
+
+void strata_malloc_counter_start(void) {
+    counted = 0;
+    counting = strata_malloc_counter_available();
+}
 
 #else
 
@@ -30,23 +72,11 @@ extern void *__libc_calloc(size_t count, size_t size);
 extern void *__libc_realloc(void *pointer, size_t size);
 extern void *__libc_memalign(size_t alignment, size_t size);
 
-static __thread int counting;
-static __thread uint64_t counted;
-
-static inline void count(void) {
-    if (counting) counted += 1;
-}
-
 int strata_malloc_counter_available(void) { return 1; }
 
 void strata_malloc_counter_start(void) {
     counted = 0;
     counting = 1;
-}
-
-uint64_t strata_malloc_counter_stop(void) {
-    counting = 0;
-    return counted;
 }
 
 void *malloc(size_t size) {

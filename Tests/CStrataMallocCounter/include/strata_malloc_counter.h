@@ -3,7 +3,8 @@
 
 #include <stdint.h>
 
-/// Whether this build counts allocations (not under a sanitizer, whose runtime owns `malloc`).
+/// Whether this build counts allocations: always without a sanitizer; under one, when its
+/// allocator took the counter's hook.
 int strata_malloc_counter_available(void);
 
 /// Starts counting the allocations (`malloc`, `calloc`, `realloc`, `posix_memalign`,
