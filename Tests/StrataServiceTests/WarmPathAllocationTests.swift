@@ -11,9 +11,9 @@ import Testing
 /// cached, through a connection's whole pipeline as `strata serve` sets it up (NIO's HTTP/1
 /// decoder, the warm path, its output), on an `EmbeddedChannel` driven by one thread, whose
 /// `malloc` calls are counted (`CStrataMallocCounter`: the test bundle's own `malloc`, or under a
-/// sanitizer its allocator's hook), against the same requests answered by a bare NIO server on the same embedding
-/// (``bareNIO()``): the difference is what Strata's warm path adds to NIO's own decoding and
-/// encoding. `Scripts/bench-warm-allocations.sh` counts the same in a release `strata serve`.
+/// sanitizer its allocator's hook), against the same requests answered by a bare NIO server on
+/// the same embedding (``bareNIO()``): the difference is what Strata's warm path adds to NIO's
+/// own decoding and encoding. `Scripts/bench-warm-allocations.sh` counts the same in a release `strata serve`.
 @Suite("Warm path allocations")
 struct WarmPathAllocationTests {
     /// Today's allocations per warm answer above a bare NIO answer (the `Date` field's format,
@@ -33,7 +33,7 @@ struct WarmPathAllocationTests {
     #else
     static let ceiling = 0.5
     /// Not measured in a plain release build of the tests (no script makes one): the debug
-    /// build's figure, which the optimizer only lowers.
+    /// build's figure stands until it is.
     static let iiifCeiling = 17.0
     #endif
 
