@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite under the address sanitizer, in its own build folder (.build-asan): `make
-# test` runs it (Scripts/test.sh). Every fuzz harness runs over its corpus here too
-# (StrataFuzzingTests). Optimized (`-c release`, with `-enable-testing` for the tests' `@testable`
-# imports), as the shipped binary and the libFuzzer builds are: the optimizer is part of what is
-# checked, and the suite runs about 4× faster than a debug ASan build (measured: halves of 177 s
-# and 195 s against about 930 s). `assert`s are kept (`-assert-config Debug`), and the build
-# refuses an import of a target that is not a declared dependency (the layers).
-# Built without the OTLP exporter trait (swift-otel is not Strata's code; TracingTests check the
-# refusal here, and the export with the release strata Scripts/test.sh builds beside it).
+# The whole test suite under the address sanitizer, in its own build folder (.build-asan); CI
+# runs it. Every fuzz harness runs over its corpus here too (StrataFuzzingTests). Optimized
+# (`-c release`, with `-enable-testing` for the tests' `@testable` imports), as the shipped
+# binary and the libFuzzer builds are: the optimizer is part of what is checked, and the suite
+# runs about 4× faster than a debug ASan build (measured: halves of 177 s and 195 s against
+# about 930 s). `assert`s are kept (`-assert-config Debug`), as in `make
+# test`'s debug build, and so is its refusal of an import of a target that is not a declared
+# dependency (the layers).
+# Built without the OTLP exporter trait (swift-otel is not Strata's code; TracingTests then
+# check the refusal).
 # LeakSanitizer is off: it reports a 144-byte leak inside XCTest's own harness.
 #
 # An AddressSanitizer report fails at once. A run that fails without one (under ASan the suite

@@ -11,12 +11,8 @@ import Glibc
 @Suite("strata serve process", .timeLimit(.minutes(5)))
 struct GracefulShutdownTests {
     /// Starts `strata serve` on an ephemeral port; returns the process and the port it printed.
-    static func startServe(
-        _ arguments: [String], in directory: String? = nil, executable: String? = strataExecutable()
-    ) throws -> (
-        Process, Int, Pipe, Pipe
-    ) {
-        let exe = try #require(executable, "the strata executable must be built next to the tests")
+    static func startServe(_ arguments: [String], in directory: String? = nil) throws -> (Process, Int, Pipe, Pipe) {
+        let exe = try #require(strataExecutable(), "the strata executable must be built next to the tests")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: exe)
         process.arguments = ["serve", "--port", "0"] + arguments

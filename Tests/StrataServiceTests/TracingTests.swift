@@ -17,31 +17,18 @@ import Glibc
 /// `traceparent` the origin gets).
 @Suite("Tracing", .timeLimit(.minutes(5)))
 struct TracingTests {
-    /// A `strata` with the OTLP exporter: the release one `make test` builds beside its sanitizer
-    /// build (every default trait), or, in a build with the `OTLPExporter` trait, the one beside
-    /// the tests.
-    static var exporting: String? {
-        if let release = releaseStrataExecutable() { return release }
-        #if OTLPExporter
-        return strataExecutable()
-        #else
-        return nil
-        #endif
-    }
-
+    #if OTLPExporter
     /// The cold request of a WebP original through the HTTP origin: its span tree, the
     /// `traceparent` the origin received, and the warm answer's own span.
-    @Test(.enabled(if: exporting != nil, "no strata with the OTLP exporter: `make test` builds one"))
-    func aColdRequestsSpanTreeIsExportedAndItsTraceReachesTheOrigin() async throws {
+    @Test func aColdRequestsSpanTreeIsExportedAndItsTraceReachesTheOrigin() async throws {
         let receiver = try await RecordingHTTPServer.start()
         let scratch = makeScratchDirectory("tracing")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
-        let (process, port, _, _) = try GracefulShutdownTests.startServe(
-            [
-                "--source-http-base-url", "http://127.0.0.1:\(receiver.port)/origin", "--disk-path", scratch + "/disk",
-                "--memory-pressure-enabled", "false", "--tracing-enabled", "true",
-                "--tracing-endpoint", "http://127.0.0.1:\(receiver.port)/v1/traces", "--tracing-protocol", "http/json",
-            ], executable: Self.exporting)
+        let (process, port, _, _) = try GracefulShutdownTests.startServe([
+            "--source-http-base-url", "http://127.0.0.1:\(receiver.port)/origin", "--disk-path", scratch + "/disk",
+            "--memory-pressure-enabled", "false", "--tracing-enabled", "true",
+            "--tracing-endpoint", "http://127.0.0.1:\(receiver.port)/v1/traces", "--tracing-protocol", "http/json",
+        ])
         let target = "/images/webp/path-2560x1600.webp?w=200&h=200&format=jpeg"
         let cold = try await get(port: port, target)
         #expect(cold.status == 200, "\(cold.text)")
@@ -110,8 +97,7 @@ struct TracingTests {
         #expect(parts[2] == originGet.spanID)
         #expect(parts[3] == "01", "sampled")
     }
-
-    #if !OTLPExporter
+    #else
     /// A build without the OTLPExporter trait (`make run`, the sanitizer builds): tracing on is
     /// refused at start, naming the key and how to build with the exporter.
     @Test func withoutTheExporterTracingIsRefusedNamingTheKey() throws {

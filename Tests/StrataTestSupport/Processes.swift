@@ -7,15 +7,6 @@ import Strata
 /// The `strata` executable built next to the test bundle (`swift test` builds every product).
 package func strataExecutable() -> String? { builtExecutable(named: "strata") }
 
-/// The release `strata` (every default trait, as `make release` builds it) that `make test`
-/// builds beside the sanitizer's test build and names in `RELEASE_STRATA_EXECUTABLE`: the tests
-/// that measure a child's memory, which a sanitizer's shadow and quarantine would blur, or that
-/// need a trait the sanitizer build leaves out, run it. Nil when the variable is not set.
-package func releaseStrataExecutable() -> String? {
-    guard let path = ProcessInfo.processInfo.environment["RELEASE_STRATA_EXECUTABLE"], !path.isEmpty else { return nil }
-    return path
-}
-
 /// The built `strata-test-helper` (the crash tests' children) beside the tests, if any.
 package func testHelperExecutable() -> String? { builtExecutable(named: "strata-test-helper") }
 

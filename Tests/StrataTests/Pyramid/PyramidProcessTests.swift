@@ -26,8 +26,8 @@ struct PyramidProcessTests {
     /// table opened with another number is made anew).
     static let settings = TilePyramids.Settings(tileSize: 256, maximumTiles: (8 << 30) / (256 * 256 * 4 + 4096))
 
-    static func warm(_ scratch: TempDirectory, into pyramids: String, executable: String? = strataExecutable()) throws -> pid_t {
-        let strata = try #require(executable, "the strata executable is built next to the tests")
+    static func warm(_ scratch: TempDirectory, into pyramids: String) throws -> pid_t {
+        let strata = try #require(strataExecutable(), "the strata executable is built next to the tests")
         return try spawn(
             strata,
             [
@@ -39,19 +39,16 @@ struct PyramidProcessTests {
     @Test func aBuildsMemoryDoesNotGrowWithTheImage() async throws {
         let size = PixelSize(width: 20000, height: 10000)  // 200 megapixels: 800 MB decoded
         let (scratch, jpegBytes) = try await Self.original(size)
-        // The release strata where `make test` names one: this bundle's own (beside it) is built
-        // with the address sanitizer there.
-        let release = releaseStrataExecutable()
-        let pid = try Self.warm(scratch, into: scratch.path + "/pyramids", executable: release ?? strataExecutable())
+        let pid = try Self.warm(scratch, into: scratch.path + "/pyramids")
         let (status, peak) = try await offThePool("strata warm") { waitForPeakResident(pid) }
         #expect(status == 0)
         let settings = Self.settings
         let strips = PyramidGeometry(size: size, tileSize: 256).levels.reduce(0) { $0 + $1.width * 4 * 256 }
         // The original's bytes, the strips (one more at level 0 for the pipelined decode), the
-        // process itself (and, for a child built with the address sanitizer, its quarantine of
-        // up to 256 MiB of freed memory, its shadow and its allocator: 649 MiB in all measured
-        // once, against 136 MiB without); a whole decode alone would be 800 MB.
-        let sanitizer = release == nil && EngineBombTests.underAddressSanitizer ? 512 << 20 : 0
+        // process itself (and, under the address sanitizer, its quarantine of up to 256 MiB of
+        // freed memory, its shadow and its allocator: 649 MiB in all measured in CI, against
+        // 136 MiB without); a whole decode alone would be 800 MB.
+        let sanitizer = EngineBombTests.underAddressSanitizer ? 512 << 20 : 0
         let bound = jpegBytes + strips + size.width * 4 * 256 + (160 << 20) + sanitizer
         #expect(peak <= bound, "peak RSS \(peak >> 20) MiB, bound \(bound >> 20) MiB (JPEG \(jpegBytes >> 20) MiB)")
         #expect(peak < size.pixelCount * 4)
