@@ -13,12 +13,13 @@ import Testing
 /// `malloc` calls are counted (`CStrataMallocCounter`: the test bundle's own `malloc`, or under a
 /// sanitizer its allocator's hook), against the same requests answered by a bare NIO server on
 /// the same embedding (``bareNIO()``): the difference is what Strata's warm path adds to NIO's
-/// own decoding and encoding. `Scripts/bench-warm-allocations.sh` counts the same in a release `strata serve`.
+/// own decoding and encoding. `Scripts/bench-warm-allocations.sh` counts the same in a release
+/// `strata serve`.
 @Suite("Warm path allocations")
 struct WarmPathAllocationTests {
     /// Today's allocations per warm answer above a bare NIO answer (the `Date` field's format,
     /// once a second, included), per build: the test fails above it; lower it when a change
-    /// removes some. `make test`'s build (optimized, under the address sanitizer, `assert`s kept)
+    /// removes some. CI's address-sanitizer build (Scripts/asan.sh: optimized, `assert`s kept)
     /// counts more than a plain release build (the instrumentation and the kept checks leave the
     /// optimizer less to remove), and so does its bare NIO answer. In a release
     /// `strata serve`, Scripts/bench-warm-allocations.sh counts one fewer than strata-floor's
