@@ -4,9 +4,8 @@
 # (`-c release`, with `-enable-testing` for the tests' `@testable` imports), as the shipped
 # binary and the libFuzzer builds are: the optimizer is part of what is checked, and the suite
 # runs about 4× faster than a debug ASan build (measured: halves of 177 s and 195 s against
-# about 930 s). `assert`s are kept (`-assert-config Debug`), as in `make
-# test`'s debug build, and so is its refusal of an import of a target that is not a declared
-# dependency (the layers).
+# about 930 s). `assert`s are kept (`-assert-config Debug`), as in `make test`'s debug build,
+# and so is its refusal of an import of a target that is not a declared dependency (the layers).
 # Built without the OTLP exporter trait (swift-otel is not Strata's code; TracingTests then
 # check the refusal).
 # LeakSanitizer is off: it reports a 144-byte leak inside XCTest's own harness.
@@ -27,9 +26,11 @@ build=1
 if [ "${1:-}" = "--no-build" ]; then build=0; shift; fi
 # STRATA_ADDRESS_SANITIZER: every pixel buffer from malloc (PixelMemory maps none), so that
 # ASan's redzones catch an overflow of one.
-[ "$build" -eq 0 ] || ./Scripts/install-deps.sh
-[ "$build" -eq 0 ] || swift build -c release --build-tests --sanitize=address --scratch-path .build-asan --disable-default-traits -Xswiftc -enable-testing \
-    -Xswiftc -assert-config -Xswiftc Debug --explicit-target-dependency-import-check error -Xswiftc -DSTRATA_ADDRESS_SANITIZER
+if [ "$build" -eq 1 ]; then
+    ./Scripts/install-deps.sh
+    swift build -c release --build-tests --sanitize=address --scratch-path .build-asan --disable-default-traits -Xswiftc -enable-testing \
+        -Xswiftc -assert-config -Xswiftc Debug --explicit-target-dependency-import-check error -Xswiftc -DSTRATA_ADDRESS_SANITIZER
+fi
 [ "${1:-}" != "--build-only" ] || exit 0
 export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
 export NO_COLOR=1

@@ -25,6 +25,11 @@ static inline void count(void) {
     if (counting) counted += 1;
 }
 
+void strata_malloc_counter_start(void) {
+    counted = 0;
+    counting = strata_malloc_counter_available();
+}
+
 uint64_t strata_malloc_counter_stop(void) {
     counting = 0;
     return counted;
@@ -32,10 +37,9 @@ uint64_t strata_malloc_counter_stop(void) {
 
 #ifdef STRATA_NO_MALLOC_COUNTER
 
-#include <stdatomic.h>
-
-// The sanitizers' interface (compiler-rt's sanitizer/allocator_interface.h): at most a few hooks
-// may be installed in a process, so this one is installed once.
+// The sanitizers' interface (compiler-rt's sanitizer/allocator_interface.h). At most a few hooks
+// may be installed in a process: this one is installed once, when the bundle is loaded (the
+// sanitizer's runtime initializes before any constructor runs).
 extern int __sanitizer_install_malloc_and_free_hooks(
     void (*malloc_hook)(const volatile void *, size_t), void (*free_hook)(const volatile void *));
 
@@ -47,23 +51,13 @@ static void on_malloc(const volatile void *pointer, size_t size) {
 
 static void on_free(const volatile void *pointer) { (void)pointer; }
 
-static atomic_int installed;  // 0: not yet, 1: installed, -1: refused
+static int installed;
 
-int strata_malloc_counter_available(void) {
-    int state = atomic_load(&installed);
-    if (state == 0) {
-        int expected = 0;
-        int result = __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free) != 0 ? 1 : -1;
-        if (!atomic_compare_exchange_strong(&installed, &expected, result)) return atomic_load(&installed) == 1;
-        state = result;
-    }
-    return state == 1;
+__attribute__((constructor)) static void install_hook(void) {
+    installed = __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free) != 0;
 }
 
-void strata_malloc_counter_start(void) {
-    counted = 0;
-    counting = strata_malloc_counter_available();
-}
+int strata_malloc_counter_available(void) { return installed; }
 
 #else
 
@@ -73,11 +67,6 @@ extern void *__libc_realloc(void *pointer, size_t size);
 extern void *__libc_memalign(size_t alignment, size_t size);
 
 int strata_malloc_counter_available(void) { return 1; }
-
-void strata_malloc_counter_start(void) {
-    counted = 0;
-    counting = 1;
-}
 
 void *malloc(size_t size) {
     count();
