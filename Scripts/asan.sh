@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# The whole test suite under the address sanitizer, in its own build folder (.build-asan); CI
-# runs it. Every fuzz harness runs over its corpus here too (StrataFuzzingTests). Optimized
-# (`-c release`, with `-enable-testing` for the tests' `@testable` imports), as the shipped
-# binary and the libFuzzer builds are: the optimizer is part of what is checked, and the suite
-# runs about 4× faster than a debug ASan build (measured: halves of 177 s and 195 s against
-# about 930 s). `assert`s are kept (`-assert-config Debug`), as in `make test`'s debug build,
-# and so is its refusal of an import of a target that is not a declared dependency (the layers).
-# Built without the OTLP exporter trait (swift-otel is not Strata's code; TracingTests then
-# check the refusal).
+# The whole test suite under the address sanitizer, in its own build folder (.build-asan, or
+# ASAN_SCRATCH); CI runs it. Every fuzz harness runs over its corpus here too (StrataFuzzingTests).
+# Optimized (`-c release`), as the shipped binary and the libFuzzer builds are: the optimizer is
+# part of what is checked, and the suite runs about 4× faster than a debug ASan build (measured:
+# halves of 177 s and 195 s against about 930 s). `assert`s are kept (`-assert-config Debug`), as
+# in `make test`'s debug build, and so is its refusal of an import of a target that is not a
+# declared dependency (the layers). Built without the OTLP exporter trait (swift-otel is not
+# Strata's code; TracingTests then check the refusal).
+#
+# The sanitizer's flags go on Strata's own targets only (`SANITIZER=address`, Package.swift):
+# the dependencies compile as in the release `strata` built with the same traits
+# (`swift build -c release --product strata --disable-default-traits`), so in a folder where that
+# was built, this build reuses them and compiles only Strata and the tests (CI builds the soak's
+# `strata` there first). The tests' own code is compiled unoptimized.
 # LeakSanitizer is off: it reports a 144-byte leak inside XCTest's own harness.
 #
 # An AddressSanitizer report fails at once. A run that fails without one (under ASan the suite
@@ -24,12 +29,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=1
 if [ "${1:-}" = "--no-build" ]; then build=0; shift; fi
-# STRATA_ADDRESS_SANITIZER: every pixel buffer from malloc (PixelMemory maps none), so that
-# ASan's redzones catch an overflow of one.
+scratch="${ASAN_SCRATCH:-.build-asan}"
 if [ "$build" -eq 1 ]; then
     ./Scripts/install-deps.sh
-    swift build -c release --build-tests --sanitize=address --scratch-path .build-asan --disable-default-traits -Xswiftc -enable-testing \
-        -Xswiftc -assert-config -Xswiftc Debug --explicit-target-dependency-import-check error -Xswiftc -DSTRATA_ADDRESS_SANITIZER
+    SANITIZER=address swift build -c release --build-tests --scratch-path "$scratch" --disable-default-traits \
+        --explicit-target-dependency-import-check error
 fi
 [ "${1:-}" != "--build-only" ] || exit 0
 export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
@@ -42,7 +46,7 @@ run_tests() {
     local log=$1 rc
     shift
     set +e
-    timeout 1500 .build-asan/release/StrataPackageTests.xctest --testing-library swift-testing --no-parallel "$@" >"$log" 2>&1
+    timeout 1500 "$scratch/release/StrataPackageTests.xctest" --testing-library swift-testing --no-parallel "$@" >"$log" 2>&1
     rc=$?
     set -e
     if grep -q "ERROR: AddressSanitizer" "$log"; then
@@ -65,7 +69,7 @@ run_twice() {
     shift
     for attempt in 1 2; do
         rc=0
-        run_tests ".build-asan/$name-$attempt.log" "$@" || rc=$?
+        run_tests "$scratch/$name-$attempt.log" "$@" || rc=$?
         [ "$rc" -ne 0 ] || { echo "asan: $name: attempt $attempt passed, no AddressSanitizer report"; return 0; }
         [ "$rc" -ne 2 ] || return 2
     done
