@@ -2,19 +2,26 @@
 SHELL := /bin/bash
 .PHONY: run test deps release lint format
 
+# SwiftPM passes a dependency's enabled traits to its compiler in the order of a hashed set, and
+# Swift seeds its hashing per process: each `swift build` then saw new command lines for
+# swift-configuration and Hummingbird and compiled them again (with what links them: a minute
+# of a release build that had nothing to do). Deterministic hashing in SwiftPM's own process
+# keeps the order; only the build tools get it, not the programs they build.
+SWIFT := SWIFT_DETERMINISTIC_HASHING=1 swift
+
 deps:
 	@./Scripts/install-deps.sh
 
 # The release `strata` with every default trait (the OTLP span exporter among them).
 release: deps
-	swift build -c release --product strata
+	$(SWIFT) build -c release --product strata
 
 # The service (`strata serve`) on its embedded default: Fixtures/ as the source, its disk cache in
 # ./.strata-cache/disk, listening on 127.0.0.1:8080; it prints URLs to try. Ctrl-C stops it.
 # Built without the OTLP span exporter (the OTLPExporter trait, the costliest dependency to
 # compile) to reach the first URL sooner: `make release` builds the whole `strata`.
 run: deps
-	swift build -c release --product strata --disable-default-traits
+	$(SWIFT) build -c release --product strata --disable-default-traits
 	./.build/release/strata serve
 
 # The build refuses an import of a target that is not a declared dependency (the layers:
@@ -27,8 +34,8 @@ run: deps
 # memory and their timeouts.
 test: deps
 	@mkdir -p .build
-	@set -o pipefail; { swift build --build-tests --explicit-target-dependency-import-check error \
-	  && Scripts/test-halves.sh "$$(swift build --show-bin-path)/StrataPackageTests.xctest" .build/test --skip PyramidProcessTests \
+	@set -o pipefail; { $(SWIFT) build --build-tests --explicit-target-dependency-import-check error \
+	  && Scripts/test-halves.sh "$$($(SWIFT) build --show-bin-path)/StrataPackageTests.xctest" .build/test --skip PyramidProcessTests \
 	  && swift test --skip-build --filter PyramidProcessTests; } 2>&1 \
 	  | tee .build/test.log || { \
 	  echo "== failed tests and their issues (whole log: .build/test.log) =="; \

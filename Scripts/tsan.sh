@@ -18,15 +18,18 @@
 #
 #   Scripts/tsan.sh [extra --filter regex]
 #   Scripts/tsan.sh --build-only      (CI builds it beside another step)
+#   Scripts/tsan.sh --no-build …      (runs what is built, e.g. after --build-only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build_only=0
+build_only=0 build=1
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
+if [ "${1:-}" = "--no-build" ]; then build=0; shift; fi
 suites="${1:-BlockingPool|bandsOnSeveralThreads|LockTests|ReaderBias|MemoryCache|Coalescer|LaneQueue|ImageMemoryTier|OSThread|DiskTierTests|DiskWriteBehindPool|MemoryPressure|EngineStress|metricsStatsAndHealth|aFullUrgentQueueSheds|theServerRefusesMissing|concurrentWarmAnswersKeepTheirBytes|PreparedTargets|ParseOnceTests|theScanNeverRunsOnAnEventLoop|coldIIIFTilesAreShed|ResamplerFillingTests/failingFill|JPEGRowDecodingTests/renderer|RenderAheadTests|ProgressiveSplitTests|concurrentRendersAgree|theEngineAnswersRememberedKeys|EngineBlockingWork|RequestPathCounts|ColourProfileTests/concurrentUse|ColourProfileTests/transformCache|ColourRenderTests/jpegPaths|MemoryBudget|PixelMemory|EngineMemoryLimit|RenderOperationsTests|OperationsAgainstLibvipsTests/sharpen}"
 ./Scripts/install-deps.sh
 scratch="${TSAN_SCRATCH:-.build-tsan}"
 export SANITIZER=thread
-swift build --build-tests --scratch-path "$scratch" --explicit-target-dependency-import-check error
+# SWIFT_DETERMINISTIC_HASHING: see the Makefile (a dependency's traits in a stable order).
+[ "$build" -eq 0 ] || SWIFT_DETERMINISTIC_HASHING=1 swift build --build-tests --scratch-path "$scratch" --explicit-target-dependency-import-check error
 [ "$build_only" -eq 0 ] || exit 0
 STRATA_STRESS_SECONDS="${STRATA_STRESS_SECONDS:-20}" timeout 1200 \
     swift test --skip-build --scratch-path "$scratch" --filter "$suites"
