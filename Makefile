@@ -2,12 +2,9 @@
 SHELL := /bin/bash
 .PHONY: run test deps release lint format
 
-# SwiftPM passes a dependency's enabled traits to its compiler in the order of a hashed set, and
-# Swift seeds its hashing per process: each `swift build` then saw new command lines for
-# swift-configuration and Hummingbird and compiled them again (with what links them: a minute
-# of a release build that had nothing to do). Deterministic hashing in SwiftPM's own process
-# keeps the order; only the build tools get it, not the programs they build.
-SWIFT := SWIFT_DETERMINISTIC_HASHING=1 swift
+# Builds go through Scripts/swift.sh: a dependency's traits in a stable order, so an unchanged
+# tree is not compiled again.
+SWIFT := Scripts/swift.sh
 
 deps:
 	@./Scripts/install-deps.sh

@@ -29,7 +29,7 @@ if [[ "${1:-}" == "--nginx" ]]; then
 fi
 STRATA="${ABUSE_STRATA:-$ROOT/.build/release/strata}"
 if [[ ! -x "$STRATA" ]]; then
-  (cd "$ROOT" && swift build -c release --product strata >&2)
+  (cd "$ROOT" && Scripts/swift.sh build -c release --product strata >&2)
 fi
 ulimit -n "$(ulimit -Hn)"
 WORK="$(mktemp -d)"

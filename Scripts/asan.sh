@@ -32,8 +32,7 @@ if [ "${1:-}" = "--no-build" ]; then build=0; shift; fi
 scratch="${ASAN_SCRATCH:-.build-asan}"
 if [ "$build" -eq 1 ]; then
     ./Scripts/install-deps.sh
-    # SWIFT_DETERMINISTIC_HASHING: see the Makefile (a dependency's traits in a stable order).
-    SANITIZER=address SWIFT_DETERMINISTIC_HASHING=1 swift build -c release --build-tests --scratch-path "$scratch" --disable-default-traits \
+    SANITIZER=address Scripts/swift.sh build -c release --build-tests --scratch-path "$scratch" --disable-default-traits \
         --explicit-target-dependency-import-check error
 fi
 [ "${1:-}" != "--build-only" ] || exit 0

@@ -19,8 +19,7 @@ generate() {
   mkdir -p .build
   # The whole log is kept; a failure prints each diagnostic with its source excerpt (DocC's
   # error comes before the summary lines, so the log's tail alone would hide it).
-  # SWIFT_DETERMINISTIC_HASHING: see the Makefile (a dependency's traits in a stable order).
-  if ! SWIFT_DETERMINISTIC_HASHING=1 swift package --disable-sandbox --allow-writing-to-directory docs/site \
+  if ! Scripts/swift.sh package --disable-sandbox --allow-writing-to-directory docs/site \
     generate-documentation "$@" --warnings-as-errors --disable-indexing \
     --transform-for-static-hosting --hosting-base-path "$name" \
     --output-path "docs/site/$name" >"$log" 2>&1; then

@@ -15,14 +15,13 @@ configuration=debug
 echo "embedding: building Examples/Embedding ($configuration)…"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# SWIFT_DETERMINISTIC_HASHING: see the Makefile (a dependency's traits in a stable order).
-if ! SWIFT_DETERMINISTIC_HASHING=1 swift build -c "$configuration" >"$log" 2>&1; then
+if ! ../../Scripts/swift.sh build -c "$configuration" >"$log" 2>&1; then
     grep -v "unhandled\|CMakeLists.txt" "$log" >&2
     echo "embedding: FAIL: the build failed" >&2
     exit 1
 fi
 tail -1 "$log"
-bin=$(SWIFT_DETERMINISTIC_HASHING=1 swift build -c "$configuration" --show-bin-path)
+bin=$(../../Scripts/swift.sh build -c "$configuration" --show-bin-path)
 
 # SwiftPM plans every target of the graph (each gets a <target>.build directory), but only the
 # targets compiled hold object files there.

@@ -22,7 +22,7 @@ scratch=.build-fuzz
 ./Scripts/install-deps.sh >/dev/null
 echo "fuzz: building strata-fuzz (release, -sanitize=fuzzer,address)…"
 # -DSTRATA_LIBFUZZER leaves out strata-fuzz's own main: libFuzzer's runs the harness.
-swift build --product strata-fuzz --scratch-path "$scratch" -c release -Xswiftc -DSTRATA_LIBFUZZER -Xswiftc -DSTRATA_ADDRESS_SANITIZER \
+Scripts/swift.sh build --product strata-fuzz --scratch-path "$scratch" -c release -Xswiftc -DSTRATA_LIBFUZZER -Xswiftc -DSTRATA_ADDRESS_SANITIZER \
     -Xswiftc -sanitize=fuzzer,address --sanitize=fuzzer --sanitize=address 2>&1 | grep -v "Cannot export local symbol" | tail -3
 bin="$scratch/release"
 

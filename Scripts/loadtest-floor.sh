@@ -26,7 +26,7 @@ cd "$ROOT"
 [ -x "${LOADTEST_STRATA:-.build/release/strata}" ] || { log "building the release strata"; swift build -c release --product strata >&2; }
 if [ ! -x "${LOADTEST_FLOOR:-.build-bench/release/strata-floor}" ]; then
   log "building strata-floor"
-  swift build -c release --package-path Benchmarks --scratch-path .build-bench --product strata-floor >&2
+  Scripts/swift.sh build -c release --package-path Benchmarks --scratch-path .build-bench --product strata-floor >&2
 fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-loadtest-floor.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT

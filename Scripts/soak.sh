@@ -97,7 +97,7 @@ venv
 PY="$VENV/bin/python"
 if [ ! -x "$STRATA" ]; then
   log "building the release strata (swift build -c release --product strata)"
-  (cd "$ROOT" && SWIFT_DETERMINISTIC_HASHING=1 swift build -c release --product strata >&2)
+  (cd "$ROOT" && Scripts/swift.sh build -c release --product strata >&2)
 fi
 
 # The originals: made once into .soak/ (about a minute), copied into the scratch folder per run.

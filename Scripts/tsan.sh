@@ -28,8 +28,7 @@ suites="${1:-BlockingPool|bandsOnSeveralThreads|LockTests|ReaderBias|MemoryCache
 ./Scripts/install-deps.sh
 scratch="${TSAN_SCRATCH:-.build-tsan}"
 export SANITIZER=thread
-# SWIFT_DETERMINISTIC_HASHING: see the Makefile (a dependency's traits in a stable order).
-[ "$build" -eq 0 ] || SWIFT_DETERMINISTIC_HASHING=1 swift build --build-tests --scratch-path "$scratch" --explicit-target-dependency-import-check error
+[ "$build" -eq 0 ] || Scripts/swift.sh build --build-tests --scratch-path "$scratch" --explicit-target-dependency-import-check error
 [ "$build_only" -eq 0 ] || exit 0
 STRATA_STRESS_SECONDS="${STRATA_STRESS_SECONDS:-20}" timeout 1200 \
     swift test --skip-build --scratch-path "$scratch" --filter "$suites"
