@@ -4,7 +4,8 @@
 //
 // - `strata-bench`: the measurements that were `strata bench <name>` (memory, disk, engine,
 //   source, codecs, resample, locks, scroll, eighth, negative, gravity), with the same names,
-//   options and output. From the repository root (they read `Fixtures/`):
+//   options and output, and `s3-fetch` (S3Source's CPU per fetch, Scripts/bench-objectstorage.py
+//   runs it). From the repository root (they read `Fixtures/`):
 //       swift build -c release --package-path Benchmarks --scratch-path .build-bench
 //       .build-bench/release/strata-bench memory --threads 1
 // - `strata-floor`: a bare NIO HTTP/1.1 server, the floor beside nginx in Scripts/loadtest.sh.
@@ -18,6 +19,7 @@ import PackageDescription
 // A path dependency's identity is its directory's name, which depends on the checkout.
 let strataIdentity = String(Context.packageDirectory.split(separator: "/").dropLast().last ?? "strata")
 let strata = Target.Dependency.product(name: "Strata", package: strataIdentity)
+let strataS3 = Target.Dependency.product(name: "StrataS3", package: strataIdentity)
 // The benches moved out of `strata` use Strata's `package` declarations (SplitMix64,
 // DiskFileName, DiskFileEncoder, DirectoryScan, JPEGEighthReader, ImageDecoder.hevcDecodeThreads,
 // ImageRenderer.lastSmartFocus…) as they did inside the root package, so `strata-bench` is
@@ -46,6 +48,8 @@ let package = Package(
             name: "strata-bench",
             dependencies: [
                 strata,
+                // `strata-bench s3-fetch`: S3Source's own cost per fetch.
+                strataS3,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],

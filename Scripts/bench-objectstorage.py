@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Object storage figures, in one run on this machine (docs/Benchmarks.md, "Object storage").
 
-  Scripts/bench-objectstorage.py [--json FILE]
+  Scripts/bench-objectstorage.py [--json FILE] [--only zoom,cold,fetch,tiers]
 
 Every server on 127.0.0.1; a release `strata` (BENCH_STRATA, default .build/release/strata);
 moto (Scripts/moto.sh, signatures checked) as the S3 server; nginx as the HTTP origin.
@@ -15,7 +15,12 @@ moto (Scripts/moto.sh, signatures checked) as the S3 server; nginx as the HTTP o
    2048×1280 photo, 256 px) from a directory and from the bucket: strata's CPU per render in
    each; the difference is what fetching from S3 costs (signing, the exchange, the body),
    against the CPU of a render.
-3. A shared hit against a local disk hit and against a render: the same keys (raw pixels,
+3. S3Source's own cost per fetch, in one process (`strata-bench s3-fetch`, BENCH_STRATA_BENCH,
+   default .build-bench/release/strata-bench): sequential signed GETs of the 257 KB photo from
+   moto through the keep-alive front, and unsigned GETs of the same file from nginx, on the process's CPU
+   clock (nanoseconds, where /proc's ticks are 10 ms), against cold renders of the same bytes at
+   256 and 1024 px in the same process.
+4. A shared hit against a local disk hit and against a render: the same keys (raw pixels,
    256 px and 1024 px) rendered by one node, then asked of that node again after a restart
    (its disk tier), then of a new node with an empty disk and the shared tier: each answer's
    latency at the client (median and p90).
@@ -38,6 +43,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 STRATA = os.environ.get("BENCH_STRATA", os.path.join(ROOT, ".build", "release", "strata"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "20"))
 RENDERS = int(os.environ.get("BENCH_RENDERS", "60"))
+STRATA_BENCH = os.environ.get("BENCH_STRATA_BENCH", os.path.join(ROOT, ".build-bench", "release", "strata-bench"))
+SECTIONS = {"zoom", "cold", "fetch", "tiers"}
+if "--only" in sys.argv:
+    SECTIONS = set(sys.argv[sys.argv.index("--only") + 1].split(","))
 PHOTOS = ["jpeg/path-2560x1600.jpg", "jpeg/fallenleaf-2048x1280-420.jpg", "jpeg/eveningglow-1024x640-progressive.jpg",
           "jpeg/coldripple-1024x640-orientation6.jpg", "jpeg/kite-800x500-gray.jpg", "webp/path-2560x1600.webp"]
 SCRATCH = tempfile.mkdtemp(prefix="strata-objstore.")
@@ -209,18 +218,20 @@ def main():
     aws = dict(os.environ, AWS_ACCESS_KEY_ID=moto.key_id, AWS_SECRET_ACCESS_KEY=moto.secret)
     s3_source = ["--source-s3-bucket", "originals", "--source-s3-endpoint", moto.endpoint]
 
-    # nginx: the photos as static files, and a keep-alive front for moto (whose own server closes
-    # every connection, so that each fetch from it would open one: not what S3 does). The Host
-    # header passes through unchanged, so moto checks the signature Strata made.
+    # nginx: the photos as static files (also at /originals/, the bucket's paths, for S3Source
+    # against a plain server), and a keep-alive front for moto (whose own server closes every
+    # connection, so that each fetch from it would open one: not what S3 does). The front buffers
+    # moto's answers, which then arrive at a server's pace and not in moto's 8 KB writes. The
+    # Host header passes through unchanged, so moto checks the signature Strata made.
     nginx_port, front_port = free_port(), free_port()
     conf = os.path.join(SCRATCH, "nginx.conf")
     with open(conf, "w") as f:
         f.write("daemon off; worker_processes 2; pid %s/nginx.pid; error_log %s/nginx-error.log;\n"
                 "events { worker_connections 1024; }\nhttp { access_log off; sendfile on; etag on;\n"
-                "  server { listen 127.0.0.1:%d; location / { root %s; } }\n"
+                "  server { listen 127.0.0.1:%d; location / { root %s; } location /originals/ { alias %s/; } }\n"
                 "  server { listen 127.0.0.1:%d; client_max_body_size 0; location / { proxy_pass http://127.0.0.1:%d;\n"
-                "    proxy_set_header Host $http_host; proxy_buffering off; proxy_request_buffering off; } } }\n"
-                % (SCRATCH, SCRATCH, nginx_port, src, front_port, moto.port))
+                "    proxy_set_header Host $http_host; proxy_buffers 16 64k; proxy_buffer_size 64k; proxy_request_buffering off; } } }\n"
+                % (SCRATCH, SCRATCH, nginx_port, src, src, front_port, moto.port))
     nginx = start([shutil.which("nginx") or "/usr/sbin/nginx", "-c", conf, "-p", SCRATCH], name="nginx")
     wait_port(nginx_port)
     http_source = ["--source-http-base-url", "http://127.0.0.1:%d/" % nginx_port]
@@ -230,7 +241,7 @@ def main():
     figures["zoom"] = {}
     # Tolerance 0: every URL of the mix is its own render (606 fetches of the origin), so the
     # origin's cost shows; the default tolerance serves most of them from a nearby render.
-    for label, args, env, origin in [("nginx", http_source, None, nginx), ("s3", s3_source, aws, moto.process)]:
+    for label, args, env, origin in [("nginx", http_source, None, nginx), ("s3", s3_source, aws, moto.process)] if "zoom" in SECTIONS else []:
         node = Node("zoom-" + label, args + ["--disk-path", os.path.join(SCRATCH, "zoom-" + label), "--tolerance", "0"], env)
         log("zoom mix from %s for %.0f s" % (label, SECONDS))
         figures["zoom"][label] = zoom(node, origin.pid)
@@ -245,7 +256,7 @@ def main():
     for label, args, env, sides in [("directory", ["--source-directory", src], None, [256]), ("http", http_source, None, [256]),
                                     ("s3", s3_source, aws, [256]), ("s3-keepalive", s3_front, aws, [256]),
                                     ("directory-mix", ["--source-directory", src], None, mix), ("http-mix", http_source, None, mix),
-                                    ("s3-mix", s3_source, aws, mix), ("s3-keepalive-mix", s3_front, aws, mix)]:
+                                    ("s3-mix", s3_source, aws, mix), ("s3-keepalive-mix", s3_front, aws, mix)] if "cold" in SECTIONS else []:
         node = Node("cold-" + label, args, env)
         node.get("/images/%s?w=64&h=64&format=raw" % PHOTOS[4])  # the first request's set-up, untimed
         cpu0 = node.cpu()
@@ -260,18 +271,26 @@ def main():
                                          "medianMs": round(1000 * percentile(wall, 0.5), 1)}
         node.stop()
         log("  cold renders from %s: %s" % (label, figures["coldRenders"][label]))
-    for suffix in ("", "-mix"):
+    for suffix in ("", "-mix") if "cold" in SECTIONS else ():
         d = figures["coldRenders"]["directory" + suffix]["cpuMsPerRender"]
         for origin in ("http", "s3", "s3-keepalive"):
             o = figures["coldRenders"][origin + suffix]["cpuMsPerRender"]
             figures["coldRenders"]["fetchCpuMs-" + origin + suffix] = round(o - d, 2)
             figures["coldRenders"]["fetchShareOfRender-" + origin + suffix] = round((o - d) / d, 4)
 
-    # 3. Render, disk hit, shared hit.
+    # 3. S3Source's own cost per fetch, in one process.
+    if "fetch" in SECTIONS:
+        log("S3Source's cost per fetch (strata-bench s3-fetch)")
+        figures["fetch"] = json.loads(subprocess.check_output(
+            [STRATA_BENCH, "s3-fetch", "--endpoint", "http://127.0.0.1:%d" % front_port, "--bucket", "originals",
+             "--key", many[0], "--static-endpoint", "http://127.0.0.1:%d" % nginx_port, "--json"], env=aws, text=True))
+        log("  %s" % figures["fetch"])
+
+    # 4. Render, disk hit, shared hit.
     shared = ["--shared-s3-bucket", "renders", "--shared-s3-endpoint", moto.endpoint, "--shared-s3-access-key-id", moto.key_id,
               "--shared-s3-secret-access-key", moto.secret, "--shared-timeout", "5s"]
     figures["tiers"] = {}
-    for side in (256, 1024):
+    for side in (256, 1024) if "tiers" in SECTIONS else ():
         paths = ["/images/%s?w=%d&h=%d&format=raw" % (key, side, side) for key in many]
         disk = os.path.join(SCRATCH, "tiers-%d" % side)
         first = Node("tiers-a", ["--source-directory", src, "--disk-path", disk] + shared)

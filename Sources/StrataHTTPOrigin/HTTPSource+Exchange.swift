@@ -32,19 +32,6 @@ extension HTTPSource {
         case origin(HTTPOriginError.Kind, url: OriginURL, said: ServerRefusal? = nil)
     }
 
-    /// When the last byte arrived (the read timeout counts from here), lock-free.
-    final class Progress: Sendable {
-        private let start = ContinuousClock.now
-        private let nanoseconds = Atomic<Int64>(0)
-
-        func touch() {
-            let elapsed = (ContinuousClock.now - start).components
-            nanoseconds.store(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000, ordering: .relaxed)
-        }
-
-        var last: ContinuousClock.Instant { start + .nanoseconds(nanoseconds.load(ordering: .relaxed)) }
-    }
-
     /// Sends `method` for `url` (following redirects), retrying up to
     /// ``Configuration/maxRetries`` times after a jittered, doubling backoff when the failure may
     /// be transient and time is left; maps every failure to a ``SourceError``. With `prefix`, a
@@ -59,7 +46,7 @@ extension HTTPSource {
             let failure: AttemptFailure
             do {
                 return try await limiter.withPermit {
-                    try await self.attempt(url: url, method: method, conditional: conditional, prefix: prefix, deadline: deadline)
+                    try await self.exchange(url: url, method: method, conditional: conditional, prefix: prefix, deadline: deadline)
                 }
             } catch let error as AttemptFailure {
                 failure = error
@@ -105,82 +92,28 @@ extension HTTPSource {
         return doubled * Double.random(in: 0.5...1)
     }
 
-    /// One attempt, raced against a watchdog that enforces the read timeout (no byte for
-    /// that long, the head included) and the total deadline, while the body streams too
-    /// (the client's own deadline stops at the response head).
-    private func attempt(
-        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int?, deadline: ContinuousClock.Instant
-    ) async throws -> OriginResponse {
-        let progress = Progress()
-        let readTimeout = configuration.readTimeout
-        return try await withThrowingTaskGroup(of: OriginResponse?.self) { group in
-            group.addTask {
-                try await self.exchange(
-                    url: url, method: method, conditional: conditional, prefix: prefix, deadline: deadline, progress: progress)
-            }
-            group.addTask {
-                try await Self.watchdog(progress: progress, readTimeout: readTimeout, deadline: deadline, url: url)
-            }
-            defer { group.cancelAll() }
-            while let result = try await group.next() {
-                if let result { return result }
-            }
-            throw CancellationError()
-        }
-    }
-
-    /// Throws the timeout that fires first; returns `nil` when cancelled (the exchange ended).
-    private static func watchdog(
-        progress: Progress, readTimeout: Duration, deadline: ContinuousClock.Instant, url: OriginURL
-    ) async throws -> OriginResponse? {
-        while true {
-            let now = ContinuousClock.now
-            if now >= deadline { throw AttemptFailure.origin(.timeout(.total), url: url) }
-            let readDeadline = progress.last + readTimeout
-            if now >= readDeadline { throw AttemptFailure.origin(.timeout(.read), url: url) }
-            do {
-                try await Task.sleep(until: min(deadline, readDeadline), clock: .continuous)
-            } catch {
-                return nil
-            }
-        }
-    }
-
-    /// The request and its redirects (each hop a new request to the resolved `Location`).
+    /// One attempt: the request and its redirects (each hop a new request to the resolved
+    /// `Location`), each answer collected whole on the client's event loop. The client's read
+    /// timeout bounds each wait for bytes (the head's included), and `deadline` the whole
+    /// attempt, bodies included.
     private func exchange(
-        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int?, deadline: ContinuousClock.Instant,
-        progress: Progress
+        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int?, deadline: ContinuousClock.Instant
     ) async throws -> OriginResponse {
         var current = url
         var redirects = 0
         while true {
             let sentAt = WallClock.secondsSince1970()
             let response = try await send(current, method: method, conditional: conditional, prefix: prefix, deadline: deadline)
-            progress.touch()
             let status = Int(response.status.code)
             switch status {
             case 200...299:
                 let validator = HTTPValidator(
                     etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
-                if method == .HEAD {
-                    await Self.discard(response.body)
-                    return OriginResponse(outcome: .headOnly, validator: validator)
-                }
-                let limit = configuration.maxBodyBytes
-                let declared = response.headers.first(name: "content-length").flatMap { Int($0) }
-                // A prefix asked for is at most `prefix` bytes, whatever the origin sends (a 200
-                // to a ranged GET is the whole file: its transfer is stopped there).
-                if prefix == nil, let declared, declared > limit {
-                    throw AttemptFailure.origin(.bodyTooLarge(limit: limit, declared: declared), url: current)
-                }
-                let bytes = try await Self.collect(
-                    response.body, limit: limit, stopAt: prefix, expected: declared, progress: progress, url: current)
-                return OriginResponse(outcome: .body(bytes), validator: validator)
+                if method == .HEAD { return OriginResponse(outcome: .headOnly, validator: validator) }
+                return OriginResponse(outcome: .body(response.body), validator: validator)
             case 304 where conditional != nil:
-                await Self.discard(response.body)
                 return OriginResponse(outcome: .notModified, validator: conditional)
             case 301, 302, 303, 307, 308:
-                await Self.discard(response.body)
                 guard let location = response.headers.first(name: "location") else {
                     throw AttemptFailure.origin(.invalidResponse("a \(status) redirect without a Location header"), url: current)
                 }
@@ -190,13 +123,11 @@ extension HTTPSource {
                 current = try resolveRedirect(location, from: current)
                 redirects += 1
             case 404, 410:
-                await Self.discard(response.body)
                 throw AttemptFailure.notFound
             case 405 where method == .HEAD, 501 where method == .HEAD:
-                await Self.discard(response.body)
                 return OriginResponse(outcome: .headNotSupported, validator: nil)
             default:
-                let said = await ServerRefusal.read(response, sentAt: sentAt)
+                let said = ServerRefusal.read(headers: response.headers, body: response.body, sentAt: sentAt)
                 throw AttemptFailure.origin(.status(status), url: current, said: said)
             }
         }
@@ -222,102 +153,73 @@ extension HTTPSource {
         return next
     }
 
-    /// Sends one request; the static headers and the signature only to the base URL's origin.
+    /// Sends one request and collects its answer (a 2xx's body within
+    /// ``Configuration/maxBodyBytes``, or its first `prefix` bytes: a 200 to a ranged GET is the
+    /// whole file, whose transfer is stopped there); the static headers and the signature only
+    /// to the base URL's origin.
     private func send(
         _ url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int?, deadline: ContinuousClock.Instant
-    ) async throws -> HTTPClientResponse {
-        var request = HTTPClientRequest(url: url.description)
-        request.method = method
+    ) async throws -> CollectedResponse {
+        var headers = HTTPHeaders()
         if let conditional {
             let header = conditional.conditionalHeader
-            request.headers.replaceOrAdd(name: header.name, value: header.value)
+            headers.replaceOrAdd(name: header.name, value: header.value)
         }
-        if let prefix { request.headers.replaceOrAdd(name: "range", value: "bytes=0-\(prefix - 1)") }
+        if let prefix { headers.replaceOrAdd(name: "range", value: "bytes=0-\(prefix - 1)") }
         if url.isSameOrigin(as: base) {
-            for (name, value) in configuration.headers { request.headers.add(name: name, value: value) }
+            for (name, value) in configuration.headers { headers.add(name: name, value: value) }
             // Last: the signature covers the headers as they go out.
             if let signer {
                 do {
-                    try signer.sign(&request, method: method, url: url)
+                    try signer.sign(&headers, method: method, url: url)
                 } catch {
                     throw AttemptFailure.origin(.invalidResponse("the request could not be signed: \(error)"), url: url)
                 }
             }
         }
-        requestsSent.add(1, ordering: .relaxed)
-        let remaining = max(deadline - ContinuousClock.now, .zero)
         // Traced when the task has a context (the engine binds one only when tracing is on): a
         // client span per request sent, whose context goes to the origin as `traceparent`.
-        let span = ServiceContext.current.map { Self.clientSpan(for: url, method: method, request: &request, parent: $0) }
+        let span = ServiceContext.current.map { Self.clientSpan(for: url, method: method, headers: &headers, parent: $0) }
+        let request: HTTPClient.Request
         do {
-            let response = try await client.execute(request, deadline: NIODeadline.now() + remaining.timeAmount)
+            request = try HTTPClient.Request(url: url.description, method: method, headers: headers)
+        } catch {
+            span?.recordError(error)
+            span?.end()
+            throw AttemptFailure.origin(.invalidResponse("the request could not be made: \(error)"), url: url)
+        }
+        requestsSent.add(1, ordering: .relaxed)
+        let remaining = max(deadline - ContinuousClock.now, .zero)
+        do {
+            let response = try await client.collect(
+                request, bound: BodyBound(limit: configuration.maxBodyBytes, stopAt: prefix),
+                deadline: NIODeadline.now() + remaining.timeAmount)
             span?.attributes["http.response.status_code"] = Int(response.status.code)
             span?.end()
             return response
         } catch {
             span?.recordError(error)
             span?.end()
+            if case .bodyTooLarge(let limit, let declared) = error as? CollectFailure {
+                throw AttemptFailure.origin(.bodyTooLarge(limit: limit, declared: declared), url: url)
+            }
             throw AttemptFailure.origin(Self.failureKind(of: error), url: url)
         }
     }
 
     /// The client span of one request to the origin (OpenTelemetry's HTTP client conventions;
-    /// the URL's path is left out, as it holds the key), its context injected into `request`'s
-    /// headers (`traceparent`, with the tracer's propagation).
+    /// the URL's path is left out, as it holds the key), its context injected into
+    /// `headers` (`traceparent`, with the tracer's propagation).
     private static func clientSpan(
-        for url: OriginURL, method: HTTPMethod, request: inout HTTPClientRequest, parent: ServiceContext
+        for url: OriginURL, method: HTTPMethod, headers: inout HTTPHeaders, parent: ServiceContext
     ) -> any Span {
         let span = InstrumentationSystem.tracer.startAnySpan(method.rawValue, context: parent, ofKind: .client)
         span.attributes["http.request.method"] = method.rawValue
         span.attributes["server.address"] = url.host
         span.attributes["server.port"] = url.effectivePort
         span.attributes["url.scheme"] = url.scheme
-        InstrumentationSystem.instrument.inject(span.context, into: &request.headers, using: HTTPHeadersInjector())
+        InstrumentationSystem.instrument.inject(span.context, into: &headers, using: HTTPHeadersInjector())
         return span
-    }
-
-    /// The body, refusing more than `limit` bytes as they arrive (the transfer is aborted when
-    /// the body's iterator is dropped); with `stopAt`, its first `stopAt` bytes, the rest unread.
-    private static func collect(
-        _ body: HTTPClientResponse.Body, limit: Int, stopAt: Int?, expected: Int?, progress: Progress, url: OriginURL
-    ) async throws -> [UInt8] {
-        var bytes: [UInt8] = []
-        // The declared length at once (within the limit), so that a large original is never
-        // copied by the array's growth. A lying Content-Length reserves address space only:
-        // pages not written are not resident.
-        bytes.reserveCapacity(min(expected ?? (64 << 10), stopAt ?? limit, limit))
-        do {
-            for try await buffer in body {
-                progress.touch()
-                if let stopAt, buffer.readableBytes >= stopAt - bytes.count {
-                    let wanted = stopAt - bytes.count
-                    buffer.withUnsafeReadableBytes { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0.prefix(wanted))) }
-                    return bytes
-                }
-                guard buffer.readableBytes <= limit - bytes.count else {
-                    throw AttemptFailure.origin(.bodyTooLarge(limit: limit, declared: nil), url: url)
-                }
-                // One memcpy (appending the buffer's view would go byte by byte).
-                buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
-            }
-        } catch let error as AttemptFailure {
-            throw error
-        } catch {
-            throw AttemptFailure.origin(failureKind(of: error), url: url)
-        }
-        return bytes
-    }
-
-    /// Reads and drops a small body (an error page, a redirect's) so that the connection can
-    /// be reused; a larger one is dropped unread (the client closes that connection).
-    private static func discard(_ body: HTTPClientResponse.Body) async {
-        var seen = 0
-        do {
-            for try await buffer in body {
-                seen += buffer.readableBytes
-                if seen > 64 << 10 { return }
-            }
-        } catch {}
     }
 
     /// What a client error means for the caller. Never quotes header values.

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import NIOHTTP1
 
 /// Signs each request an ``HTTPSource`` sends to its base URL's origin (never to another host
@@ -6,6 +5,6 @@ import NIOHTTP1
 /// header is set, so that the signature covers the request as it goes out. Cost: one HMAC
 /// chain per request.
 package protocol OriginRequestSigner: Sendable {
-    /// Adds the signature's headers to `request` (a `method` request for `url`).
-    func sign(_ request: inout HTTPClientRequest, method: HTTPMethod, url: OriginURL) throws
+    /// Adds the signature's headers to `headers` (those of a `method` request for `url`).
+    func sign(_ headers: inout HTTPHeaders, method: HTTPMethod, url: OriginURL) throws
 }

@@ -1,6 +1,5 @@
-import AsyncHTTPClient
 import Glibc
-import NIOCore
+import NIOHTTP1
 
 /// What an origin said when it refused a request, read from the first few KiB of its error body
 /// the way S3 and its peers write it (`<Error><Code>…</Code><Message>…</Message></Error>`), and
@@ -16,21 +15,14 @@ package struct ServerRefusal: Sendable, Equatable {
     /// Signed requests (AWS Signature Version 4) are refused past this skew.
     static let allowedSkewSeconds = 15 * 60
 
-    /// Reads (and drops the rest of) `response`'s body; `nil` when it says nothing usable.
+    /// What an answer with `headers` and (the start of) `body` says; `nil` when nothing usable.
     /// `sentAt` is this machine's clock when the request left, in seconds since 1970.
-    package static func read(_ response: HTTPClientResponse, sentAt: Int64) async -> ServerRefusal? {
-        var bytes: [UInt8] = []
-        do {
-            for try await buffer in response.body {
-                bytes.append(contentsOf: buffer.readableBytesView.prefix(bodyLimit - bytes.count))
-                if bytes.count >= bodyLimit { break }
-            }
-        } catch {}
-        let body = String(decoding: bytes, as: UTF8.self)
+    package static func read(headers: HTTPHeaders, body bytes: [UInt8], sentAt: Int64) -> ServerRefusal? {
+        let body = String(decoding: bytes.prefix(bodyLimit), as: UTF8.self)
         var refusal = ServerRefusal(
             code: element("Code", in: body).map { printable($0, limit: 64) },
             message: element("Message", in: body).map { printable($0, limit: 300) })
-        if let date = response.headers.first(name: "date"), let serverTime = WallClock.parseHTTPDate(date) {
+        if let date = headers.first(name: "date"), let serverTime = WallClock.parseHTTPDate(date) {
             let skew = serverTime - sentAt
             if abs(skew) > Int64(allowedSkewSeconds) { refusal.clockSkewSeconds = Int(skew) }
         }

@@ -75,17 +75,11 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
     /// The object `key`, or `nil` when there is none (404). `deadline` replaces the store's
     /// timeout for this call.
     public func get(_ key: String, deadline: ContinuousClock.Instant? = nil) async throws(S3StoreError) -> Object? {
-        try await send(.GET, key, deadline: deadline) { response, url async throws(S3StoreError) -> Object? in
+        try await send(.GET, key, deadline: deadline) { response, url throws(S3StoreError) -> Object? in
             switch response.status.code {
-            case 200:
-                let declared = response.headers.first(name: "content-length").flatMap { Int($0) }
-                let bytes = try await Self.collect(response.body, limit: self.maxObjectBytes, expected: declared, key: key)
-                return Object(bytes: bytes, etag: response.headers.first(name: "etag"))
-            case 404:
-                await Self.drain(response.body)
-                return nil
-            default:
-                throw await Self.failure(response, key: key, url: url)
+            case 200: return Object(bytes: response.body, etag: response.headers.first(name: "etag"))
+            case 404: return nil
+            default: throw Self.failure(response, key: key, url: url)
             }
         }
     }
@@ -94,20 +88,17 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
     public func put(
         _ key: String, _ bytes: [UInt8], contentType: String = "application/octet-stream", deadline: ContinuousClock.Instant? = nil
     ) async throws(S3StoreError) {
-        try await send(.PUT, key, body: bytes, contentType: contentType, deadline: deadline) {
-            response, url async throws(S3StoreError) in
-            guard (200...299).contains(response.status.code) else { throw await Self.failure(response, key: key, url: url) }
-            await Self.drain(response.body)
+        try await send(.PUT, key, body: bytes, contentType: contentType, deadline: deadline) { response, url throws(S3StoreError) in
+            guard (200...299).contains(response.status.code) else { throw Self.failure(response, key: key, url: url) }
         }
     }
 
     /// Deletes the object `key` (a missing one is not an error: S3 answers 204 either way).
     public func delete(_ key: String, deadline: ContinuousClock.Instant? = nil) async throws(S3StoreError) {
-        try await send(.DELETE, key, deadline: deadline) { response, url async throws(S3StoreError) in
+        try await send(.DELETE, key, deadline: deadline) { response, url throws(S3StoreError) in
             guard (200...299).contains(response.status.code) || response.status.code == 404 else {
-                throw await Self.failure(response, key: key, url: url)
+                throw Self.failure(response, key: key, url: url)
             }
-            await Self.drain(response.body)
         }
     }
 
@@ -116,58 +107,40 @@ public final class S3ObjectStore: Sendable, CustomStringConvertible {
         bucketURL.appending(encodedSegments: key.split(separator: "/", omittingEmptySubsequences: false).map(String.init))
     }
 
+    /// Sends one signed request and collects its answer (a 2xx's body within
+    /// ``maxObjectBytes``) on the client's event loop, then hands it to `handle`.
     private func send<T>(
         _ method: HTTPMethod, _ key: String, body: [UInt8]? = nil, contentType: String? = nil,
-        deadline: ContinuousClock.Instant? = nil, _ handle: (HTTPClientResponse, OriginURL) async throws(S3StoreError) -> T
+        deadline: ContinuousClock.Instant? = nil, _ handle: (CollectedResponse, OriginURL) throws(S3StoreError) -> T
     ) async throws(S3StoreError) -> T {
         if isShutDown.load(ordering: .acquiring) { throw S3StoreError(key: key, kind: .shutDown) }
         let url = url(of: key)
-        var request = HTTPClientRequest(url: url.description)
-        request.method = method
+        var headers = HTTPHeaders()
         var payloadHash = SigV4Signer.emptyPayloadHash
         if let body {
             payloadHash = SigV4Signer.sha256Hex(body)
-            request.headers.replaceOrAdd(name: "content-length", value: "\(body.count)")
-            if let contentType { request.headers.replaceOrAdd(name: "content-type", value: contentType) }
-            request.body = .bytes(ByteBuffer(bytes: body))
+            headers.replaceOrAdd(name: "content-length", value: "\(body.count)")
+            if let contentType { headers.replaceOrAdd(name: "content-type", value: contentType) }
         }
-        signer.sign(&request, method: method, url: url, payloadHash: payloadHash)
-        let response: HTTPClientResponse
+        signer.sign(&headers, method: method, url: url, payloadHash: payloadHash)
+        let response: CollectedResponse
         do {
+            let request = try HTTPClient.Request(
+                url: url.description, method: method, headers: headers, body: body.map { .bytes($0) })
             let remaining = deadline.map { max($0 - ContinuousClock.now, .zero) } ?? timeout
-            response = try await client.execute(request, deadline: .now() + remaining.timeAmount)
+            response = try await client.collect(request, bound: BodyBound(limit: maxObjectBytes), deadline: .now() + remaining.timeAmount)
+        } catch CollectFailure.bodyTooLarge {
+            throw S3StoreError(key: key, kind: .tooLarge(limit: maxObjectBytes), url: "\(url)")
         } catch {
             if Task.isCancelled { throw S3StoreError(key: key, kind: .cancelled) }
             throw S3StoreError(key: key, kind: .unreachable(HTTPSource.failureKind(of: error)), url: "\(url)")
         }
-        return try await handle(response, url)
+        return try handle(response, url)
     }
 
-    private static func collect(
-        _ body: HTTPClientResponse.Body, limit: Int, expected: Int?, key: String
-    ) async throws(S3StoreError) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(min(expected ?? (64 << 10), limit))
-        do {
-            for try await buffer in body {
-                guard buffer.readableBytes <= limit - bytes.count else { throw S3StoreError(key: key, kind: .tooLarge(limit: limit)) }
-                buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
-            }
-        } catch let error as S3StoreError {
-            throw error
-        } catch {
-            throw S3StoreError(key: key, kind: .unreachable(HTTPSource.failureKind(of: error)))
-        }
-        return bytes
-    }
-
-    private static func drain(_ body: HTTPClientResponse.Body) async {
-        do { for try await _ in body {} } catch {}
-    }
-
-    private static func failure(_ response: HTTPClientResponse, key: String, url: OriginURL) async -> S3StoreError {
+    private static func failure(_ response: CollectedResponse, key: String, url: OriginURL) -> S3StoreError {
         // The origin's reader of S3's error bodies (the first 8 KiB, `<Code>`).
-        let said = await ServerRefusal.read(response, sentAt: WallClock.secondsSince1970())
+        let said = ServerRefusal.read(headers: response.headers, body: response.body, sentAt: WallClock.secondsSince1970())
         return S3StoreError(key: key, kind: .status(Int(response.status.code), code: said?.code), url: "\(url)")
     }
 }

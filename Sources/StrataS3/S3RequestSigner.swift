@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import NIOHTTP1
 import StrataHTTPOrigin
 
@@ -8,27 +7,27 @@ import StrataHTTPOrigin
 struct S3RequestSigner: OriginRequestSigner {
     var signer: SigV4Signer
 
-    func sign(_ request: inout HTTPClientRequest, method: HTTPMethod, url: OriginURL) throws {
-        sign(&request, method: method, url: url, payloadHash: SigV4Signer.emptyPayloadHash)
+    func sign(_ headers: inout HTTPHeaders, method: HTTPMethod, url: OriginURL) throws {
+        sign(&headers, method: method, url: url, payloadHash: SigV4Signer.emptyPayloadHash)
     }
 
-    /// Signs `request` whose body hashes to `payloadHash` (hex SHA-256).
-    func sign(_ request: inout HTTPClientRequest, method: HTTPMethod, url: OriginURL, payloadHash: String) {
+    /// Signs the request with `headers` whose body hashes to `payloadHash` (hex SHA-256).
+    func sign(_ headers: inout HTTPHeaders, method: HTTPMethod, url: OriginURL, payloadHash: String) {
         let host = url.port.map { "\(url.host):\($0)" } ?? url.host
-        request.headers.replaceOrAdd(name: "host", value: host)
+        headers.replaceOrAdd(name: "host", value: host)
         let parts = url.pathAndQuery.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let query = parts.count > 1 ? Self.decodedQuery(String(parts[1])) : []
-        var headers: [(String, String)] = [("host", host)]
+        var signed: [(String, String)] = [("host", host)]
         for name in ["range", "if-none-match", "if-modified-since", "content-type", "content-length"] {
-            if let value = request.headers.first(name: name) { headers.append((name, value)) }
+            if let value = headers.first(name: name) { signed.append((name, value)) }
         }
-        for header in request.headers where header.name.lowercased().hasPrefix("x-amz-") {
-            headers.append((header.name.lowercased(), header.value))
+        for header in headers where header.name.lowercased().hasPrefix("x-amz-") {
+            signed.append((header.name.lowercased(), header.value))
         }
         let added = signer.sign(
-            method: method.rawValue, path: String(parts[0]), query: query, headers: headers, payloadHash: payloadHash,
+            method: method.rawValue, path: String(parts[0]), query: query, headers: signed, payloadHash: payloadHash,
             date: SigV4Date.now())
-        for (name, value) in added { request.headers.replaceOrAdd(name: name, value: value) }
+        for (name, value) in added { headers.replaceOrAdd(name: name, value: value) }
     }
 
     /// `a=1&b=x%20y` as decoded pairs (the signer encodes them again, canonically).

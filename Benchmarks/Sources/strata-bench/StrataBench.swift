@@ -16,7 +16,7 @@ struct StrataBenchCommand: AsyncParsableCommand {
         subcommands: [
             BenchSourceCommand.self, BenchGravityCommand.self, BenchCodecsCommand.self, ResampleBenchCommand.self, BenchDiskCommand.self,
             BenchScrollCommand.self, BenchMemoryCommand.self, BenchLocksCommand.self, BenchEngineCommand.self, BenchNegativeCommand.self,
-            BenchEighthCommand.self, BenchOperationsCommand.self,
+            BenchEighthCommand.self, BenchOperationsCommand.self, BenchS3FetchCommand.self,
         ]
     )
 }
