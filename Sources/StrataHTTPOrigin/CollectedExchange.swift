@@ -39,9 +39,9 @@ package enum CollectFailure: Error, Equatable {
 extension HTTPClient {
     /// Sends `request` and collects its answer on the client's event loop, each body part
     /// appended where it arrives: one hop back to the caller per exchange, where the async
-    /// body sequence makes one per part (the cost of a fetch over HTTP was mostly those
-    /// wake-ups). `deadline` bounds the whole exchange, the body included; the client's read
-    /// timeout bounds each wait for bytes. Cancelling the task cancels the request.
+    /// body sequence makes one per part (about a tenth of a 257 KB fetch's CPU, measured with
+    /// `strata-bench s3-fetch`). `deadline` bounds the whole exchange, the body included; the
+    /// client's read timeout bounds each wait for bytes. Cancelling the task cancels the request.
     package func collect(_ request: HTTPClient.Request, bound: BodyBound, deadline: NIODeadline) async throws -> CollectedResponse {
         let collector = ResponseCollector(bound: bound)
         let task = execute(request: request, delegate: collector, deadline: deadline)

@@ -2,7 +2,6 @@ import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
 import Strata
-import Synchronization
 import Tracing
 
 /// One request to the origin and what became of it: the retry, the timeouts, the redirects
