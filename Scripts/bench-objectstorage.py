@@ -47,6 +47,9 @@ STRATA_BENCH = os.environ.get("BENCH_STRATA_BENCH", os.path.join(ROOT, ".build-b
 SECTIONS = {"zoom", "cold", "fetch", "tiers"}
 if "--only" in sys.argv:
     SECTIONS = set(sys.argv[sys.argv.index("--only") + 1].split(","))
+if "fetch" in SECTIONS and not os.access(STRATA_BENCH, os.X_OK):
+    raise SystemExit("no strata-bench at %s (swift build -c release --package-path Benchmarks --scratch-path .build-bench; "
+                     "or BENCH_STRATA_BENCH=..., or --only zoom,cold,tiers)" % STRATA_BENCH)
 PHOTOS = ["jpeg/path-2560x1600.jpg", "jpeg/fallenleaf-2048x1280-420.jpg", "jpeg/eveningglow-1024x640-progressive.jpg",
           "jpeg/coldripple-1024x640-orientation6.jpg", "jpeg/kite-800x500-gray.jpg", "webp/path-2560x1600.webp"]
 SCRATCH = tempfile.mkdtemp(prefix="strata-objstore.")
