@@ -338,6 +338,12 @@ void strata_jpeg_eighth_close(strata_jpeg_eighth *d) {
 
 const char *strata_jpeg_eighth_message(const strata_jpeg_eighth *d) { return d->message; }
 
+size_t strata_jpeg_eighth_consumed(const strata_jpeg_eighth *d) {
+    // The bit reader loads up to 8 bytes ahead of the bits it has used.
+    size_t at = (size_t)(d->exact.r.p - d->data);
+    return at > 8 ? at - 8 : 0;
+}
+
 void strata_jpeg_eighth_set_part_bytes(strata_jpeg_eighth *d, size_t bytes) { d->part_bytes = bytes < 64 ? 64 : bytes; }
 
 // MARK: - Bits

@@ -15,6 +15,7 @@ struct strata_jpeg_rows {
     struct jpeg_progress_mgr progress;
     jmp_buf landing;
     int started;
+    const uint8_t *data;  // the data of the decode started last
     char message[JMSG_LENGTH_MAX + 64];
 };
 
@@ -78,6 +79,7 @@ static int start(
         return -1;
     }
     jpeg_mem_src(&reader->info, data, (unsigned long)size);
+    reader->data = data;
     jpeg_read_header(&reader->info, TRUE);
     *color_space = (int)reader->info.jpeg_color_space;
     if (reader->info.jpeg_color_space == JCS_CMYK || reader->info.jpeg_color_space == JCS_YCCK) {
@@ -158,6 +160,11 @@ int strata_jpeg_rows_finish(strata_jpeg_rows *reader) {
 void strata_jpeg_rows_abort(strata_jpeg_rows *reader) {
     if (reader->started) jpeg_abort_decompress(&reader->info);
     reader->started = 0;
+}
+
+size_t strata_jpeg_rows_consumed(const strata_jpeg_rows *reader) {
+    if (!reader->started || !reader->info.src || !reader->data) return 0;
+    return (size_t)(reader->info.src->next_input_byte - reader->data);
 }
 
 const char *strata_jpeg_rows_message(const strata_jpeg_rows *reader) { return reader->message; }

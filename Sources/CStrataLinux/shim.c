@@ -18,6 +18,7 @@ const int strata_F_OFD_SETLK = F_OFD_SETLK;
 const int strata_F_OFD_SETLKW = F_OFD_SETLKW;
 const int strata_F_OFD_GETLK = F_OFD_GETLK;
 const int strata_EFD_CLOEXEC = EFD_CLOEXEC;
+const int strata_O_TMPFILE = O_TMPFILE;
 const int strata_EFD_NONBLOCK = EFD_NONBLOCK;
 
 int strata_eventfd(unsigned int initval, int flags) { return eventfd(initval, flags); }

@@ -23,6 +23,15 @@ extension HTTPSource {
         var outcome: Outcome
         /// The response's `ETag` or `Last-Modified`.
         var validator: HTTPValidator?
+        /// A 2xx's status (206 for a part) and `Content-Range`.
+        var status = 200
+        var contentRange: String?
+    }
+
+    /// The bytes a ranged GET asks for: `count` bytes from `offset`.
+    struct ByteWindow: Sendable {
+        var offset: Int
+        var count: Int
     }
 
     /// Why one attempt failed.
@@ -33,10 +42,10 @@ extension HTTPSource {
 
     /// Sends `method` for `url` (following redirects), retrying up to
     /// ``Configuration/maxRetries`` times after a jittered, doubling backoff when the failure may
-    /// be transient and time is left; maps every failure to a ``SourceError``. With `prefix`, a
-    /// GET asks for the first `prefix` bytes only.
+    /// be transient and time is left; maps every failure to a ``SourceError``. With `window`, a
+    /// GET asks for those bytes only.
     func perform(
-        key: String, url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int? = nil
+        key: String, url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, window: ByteWindow? = nil
     ) async throws(SourceError) -> OriginResponse {
         let deadline = ContinuousClock.now + configuration.totalTimeout
         var attempt = 1
@@ -45,7 +54,7 @@ extension HTTPSource {
             let failure: AttemptFailure
             do {
                 return try await limiter.withPermit {
-                    try await self.exchange(url: url, method: method, conditional: conditional, prefix: prefix, deadline: deadline)
+                    try await self.exchange(url: url, method: method, conditional: conditional, window: window, deadline: deadline)
                 }
             } catch let error as AttemptFailure {
                 failure = error
@@ -96,20 +105,22 @@ extension HTTPSource {
     /// timeout bounds each wait for bytes (the head's included), and `deadline` the whole
     /// attempt, bodies included.
     private func exchange(
-        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int?, deadline: ContinuousClock.Instant
+        url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, window: ByteWindow?, deadline: ContinuousClock.Instant
     ) async throws -> OriginResponse {
         var current = url
         var redirects = 0
         while true {
             let sentAt = WallClock.secondsSince1970()
-            let response = try await send(current, method: method, conditional: conditional, prefix: prefix, deadline: deadline)
+            let response = try await send(current, method: method, conditional: conditional, window: window, deadline: deadline)
             let status = Int(response.status.code)
             switch status {
             case 200...299:
                 let validator = HTTPValidator(
                     etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
                 if method == .HEAD { return OriginResponse(outcome: .headOnly, validator: validator) }
-                return OriginResponse(outcome: .body(response.body), validator: validator)
+                return OriginResponse(
+                    outcome: .body(response.body), validator: validator, status: status,
+                    contentRange: response.headers.first(name: "content-range"))
             case 304 where conditional != nil:
                 return OriginResponse(outcome: .notModified, validator: conditional)
             case 301, 302, 303, 307, 308:
@@ -153,18 +164,18 @@ extension HTTPSource {
     }
 
     /// Sends one request and collects its answer (a 2xx's body within
-    /// ``Configuration/maxBodyBytes``, or its first `prefix` bytes: a 200 to a ranged GET is the
-    /// whole file, whose transfer is stopped there); the static headers and the signature only
-    /// to the base URL's origin.
+    /// ``Configuration/maxBodyBytes``, or the window's length of it: a 200 to a ranged GET is
+    /// the whole file, whose transfer is stopped there); the static headers and the signature
+    /// only to the base URL's origin.
     private func send(
-        _ url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, prefix: Int?, deadline: ContinuousClock.Instant
+        _ url: OriginURL, method: HTTPMethod, conditional: HTTPValidator?, window: ByteWindow?, deadline: ContinuousClock.Instant
     ) async throws -> CollectedResponse {
         var headers = HTTPHeaders()
         if let conditional {
             let header = conditional.conditionalHeader
             headers.replaceOrAdd(name: header.name, value: header.value)
         }
-        if let prefix { headers.replaceOrAdd(name: "range", value: "bytes=0-\(prefix - 1)") }
+        if let window { headers.replaceOrAdd(name: "range", value: "bytes=\(window.offset)-\(window.offset + window.count - 1)") }
         if url.isSameOrigin(as: base) {
             for (name, value) in configuration.headers { headers.add(name: name, value: value) }
             // Last: the signature covers the headers as they go out.
@@ -191,7 +202,7 @@ extension HTTPSource {
         let remaining = max(deadline - ContinuousClock.now, .zero)
         do {
             let response = try await client.collect(
-                request, bound: BodyBound(limit: configuration.maxBodyBytes, stopAt: prefix),
+                request, bound: BodyBound(limit: configuration.maxBodyBytes, stopAt: window?.count),
                 deadline: NIODeadline.now() + remaining.timeAmount)
             span?.attributes["http.response.status_code"] = Int(response.status.code)
             span?.end()

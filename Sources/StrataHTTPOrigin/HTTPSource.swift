@@ -125,9 +125,17 @@ public final class HTTPSource: ImageSource, CustomStringConvertible {
         try await fetch(key: key, url: try requestURL(for: key), prefix: max(1, maxBytes))
     }
 
+    /// Up to `maxBytes` bytes from `offset` with a ranged GET (206 and its `Content-Range`);
+    /// `nil` when the origin answers the first part with the whole file (it ignores `Range`)
+    /// or without a validator (the parts could not be proved of one version).
+    public func fetchRange(key: String, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange? {
+        try await fetchRange(key: key, url: try requestURL(for: key), offset: offset, maxBytes: maxBytes)
+    }
+
     /// A GET of `url` for `key` (its first `prefix` bytes when given), its validator remembered.
     package func fetch(key: String, url: OriginURL, prefix: Int?) async throws(SourceError) -> SourceData {
-        let response = try await perform(key: key, url: url, method: .GET, conditional: nil, prefix: prefix)
+        let window = prefix.map { ByteWindow(offset: 0, count: $0) }
+        let response = try await perform(key: key, url: url, method: .GET, conditional: nil, window: window)
         switch response.outcome {
         case .body(let bytes):
             let validator = response.validator

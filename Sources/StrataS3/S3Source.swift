@@ -66,6 +66,12 @@ public final class S3Source: ImageSource, SourceHealthProbe, CustomStringConvert
         try await origin.fetch(key: key, url: try objectURL(for: key), prefix: max(1, maxBytes))
     }
 
+    /// Up to `maxBytes` bytes of the object from `offset`, with a ranged GET: its ETag is the
+    /// version, so parts of an object replaced midway are told apart.
+    public func fetchRange(key: String, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange? {
+        try await origin.fetchRange(key: key, url: try objectURL(for: key), offset: offset, maxBytes: maxBytes)
+    }
+
     /// A conditional HEAD (`If-None-Match` on the last `ETag` seen): a 304 is "unchanged".
     public func version(key: String) async throws(SourceError) -> String? {
         try await origin.version(key: key, url: try objectURL(for: key))

@@ -26,6 +26,40 @@ struct HTTPSourceRangeAndRefusalTests {
         }
     }
 
+    @Test func partsAreRangedGETsWithTheWholeFilesVersionAndLength() async throws {
+        let nginx = try NginxTrait.current()
+        let marker = logMarker()
+        let whole = Fixtures.bytes(Self.path)
+        let directory = nginx.mutableDirectory.appendingPathComponent(marker)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try Data(whole).write(to: directory.appendingPathComponent("photo.jpg"))
+        let key = marker + "/photo.jpg"
+        try await withHTTPSource(nginx.url("mutable")) { source in
+            let version = try nginxETag(ofFileAt: directory.appendingPathComponent("photo.jpg").path)
+            var parts: [UInt8] = []
+            while parts.count < whole.count {
+                let part = try #require(try await source.fetchRange(key: key, offset: parts.count, maxBytes: 100_000))
+                #expect(part.version == version && part.totalBytes == whole.count)
+                parts += part.bytes
+            }
+            #expect(parts == whole)
+            let lines = await nginx.logged((whole.count + 99_999) / 100_000, containing: marker)
+            #expect(lines.count == (whole.count + 99_999) / 100_000)
+            #expect(lines.allSatisfy { $0.status == 206 && $0.bytesSent < 101_000 }, "\(lines)")
+        }
+        _ = try await withHTTPSource(nginx.url("mutable"), { $0.maxBodyBytes = 1000 }) { source in
+            await #expect(throws: SourceError.self) { try await source.fetchRange(key: key, offset: 0, maxBytes: 100) }
+        }
+    }
+
+    @Test func contentRangeParses() {
+        #expect(HTTPSource.contentRange("bytes 0-99/1000")! == (0, 100, 1000))
+        #expect(HTTPSource.contentRange("bytes 900-999/1000")! == (900, 100, 1000))
+        for bad in ["bytes 0-99/*", "bytes */1000", "bytes 100-99/1000", "bytes 0-1000/1000", "items 0-9/10", "bytes 0-9"] {
+            #expect(HTTPSource.contentRange(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test func anEngineReadsAnOriginsHeaderFromItsFirstMegabyte() async throws {
         let nginx = try NginxTrait.current()
         let marker = logMarker()

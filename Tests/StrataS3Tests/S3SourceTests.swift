@@ -58,6 +58,14 @@ struct S3SourceTests {
             // A ranged GET of the first bytes, with the whole object's version.
             let prefix = try await source.fetchPrefix(key: Self.kite, maxBytes: 100)
             #expect(prefix.bytes == Array(kite.prefix(100)) && prefix.version == data.version)
+            // Parts (a pyramid's spool): ranged GETs with the object's ETag and length.
+            var parts: [UInt8] = []
+            while parts.count < kite.count {
+                let part = try #require(try await source.fetchRange(key: Self.kite, offset: parts.count, maxBytes: 64 << 10))
+                #expect(part.version == data.version && part.totalBytes == kite.count)
+                parts += part.bytes
+            }
+            #expect(parts == kite)
             // Missing: not found (the engine remembers it in its negative cache).
             let missing = await sourceFailure { () async throws(SourceError) in try await source.fetch(key: "nothing.jpg") }
             #expect(missing?.isNotFound == true)

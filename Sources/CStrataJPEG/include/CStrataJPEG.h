@@ -76,6 +76,10 @@ int strata_jpeg_rows_finish(strata_jpeg_rows *reader);
 void strata_jpeg_rows_abort(strata_jpeg_rows *reader);
 
 /// The last error's message (empty when none).
+/// Bytes of the data libjpeg has taken so far in the decode started last (its source's
+/// `next_input_byte`): it never reads what lies before again. 0 when nothing is started.
+size_t strata_jpeg_rows_consumed(const strata_jpeg_rows *reader);
+
 const char *strata_jpeg_rows_message(const strata_jpeg_rows *reader);
 
 /// Reads the ICC profile of the JPEG of `size` bytes at `data` with libjpeg-turbo's
@@ -132,6 +136,10 @@ void strata_jpeg_eighth_write_slice(strata_jpeg_eighth *decoder, int index, int 
 uint32_t strata_jpeg_eighth_rows(strata_jpeg_eighth *decoder, const uint8_t **rows, size_t *stride, uint32_t *first_row);
 
 /// The last error's message.
+/// Bytes of the data before the true decode's position (the start of the next round): no
+/// later round reads them.
+size_t strata_jpeg_eighth_consumed(const strata_jpeg_eighth *decoder);
+
 const char *strata_jpeg_eighth_message(const strata_jpeg_eighth *decoder);
 
 #endif

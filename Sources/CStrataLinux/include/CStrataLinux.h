@@ -25,6 +25,8 @@ int strata_eventfd(unsigned int initval, int flags);
 /// `EFD_CLOEXEC`, `EFD_NONBLOCK`.
 extern const int strata_EFD_CLOEXEC;
 extern const int strata_EFD_NONBLOCK;
+/// `O_TMPFILE` (an unnamed file in a directory, gone when its last descriptor closes).
+extern const int strata_O_TMPFILE;
 
 /// `getdents64(fd, buffer, count)`: -1 and errno on failure, 0 at the end of the directory.
 ssize_t strata_getdents64(int fd, void *buffer, size_t count);

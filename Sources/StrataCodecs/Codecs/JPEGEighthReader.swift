@@ -52,6 +52,10 @@ package final class JPEGEighthReader {
 
     deinit { strata_jpeg_eighth_close(decoder) }
 
+    /// Bytes of the data before the next round's start: no later round reads them (a caller
+    /// may release their pages).
+    package var consumedBytes: Int { strata_jpeg_eighth_consumed(decoder) }
+
     /// The decoder handed to the threads of one round, each of which decodes its own part.
     private struct Parts: @unchecked Sendable {
         let decoder: OpaquePointer

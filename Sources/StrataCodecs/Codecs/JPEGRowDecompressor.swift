@@ -64,6 +64,10 @@ package final class JPEGRowDecompressor {
         if strata_jpeg_rows_finish(reader) != 0 { throw error() }
     }
 
+    /// Bytes of the data libjpeg has taken so far in the started decode: it never reads the
+    /// ones before again (a caller may release their pages). 0 when nothing is started.
+    package var consumedBytes: Int { strata_jpeg_rows_consumed(reader) }
+
     /// Ends a started decode early.
     package func abort() { strata_jpeg_rows_abort(reader) }
 

@@ -109,10 +109,14 @@ package enum PyramidPass {
     /// original's size) and hands each to `emit` (on one thread at a time); a JPEG's rows are
     /// decoded on this thread while a helper from `forkJoin` reduces the strip before. A feed
     /// that can make tiles in any order (a pyramidal TIFF's) makes those `waiting()` names
-    /// first. Throws the decode's ``ImageDecodingError`` or what `emit` threw.
+    /// first. A JPEG's passes call `release` with the ranges of `bytes` they will not read
+    /// again for a while (behind the decode, and all of it between the two passes), so that a
+    /// mapped file's pages can leave memory. Throws the decode's ``ImageDecodingError`` or what
+    /// `emit` threw.
     package static func run(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, feed: Feed, wholeDecodePixels: Int, forkJoin: ForkJoin,
-        geometry: PyramidGeometry, waiting: () -> [TileAddress] = { [] }, emit: @escaping (TileAddress, PixelImage) throws -> Void
+        geometry: PyramidGeometry, waiting: () -> [TileAddress] = { [] }, release: @escaping @Sendable (Range<Int>) -> Void = { _ in },
+        emit: @escaping (TileAddress, PixelImage) throws -> Void
     ) throws {
         precondition(geometry.size == header.size, "PyramidPass: the pyramid is for another size")
         let all = geometry.levels.indices
@@ -122,11 +126,16 @@ package enum PyramidPass {
             {
                 try jpegRows(
                     bytes, factor: JPEGScalingFactor(1, 1 << coarse),
-                    into: PyramidReducer(geometry: geometry, levels: coarse..<all.count, emit: emit), forkJoin: forkJoin)
+                    into: PyramidReducer(geometry: geometry, levels: coarse..<all.count, emit: emit), forkJoin: forkJoin,
+                    release: release)
+                // The full pass reads from the start again, at its own pace.
+                release(0..<bytes.count)
                 try jpegRows(
-                    bytes, factor: .one, into: PyramidReducer(geometry: geometry, levels: 0..<coarse, emit: emit), forkJoin: forkJoin)
+                    bytes, factor: .one, into: PyramidReducer(geometry: geometry, levels: 0..<coarse, emit: emit), forkJoin: forkJoin,
+                    release: release)
             } else {
-                try jpegRows(bytes, factor: .one, into: PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin)
+                try jpegRows(
+                    bytes, factor: .one, into: PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin, release: release)
             }
         case .tiffLevels(let levels):
             try levels.run(bytes, geometry: geometry, waiting: waiting, emit: emit)
@@ -185,9 +194,20 @@ extension PyramidPass {
     /// One scanline decode of a JPEG at `factor` into `reducer` (whose input is that scale's
     /// level), pipelined: a strip decoded on this thread beside the reduction of the last. At
     /// 1/8 a file ``JPEGEighthReader`` takes is read by it instead, on every core.
+    /// The data behind the decoder's position is handed to `release` as it goes.
     fileprivate static func jpegRows(
-        _ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor, into reducer: PyramidReducer, forkJoin: ForkJoin
+        _ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor, into reducer: PyramidReducer, forkJoin: ForkJoin,
+        release: @escaping @Sendable (Range<Int>) -> Void
     ) throws {
+        // How far the data has been released (the decode's thread changes between strips).
+        let released = Lock(0)
+        let releaseBehind: @Sendable (Int) -> Void = { consumed in
+            let from = released.withLock { done in
+                defer { done = max(done, consumed) }
+                return done
+            }
+            if consumed > from { release(from..<consumed) }
+        }
         if factor == JPEGScalingFactor(1, 8), let eighth = try JPEGEighthReader(bytes) {
             guard eighth.size == reducer.inputSize else {
                 throw ImageDecodingError(
@@ -195,6 +215,7 @@ extension PyramidPass {
             }
             try eighth.read(parts: eighthParts, forkJoin: forkJoin) { rows, stride, count in
                 try reducer.write(rows: count, from: rows, stride: stride)
+                releaseBehind(eighth.consumedBytes)
             }
             return
         }
@@ -209,7 +230,11 @@ extension PyramidPass {
         // libjpeg's state passes between the two threads, never used by both at once.
         let handed = HandedOver(reader: jpeg)
         do {
-            try pipelined(reducer, forkJoin: forkJoin) { try handed.reader.read(into: $0, stride: $1, count: $2) }
+            try pipelined(reducer, forkJoin: forkJoin) {
+                let count = try handed.reader.read(into: $0, stride: $1, count: $2)
+                releaseBehind(handed.reader.consumedBytes)
+                return count
+            }
         } catch {
             jpeg.abort()
             throw error

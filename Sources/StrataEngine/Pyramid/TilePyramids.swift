@@ -256,14 +256,14 @@ public final class TilePyramids: Sendable {
     private func run(_ build: PyramidBuild, key: CacheKey, version: SourceVersion) async {
         let outcome: Result<Void, ImageCacheError>
         do throws(ImageCacheError) {
-            let data = try await cache.fetchOriginal(key, lane: FlightLane(.prefetch))
-            guard SourceVersion(token: data.version).stamp == version.stamp else {
+            // Copied to a private file and mapped: the pass holds the pages it reads, not the file.
+            let original = try await cache.spoolOriginal(key, lane: FlightLane(.prefetch), into: buildsFolder)
+            guard SourceVersion(token: original.version).stamp == version.stamp else {
                 throw .source(
                     SourceError(key: key.string, reason: .changed("its version is not the one its pyramid was asked for; ask again")))
             }
-            let bytes = data.bytes
             try await cache.onPool(key, lane: FlightLane(.prefetch)) { [self] () throws(ImageCacheError) in
-                try lockedPass(bytes, key: key, version: version, build: build)
+                try lockedPass(original.file, key: key, version: version, build: build)
             }
             outcome = .success(())
         } catch {
@@ -301,9 +301,9 @@ public final class TilePyramids: Sendable {
     /// A build's pass under the pyramid's cross-process lock (on a pool thread): while another
     /// process holds it, the tiles it writes are handed to this build's waiters (polled every
     /// 20 ms); then the pass runs unless every tile is there.
-    private func lockedPass(_ bytes: [UInt8], key: CacheKey, version: SourceVersion, build: PyramidBuild) throws(ImageCacheError) {
+    private func lockedPass(_ original: MappedFile, key: CacheKey, version: SourceVersion, build: PyramidBuild) throws(ImageCacheError) {
         let name = String(pyramidID(key), radix: 16) + "-" + String(version.stamp, radix: 16) + ".lock"
-        let folder = directory + "/" + Self.tableFormat(settings).name + ".builds"
+        let folder = buildsFolder
         let lock: Shared<FileDescriptor>
         do throws(SystemCallError) {
             try FileDescriptor.makeDirectories(folder)
@@ -342,17 +342,21 @@ public final class TilePyramids: Sendable {
             return
         }
         counters.withLock { $0.passes += 1 }
-        try pass(bytes, key: key, version: version, build: build)
+        try pass(original, key: key, version: version, build: build)
     }
+
+    /// Where builds keep their cross-process locks and their originals' spool files.
+    private var buildsFolder: String { directory + "/" + Self.tableFormat(settings).name + ".builds" }
 
     /// The streaming pass (on a pool thread): each tile is converted to the key's colours and
     /// written, unless the table has it already, and handed to its waiters.
-    private func pass(_ bytes: [UInt8], key: CacheKey, version: SourceVersion, build: PyramidBuild) throws(ImageCacheError) {
+    /// The original's pages behind the decode's position are released as it goes.
+    private func pass(_ original: MappedFile, key: CacheKey, version: SourceVersion, build: PyramidBuild) throws(ImageCacheError) {
         let wholeDecodePixels = cache.renderers.withRenderer { $0.decoder.limits.maxPixels }
         let maxSourcePixels = settings.maxSourcePixels
         let table = self.table
         do {
-            try bytes.withUnsafeBytes { raw in
+            try original.withUnsafeBytes { raw in
                 let header = try ImageDecoder(limits: DecodingLimits(maxPixels: maxSourcePixels)).readHeader(raw)
                 guard header.size == build.geometry.size else {
                     throw ImageCacheError.source(
@@ -383,7 +387,8 @@ public final class TilePyramids: Sendable {
                         // The reduction beside the decode runs as an urgent job: viewers wait for it.
                         try PyramidPass.run(
                             raw, header: header, feed: feed, wholeDecodePixels: wholeDecodePixels,
-                            forkJoin: .pool(cache.pool, lane: .urgent), geometry: build.geometry, waiting: { build.waitingTiles() }
+                            forkJoin: .pool(cache.pool, lane: .urgent), geometry: build.geometry, waiting: { build.waitingTiles() },
+                            release: { original.release($0) }
                         ) { [self] tile, view in
                             let id = entityID(tile, of: key)
                             if let existing = table.image(for: id, sourceVersion: version.stamp) {

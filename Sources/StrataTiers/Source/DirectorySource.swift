@@ -99,6 +99,36 @@ public struct DirectorySource: BlockingImageSource {
         return SourceData(bytes: bytes, version: Self.version(of: opened.status))
     }
 
+    /// Up to `maxBytes` bytes from `offset` (a `pread` of the opened file), its version and
+    /// size; a file over the size limit is refused as ``fetch(key:)`` refuses it. Each part
+    /// opens the file again, so a file replaced between parts shows a new version.
+    public func fetchRangeBlocking(key: String, offset: Int, maxBytes: Int) throws(SourceError) -> SourceRange? {
+        let opened = try Self.open(components: try Self.validatedComponents(of: key), key: key, root: root)
+        let size = Int(opened.status.st_size)
+        guard size <= maxFileBytes else { throw Self.tooLarge("\(size)", key: key, maxFileBytes: maxFileBytes) }
+        var bytes = [UInt8](repeating: 0, count: max(0, min(size - offset, maxBytes)))
+        do {
+            let got = try rethrowingTyped(SystemCallError.self) {
+                try bytes.withUnsafeMutableBytes { raw in try opened.file.read(into: raw, at: offset) }
+            }
+            bytes.removeLast(bytes.count - got)
+        } catch {
+            throw SourceError(key: key, reason: .io(error))
+        }
+        return SourceRange(bytes: bytes, version: Self.version(of: opened.status), totalBytes: size)
+    }
+
+    public func fetchRange(key: String, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange? {
+        let pool = try self.pool.get(key: key)
+        do {
+            return try await pool.run { () throws(SourceError) -> SourceRange? in
+                try fetchRangeBlocking(key: key, offset: offset, maxBytes: maxBytes)
+            }
+        } catch {
+            throw SourceError(error, key: key)
+        }
+    }
+
     /// The refusal of an original over `maxFileBytes` (`size` as the message says it).
     package static func tooLarge(_ size: String, key: String, maxFileBytes: Int) -> SourceError {
         SourceError(key: key, reason: .failed("original is \(size) bytes, over the \(maxFileBytes)-byte limit"))

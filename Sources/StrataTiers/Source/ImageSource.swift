@@ -12,6 +12,23 @@ public struct SourceData: Sendable {
     }
 }
 
+/// A part of an original (``ImageSource/fetchRange(key:offset:maxBytes:)``).
+public struct SourceRange: Sendable {
+    /// The part: `maxBytes` bytes from the offset asked for, fewer only at the original's end.
+    public var bytes: [UInt8]
+    /// The original's version (the string a whole fetch reports), the same for every part
+    /// while the original is unchanged.
+    public var version: String
+    /// The original's whole length.
+    public var totalBytes: Int
+
+    public init(bytes: [UInt8], version: String, totalBytes: Int) {
+        self.bytes = bytes
+        self.version = version
+        self.totalBytes = totalBytes
+    }
+}
+
 /// Where originals come from: a directory, an HTTP origin, a closure.
 ///
 /// Implementations must be safe to call from many tasks at once. `fetch` may block on I/O only
@@ -31,6 +48,13 @@ public protocol ImageSource: Sendable {
     /// version: enough to read a header without transferring the image (a ranged GET). The
     /// default fetches the whole original.
     func fetchPrefix(key: String, maxBytes: Int) async throws(SourceError) -> SourceData
+
+    /// Up to `maxBytes` bytes of the original from `offset` (a ranged GET), with its version
+    /// and whole length; `nil` when this source cannot read part of an original (a closure, an
+    /// origin that ignores `Range`): the caller fetches it whole then. For a pass over a large
+    /// original that must not be held whole in memory (a pyramid build copies it to a file in
+    /// parts). The default returns `nil`.
+    func fetchRange(key: String, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange?
 }
 
 extension ImageSource {
@@ -39,6 +63,8 @@ extension ImageSource {
     public func fetchPrefix(key: String, maxBytes: Int) async throws(SourceError) -> SourceData {
         try await fetch(key: key)
     }
+
+    public func fetchRange(key: String, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange? { nil }
 }
 
 /// A source that can prove it is usable without fetching an original (its credentials accepted,
@@ -60,6 +86,8 @@ public protocol BlockingImageSource: ImageSource {
     /// The first `maxBytes` bytes of the original (all of it when it is shorter) and its
     /// version, on the calling thread: enough to read a header without reading the image.
     func fetchPrefixBlocking(key: String, maxBytes: Int) throws(SourceError) -> SourceData
+    /// ``ImageSource/fetchRange(key:offset:maxBytes:)`` on the calling thread.
+    func fetchRangeBlocking(key: String, offset: Int, maxBytes: Int) throws(SourceError) -> SourceRange?
 }
 
 extension BlockingImageSource {
@@ -67,6 +95,9 @@ extension BlockingImageSource {
     public func fetchPrefixBlocking(key: String, maxBytes: Int) throws(SourceError) -> SourceData {
         try fetchBlocking(key: key)
     }
+
+    /// `nil`: the caller reads the original whole.
+    public func fetchRangeBlocking(key: String, offset: Int, maxBytes: Int) throws(SourceError) -> SourceRange? { nil }
 }
 
 /// Why the source tier could not produce an image; every case names the key.

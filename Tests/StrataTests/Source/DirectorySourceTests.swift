@@ -45,6 +45,28 @@ import StrataTestSupport
         #expect(again.version != data.version)
     }
 
+    @Test func partsCoverTheFileWithItsVersionAndLength() async throws {
+        let box = try Sandbox()
+        let source = try DirectorySource(root: box.root)
+        let whole = Fixtures.bytes("jpeg/orientation-1.jpg")
+        let version = try await source.fetch(key: "inside/a.jpg").version
+        var parts: [UInt8] = []
+        while parts.count < whole.count {
+            let part = try #require(try await source.fetchRange(key: "inside/a.jpg", offset: parts.count, maxBytes: 1000))
+            #expect(part.version == version && part.totalBytes == whole.count)
+            #expect(part.bytes.count == min(1000, whole.count - parts.count))
+            parts += part.bytes
+        }
+        #expect(parts == whole)
+        let past = try #require(try source.fetchRangeBlocking(key: "inside/a.jpg", offset: whole.count + 5, maxBytes: 10))
+        #expect(past.bytes.isEmpty && past.totalBytes == whole.count)
+        // A file rewritten between parts shows another version.
+        try Data(Fixtures.bytes("jpeg/orientation-2.jpg")).write(to: URL(fileURLWithPath: box.root + "/inside/a.jpg"))
+        #expect(try source.fetchRangeBlocking(key: "inside/a.jpg", offset: 0, maxBytes: 10)?.version != version)
+        let small = try DirectorySource(root: box.root, maxFileBytes: 100)
+        #expect(throws: SourceError.self) { try small.fetchRangeBlocking(key: "inside/a.jpg", offset: 0, maxBytes: 10) }
+    }
+
     @Test(arguments: [
         "../secret.txt", "inside/../../secret.txt", "/etc/passwd", "inside/./a.jpg",
         "a\u{0}.jpg", "", "///", String(repeating: "x", count: 5000),

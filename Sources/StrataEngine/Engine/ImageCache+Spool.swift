@@ -1,0 +1,136 @@
+import StrataBase
+import StrataTiers
+
+/// A large original copied into a private file in parts, for a pass that reads it in order
+/// (a pyramid build): the process holds the part being copied and the pages being read, never
+/// the whole file.
+extension ImageCache {
+    /// The bytes of one part (one ranged GET, one `pread`).
+    package static let spoolPartBytes = 8 << 20
+
+    /// `key`'s original copied into a ``/StrataBase/SpoolFile`` in `directory` (made if
+    /// missing) and mapped, with its version. The parts are ranged GETs, or `pread`s of a
+    /// ``BlockingImageSource``'s file on the engine's threads in `lane`; each is written on the
+    /// engine's threads. A source that cannot read parts is fetched whole and written at once.
+    /// An original whose version or length changes between parts is
+    /// ``SourceError/Reason/changed(_:)``; a failure to write the file (`ENOSPC`) is the table
+    /// tier's.
+    package func spoolOriginal(
+        _ key: CacheKey, lane: FlightLane, into directory: String
+    ) async throws(ImageCacheError) -> (file: MappedFile, version: String) {
+        guard let source else { throw .noSource(key: key.string) }
+        let start = ContinuousClock.now
+        let spool = try await onPool(key, lane: lane) { () throws(ImageCacheError) -> SpoolFile in
+            try Self.spoolFailure(key) { () throws(SystemCallError) in
+                try FileDescriptor.makeDirectories(directory)
+                return try SpoolFile(directory: directory)
+            }
+        }
+        var progress = SpoolProgress()
+        if let files = blockingSource {
+            // Read and written in one job a part, on the engine's threads.
+            while !progress.isDone {
+                let offset = progress.offset
+                let part = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) -> SourceRange? in
+                    let part: SourceRange?
+                    do throws(SourceError) {
+                        part = try files.fetchRangeBlocking(key: key.sourceKey, offset: offset, maxBytes: Self.spoolPartBytes)
+                    } catch {
+                        throw sourceFailed(error, key: key)
+                    }
+                    if let part { try Self.write(part.bytes, at: offset, to: spool, key: key) }
+                    return part
+                }
+                guard let part else { return try await spoolWhole(key, lane: lane, into: spool) }
+                try progress.take(part, key: key)
+                if offset == 0 { countFetch() }
+            }
+        } else {
+            while !progress.isDone {
+                let offset = progress.offset
+                let fetched: SourceRange?
+                do throws(SourceError) {
+                    fetched = try await source.fetchRange(key: key.sourceKey, offset: offset, maxBytes: Self.spoolPartBytes)
+                } catch {
+                    throw sourceFailed(error, key: key)
+                }
+                guard let part = fetched else { return try await spoolWhole(key, lane: lane, into: spool) }
+                try progress.take(part, key: key)
+                if offset == 0 { countFetch() }
+                try await onPool(key, lane: lane) { () throws(ImageCacheError) in
+                    try Self.write(part.bytes, at: offset, to: spool, key: key)
+                }
+                if Task.isCancelled { throw .cancelled(key: key.string) }
+            }
+        }
+        metrics.sourceFetch.recordInterval(since: start)
+        let file = try Self.spoolFailure(key) { () throws(SystemCallError) in try spool.mapped(count: progress.offset) }
+        return (file, progress.version ?? "")
+    }
+
+    /// A source that cannot read parts: the original fetched whole, written and mapped.
+    private func spoolWhole(
+        _ key: CacheKey, lane: FlightLane, into spool: SpoolFile
+    ) async throws(ImageCacheError) -> (file: MappedFile, version: String) {
+        let data = try await fetchOriginal(key, lane: lane)
+        guard !data.bytes.isEmpty else { throw Self.empty(key) }
+        let bytes = data.bytes
+        return try await onPool(key, lane: lane) { () throws(ImageCacheError) -> (file: MappedFile, version: String) in
+            try Self.write(bytes, at: 0, to: spool, key: key)
+            return (try Self.spoolFailure(key) { () throws(SystemCallError) in try spool.mapped(count: bytes.count) }, data.version)
+        }
+    }
+
+    /// The engine's error for a source's, a missing original remembered for the negative TTL.
+    private func sourceFailed(_ error: SourceError, key: CacheKey) -> ImageCacheError {
+        if case .notFound = error.reason { rememberMissing(key) }
+        return ImageCacheError(error)
+    }
+
+    private static func write(_ bytes: [UInt8], at offset: Int, to spool: SpoolFile, key: CacheKey) throws(ImageCacheError) {
+        try spoolFailure(key) { () throws(SystemCallError) in
+            try rethrowingTyped(SystemCallError.self) { try bytes.withUnsafeBytes { try spool.write($0, at: offset) } }
+        }
+    }
+
+    /// `body`'s system-call failure as the table tier's (the spool lives beside its tables).
+    private static func spoolFailure<T>(_ key: CacheKey, _ body: () throws(SystemCallError) -> T) throws(ImageCacheError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw .tier(TierFailure(tier: .table, key: key.string, reason: "the original's spool file: \(error)"))
+        }
+    }
+
+    fileprivate static func empty(_ key: CacheKey) -> ImageCacheError {
+        .source(SourceError(key: key.string, reason: .failed("the original is empty")))
+    }
+}
+
+/// How far a spool has come, and the version and length its first part set.
+private struct SpoolProgress {
+    var offset = 0
+    var version: String?
+    var total: Int?
+
+    var isDone: Bool { total.map { offset >= $0 } ?? false }
+
+    /// Takes the part read at ``offset``; throws when it is not of the first part's version
+    /// and length, or brings nothing before the end.
+    mutating func take(_ part: SourceRange, key: CacheKey) throws(ImageCacheError) {
+        func changed(_ why: String) -> ImageCacheError { .source(SourceError(key: key.string, reason: .changed(why))) }
+        if let version, let total {
+            guard part.version == version, part.totalBytes == total else {
+                throw changed("it was replaced while it was being copied (version \(version), now \(part.version)); ask again")
+            }
+        } else {
+            guard part.totalBytes > 0 else { throw ImageCache.empty(key) }
+            version = part.version
+            total = part.totalBytes
+        }
+        guard !part.bytes.isEmpty, offset + part.bytes.count <= part.totalBytes else {
+            throw changed("a part at byte \(offset) of \(part.totalBytes) brought \(part.bytes.count) bytes")
+        }
+        offset += part.bytes.count
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+@testable import Strata
+import StrataTestSupport
+
+/// A pyramid's original copied to a private file in parts and read from its mapping: the pass
+/// releases what it has read, the parts must be of one version, and a source that cannot read
+/// parts is fetched whole.
+@Suite struct PyramidSpoolTests {
+    /// `bytes` served in parts of `partBytes`, under a version that changes after
+    /// `changeAfter` parts (never when `nil`); no whole fetch.
+    final class PartSource: ImageSource {
+        let bytes: [UInt8]
+        let partBytes: Int
+        let changeAfter: Int?
+        let parts = Lock(0)
+
+        init(_ bytes: [UInt8], partBytes: Int, changeAfter: Int? = nil) {
+            self.bytes = bytes
+            self.partBytes = partBytes
+            self.changeAfter = changeAfter
+        }
+
+        func fetch(key: String) async throws(SourceError) -> SourceData {
+            throw SourceError(key: key, reason: .failed("a spool reads parts only"))
+        }
+
+        func fetchRange(key: String, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange? {
+            let index = parts.withLock { count in
+                defer { count += 1 }
+                return count
+            }
+            let version = changeAfter.map { index >= $0 ? "v2" : "v1" } ?? "v1"
+            let end = min(bytes.count, offset + min(maxBytes, partBytes))
+            return SourceRange(bytes: Array(bytes[min(offset, end)..<end]), version: version, totalBytes: bytes.count)
+        }
+    }
+
+    static let jpeg = Fixtures.bytes("jpeg/path-2560x1600.jpg")
+
+    @Test func partsAreCopiedInOrderAndMapped() async throws {
+        let source = PartSource(Self.jpeg, partBytes: 50_000)
+        let cache = try ImageCache(source: source)
+        let scratch = TempDirectory()
+        let spooled = try await cache.spoolOriginal("photo.jpg", lane: FlightLane(.prefetch), into: scratch.path + "/builds")
+        #expect(spooled.version == "v1")
+        #expect(spooled.file.withUnsafeBytes { Array($0) } == Self.jpeg)
+        #expect(source.parts.withLock { $0 } == (Self.jpeg.count + 49_999) / 50_000)
+        #expect(cache.statistics.engine.sourceFetches == 1)
+        // Nothing is left in the folder: the file has no name.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path + "/builds").isEmpty)
+    }
+
+    @Test func anOriginalReplacedMidwayIsAChangeNotAMixture() async throws {
+        let cache = try ImageCache(source: PartSource(Self.jpeg, partBytes: 50_000, changeAfter: 3))
+        let scratch = TempDirectory()
+        do {
+            _ = try await cache.spoolOriginal("photo.jpg", lane: FlightLane(.prefetch), into: scratch.path)
+            Issue.record("a spool of parts of two versions was taken")
+        } catch {
+            guard case .source(let failure) = error, case .changed(let why) = failure.reason else {
+                Issue.record("not a change: \(error)")
+                return
+            }
+            #expect(why.contains("v1") && why.contains("v2"), "\(why)")
+        }
+    }
+
+    @Test func aSourceWithoutPartsIsFetchedWhole() async throws {
+        let cache = try ImageCache(source: ClosureSource { _ in SourceData(bytes: Self.jpeg, version: "whole") })
+        let scratch = TempDirectory()
+        let spooled = try await cache.spoolOriginal("photo.jpg", lane: FlightLane(.prefetch), into: scratch.path)
+        #expect(spooled.version == "whole" && spooled.file.withUnsafeBytes { Array($0) } == Self.jpeg)
+        #expect(cache.statistics.engine.sourceFetches == 1)
+    }
+
+    @Test func aFolderThatCannotBeMadeIsTheTablesFailure() async throws {
+        let cache = try ImageCache(source: PartSource(Self.jpeg, partBytes: 50_000))
+        let scratch = TempDirectory()
+        try Data([1]).write(to: URL(fileURLWithPath: scratch.path + "/file"))
+        do {
+            _ = try await cache.spoolOriginal("photo.jpg", lane: FlightLane(.prefetch), into: scratch.path + "/file/builds")
+            Issue.record("a spool under a file was made")
+        } catch {
+            guard case .tier(let failure) = error else {
+                Issue.record("not a tier failure: \(error)")
+                return
+            }
+            #expect(failure.tier == .table && failure.reason.contains("spool"), "\(failure)")
+        }
+    }
+
+    /// Both passes of a JPEG (1/8 on the split reader, then full size through libjpeg) hand
+    /// back the data behind them as they go, and all of it between the passes.
+    @Test func aJPEGPassReleasesTheOriginalBehindItsDecode() async throws {
+        let size = PixelSize(width: 8200, height: 2600)
+        let jpeg = try await offThePool("mosaic") { try Mosaic.jpeg(size) }
+        let geometry = PyramidGeometry(size: size, tileSize: 256)
+        #expect(PyramidPass.coarseLevel(of: geometry) == 3)
+        let released = Lock<[Range<Int>]>([])
+        let tiles = try await offThePool("pass") {
+            var tiles = 0
+            try jpeg.withUnsafeBytes { raw in
+                let header = try ImageDecoder().readHeader(raw)
+                let feed = try PyramidPass.feed(
+                    for: header, bytes: raw, geometry: geometry, maxSourcePixels: 1 << 40, wholeDecodePixels: 1 << 40)
+                #expect(feed == .jpegRows)
+                try PyramidPass.run(
+                    raw, header: header, feed: feed, wholeDecodePixels: 1 << 40, forkJoin: .dispatch, geometry: geometry,
+                    release: { range in released.withLock { $0.append(range) } }
+                ) { _, _ in tiles += 1 }
+            }
+            return tiles
+        }
+        #expect(tiles == geometry.tileCount)
+        let ranges = released.withLock { $0 }
+        let whole = try #require(ranges.firstIndex(of: 0..<jpeg.count), "all of it released between the passes")
+        for pass in [ranges[..<whole], ranges[(whole + 1)...]] {
+            // Adjacent, in order, from the start to near the end, in steps (the coarse pass's
+            // rounds take 2 MiB each, the full pass's strips less).
+            #expect(pass.count >= 2, "\(pass.count) releases")
+            #expect(pass.first?.lowerBound == 0)
+            #expect(zip(pass, pass.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
+            #expect((pass.last?.upperBound ?? 0) > jpeg.count * 9 / 10, "released up to \(pass.last?.upperBound ?? 0) of \(jpeg.count)")
+        }
+    }
+}
