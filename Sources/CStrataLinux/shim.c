@@ -23,6 +23,14 @@ const int strata_EFD_NONBLOCK = EFD_NONBLOCK;
 
 int strata_eventfd(unsigned int initval, int flags) { return eventfd(initval, flags); }
 
+ssize_t strata_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_offset, size_t count) {
+    loff_t from = *in_offset, to = *out_offset;
+    ssize_t done = copy_file_range(in, &from, out, &to, count, 0);
+    *in_offset = from;
+    *out_offset = to;
+    return done;
+}
+
 ssize_t strata_getdents64(int fd, void *buffer, size_t count) {
     return (ssize_t)syscall(SYS_getdents64, fd, buffer, count);
 }

@@ -11,7 +11,8 @@ import StrataHTTPOrigin
 /// refused before any I/O when they could leave the prefix; connect, read and total timeouts; a
 /// bounded body; a concurrency cap; retries with jittered backoff of 5xx, broken connections and
 /// timeouts only; conditional HEADs (`If-None-Match` on the object's `ETag`) for
-/// revalidation; ranged GETs for header reads (``fetchPrefix(key:maxBytes:)``). A 404 is
+/// revalidation; ranged GETs for header reads (``fetchPrefix(key:maxBytes:)``) and for a
+/// pyramid build's copy of a large object (``fetchRange(key:offset:maxBytes:)``). A 404 is
 /// ``/StrataTiers/SourceError/Reason/notFound``; a 403 is an origin error that carries S3's
 /// code (`SignatureDoesNotMatch`, `AccessDenied`, `RequestTimeTooSkewed`…) and names the bucket
 /// and the key in its URL. Credentials never appear in a description or a log line.

@@ -28,6 +28,9 @@ extern const int strata_EFD_NONBLOCK;
 /// `O_TMPFILE` (an unnamed file in a directory, gone when its last descriptor closes).
 extern const int strata_O_TMPFILE;
 
+/// `copy_file_range(in, &in_offset, out, &out_offset, count, 0)`: -1 and errno on failure.
+ssize_t strata_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_offset, size_t count);
+
 /// `getdents64(fd, buffer, count)`: -1 and errno on failure, 0 at the end of the directory.
 ssize_t strata_getdents64(int fd, void *buffer, size_t count);
 

@@ -36,6 +36,48 @@ package final class SpoolFile: Sendable {
         try file.write(bytes, at: offset)
     }
 
+    /// Copies up to `count` bytes of `source` from `offset` to the same offset here, in the
+    /// kernel (`copy_file_range`: nothing passes through this process, and a filesystem that
+    /// shares blocks may clone them), or with `pread` and `pwrite` through a 1 MiB buffer where
+    /// the kernel will not (another filesystem, an older kernel). Returns the bytes copied:
+    /// fewer than `count` only when the source ends first.
+    package func copy(from source: borrowing FileDescriptor, offset: Int, count: Int) throws(SystemCallError) -> Int {
+        var done = 0
+        while done < count {
+            var from = Int64(offset + done), to = Int64(offset + done)
+            let copied: Int
+            do {
+                copied = try Syscall.retrying("copy_file_range", path: source.path) {
+                    strata_copy_file_range(source.rawValue, &from, file.rawValue, &to, count - done)
+                }
+            } catch  where [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP].contains(error.errno) {
+                return done + (try copyBuffered(from: source, offset: offset + done, count: count - done))
+            }
+            if copied == 0 { break }
+            done += copied
+        }
+        return done
+    }
+
+    private func copyBuffered(from source: borrowing FileDescriptor, offset: Int, count: Int) throws(SystemCallError) -> Int {
+        var buffer = [UInt8](repeating: 0, count: min(count, 1 << 20))
+        var done = 0
+        while done < count {
+            let wanted = min(buffer.count, count - done)
+            let got = try rethrowingTyped(SystemCallError.self) {
+                try buffer.withUnsafeMutableBytes { raw in
+                    try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[..<wanted]), at: offset + done)
+                }
+            }
+            if got == 0 { break }
+            try rethrowingTyped(SystemCallError.self) {
+                try buffer.withUnsafeBytes { raw in try file.write(UnsafeRawBufferPointer(rebasing: raw[..<got]), at: offset + done) }
+            }
+            done += got
+        }
+        return done
+    }
+
     /// Maps the first `count` bytes (more than 0, all written) read-only. The mapping keeps
     /// the file alive after this value is gone.
     package func mapped(count: Int) throws(SystemCallError) -> MappedFile {

@@ -1,16 +1,20 @@
 import StrataBase
 import StrataTiers
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// A large original copied into a private file in parts, for a pass that reads it in order
-/// (a pyramid build): the process holds the part being copied and the pages being read, never
-/// the whole file.
+/// A large original copied into a private file, for a pass that reads it in order (a pyramid
+/// build): the process holds at most the part being copied and the pages being read, never the
+/// whole file.
 extension ImageCache {
     /// The bytes of one part (one ranged GET, one `pread`).
     package static let spoolPartBytes = 8 << 20
 
     /// `key`'s original copied into a ``/StrataBase/SpoolFile`` in `directory` (made if
-    /// missing) and mapped, with its version. The parts are ranged GETs, or `pread`s of a
-    /// ``BlockingImageSource``'s file on the engine's threads in `lane`; each is written on the
+    /// missing) and mapped, with its version. A ``DirectorySource``'s file is copied in the
+    /// kernel in one job; another source's in parts (ranged GETs, or a
+    /// ``BlockingImageSource``'s reads on the engine's threads in `lane`), each written on the
     /// engine's threads. A source that cannot read parts is fetched whole and written at once.
     /// An original whose version or length changes between parts is
     /// ``SourceError/Reason/changed(_:)``; a failure to write the file (`ENOSPC`) is the table
@@ -25,6 +29,15 @@ extension ImageCache {
                 try FileDescriptor.makeDirectories(directory)
                 return try SpoolFile(directory: directory)
             }
+        }
+        if let directory = blockingSource as? DirectorySource {
+            // One copy in the kernel, on the engine's threads.
+            let (count, version) = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) -> (Int, String) in
+                try copy(key, from: directory, into: spool)
+            }
+            countFetch()
+            metrics.sourceFetch.recordInterval(since: start)
+            return (try Self.spoolFailure(key) { () throws(SystemCallError) in try spool.mapped(count: count) }, version)
         }
         var progress = SpoolProgress()
         if let files = blockingSource {
@@ -66,6 +79,41 @@ extension ImageCache {
         metrics.sourceFetch.recordInterval(since: start)
         let file = try Self.spoolFailure(key) { () throws(SystemCallError) in try spool.mapped(count: progress.offset) }
         return (file, progress.version ?? "")
+    }
+
+    /// A directory's original copied whole into `spool` (`copy_file_range`), with its length
+    /// and version: a file that changed during the copy is ``SourceError/Reason/changed(_:)``,
+    /// a spool that has no room the table tier's failure.
+    private func copy(_ key: CacheKey, from directory: DirectorySource, into spool: SpoolFile) throws(ImageCacheError) -> (Int, String) {
+        let opened: DirectorySource.OpenedOriginal
+        do throws(SourceError) {
+            opened = try directory.openOriginal(key: key.sourceKey)
+        } catch {
+            throw sourceFailed(error, key: key)
+        }
+        guard opened.size > 0 else { throw Self.empty(key) }
+        let copied: Int
+        do throws(SystemCallError) {
+            copied = try spool.copy(from: opened.file, offset: 0, count: opened.size)
+        } catch {
+            if [ENOSPC, EDQUOT, EFBIG].contains(error.errno) {
+                throw .tier(TierFailure(tier: .table, key: key.string, reason: "the original's spool file: \(error)"))
+            }
+            throw .source(SourceError(key: key.sourceKey, reason: .io(error)))
+        }
+        let now: String
+        do throws(SourceError) {
+            now = try directory.currentVersion(of: opened, key: key.sourceKey)
+        } catch {
+            throw ImageCacheError(error)
+        }
+        guard copied == opened.size, now == opened.version else {
+            throw .source(
+                SourceError(
+                    key: key.sourceKey,
+                    reason: .changed("it was rewritten while it was being copied (\(copied) of \(opened.size) bytes); ask again")))
+        }
+        return (copied, opened.version)
     }
 
     /// A source that cannot read parts: the original fetched whole, written and mapped.

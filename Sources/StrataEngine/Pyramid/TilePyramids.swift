@@ -113,7 +113,8 @@ public final class TilePyramids: Sendable {
     /// The pyramid of an original of `size`.
     public func geometry(for size: PixelSize) -> PyramidGeometry { PyramidGeometry(size: size, tileSize: settings.tileSize) }
 
-    /// Bytes one build holds beyond the original's bytes: a strip of `tileSize` rows per level
+    /// Bytes one build holds beyond the pages of its original it reads now (a spool file's
+    /// mapping, released behind the decode): a strip of `tileSize` rows per level
     /// and the decoder's band (for a progressive JPEG or a whole decode, the decode's own memory
     /// comes on top; a JPEG's 1/8-scale coarse pass adds up to about 5 MB a core).
     public func memoryBound(for size: PixelSize) -> Int {

@@ -129,6 +129,33 @@ public struct DirectorySource: BlockingImageSource {
         }
     }
 
+    /// An original opened for a copy in the kernel (a pyramid build's spool file): its file,
+    /// its `fstat` size (within the size limit) and its version.
+    package struct OpenedOriginal: ~Copyable {
+        package let file: FileDescriptor
+        package let size: Int
+        package let version: String
+    }
+
+    /// Opens `key`'s original as ``fetch(key:)`` would read it, refusing one over the size
+    /// limit by its `fstat` size.
+    package func openOriginal(key: String) throws(SourceError) -> OpenedOriginal {
+        let opened = try Self.open(components: try Self.validatedComponents(of: key), key: key, root: root)
+        let size = Int(opened.status.st_size)
+        guard size <= maxFileBytes else { throw Self.tooLarge("\(size)", key: key, maxFileBytes: maxFileBytes) }
+        return OpenedOriginal(file: opened.file, size: size, version: Self.version(of: opened.status))
+    }
+
+    /// The opened original's version now (an `fstat`): a copy that ends with another version
+    /// than ``OpenedOriginal/version`` read a file that changed meanwhile.
+    package func currentVersion(of opened: borrowing OpenedOriginal, key: String) throws(SourceError) -> String {
+        do {
+            return Self.version(of: try opened.file.status())
+        } catch {
+            throw SourceError(key: key, reason: .io(error))
+        }
+    }
+
     /// The refusal of an original over `maxFileBytes` (`size` as the message says it).
     package static func tooLarge(_ size: String, key: String, maxFileBytes: Int) -> SourceError {
         SourceError(key: key, reason: .failed("original is \(size) bytes, over the \(maxFileBytes)-byte limit"))

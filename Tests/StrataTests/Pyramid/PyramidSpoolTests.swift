@@ -51,6 +51,38 @@ import StrataTestSupport
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path + "/builds").isEmpty)
     }
 
+    @Test func aDirectorysOriginalIsCopiedInTheKernelWithItsVersion() async throws {
+        let scratch = TempDirectory()
+        try FileManager.default.createDirectory(atPath: scratch.path + "/originals", withIntermediateDirectories: true)
+        try Data(Self.jpeg).write(to: URL(fileURLWithPath: scratch.path + "/originals/photo.jpg"))
+        let source = try DirectorySource(root: scratch.path + "/originals")
+        let cache = try ImageCache(source: source)
+        let spooled = try await cache.spoolOriginal("photo.jpg", lane: FlightLane(.prefetch), into: scratch.path + "/builds")
+        #expect(spooled.version == (try source.versionBlocking(key: "photo.jpg")))
+        #expect(spooled.file.withUnsafeBytes { Array($0) } == Self.jpeg)
+        #expect(cache.statistics.engine.sourceFetches == 1)
+        // A full disk under the spool: the table tier's failure, naming the spool.
+        let rule = SyscallFaults.Rule(call: "copy_file_range", pathContains: scratch.path + "/originals", errno: ENOSPC)
+        let (outcome, failures) = await SyscallFaults.injecting(rule) { () async -> Result<Void, ImageCacheError> in
+            do throws(ImageCacheError) {
+                _ = try await cache.spoolOriginal("photo.jpg", lane: FlightLane(.prefetch), into: scratch.path + "/builds")
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        #expect(failures == 1)
+        guard case .failure(.tier(let failure)) = outcome else {
+            Issue.record("not a tier failure: \(outcome)")
+            return
+        }
+        #expect(failure.tier == .table && failure.reason.contains("spool") && failure.reason.contains("copy_file_range"), "\(failure)")
+        // Missing: not found.
+        await #expect(throws: ImageCacheError.self) {
+            try await cache.spoolOriginal("nothing.jpg", lane: FlightLane(.prefetch), into: scratch.path + "/builds")
+        }
+    }
+
     @Test func anOriginalReplacedMidwayIsAChangeNotAMixture() async throws {
         let cache = try ImageCache(source: PartSource(Self.jpeg, partBytes: 50_000, changeAfter: 3))
         let scratch = TempDirectory()

@@ -41,6 +41,27 @@ struct SpoolFileTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
     }
 
+    @Test("a file is copied in the kernel, up to its end, and where the kernel will not, through a buffer")
+    func copiesAFile() throws {
+        let scratch = TempDirectory()
+        let bytes = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+        try Data(bytes).write(to: URL(fileURLWithPath: scratch.path + "/original"))
+        let source = try FileDescriptor(open: scratch.path + "/original", flags: O_RDONLY)
+        let spool = try SpoolFile(directory: scratch.path)
+        #expect(try spool.copy(from: source, offset: 0, count: 1_000_000) == 1_000_000)
+        // Past the end: what there is.
+        #expect(try spool.copy(from: source, offset: 1_000_000, count: 5_000_000) == 2_000_000)
+        #expect(try spool.mapped(count: bytes.count).withUnsafeBytes { Array($0) } == bytes)
+        // copy_file_range refused (EXDEV: another filesystem on an older kernel): pread and pwrite.
+        let again = try SpoolFile(directory: scratch.path)
+        let rule = SyscallFaults.Rule(call: "copy_file_range", pathContains: scratch.path + "/original", errno: EXDEV)
+        let (copied, failures) = try SyscallFaults.injecting(rule) { () throws(SystemCallError) in
+            try again.copy(from: source, offset: 0, count: bytes.count)
+        }
+        #expect(copied == bytes.count && failures == 1)
+        #expect(try again.mapped(count: bytes.count).withUnsafeBytes { Array($0) } == bytes)
+    }
+
     @Test("released pages leave the process's resident set and read back the same")
     func releasedPagesLeaveTheResidentSet() throws {
         let scratch = TempDirectory()
