@@ -5,7 +5,7 @@ import Glibc
 import Musl
 #endif
 
-/// A private, unnamed file that a large original is copied into part by part, then read as one
+/// A private, unnamed file that a large original is copied into, then read as one
 /// mapped buffer (``mapped(count:)``): a pass over a file of hundreds of megabytes holds in
 /// memory only the pages it reads now, never the whole file, and no other process can truncate
 /// what it reads (a mapping of the original itself would raise `SIGBUS` if an operator
@@ -13,8 +13,9 @@ import Musl
 ///
 /// `O_TMPFILE` in `directory`, or where the filesystem has none, a fresh name unlinked at once:
 /// a process killed mid-build leaves nothing behind. The file's pages live in the page cache,
-/// written back or dropped by the kernel as memory requires. Cost: one `pwrite` per part, one
-/// `mmap`, and the file's size on `directory`'s filesystem while it lives.
+/// written back or dropped by the kernel as memory requires. Cost: one `pwrite` per part (or
+/// the `copy_file_range` calls of ``copy(from:offset:count:)``), one `mmap`, and the file's size
+/// on `directory`'s filesystem while it lives.
 package final class SpoolFile: Sendable {
     private let file: FileDescriptor
 
