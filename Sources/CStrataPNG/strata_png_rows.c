@@ -119,6 +119,8 @@ int strata_png_rows_read(strata_png_rows *reader, uint8_t *destination, size_t s
     return 0;
 }
 
+size_t strata_png_rows_consumed(const strata_png_rows *reader) { return reader->offset; }
+
 void strata_png_rows_destroy(strata_png_rows *reader) {
     if (reader == NULL) return;
     if (reader->png != NULL) {

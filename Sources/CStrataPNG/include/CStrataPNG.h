@@ -34,6 +34,9 @@ strata_png_rows *strata_png_rows_open(const void *bytes, size_t count, struct st
 int strata_png_rows_read(strata_png_rows *reader, uint8_t *destination, size_t stride, uint32_t rows, char *error,
                          size_t error_capacity);
 
+/// Bytes of the file libpng has taken so far: it never reads the ones before again.
+size_t strata_png_rows_consumed(const strata_png_rows *reader);
+
 void strata_png_rows_destroy(strata_png_rows *reader);
 
 #endif

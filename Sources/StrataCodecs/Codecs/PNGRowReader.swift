@@ -31,6 +31,10 @@ package final class PNGRowReader {
 
     deinit { strata_png_rows_destroy(reader) }
 
+    /// Bytes of the file libpng has taken so far: it never reads the ones before again (a
+    /// caller may release their pages).
+    package var consumedBytes: Int { strata_png_rows_consumed(reader) }
+
     /// The next `count` rows (fewer at the end of the image; at least one must remain) into
     /// `destination`, rows `stride` bytes apart; the number read.
     package func read(into destination: UnsafeMutableRawPointer, stride: Int, count: Int) throws(ImageDecodingError) -> Int {

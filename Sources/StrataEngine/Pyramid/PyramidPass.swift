@@ -109,9 +109,9 @@ package enum PyramidPass {
     /// original's size) and hands each to `emit` (on one thread at a time); a JPEG's rows are
     /// decoded on this thread while a helper from `forkJoin` reduces the strip before. A feed
     /// that can make tiles in any order (a pyramidal TIFF's) makes those `waiting()` names
-    /// first. A JPEG's passes call `release` with the ranges of `bytes` they will not read
-    /// again for a while (behind the decode, and all of it between the two passes), so that a
-    /// mapped file's pages can leave memory. Throws the decode's ``ImageDecodingError`` or what
+    /// first. A JPEG's passes and a PNG's call `release` with the ranges of `bytes` they will
+    /// not read again for a while (behind the decode, and all of a JPEG between its two
+    /// passes), so that a mapped file's pages can leave memory. Throws the decode's ``ImageDecodingError`` or what
     /// `emit` threw.
     package static func run(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, feed: Feed, wholeDecodePixels: Int, forkJoin: ForkJoin,
@@ -148,8 +148,11 @@ package enum PyramidPass {
             }
             // libpng's state passes between the two threads, never used by both at once.
             let handed = HandedOver(reader: png)
+            let releaseBehind = releasing(release)
             try pipelined(PyramidReducer(geometry: geometry, emit: emit), forkJoin: forkJoin) {
-                try handed.reader.read(into: $0, stride: $1, count: $2)
+                let count = try handed.reader.read(into: $0, stride: $1, count: $2)
+                releaseBehind(handed.reader.consumedBytes)
+                return count
             }
         case .webpRows:
             let webp = try WebPRowReader(bytes)
@@ -199,15 +202,7 @@ extension PyramidPass {
         _ bytes: UnsafeRawBufferPointer, factor: JPEGScalingFactor, into reducer: PyramidReducer, forkJoin: ForkJoin,
         release: @escaping @Sendable (Range<Int>) -> Void
     ) throws {
-        // How far the data has been released (the decode's thread changes between strips).
-        let released = Lock(0)
-        let releaseBehind: @Sendable (Int) -> Void = { consumed in
-            let from = released.withLock { done in
-                defer { done = max(done, consumed) }
-                return done
-            }
-            if consumed > from { release(from..<consumed) }
-        }
+        let releaseBehind = releasing(release)
         if factor == JPEGScalingFactor(1, 8), let eighth = try JPEGEighthReader(bytes) {
             guard eighth.size == reducer.inputSize else {
                 throw ImageDecodingError(
@@ -244,6 +239,19 @@ extension PyramidPass {
 }
 
 extension PyramidPass {
+    /// A reader's position handed to `release` as the data behind it, each byte once: called
+    /// with the position after each strip (the decode's thread may change between strips).
+    fileprivate static func releasing(_ release: @escaping @Sendable (Range<Int>) -> Void) -> @Sendable (Int) -> Void {
+        let released = Lock(0)
+        return { consumed in
+            let from = released.withLock { done in
+                defer { done = max(done, consumed) }
+                return done
+            }
+            if consumed > from { release(from..<consumed) }
+        }
+    }
+
     /// `reducer`'s pipelined run over a row reader: `read(rows, stride, count)` writes up to
     /// `count` rows and returns how many, and is called until the strip is full.
     fileprivate static func pipelined(

@@ -383,6 +383,9 @@ public final class TilePyramids: Sendable {
                 // The pass's memory from the engine's render.memoryLimit, like a render's: waits
                 // for room (in the prefetch lane), or is refused when larger than all of it.
                 let reserved = passBytes(header: header, feed: feed, geometry: build.geometry, bytes: raw)
+                // What the header, the feed and the estimate read (a PNG's chunk walk touches
+                // most pages) leaves memory: the pass maps its pages again as it reads them.
+                original.release(0..<original.count)
                 do {
                     try cache.memoryBudget.withReservation(reserved, lane: .prefetch) { () throws(any Error) in
                         // The reduction beside the decode runs as an urgent job: viewers wait for it.

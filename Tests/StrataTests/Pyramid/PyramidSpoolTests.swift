@@ -122,21 +122,16 @@ import StrataTestSupport
         }
     }
 
-    /// Both passes of a JPEG (1/8 on the split reader, then full size through libjpeg) hand
-    /// back the data behind them as they go, and all of it between the passes.
-    @Test func aJPEGPassReleasesTheOriginalBehindItsDecode() async throws {
-        let size = PixelSize(width: 8200, height: 2600)
-        let jpeg = try await offThePool("mosaic") { try Mosaic.jpeg(size) }
-        let geometry = PyramidGeometry(size: size, tileSize: 256)
-        #expect(PyramidPass.coarseLevel(of: geometry) == 3)
+    /// The ranges a pass over `bytes` hands to `release`, and the tiles it made.
+    static func releases(of bytes: [UInt8], geometry: PyramidGeometry) async throws -> (ranges: [Range<Int>], tiles: Int) {
         let released = Lock<[Range<Int>]>([])
         let tiles = try await offThePool("pass") {
             var tiles = 0
-            try jpeg.withUnsafeBytes { raw in
+            try bytes.withUnsafeBytes { raw in
                 let header = try ImageDecoder().readHeader(raw)
                 let feed = try PyramidPass.feed(
                     for: header, bytes: raw, geometry: geometry, maxSourcePixels: 1 << 40, wholeDecodePixels: 1 << 40)
-                #expect(feed == .jpegRows)
+                #expect(feed == .jpegRows || feed == .pngRows)
                 try PyramidPass.run(
                     raw, header: header, feed: feed, wholeDecodePixels: 1 << 40, forkJoin: .dispatch, geometry: geometry,
                     release: { range in released.withLock { $0.append(range) } }
@@ -144,16 +139,41 @@ import StrataTestSupport
             }
             return tiles
         }
+        return (released.withLock { $0 }, tiles)
+    }
+
+    /// Adjacent, in order, from the start to near the end of `count` bytes, in steps.
+    static func expectBehind(_ pass: ArraySlice<Range<Int>>, count: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(pass.count >= 2, "\(pass.count) releases", sourceLocation: sourceLocation)
+        #expect(pass.first?.lowerBound == 0, sourceLocation: sourceLocation)
+        #expect(zip(pass, pass.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound }, sourceLocation: sourceLocation)
+        #expect(
+            (pass.last?.upperBound ?? 0) > count * 9 / 10, "released up to \(pass.last?.upperBound ?? 0) of \(count)",
+            sourceLocation: sourceLocation)
+    }
+
+    /// Both passes of a JPEG (1/8 on the split reader, then full size through libjpeg) hand
+    /// back the data behind them as they go, and all of it between the passes.
+    @Test func aJPEGPassReleasesTheOriginalBehindItsDecode() async throws {
+        let size = PixelSize(width: 8200, height: 2600)
+        let jpeg = try await offThePool("mosaic") { try Mosaic.jpeg(size) }
+        let geometry = PyramidGeometry(size: size, tileSize: 256)
+        #expect(PyramidPass.coarseLevel(of: geometry) == 3)
+        let (ranges, tiles) = try await Self.releases(of: jpeg, geometry: geometry)
         #expect(tiles == geometry.tileCount)
-        let ranges = released.withLock { $0 }
         let whole = try #require(ranges.firstIndex(of: 0..<jpeg.count), "all of it released between the passes")
-        for pass in [ranges[..<whole], ranges[(whole + 1)...]] {
-            // Adjacent, in order, from the start to near the end, in steps (the coarse pass's
-            // rounds take 2 MiB each, the full pass's strips less).
-            #expect(pass.count >= 2, "\(pass.count) releases")
-            #expect(pass.first?.lowerBound == 0)
-            #expect(zip(pass, pass.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
-            #expect((pass.last?.upperBound ?? 0) > jpeg.count * 9 / 10, "released up to \(pass.last?.upperBound ?? 0) of \(jpeg.count)")
-        }
+        // The coarse pass's rounds take 2 MiB each, the full pass's strips less.
+        Self.expectBehind(ranges[..<whole], count: jpeg.count)
+        Self.expectBehind(ranges[(whole + 1)...], count: jpeg.count)
+    }
+
+    /// A PNG's row pass hands back the data behind libpng's read position.
+    @Test func aPNGPassReleasesTheOriginalBehindItsDecode() async throws {
+        let photo = try ImageDecoder().decode(Fixtures.bytes("jpeg/path-2560x1600.jpg"))
+        let png = try ImageEncoder.encode(photo, as: .png)
+        let geometry = PyramidGeometry(size: photo.size, tileSize: 256)
+        let (ranges, tiles) = try await Self.releases(of: png, geometry: geometry)
+        #expect(tiles == geometry.tileCount)
+        Self.expectBehind(ranges[...], count: png.count)
     }
 }
