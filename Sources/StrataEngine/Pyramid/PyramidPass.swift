@@ -111,8 +111,8 @@ package enum PyramidPass {
     /// that can make tiles in any order (a pyramidal TIFF's) makes those `waiting()` names
     /// first. A JPEG's passes and a PNG's call `release` with the ranges of `bytes` they will
     /// not read again for a while (behind the decode, and all of a JPEG between its two
-    /// passes), so that a mapped file's pages can leave memory. Throws the decode's ``ImageDecodingError`` or what
-    /// `emit` threw.
+    /// passes), so that a mapped file's pages can leave memory. Throws the decode's
+    /// ``ImageDecodingError`` or what `emit` threw.
     package static func run(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, feed: Feed, wholeDecodePixels: Int, forkJoin: ForkJoin,
         geometry: PyramidGeometry, waiting: () -> [TileAddress] = { [] }, release: @escaping @Sendable (Range<Int>) -> Void = { _ in },
