@@ -13,9 +13,9 @@ extension ImageCache {
 
     /// `key`'s original copied into a ``/StrataBase/SpoolFile`` in `directory` (made if
     /// missing) and mapped, with its version. A ``DirectorySource``'s file is copied in the
-    /// kernel in one job; another source's in parts (ranged GETs, or a
-    /// ``BlockingImageSource``'s reads on the engine's threads in `lane`), each written on the
-    /// engine's threads. A source that cannot read parts is fetched whole and written at once.
+    /// kernel in one job; another source's in parts (``ImageSource/fetchRange(key:offset:maxBytes:)``:
+    /// ranged GETs), each written on the engine's threads in `lane`. A source that cannot read
+    /// parts is fetched whole and written at once.
     /// An original whose version or length changes between parts is
     /// ``SourceError/Reason/changed(_:)``; a failure to write the file (`ENOSPC`) is the table
     /// tier's.
@@ -40,41 +40,21 @@ extension ImageCache {
             return (try Self.spoolFailure(key) { () throws(SystemCallError) in try spool.mapped(count: count) }, version)
         }
         var progress = SpoolProgress()
-        if let files = blockingSource {
-            // Read and written in one job a part, on the engine's threads.
-            while !progress.isDone {
-                let offset = progress.offset
-                let part = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) -> SourceRange? in
-                    let part: SourceRange?
-                    do throws(SourceError) {
-                        part = try files.fetchRangeBlocking(key: key.sourceKey, offset: offset, maxBytes: Self.spoolPartBytes)
-                    } catch {
-                        throw sourceFailed(error, key: key)
-                    }
-                    if let part { try Self.write(part.bytes, at: offset, to: spool, key: key) }
-                    return part
-                }
-                guard let part else { return try await spoolWhole(key, lane: lane, into: spool) }
-                try progress.take(part, key: key)
-                if offset == 0 { countFetch() }
+        while !progress.isDone {
+            let offset = progress.offset
+            let fetched: SourceRange?
+            do throws(SourceError) {
+                fetched = try await source.fetchRange(key: key.sourceKey, offset: offset, maxBytes: Self.spoolPartBytes)
+            } catch {
+                throw sourceFailed(error, key: key)
             }
-        } else {
-            while !progress.isDone {
-                let offset = progress.offset
-                let fetched: SourceRange?
-                do throws(SourceError) {
-                    fetched = try await source.fetchRange(key: key.sourceKey, offset: offset, maxBytes: Self.spoolPartBytes)
-                } catch {
-                    throw sourceFailed(error, key: key)
-                }
-                guard let part = fetched else { return try await spoolWhole(key, lane: lane, into: spool) }
-                try progress.take(part, key: key)
-                if offset == 0 { countFetch() }
-                try await onPool(key, lane: lane) { () throws(ImageCacheError) in
-                    try Self.write(part.bytes, at: offset, to: spool, key: key)
-                }
-                if Task.isCancelled { throw .cancelled(key: key.string) }
+            guard let part = fetched else { return try await spoolWhole(key, lane: lane, into: spool) }
+            try progress.take(part, key: key)
+            if offset == 0 { countFetch() }
+            try await onPool(key, lane: lane) { () throws(ImageCacheError) in
+                try Self.write(part.bytes, at: offset, to: spool, key: key)
             }
+            if Task.isCancelled { throw .cancelled(key: key.string) }
         }
         metrics.sourceFetch.recordInterval(since: start)
         let file = try Self.spoolFailure(key) { () throws(SystemCallError) in try spool.mapped(count: progress.offset) }
@@ -96,9 +76,7 @@ extension ImageCache {
         do throws(SystemCallError) {
             copied = try spool.copy(from: opened.file, offset: 0, count: opened.size)
         } catch {
-            if [ENOSPC, EDQUOT, EFBIG].contains(error.errno) {
-                throw .tier(TierFailure(tier: .table, key: key.string, reason: "the original's spool file: \(error)"))
-            }
+            if [ENOSPC, EDQUOT, EFBIG].contains(error.errno) { throw Self.spoolFailure(error, key: key) }
             throw .source(SourceError(key: key.sourceKey, reason: .io(error)))
         }
         let now: String
@@ -146,8 +124,12 @@ extension ImageCache {
         do {
             return try body()
         } catch {
-            throw .tier(TierFailure(tier: .table, key: key.string, reason: "the original's spool file: \(error)"))
+            throw spoolFailure(error, key: key)
         }
+    }
+
+    private static func spoolFailure(_ error: SystemCallError, key: CacheKey) -> ImageCacheError {
+        .tier(TierFailure(tier: .table, key: key.string, reason: "the original's spool file: \(error)"))
     }
 
     fileprivate static func empty(_ key: CacheKey) -> ImageCacheError {

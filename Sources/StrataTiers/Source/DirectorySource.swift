@@ -84,29 +84,16 @@ public struct DirectorySource: BlockingImageSource {
     /// same string ``fetch(key:)`` reports); a file over the size limit is refused as
     /// ``fetch(key:)`` refuses it.
     public func fetchPrefixBlocking(key: String, maxBytes: Int) throws(SourceError) -> SourceData {
-        let opened = try Self.open(components: try Self.validatedComponents(of: key), key: key, root: root)
-        let size = Int(opened.status.st_size)
-        guard size <= maxFileBytes else { throw Self.tooLarge("\(size)", key: key, maxFileBytes: maxFileBytes) }
-        var bytes = [UInt8](repeating: 0, count: max(0, min(size, maxBytes)))
-        do {
-            let got = try rethrowingTyped(SystemCallError.self) {
-                try bytes.withUnsafeMutableBytes { raw in try opened.file.read(into: raw, at: 0) }
-            }
-            bytes.removeLast(bytes.count - got)
-        } catch {
-            throw SourceError(key: key, reason: .io(error))
-        }
-        return SourceData(bytes: bytes, version: Self.version(of: opened.status))
+        let part = try fetchRangeBlocking(key: key, offset: 0, maxBytes: maxBytes)
+        return SourceData(bytes: part.bytes, version: part.version)
     }
 
     /// Up to `maxBytes` bytes from `offset` (a `pread` of the opened file), its version and
     /// size; a file over the size limit is refused as ``fetch(key:)`` refuses it. Each part
     /// opens the file again, so a file replaced between parts shows a new version.
-    public func fetchRangeBlocking(key: String, offset: Int, maxBytes: Int) throws(SourceError) -> SourceRange? {
-        let opened = try Self.open(components: try Self.validatedComponents(of: key), key: key, root: root)
-        let size = Int(opened.status.st_size)
-        guard size <= maxFileBytes else { throw Self.tooLarge("\(size)", key: key, maxFileBytes: maxFileBytes) }
-        var bytes = [UInt8](repeating: 0, count: max(0, min(size - offset, maxBytes)))
+    public func fetchRangeBlocking(key: String, offset: Int, maxBytes: Int) throws(SourceError) -> SourceRange {
+        let opened = try openOriginal(key: key)
+        var bytes = [UInt8](repeating: 0, count: max(0, min(opened.size - offset, maxBytes)))
         do {
             let got = try rethrowingTyped(SystemCallError.self) {
                 try bytes.withUnsafeMutableBytes { raw in try opened.file.read(into: raw, at: offset) }
@@ -115,13 +102,13 @@ public struct DirectorySource: BlockingImageSource {
         } catch {
             throw SourceError(key: key, reason: .io(error))
         }
-        return SourceRange(bytes: bytes, version: Self.version(of: opened.status), totalBytes: size)
+        return SourceRange(bytes: bytes, version: opened.version, totalBytes: opened.size)
     }
 
     public func fetchRange(key: String, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange? {
         let pool = try self.pool.get(key: key)
         do {
-            return try await pool.run { () throws(SourceError) -> SourceRange? in
+            return try await pool.run { () throws(SourceError) -> SourceRange in
                 try fetchRangeBlocking(key: key, offset: offset, maxBytes: maxBytes)
             }
         } catch {

@@ -86,8 +86,6 @@ public protocol BlockingImageSource: ImageSource {
     /// The first `maxBytes` bytes of the original (all of it when it is shorter) and its
     /// version, on the calling thread: enough to read a header without reading the image.
     func fetchPrefixBlocking(key: String, maxBytes: Int) throws(SourceError) -> SourceData
-    /// ``ImageSource/fetchRange(key:offset:maxBytes:)`` on the calling thread.
-    func fetchRangeBlocking(key: String, offset: Int, maxBytes: Int) throws(SourceError) -> SourceRange?
 }
 
 extension BlockingImageSource {
@@ -96,8 +94,6 @@ extension BlockingImageSource {
         try fetchBlocking(key: key)
     }
 
-    /// `nil`: the caller reads the original whole.
-    public func fetchRangeBlocking(key: String, offset: Int, maxBytes: Int) throws(SourceError) -> SourceRange? { nil }
 }
 
 /// Why the source tier could not produce an image; every case names the key.
