@@ -207,6 +207,53 @@ int strata_tiff_read_rows(TIFF *tiff, uint32_t *raster, uint32_t first_row, uint
     return read_region(tiff, raster, 0, first_row, width, rows, error, error_capacity);
 }
 
+void strata_tiff_rows_extent(TIFF *tiff, uint32_t first_row, uint32_t rows, uint64_t *start, uint64_t *end) {
+    *start = 0;
+    *end = 0;
+    uint32_t width = 0, height = 0, block = 0, across = 1;
+    TIFFGetField(tiff, TIFFTAG_IMAGEWIDTH, &width);
+    TIFFGetField(tiff, TIFFTAG_IMAGELENGTH, &height);
+    int tiled = TIFFIsTiled(tiff);
+    if (tiled) {
+        uint32_t tile_width = 0;
+        if (!TIFFGetField(tiff, TIFFTAG_TILELENGTH, &block) || !TIFFGetField(tiff, TIFFTAG_TILEWIDTH, &tile_width) ||
+            tile_width == 0) {
+            return;
+        }
+        across = (width + tile_width - 1) / tile_width;
+    } else if (!TIFFGetFieldDefaulted(tiff, TIFFTAG_ROWSPERSTRIP, &block)) {
+        return;
+    }
+    if (block == 0 || height == 0 || across == 0) {
+        return;
+    }
+    if (block > height) {
+        block = height;
+    }
+    uint64_t *offsets = NULL, *counts = NULL;
+    if (!TIFFGetField(tiff, tiled ? TIFFTAG_TILEOFFSETS : TIFFTAG_STRIPOFFSETS, &offsets) ||
+        !TIFFGetField(tiff, tiled ? TIFFTAG_TILEBYTECOUNTS : TIFFTAG_STRIPBYTECOUNTS, &counts) || !offsets || !counts) {
+        return;
+    }
+    uint64_t per_plane = (uint64_t)((height + block - 1) / block) * across;
+    uint32_t blocks = tiled ? TIFFNumberOfTiles(tiff) : TIFFNumberOfStrips(tiff);
+    uint64_t low = UINT64_MAX, high = 0, taken = 0, last = (uint64_t)first_row + rows;
+    for (uint32_t i = 0; i < blocks; i++) {
+        uint64_t top = ((i % per_plane) / across) * (uint64_t)block;
+        uint64_t bottom = top + block < height ? top + block : height;
+        if (top < first_row || bottom > last || counts[i] == 0) {
+            continue;
+        }
+        low = offsets[i] < low ? offsets[i] : low;
+        high = offsets[i] + counts[i] > high ? offsets[i] + counts[i] : high;
+        taken += counts[i];
+    }
+    if (high > low && high - low <= 2 * taken) {
+        *start = low;
+        *end = high;
+    }
+}
+
 // One image of the file (directory at `offset`) made current, unless it is already.
 static int select_directory(TIFF *tiff, uint64_t offset) {
     if (TIFFCurrentDirOffset(tiff) == offset) {

@@ -136,7 +136,7 @@ extension StrataConfiguration {
             "Directory of originals (keys are paths below it); exclusive with `source.http.baseURL` and `source.s3.bucket`."),
         .init(
             "source.maxFileSize", "256MiB",
-            "Larger files in `source.directory` are refused (an original is held in memory while it is decoded; a tile pyramid's build holds it beside a few strips of tiles)."
+            "Larger files in `source.directory` are refused when they are read whole (an original is held in memory while it is decoded: 413). A tile pyramid's original is copied to disk and read from there instead, up to `iiif.maxSourceSize`."
         ),
         .init("source.http.baseURL", nil, "HTTP(S) origin of originals: the key's segments are appended, percent-encoded."),
         .init("source.http.connectTimeout", "5s", "Connecting to the origin."),
@@ -272,6 +272,10 @@ extension StrataConfiguration {
         .init(
             "iiif.maxSourcePixels", "4000000000",
             "IIIF Image API: the largest original a pyramid is built from (its memory does not grow with the image)."
+        ),
+        .init(
+            "iiif.maxSourceSize", "16GiB",
+            "IIIF Image API: the largest original file a pyramid is built from (copied beside the pyramids while it builds, never held in memory: `source.maxFileSize` does not apply to it)."
         ),
         .init(
             "iiif.squareGravity", "center",

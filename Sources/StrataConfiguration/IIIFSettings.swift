@@ -36,6 +36,9 @@ public struct IIIFSettings: Sendable, Equatable {
     public var pyramidBytes = 8 << 30
     /// The largest original a pyramid is built from.
     public var maxSourcePixels = 4_000_000_000
+    /// The largest original file a pyramid is built from, in bytes (copied to disk while its
+    /// pyramid builds; `source.maxFileSize` bounds only what is read into memory).
+    public var maxSourceBytes = 16 << 30
     /// IIIF Authorization Flow 2.0: restricted keys and their access services (`iiif.auth.*`).
     public var auth = IIIFAuthSettings()
 
@@ -53,7 +56,9 @@ public struct IIIFSettings: Sendable, Equatable {
     /// takes its pixels and a page).
     public var pyramidSettings: TilePyramids.Settings {
         let entry = tileSize * tileSize * 4 + 4096
-        return TilePyramids.Settings(tileSize: tileSize, maximumTiles: max(16, pyramidBytes / entry), maxSourcePixels: maxSourcePixels)
+        return TilePyramids.Settings(
+            tileSize: tileSize, maximumTiles: max(16, pyramidBytes / entry), maxSourcePixels: maxSourcePixels,
+            maxSourceBytes: maxSourceBytes)
     }
 }
 
@@ -74,6 +79,7 @@ extension IIIFSettings {
         settings.tiledAbove = try reader.integer("iiif.tiledAbove", min: 1)
         settings.pyramidBytes = try reader.bytes("iiif.pyramidBytes", min: 64 << 20)
         settings.maxSourcePixels = try reader.integer("iiif.maxSourcePixels", min: 1)
+        settings.maxSourceBytes = try reader.bytes("iiif.maxSourceSize", min: 1)
         settings.auth = try IIIFAuthSettings.read(from: &reader)
         if settings.pyramidPath != nil, settings.tileSize % 2 != 0 || settings.tileSize > 4096 {
             throw reader.error(

@@ -7,8 +7,10 @@ extension HTTPSource {
     /// original's version and length from the 206's validator and `Content-Range`. `nil` when
     /// the first part (`offset` 0) shows that parts cannot be read: a 200 with more than the
     /// window (the origin ignores `Range`), or no validator. A 200 that fits the window is the
-    /// whole original. The original's length is bounded by ``Configuration/maxBodyBytes``, like
-    /// a whole fetch's.
+    /// whole original. A part is bounded by `maxBytes`; ``Configuration/maxBodyBytes``, the bound
+    /// of a whole fetch held in memory, does not bound the original's length here: the caller
+    /// bounds that by ``SourceRange/totalBytes`` (a pyramid build copies it to a file, up to
+    /// `iiif.maxSourceSize`).
     package func fetchRange(key: String, url: OriginURL, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange? {
         let window = ByteWindow(offset: offset, count: max(1, maxBytes))
         let response = try await perform(key: key, url: url, method: .GET, conditional: nil, window: window)
@@ -36,14 +38,6 @@ extension HTTPSource {
             // The whole file in one answer: the window held all of it, or the origin ignores Range.
             guard bytes.count < window.count else { return nil }
             total = bytes.count
-        }
-        if total > configuration.maxBodyBytes {
-            throw SourceError(
-                key: key,
-                reason: .origin(
-                    HTTPOriginError(
-                        kind: .bodyTooLarge(limit: configuration.maxBodyBytes, declared: total), url: "\(url)",
-                        settings: settingsPrefix)))
         }
         return SourceRange(bytes: bytes, version: version, totalBytes: total)
     }

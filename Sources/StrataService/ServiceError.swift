@@ -30,7 +30,7 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
     package static let originalChanged = "original_changed"
 
     /// The engine's error as an HTTP answer: 400 for a bad request or a key the source refuses,
-    /// 404 for an unknown key, 413 over the pixel limit, 422 undecodable, 502/504 origin
+    /// 404 for an unknown key, 413 over the pixel or byte limit, 422 undecodable, 502/504 origin
     /// failures, 500 when a tier's own files fail, 503 when shutting down or when the work is larger
     /// than the whole `render.memoryLimit`.
     package init(_ error: ImageCacheError) {
@@ -68,6 +68,12 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
                 self.init(
                     .serviceUnavailable, Self.originalChanged, "the original \(source.key.debugDescription) changed (\(why))",
                     retryAfter: 1)
+            case .tooLarge(let bytes, let limit):
+                let size = bytes.map { "is \($0) bytes" } ?? "grew while it was read"
+                self.init(
+                    .contentTooLarge, "too_large",
+                    "the original \(source.key.debugDescription) \(size), over the limit of \(limit) bytes (source.maxFileSize for an original read whole into memory; a tile pyramid copies its original to disk, up to iiif.maxSourceSize: set iiif.pyramidPath, or disk.path, beside which pyramids go by default)"
+                )
             default:
                 self.init(.internalServerError, "source_failed", "the source failed for \(source.key.debugDescription)")
             }

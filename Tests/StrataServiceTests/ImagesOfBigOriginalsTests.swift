@@ -93,6 +93,56 @@ struct ImagesOfBigOriginalsTests {
         try await server.stop()
     }
 
+    /// An original over `source.maxFileSize` (what is read whole into memory) whose pixels call
+    /// for a tile pyramid: the build copies it to disk and serves it. Over `iiif.maxSourceSize`,
+    /// or read whole without pyramids, it is a 413 naming the keys to raise, never a 500.
+    @Test func anOriginalOverTheFileSizeLimitIsServedFromItsPyramid() async throws {
+        let identifier = Self.photo.replacingOccurrences(of: "/", with: "%2F")
+        let tilePath = "/iiif/3/\(identifier)/full/256,/0/default.png"
+        // The photo (257 KB) and the same pixels as an uncompressed TIFF whose directory
+        // follows them (`tiffcp`: 7.9 MB), both over a 100 KiB source.maxFileSize.
+        let originals = makeScratchDirectory("originals")
+        try FileManager.default.createDirectory(atPath: originals + "/jpeg", withIntermediateDirectories: true)
+        try Data(Fixtures.bytes(Self.photo)).write(to: URL(fileURLWithPath: originals + "/" + Self.photo))
+        try Data(TIFFWriter.tiff(Self.reference, .rgb)).write(to: URL(fileURLWithPath: originals + "/plain.tif"))
+        _ = try ExternalTools.run("tiffcp", ["-c", "none", originals + "/plain.tif", originals + "/scan.tif"])
+        try Data(Fixtures.bytes("jpeg/orientation-2.jpg")).write(to: URL(fileURLWithPath: originals + "/small.jpg"))
+        func start(_ extra: [String: String]) async throws -> TestServer {
+            var settings = [
+                "source.directory": originals, "source.maxPixels": "1000000", "source.maxFileSize": "100KiB", "iiif.tileSize": "256",
+            ]
+            settings.merge(extra) { $1 }
+            return try await TestServer.start(settings, disk: false)
+        }
+        let served = try await start(["iiif.tiledAbove": "500000", "iiif.pyramidPath": makeScratchDirectory("pyramids")])
+        let expected = Resampler().resize(Self.reference, box: PixelSize(width: 256, height: 256), mode: .fit)
+        for name in [identifier, "scan.tif"] {
+            #expect(try await served.get("/iiif/3/\(name)/info.json").status == 200, "\(name)")
+            let tile = try await served.get("/iiif/3/\(name)/full/256,/0/default.png")
+            #expect(tile.status == 200, "\(name): \(tile.text)")
+            #expect(ColourFixtures.psnr(try ImageDecoder().decode(tile.body), expected) >= 35, "\(name)")
+        }
+        #expect(try await served.get("/images/\(Self.photo)?w=400&h=400").status == 200)
+        #expect(try await served.get("/images/scan.tif?w=400&h=400").status == 200)
+        try await served.stop()
+
+        let capped = try await start([
+            "iiif.tiledAbove": "500000", "iiif.pyramidPath": makeScratchDirectory("pyramids"), "iiif.maxSourceSize": "200KiB",
+        ])
+        let refused = try await capped.get(tilePath)
+        #expect(
+            refused.status == 413 && refused.text.contains("iiif.maxSourceSize") && refused.text.contains("257115 bytes"), "\(refused.text)"
+        )
+        try await capped.stop()
+
+        let whole = try await start(["iiif.pyramidPath": "off", "source.maxPixels": "100000000"])
+        let answer = try await whole.get("/images/\(Self.photo)?w=400&h=400")
+        #expect(answer.status == 413 && answer.text.contains("source.maxFileSize"), "\(answer.status) \(answer.text)")
+        // The engine keeps serving.
+        #expect(try await whole.get("/images/small.jpg?w=100").status == 200)
+        try await whole.stop()
+    }
+
     /// An original replaced by another after its size was memoized (by IIIF's `info.json`,
     /// which starts no build under `iiif.tiledAbove`): the `/images` build finds the new
     /// version, the size is read again and the answer is the new image's.

@@ -51,6 +51,13 @@ int strata_tiff_features(TIFF *tiff, struct strata_tiff_features *features, char
 int strata_tiff_read_rows(TIFF *tiff, uint32_t *raster, uint32_t first_row, uint32_t rows, char *error,
                           size_t error_capacity);
 
+/// Where the current directory's strips or tiles whose rows all lie within `rows` rows from
+/// `first_row` are in the file: from the lowest offset (`*start`) to the end of the highest
+/// (`*end`), or 0 and 0 when there are none, or when other data takes more than half of that
+/// extent (planes stored apart): for a reader that has decoded those rows and will not read
+/// them again, so that the pages in between can leave memory.
+void strata_tiff_rows_extent(TIFF *tiff, uint32_t first_row, uint32_t rows, uint64_t *start, uint64_t *end);
+
 /// One image of a file: its size, whether it is tiled, the size of the blocks it is decoded
 /// in (a tile, or the whole width × the rows of a strip), and its directory's offset (which
 /// `strata_tiff_read_region` selects it by).

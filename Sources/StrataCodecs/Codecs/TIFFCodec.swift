@@ -96,19 +96,21 @@ package enum TIFFCodec {
     /// rows (`size.width` pixels each, no padding, in a buffer reused for the next band) from
     /// row `first` down. Memory: one band, never the image.
     package static func decodeBands(
-        _ bytes: UnsafeRawBufferPointer, size: PixelSize,
+        _ bytes: UnsafeRawBufferPointer, size: PixelSize, consumed: (Range<Int>) -> Void = { _ in },
         _ body: (UnsafeMutableRawPointer, _ first: Int, _ rows: Int) throws(ImageDecodingError) -> Void
     ) throws(ImageDecodingError) {
-        try readBands(bytes, size: size) { (band, first, rows) throws(ImageDecodingError) in
+        try readBands(bytes, size: size, consumed: consumed) { (band, first, rows) throws(ImageDecodingError) in
             toBGRA(band, into: band, count: rows * size.width)
             try body(UnsafeMutableRawPointer(band), first, rows)
         }
     }
 
     /// libtiff's RGBA pixels of the first image, band by band (whole strips or tiles, at least
-    /// 16 rows, `size.width` pixels a row): `body(band, first, rows)`.
+    /// 16 rows, `size.width` pixels a row): `body(band, first, rows)`. After each band,
+    /// `consumed` gets the range of `bytes` its strips or tiles take, when they lie together
+    /// (`strata_tiff_rows_extent`): a reader of a mapped file hands those pages back.
     private static func readBands(
-        _ bytes: UnsafeRawBufferPointer, size: PixelSize,
+        _ bytes: UnsafeRawBufferPointer, size: PixelSize, consumed: (Range<Int>) -> Void = { _ in },
         _ body: (UnsafeMutablePointer<UInt32>, _ first: Int, _ rows: Int) throws(ImageDecodingError) -> Void
     ) throws(ImageDecodingError) {
         let file = try File(bytes)
@@ -127,6 +129,9 @@ package enum TIFFCodec {
                 throw error(text(message), while: "decoding rows \(first)…\(first + rows - 1)")
             }
             try body(band, first, rows)
+            var start: UInt64 = 0, end: UInt64 = 0
+            strata_tiff_rows_extent(file.tiff, UInt32(first), UInt32(rows), &start, &end)
+            if end > start, end <= UInt64(bytes.count) { consumed(Int(start)..<Int(end)) }
             first += rows
         }
     }

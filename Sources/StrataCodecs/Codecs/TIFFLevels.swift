@@ -18,6 +18,35 @@ extension TIFFCodec {
         package var directory: UInt64
     }
 
+    /// Where the file's first directory (image file directory) starts, from its first bytes
+    /// (8 for a classic TIFF, 16 for a BigTIFF); `nil` when they are not a TIFF's header. libtiff
+    /// and vips write the directory after the pixels, so a header reader that has only the
+    /// file's first bytes reads this far next.
+    package static func firstDirectoryOffset(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard bytes.count >= 8 else { return nil }
+        let little: Bool
+        switch (bytes[0], bytes[1]) {
+        case (0x49, 0x49): little = true
+        case (0x4D, 0x4D): little = false
+        default: return nil
+        }
+        func value(at offset: Int, count: Int) -> UInt64 {
+            var result: UInt64 = 0
+            for i in 0..<count {
+                let byte = UInt64(bytes[offset + (little ? count - 1 - i : i)])
+                result = result << 8 | byte
+            }
+            return result
+        }
+        switch value(at: 2, count: 2) {
+        case 42: return Int(exactly: value(at: 4, count: 4))
+        case 43:
+            guard bytes.count >= 16, value(at: 4, count: 2) == 8 else { return nil }
+            return Int(exactly: value(at: 8, count: 8))
+        default: return nil
+        }
+    }
+
     /// The most images ``levels(_:)`` lists.
     package static let maximumLevels = 64
 

@@ -10,7 +10,9 @@ extension ImageCache {
     /// engine's threads; no pixel memory. From a blocking source (a directory) a JPEG's header
     /// is read from its first megabyte (`headerPrefixBytes`) when its first scan starts there
     /// (every header segment is then in it): describing a gigapixel original reads a megabyte,
-    /// not the file; other formats (whose metadata may follow the pixels) are read whole. Not
+    /// not the file. A TIFF whose first directory follows its pixels also has that directory and
+    /// what follows it read as a second part (`tiffHeaderPastPrefix`);
+    /// other formats (whose metadata may follow the pixels) are read whole. Not
     /// cached here: callers memoize per key and version. From other sources the first megabyte is
     /// asked for the same way (``/StrataTiers/ImageSource/fetchPrefix(key:maxBytes:)``: a ranged
     /// GET from an HTTP origin or a bucket).
@@ -23,25 +25,28 @@ extension ImageCache {
         if key.string.isEmpty { throw .invalidRequest(key: key.string, reason: "the key is empty") }
         guard source != nil else { throw .noSource(key: key.string) }
         try checkNegative(key)
-        let data: SourceData
+        let prefix: SourceData
         if let files = blockingSource {
             countFetch()
-            data = try await onPool(key, lane: FlightLane(.urgent)) { [self] () throws(ImageCacheError) in
-                let prefix = try fetchBlocking(key, from: files, prefix: Self.headerPrefixBytes)
-                let whole = prefix.bytes.count < Self.headerPrefixBytes
-                if whole || prefix.bytes.withUnsafeBytes({ Metadata.jpegMarkers($0).reachesScan }) { return prefix }
-                return try fetchBlocking(key, from: files)
+            prefix = try await onPool(key, lane: FlightLane(.urgent)) { [self] () throws(ImageCacheError) in
+                try fetchBlocking(key, from: files, prefix: Self.headerPrefixBytes)
             }
         } else {
-            // A ranged read of the first megabyte (an origin that supports it), the whole
-            // original when the header may lie beyond it.
-            let prefix = try await fetchOriginal(key, lane: FlightLane(.urgent), prefix: Self.headerPrefixBytes)
-            let whole = prefix.bytes.count < Self.headerPrefixBytes
-            if whole || prefix.bytes.withUnsafeBytes({ Metadata.jpegMarkers($0).reachesScan }) {
-                data = prefix
-            } else {
-                data = try await fetchOriginal(key, lane: FlightLane(.urgent))
+            // A ranged read of the first megabyte (an origin that supports it).
+            prefix = try await fetchOriginal(key, lane: FlightLane(.urgent), prefix: Self.headerPrefixBytes)
+        }
+        let data: SourceData
+        if prefix.bytes.count < Self.headerPrefixBytes || prefix.bytes.withUnsafeBytes({ Metadata.jpegMarkers($0).reachesScan }) {
+            data = prefix
+        } else if let found = try await tiffHeaderPastPrefix(key, prefix: prefix, maxPixels: maxPixels) {
+            return found
+        } else if let files = blockingSource {
+            // The whole original: the header may lie beyond the prefix.
+            data = try await onPool(key, lane: FlightLane(.urgent)) { [self] () throws(ImageCacheError) in
+                try fetchBlocking(key, from: files)
             }
+        } else {
+            data = try await fetchOriginal(key, lane: FlightLane(.urgent))
         }
         let bytes = data.bytes
         let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers, pool] () -> Result<ImageHeader, ImageDecodingError> in

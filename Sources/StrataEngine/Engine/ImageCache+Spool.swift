@@ -17,10 +17,12 @@ extension ImageCache {
     /// ranged GETs), each written on the engine's threads in `lane`. A source that cannot read
     /// parts is fetched whole and written at once.
     /// An original whose version or length changes between parts is
-    /// ``SourceError/Reason/changed(_:)``; a failure to write the file (`ENOSPC`) is the table
-    /// tier's.
+    /// ``SourceError/Reason/changed(_:)``; one over `maxBytes` is
+    /// ``SourceError/Reason/tooLarge(bytes:limit:)`` before anything is written (the source's
+    /// own memory limit bounds each part, not the file); a failure to write the file (`ENOSPC`)
+    /// is the table tier's.
     package func spoolOriginal(
-        _ key: CacheKey, lane: FlightLane, into directory: String
+        _ key: CacheKey, lane: FlightLane, into directory: String, maxBytes: Int
     ) async throws(ImageCacheError) -> (file: MappedFile, version: String) {
         guard let source else { throw .noSource(key: key.string) }
         let start = ContinuousClock.now
@@ -33,13 +35,13 @@ extension ImageCache {
         if let directory = blockingSource as? DirectorySource {
             // One copy in the kernel, on the engine's threads.
             let (count, version) = try await onPool(key, lane: lane) { [self] () throws(ImageCacheError) -> (Int, String) in
-                try copy(key, from: directory, into: spool)
+                try copy(key, from: directory, into: spool, maxBytes: maxBytes)
             }
             countFetch()
             metrics.sourceFetch.recordInterval(since: start)
             return (try Self.spoolFailure(key) { () throws(SystemCallError) in try spool.mapped(count: count) }, version)
         }
-        var progress = SpoolProgress()
+        var progress = SpoolProgress(maxBytes: maxBytes)
         while !progress.isDone {
             let offset = progress.offset
             let fetched: SourceRange?
@@ -48,7 +50,7 @@ extension ImageCache {
             } catch {
                 throw sourceFailed(error, key: key)
             }
-            guard let part = fetched else { return try await spoolWhole(key, lane: lane, into: spool) }
+            guard let part = fetched else { return try await spoolWhole(key, lane: lane, into: spool, maxBytes: maxBytes) }
             try progress.take(part, key: key)
             if offset == 0 { countFetch() }
             try await onPool(key, lane: lane) { () throws(ImageCacheError) in
@@ -64,10 +66,12 @@ extension ImageCache {
     /// A directory's original copied whole into `spool` (`copy_file_range`), with its length
     /// and version: a file that changed during the copy is ``SourceError/Reason/changed(_:)``,
     /// a spool that has no room the table tier's failure.
-    private func copy(_ key: CacheKey, from directory: DirectorySource, into spool: SpoolFile) throws(ImageCacheError) -> (Int, String) {
+    private func copy(
+        _ key: CacheKey, from directory: DirectorySource, into spool: SpoolFile, maxBytes: Int
+    ) throws(ImageCacheError) -> (Int, String) {
         let opened: DirectorySource.OpenedOriginal
         do throws(SourceError) {
-            opened = try directory.openOriginal(key: key.sourceKey)
+            opened = try directory.openOriginal(key: key.sourceKey, maxBytes: maxBytes)
         } catch {
             throw sourceFailed(error, key: key)
         }
@@ -96,10 +100,13 @@ extension ImageCache {
 
     /// A source that cannot read parts: the original fetched whole, written and mapped.
     private func spoolWhole(
-        _ key: CacheKey, lane: FlightLane, into spool: SpoolFile
+        _ key: CacheKey, lane: FlightLane, into spool: SpoolFile, maxBytes: Int
     ) async throws(ImageCacheError) -> (file: MappedFile, version: String) {
         let data = try await fetchOriginal(key, lane: lane)
         guard !data.bytes.isEmpty else { throw Self.empty(key) }
+        guard data.bytes.count <= maxBytes else {
+            throw .source(SourceError(key: key.string, reason: .tooLarge(bytes: data.bytes.count, limit: maxBytes)))
+        }
         let bytes = data.bytes
         return try await onPool(key, lane: lane) { () throws(ImageCacheError) -> (file: MappedFile, version: String) in
             try Self.write(bytes, at: 0, to: spool, key: key)
@@ -139,6 +146,8 @@ extension ImageCache {
 
 /// How far a spool has come, and the version and length its first part set.
 private struct SpoolProgress {
+    /// The most bytes the original may have.
+    let maxBytes: Int
     var offset = 0
     var version: String?
     var total: Int?
@@ -155,6 +164,9 @@ private struct SpoolProgress {
             }
         } else {
             guard part.totalBytes > 0 else { throw ImageCache.empty(key) }
+            guard part.totalBytes <= maxBytes else {
+                throw .source(SourceError(key: key.string, reason: .tooLarge(bytes: part.totalBytes, limit: maxBytes)))
+            }
             version = part.version
             total = part.totalBytes
         }

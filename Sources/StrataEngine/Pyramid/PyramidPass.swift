@@ -109,9 +109,10 @@ package enum PyramidPass {
     /// original's size) and hands each to `emit` (on one thread at a time); a JPEG's rows are
     /// decoded on this thread while a helper from `forkJoin` reduces the strip before. A feed
     /// that can make tiles in any order (a pyramidal TIFF's) makes those `waiting()` names
-    /// first. A JPEG's passes and a PNG's call `release` with the ranges of `bytes` they will
-    /// not read again for a while (behind the decode, and all of a JPEG between its two
-    /// passes), so that a mapped file's pages can leave memory. Throws the decode's
+    /// first. A JPEG's passes, a PNG's and a striped or tiled TIFF's call `release` with the
+    /// ranges of `bytes` they will not read again for a while (behind the decode, a TIFF band's
+    /// strips or tiles, and all of a JPEG between its two passes), so that a mapped file's
+    /// pages can leave memory. Throws the decode's
     /// ``ImageDecodingError`` or what `emit` threw.
     package static func run(
         _ bytes: UnsafeRawBufferPointer, header: ImageHeader, feed: Feed, wholeDecodePixels: Int, forkJoin: ForkJoin,
@@ -168,7 +169,7 @@ package enum PyramidPass {
             // The band reader's errors are decoding errors; what `emit` throws is kept aside.
             var stopped: (any Error)?
             do {
-                try TIFFCodec.decodeBands(bytes, size: header.codedSize) { (band, _, rows) throws(ImageDecodingError) in
+                try TIFFCodec.decodeBands(bytes, size: header.codedSize, consumed: release) { (band, _, rows) throws(ImageDecodingError) in
                     do {
                         try reducer.write(rows: rows, from: band, stride: header.codedSize.width * 4)
                     } catch {

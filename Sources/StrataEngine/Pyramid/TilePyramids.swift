@@ -40,13 +40,21 @@ public final class TilePyramids: Sendable {
         public var maximumTiles = 16_384
         /// The largest original (pixels) a pyramid is built from (default 4 gigapixels).
         public var maxSourcePixels = 4_000_000_000
+        /// The largest original (bytes of its file) a pyramid is built from (default 16 GiB). A
+        /// build copies it to a file in the table's `.builds` folder and reads it from there, so
+        /// this bounds disk space while a build runs, not memory; the source's own limit on what
+        /// it reads into memory (`source.maxFileSize`) does not apply.
+        public var maxSourceBytes = 16 << 30
         /// Permission bits of the table's files.
         public var filePermissions: UInt32 = 0o600
 
-        public init(tileSize: Int = 512, maximumTiles: Int = 16_384, maxSourcePixels: Int = 4_000_000_000) {
+        public init(
+            tileSize: Int = 512, maximumTiles: Int = 16_384, maxSourcePixels: Int = 4_000_000_000, maxSourceBytes: Int = 16 << 30
+        ) {
             self.tileSize = tileSize
             self.maximumTiles = maximumTiles
             self.maxSourcePixels = maxSourcePixels
+            self.maxSourceBytes = maxSourceBytes
         }
 
         package func validate() throws(ImageTableError) {
@@ -55,6 +63,9 @@ public final class TilePyramids: Sendable {
             }
             guard maxSourcePixels > 0 else {
                 throw .invalidFormat(name: "pyramid", reason: "maxSourcePixels must be positive, not \(maxSourcePixels)")
+            }
+            guard maxSourceBytes > 0 else {
+                throw .invalidFormat(name: "pyramid", reason: "maxSourceBytes must be positive, not \(maxSourceBytes)")
             }
         }
     }
@@ -258,7 +269,8 @@ public final class TilePyramids: Sendable {
         let outcome: Result<Void, ImageCacheError>
         do throws(ImageCacheError) {
             // Copied to a private file and mapped: the pass holds the pages it reads, not the file.
-            let original = try await cache.spoolOriginal(key, lane: FlightLane(.prefetch), into: buildsFolder)
+            let original = try await cache.spoolOriginal(
+                key, lane: FlightLane(.prefetch), into: buildsFolder, maxBytes: settings.maxSourceBytes)
             guard SourceVersion(token: original.version).stamp == version.stamp else {
                 throw .source(
                     SourceError(key: key.string, reason: .changed("its version is not the one its pyramid was asked for; ask again")))

@@ -81,18 +81,19 @@ public struct DirectorySource: BlockingImageSource {
     }
 
     /// The first `maxBytes` bytes of the file (all of it when shorter) and its version (the
-    /// same string ``fetch(key:)`` reports); a file over the size limit is refused as
-    /// ``fetch(key:)`` refuses it.
+    /// same string ``fetch(key:)`` reports), whatever the file's size: only `maxBytes` are
+    /// read (the header of an original over ``maxFileBytes``, which a tile pyramid can serve).
     public func fetchPrefixBlocking(key: String, maxBytes: Int) throws(SourceError) -> SourceData {
         let part = try fetchRangeBlocking(key: key, offset: 0, maxBytes: maxBytes)
         return SourceData(bytes: part.bytes, version: part.version)
     }
 
     /// Up to `maxBytes` bytes from `offset` (a `pread` of the opened file), its version and
-    /// size; a file over the size limit is refused as ``fetch(key:)`` refuses it. Each part
-    /// opens the file again, so a file replaced between parts shows a new version.
+    /// size. ``maxFileBytes`` does not apply: a part is bounded by `maxBytes`, and the caller
+    /// bounds the whole by ``SourceRange/totalBytes`` (a pyramid build: `iiif.maxSourceSize`).
+    /// Each part opens the file again, so a file replaced between parts shows a new version.
     public func fetchRangeBlocking(key: String, offset: Int, maxBytes: Int) throws(SourceError) -> SourceRange {
-        let opened = try openOriginal(key: key)
+        let opened = try openOriginal(key: key, maxBytes: .max)
         var bytes = [UInt8](repeating: 0, count: max(0, min(opened.size - offset, maxBytes)))
         do {
             let got = try rethrowingTyped(SystemCallError.self) {
@@ -117,19 +118,20 @@ public struct DirectorySource: BlockingImageSource {
     }
 
     /// An original opened for a copy in the kernel (a pyramid build's spool file): its file,
-    /// its `fstat` size (within the size limit) and its version.
+    /// its `fstat` size (within the caller's limit) and its version.
     package struct OpenedOriginal: ~Copyable {
         package let file: FileDescriptor
         package let size: Int
         package let version: String
     }
 
-    /// Opens `key`'s original as ``fetch(key:)`` would read it, refusing one over the size
-    /// limit by its `fstat` size.
-    package func openOriginal(key: String) throws(SourceError) -> OpenedOriginal {
+    /// Opens `key`'s original as ``fetch(key:)`` would read it, refusing one over `maxBytes`
+    /// (a pyramid build's limit, not ``maxFileBytes``: the file is copied, never held) by its
+    /// `fstat` size.
+    package func openOriginal(key: String, maxBytes: Int) throws(SourceError) -> OpenedOriginal {
         let opened = try Self.open(components: try Self.validatedComponents(of: key), key: key, root: root)
         let size = Int(opened.status.st_size)
-        guard size <= maxFileBytes else { throw Self.tooLarge("\(size)", key: key, maxFileBytes: maxFileBytes) }
+        guard size <= maxBytes else { throw SourceError(key: key, reason: .tooLarge(bytes: size, limit: maxBytes)) }
         return OpenedOriginal(file: opened.file, size: size, version: Self.version(of: opened.status))
     }
 
@@ -143,9 +145,9 @@ public struct DirectorySource: BlockingImageSource {
         }
     }
 
-    /// The refusal of an original over `maxFileBytes` (`size` as the message says it).
-    package static func tooLarge(_ size: String, key: String, maxFileBytes: Int) -> SourceError {
-        SourceError(key: key, reason: .failed("original is \(size) bytes, over the \(maxFileBytes)-byte limit"))
+    /// The refusal of an original over `maxFileBytes` (`size`: `nil` when it grew past it).
+    package static func tooLarge(_ size: Int?, key: String, maxFileBytes: Int) -> SourceError {
+        SourceError(key: key, reason: .tooLarge(bytes: size, limit: maxFileBytes))
     }
 
     /// Splits `key` into path components, refusing anything that could leave the root.
@@ -179,8 +181,8 @@ public struct DirectorySource: BlockingImageSource {
         of file: borrowing FileDescriptor, expectedSize: Int, key: String,
         maxFileBytes: Int
     ) throws(SourceError) -> [UInt8] {
-        func tooLarge(_ size: String) -> SourceError { Self.tooLarge(size, key: key, maxFileBytes: maxFileBytes) }
-        guard expectedSize <= maxFileBytes else { throw tooLarge("\(expectedSize)") }
+        func tooLarge(_ size: Int?) -> SourceError { Self.tooLarge(size, key: key, maxFileBytes: maxFileBytes) }
+        guard expectedSize <= maxFileBytes else { throw tooLarge(expectedSize) }
         // Reading one byte more than the limit proves the file is over it.
         let cap = maxFileBytes == .max ? maxFileBytes : maxFileBytes + 1
         var bytes: [UInt8] = []
@@ -201,7 +203,7 @@ public struct DirectorySource: BlockingImageSource {
                 throw SourceError(key: key, reason: .io(error))
             }
             bytes.removeLast(wanted - got)
-            if bytes.count > maxFileBytes { throw tooLarge("more than \(maxFileBytes)") }
+            if bytes.count > maxFileBytes { throw tooLarge(nil) }
             if got < wanted { return bytes }
             chunk = Swift.min(Swift.max(chunk * 2, 1 << 16), 1 << 24)
         }

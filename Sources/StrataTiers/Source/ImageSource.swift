@@ -53,7 +53,8 @@ public protocol ImageSource: Sendable {
     /// and whole length; `nil` when this source cannot read part of an original (a closure, an
     /// origin that ignores `Range`): the caller fetches it whole then. For a pass over a large
     /// original that must not be held whole in memory (a pyramid build copies it to a file in
-    /// parts). The default returns `nil`.
+    /// parts). A source's limit on what it holds in memory bounds a part, not the whole length:
+    /// the caller bounds that (``SourceRange/totalBytes``). The default returns `nil`.
     func fetchRange(key: String, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange?
 }
 
@@ -117,6 +118,9 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
         /// The original changed between two reads of one request (its version or size is not
         /// the one the request was planned for): asking again reads the new one.
         case changed(String)
+        /// The original is over a size limit in bytes: `bytes` its size (`nil`: it grew past the
+        /// limit while it was read). Nothing of it is kept.
+        case tooLarge(bytes: Int?, limit: Int)
     }
 
     public var key: String
@@ -138,6 +142,9 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
         case .origin(let error): return "\(shownKey.debugDescription): \(error)"
         case .cancelled: return "\(shownKey.debugDescription): cancelled"
         case .changed(let why): return "\(shownKey.debugDescription): the original changed: \(why)"
+        case .tooLarge(let bytes, let limit):
+            let size = bytes.map { "is \($0) bytes" } ?? "grew"
+            return "\(shownKey.debugDescription): the original \(size), over the \(limit)-byte limit"
         }
     }
 }

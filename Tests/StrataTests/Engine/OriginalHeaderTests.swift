@@ -69,7 +69,7 @@ import StrataTestSupport
         }
     }
 
-    @Test func aDirectoryReadsAPrefixAndRefusesAFileOverItsLimit() throws {
+    @Test func aDirectoryReadsAPrefixOfAnyFileAndRefusesAWholeReadOverItsLimit() throws {
         let scratch = TempDirectory()
         let bytes = Fixtures.bytes("jpeg/path-2560x1600.jpg")
         try Data(bytes).write(to: URL(fileURLWithPath: scratch.path + "/a.jpg"))
@@ -78,16 +78,62 @@ import StrataTestSupport
         let prefix = try source.fetchPrefixBlocking(key: "a.jpg", maxBytes: 1000)
         #expect(prefix.bytes == Array(bytes.prefix(1000)) && prefix.version == whole.version)
         #expect(try source.fetchPrefixBlocking(key: "a.jpg", maxBytes: 1 << 30).bytes == bytes)
+        // Over maxFileBytes: the header's prefix is read (a tile pyramid serves such an
+        // original); the whole file is refused by size.
         let limited = try DirectorySource(root: scratch.path, maxFileBytes: 1000)
-        var refusals: [String] = []
-        for read in [{ try limited.fetchBlocking(key: "a.jpg") }, { try limited.fetchPrefixBlocking(key: "a.jpg", maxBytes: 10) }] {
-            do {
-                _ = try read()
-                Issue.record("a file over the limit was read")
-            } catch {
-                refusals.append("\(error)")
+        #expect(try limited.fetchPrefixBlocking(key: "a.jpg", maxBytes: 10).bytes == Array(bytes.prefix(10)))
+        do {
+            _ = try limited.fetchBlocking(key: "a.jpg")
+            Issue.record("a file over the limit was read")
+        } catch {
+            guard case .tooLarge(let size, let limit) = error.reason else {
+                Issue.record("not a refusal by size: \(error)")
+                return
             }
+            #expect(size == bytes.count && limit == 1000 && "\(error)".contains("over the 1000-byte limit"), "\(error)")
         }
-        #expect(refusals.count == 2 && refusals[0] == refusals[1] && refusals[0].contains("over the 1000-byte limit"), "\(refusals)")
+    }
+
+    /// A TIFF whose first directory follows its pixels (as libtiff's `tiffcp` and vips write
+    /// it): its header from the first megabyte and one more part at the directory, never the
+    /// whole file, also from a directory whose `maxFileBytes` the file is over. A source that
+    /// cannot read parts reads it whole.
+    @Test func aTIFFsHeaderComesFromItsPrefixAndItsDirectory() async throws {
+        let scratch = TempDirectory()
+        let photo = try ImageDecoder().decode(Fixtures.bytes("jpeg/path-2560x1600.jpg"))
+        try Data(TIFFWriter.tiff(photo, .rgb)).write(to: URL(fileURLWithPath: scratch.path + "/plain.tif"))
+        _ = try ExternalTools.run("tiffcp", ["-c", "none", scratch.path + "/plain.tif", scratch.path + "/photo.tif"])
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/photo.tif")))
+        let offset = try #require(bytes.withUnsafeBytes { TIFFCodec.firstDirectoryOffset($0) })
+        #expect(offset > ImageCache.headerPrefixBytes, "the directory follows the pixels: at \(offset) of \(bytes.count)")
+        let expected = try ImageDecoder().readHeader(bytes)
+        #expect(expected.size == photo.size && expected.format == .tiff)
+        let directory = try DirectorySource(root: scratch.path, maxFileBytes: ImageCache.headerPrefixBytes)
+        let (header, version) = try await ImageCache(source: directory).originalHeader(for: "photo.tif")
+        #expect(header == expected)
+        #expect(version == SourceVersion(token: try directory.versionBlocking(key: "photo.tif")))
+        // Over a pixel limit: refused as a whole read would be.
+        await #expect(throws: ImageCacheError.self) {
+            _ = try await ImageCache(source: directory).originalHeader(for: "photo.tif", maxPixels: 1000)
+        }
+        let counting = CountingSource(["photo.tif": bytes])
+        let whole = try await ImageCache(source: counting).originalHeader(for: "photo.tif")
+        let reads = counting.reads.withLock { $0 }
+        #expect(whole.header == expected && reads.prefix == 1 && reads.whole == 1, "\(reads)")
+    }
+
+    @Test func firstDirectoryOffsets() {
+        let cases: [([UInt8], Int?)] = [
+            ([0x49, 0x49, 42, 0, 0x10, 0x20, 0x30, 0x00], 0x30_2010),
+            ([0x4D, 0x4D, 0, 42, 0x00, 0x30, 0x20, 0x10], 0x30_2010),
+            ([0x49, 0x49, 43, 0, 8, 0, 0, 0, 0x10, 0x20, 0x30, 0, 0, 0, 0, 0], 0x30_2010),
+            ([0x49, 0x49, 43, 0, 4, 0, 0, 0, 0x10, 0x20, 0x30, 0, 0, 0, 0, 0], nil),
+            ([0x49, 0x49, 41, 0, 0x10, 0x20, 0x30, 0x00], nil),
+            ([0xFF, 0xD8, 0xFF, 0xE0, 0, 0, 0, 0], nil),
+            ([0x49, 0x49, 42], nil),
+        ]
+        for (bytes, expected) in cases {
+            #expect(bytes.withUnsafeBytes { TIFFCodec.firstDirectoryOffset($0) } == expected, "\(bytes)")
+        }
     }
 }
