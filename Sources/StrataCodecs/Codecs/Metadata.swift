@@ -19,6 +19,23 @@ package enum Metadata {
         package var reachesScan = false
     }
 
+    /// Whether `bytes`, a PNG's first bytes, reach its first `IDAT` chunk: every chunk the
+    /// header is read from (`IHDR`, and the colour chunks, which must precede `IDAT`) lies in
+    /// them. A chunk walk of lengths and types; `false` for anything else.
+    package static func pngReachesImageData(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+        guard bytes.count >= 8, bytes.prefix(8).elementsEqual(signature) else { return false }
+        var i = 8
+        while i + 8 <= bytes.count {
+            let length = (0..<4).reduce(0) { $0 << 8 | Int(bytes[i + $1]) }
+            // "IDAT"
+            if bytes[i + 4] == 0x49, bytes[i + 5] == 0x44, bytes[i + 6] == 0x41, bytes[i + 7] == 0x54 { return true }
+            guard length <= Int(Int32.max) else { return false }
+            i += 12 + length
+        }
+        return false
+    }
+
     /// Walks the JPEG segments from SOI up to SOS (or the end of the data).
     package static func jpegMarkers(_ bytes: UnsafeRawBufferPointer) -> JPEGMarkers {
         var result = JPEGMarkers()

@@ -10,7 +10,8 @@ extension ImageCache {
     /// engine's threads; no pixel memory. From a blocking source (a directory) a JPEG's header
     /// is read from its first megabyte (`headerPrefixBytes`) when its first scan starts there
     /// (every header segment is then in it): describing a gigapixel original reads a megabyte,
-    /// not the file. A TIFF whose first directory follows its pixels also has that directory and
+    /// not the file; so is a PNG's when its first `IDAT` chunk starts there. A TIFF whose first
+    /// directory follows its pixels also has that directory and
     /// what follows it read as a second part (`tiffHeaderPastPrefix`);
     /// other formats (whose metadata may follow the pixels) are read whole. Not
     /// cached here: callers memoize per key and version. From other sources the first megabyte is
@@ -36,7 +37,9 @@ extension ImageCache {
             prefix = try await fetchOriginal(key, lane: FlightLane(.urgent), prefix: Self.headerPrefixBytes)
         }
         let data: SourceData
-        if prefix.bytes.count < Self.headerPrefixBytes || prefix.bytes.withUnsafeBytes({ Metadata.jpegMarkers($0).reachesScan }) {
+        if prefix.bytes.count < Self.headerPrefixBytes
+            || prefix.bytes.withUnsafeBytes({ Metadata.jpegMarkers($0).reachesScan || Metadata.pngReachesImageData($0) })
+        {
             data = prefix
         } else if let found = try await tiffHeaderPastPrefix(key, prefix: prefix, maxPixels: maxPixels) {
             return found

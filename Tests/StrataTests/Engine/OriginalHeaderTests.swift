@@ -41,21 +41,40 @@ import StrataTestSupport
         return out + jpeg[2...]
     }
 
+    /// `png` with a private ancillary chunk of `bytes` bytes (CRC included) after `IHDR`.
+    static func pngWithChunk(_ png: [UInt8], bytes: Int) -> [UInt8] {
+        func crc32(_ data: ArraySlice<UInt8>) -> UInt32 {
+            var crc: UInt32 = 0xFFFF_FFFF
+            for byte in data {
+                crc ^= UInt32(byte)
+                for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+            }
+            return ~crc
+        }
+        func be(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(value >> (24 - 8 * $0) & 0xFF) } }
+        let chunk = Array("prVt".utf8) + [UInt8](repeating: 0x5A, count: bytes)
+        let ihdrEnd = 8 + 12 + 13
+        return Array(png[..<ihdrEnd]) + be(UInt32(bytes)) + chunk + be(crc32(chunk[...])) + png[ihdrEnd...]
+    }
+
     @Test func aBigJPEGsHeaderComesFromItsFirstMegabyte() async throws {
         // Seconds of encoding, on a thread of its own.
-        let (big, png) = try await offThePool("originals") { () throws -> ([UInt8], [UInt8]) in
+        let (big, png, webp) = try await offThePool("originals") { () throws -> ([UInt8], [UInt8], [UInt8]) in
             let big = try Mosaic.jpeg(PixelSize(width: 4000, height: 3000))
-            return (big, try ImageEncoder.encode(try ImageDecoder().decode(Fixtures.bytes("jpeg/path-2560x1600.jpg")), as: .png))
+            let photo = try ImageDecoder().decode(Fixtures.bytes("jpeg/path-2560x1600.jpg"))
+            return (big, try ImageEncoder.encode(photo, as: .png), try ImageEncoder.encode(photo, as: .webp, quality: 100))
         }
         #expect(big.count > ImageCache.headerPrefixBytes, "the JPEG must be larger than the prefix (\(big.count) bytes)")
         let small = Fixtures.bytes("jpeg/orientation-6.jpg")
         let late = Self.padded(Fixtures.bytes("jpeg/path-2560x1600.jpg"), bytes: ImageCache.headerPrefixBytes + 1000)
-        #expect(png.count > ImageCache.headerPrefixBytes)
+        #expect(png.count > ImageCache.headerPrefixBytes && webp.count > ImageCache.headerPrefixBytes)
         let cases: [(String, [UInt8], whole: Int)] = [
             ("big.jpg", big, 0),  // the scan starts in the first megabyte
             ("small.jpg", small, 0),  // the prefix is the whole file
             ("late.jpg", late, 1),  // a megabyte of segments before the scan: read whole
-            ("big.png", png, 1),  // not a JPEG: read whole
+            ("big.png", png, 0),  // its first IDAT starts in the first megabyte
+            ("late.png", Self.pngWithChunk(png, bytes: ImageCache.headerPrefixBytes), 1),  // a megabyte before IDAT: read whole
+            ("big.webp", webp, 1),  // not a JPEG, a PNG or a TIFF: read whole
         ]
         for (key, bytes, whole) in cases {
             let source = CountingSource([key: bytes])
