@@ -30,7 +30,8 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
     package static let originalChanged = "original_changed"
 
     /// The engine's error as an HTTP answer: 400 for a bad request or a key the source refuses,
-    /// 404 for an unknown key, 413 over the pixel or byte limit, 422 undecodable, 502/504 origin
+    /// 404 for an unknown key, 413 over the pixel or byte limit (an origin's body limit too),
+    /// 422 undecodable, 502/504 origin
     /// failures, 500 when a tier's own files fail, 503 when shutting down or when the work is larger
     /// than the whole `render.memoryLimit`.
     package init(_ error: ImageCacheError) {
@@ -57,7 +58,13 @@ public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible 
             case .invalidKey(let why):
                 self.init(.badRequest, "bad_key", "\(source.key.debugDescription) is not a valid key: \(why)")
             case .origin(let origin):
-                if case .timeout = origin.kind {
+                if case .bodyTooLarge = origin.kind {
+                    // As a directory's file over source.maxFileSize: the same 413, its key named.
+                    self.init(
+                        .contentTooLarge, "too_large",
+                        "\(source.key.debugDescription): \(origin) (a tile pyramid copies its original to disk instead, up to iiif.maxSourceSize)"
+                    )
+                } else if case .timeout = origin.kind {
                     self.init(.gatewayTimeout, "origin_timeout", "the origin did not answer in time for \(source.key.debugDescription)")
                 } else {
                     self.init(.badGateway, "origin_failed", "the origin failed for \(source.key.debugDescription): \(origin.kind)")
