@@ -11,29 +11,24 @@ extension ImageCache {
     /// (up to ``tiffTailBytes``: its tags' values, the strips' offsets) as a second part, put at
     /// its offset in a sparse mapping of the file's length beside the prefix, so that libtiff
     /// finds both where the file has them. Cost: one more read, and the pages libtiff touches.
-    /// `nil` (the caller reads the whole file) when `prefix` is not such a TIFF, the source
-    /// cannot read parts, the parts are of two versions, or the header needs more than they
-    /// hold; a header over `maxPixels` throws as a whole read's would.
+    /// `nil` (the caller reads the whole file, which reports any failure) when `prefix` is not
+    /// such a TIFF, the source cannot read that part, the parts are of two versions, or the
+    /// header needs more than they hold; a header over `maxPixels` throws as a whole read's
+    /// would.
     func tiffHeaderPastPrefix(
         _ key: CacheKey, prefix: SourceData, maxPixels: Int?
     ) async throws(ImageCacheError) -> (header: ImageHeader, version: SourceVersion)? {
         guard let offset = prefix.bytes.withUnsafeBytes({ TIFFCodec.firstDirectoryOffset($0) }), offset >= prefix.bytes.count
         else { return nil }
+        // A part that cannot be read (an origin that ignores `Range` past the start) leaves the
+        // whole read to say what is wrong, as it did before this part was asked for.
         let tail: SourceRange?
         if let directory = blockingSource as? DirectorySource {
-            tail = try await onPool(key, lane: FlightLane(.urgent)) { () throws(ImageCacheError) -> SourceRange in
-                do throws(SourceError) {
-                    return try directory.fetchRangeBlocking(key: key.sourceKey, offset: offset, maxBytes: Self.tiffTailBytes)
-                } catch {
-                    throw ImageCacheError(error)
-                }
+            tail = try await onPool(key, lane: FlightLane(.urgent)) { () -> SourceRange? in
+                try? directory.fetchRangeBlocking(key: key.sourceKey, offset: offset, maxBytes: Self.tiffTailBytes)
             }
         } else if let source {
-            do throws(SourceError) {
-                tail = try await source.fetchRange(key: key.sourceKey, offset: offset, maxBytes: Self.tiffTailBytes)
-            } catch {
-                throw ImageCacheError(error)
-            }
+            tail = try? await source.fetchRange(key: key.sourceKey, offset: offset, maxBytes: Self.tiffTailBytes)
         } else {
             return nil
         }

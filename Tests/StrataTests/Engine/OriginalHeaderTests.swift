@@ -139,6 +139,29 @@ import StrataTestSupport
         let whole = try await ImageCache(source: counting).originalHeader(for: "photo.tif")
         let reads = counting.reads.withLock { $0 }
         #expect(whole.header == expected && reads.prefix == 1 && reads.whole == 1, "\(reads)")
+        // An origin whose ranged read at the directory fails (it ignores `Range` past the start):
+        // the whole original is read, and the header is the same.
+        let refusing = RangeRefusingSource(bytes)
+        let fromWhole = try await ImageCache(source: refusing).originalHeader(for: "photo.tif")
+        #expect(fromWhole.header == expected && refusing.wholeReads.withLock { $0 } == 1)
+    }
+
+    /// An origin that reads a prefix and the whole original, but refuses ranges past the start.
+    final class RangeRefusingSource: ImageSource {
+        let bytes: [UInt8]
+        let wholeReads = Lock(0)
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        func fetch(key: String) async throws(SourceError) -> SourceData {
+            wholeReads.withLock { $0 += 1 }
+            return SourceData(bytes: bytes, version: "v1")
+        }
+        func fetchPrefix(key: String, maxBytes: Int) async throws(SourceError) -> SourceData {
+            SourceData(bytes: Array(bytes.prefix(maxBytes)), version: "v1")
+        }
+        func fetchRange(key: String, offset: Int, maxBytes: Int) async throws(SourceError) -> SourceRange? {
+            throw SourceError(key: key, reason: .failed("a ranged GET after the first was answered 200, not 206"))
+        }
     }
 
     @Test func firstDirectoryOffsets() {
