@@ -52,22 +52,24 @@ extension ImageCache {
             data = try await fetchOriginal(key, lane: FlightLane(.urgent))
         }
         let bytes = data.bytes
-        let header = try await onPool(key, lane: FlightLane(.urgent)) { [renderers, pool] () -> Result<ImageHeader, ImageDecodingError> in
-            if let maxPixels {
-                let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: maxPixels))
-                return Result { () throws(ImageDecodingError) -> ImageHeader in
-                    try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try decoder.readHeader($0) } }
-                }
-            }
-            return renderers.withRenderer(pool: pool) { renderer in
-                Result { () throws(ImageDecodingError) -> ImageHeader in
-                    try rethrowingTyped(ImageDecodingError.self) { try bytes.withUnsafeBytes { try renderer.decoder.readHeader($0) } }
-                }
-            }
+        let header = try await onPool(key, lane: FlightLane(.urgent)) { [self] () -> Result<ImageHeader, ImageDecodingError> in
+            bytes.withUnsafeBytes { readHeader($0, maxPixels: maxPixels) }
         }
         switch header {
         case .success(let header): return (header, SourceVersion(token: data.version))
         case .failure(let error): throw .decoding(key: key.string, error)
+        }
+    }
+
+    /// The header of `bytes` under `maxPixels` (a decoder of its own), or under the engine's
+    /// limits (a renderer's decoder) when `nil`; on the engine's threads.
+    func readHeader(_ bytes: UnsafeRawBufferPointer, maxPixels: Int?) -> Result<ImageHeader, ImageDecodingError> {
+        if let maxPixels {
+            let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: maxPixels))
+            return Result { () throws(ImageDecodingError) -> ImageHeader in try decoder.readHeader(bytes) }
+        }
+        return renderers.withRenderer(pool: pool) { renderer in
+            Result { () throws(ImageDecodingError) -> ImageHeader in try renderer.decoder.readHeader(bytes) }
         }
     }
 

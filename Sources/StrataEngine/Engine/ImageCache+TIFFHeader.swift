@@ -36,18 +36,11 @@ extension ImageCache {
         guard let tail, tail.version == prefix.version, !tail.bytes.isEmpty, offset + tail.bytes.count <= tail.totalBytes else {
             return nil
         }
-        let parsed = try await onPool(key, lane: FlightLane(.urgent)) { [renderers, pool] () -> Result<ImageHeader, ImageDecodingError>? in
+        let parsed = try await onPool(key, lane: FlightLane(.urgent)) { [self] () -> Result<ImageHeader, ImageDecodingError>? in
             guard let view = try? ScratchMapping(count: tail.totalBytes) else { return nil }
             prefix.bytes.withUnsafeBytes { view.base.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
             tail.bytes.withUnsafeBytes { (view.base + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-            let bytes = UnsafeRawBufferPointer(start: view.base, count: view.count)
-            if let maxPixels {
-                let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: maxPixels))
-                return Result { () throws(ImageDecodingError) -> ImageHeader in try decoder.readHeader(bytes) }
-            }
-            return renderers.withRenderer(pool: pool) { renderer in
-                Result { () throws(ImageDecodingError) -> ImageHeader in try renderer.decoder.readHeader(bytes) }
-            }
+            return readHeader(UnsafeRawBufferPointer(start: view.base, count: view.count), maxPixels: maxPixels)
         }
         switch parsed {
         case .success(let header): return (header, SourceVersion(token: prefix.version))
