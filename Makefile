@@ -33,7 +33,7 @@ test: deps
 	@mkdir -p .build
 	@set -o pipefail; { $(SWIFT) build --build-tests --explicit-target-dependency-import-check error \
 	  && Scripts/test-halves.sh "$$($(SWIFT) build --show-bin-path)/StrataPackageTests.xctest" .build/test --skip PyramidProcessTests \
-	  && swift test --skip-build --filter PyramidProcessTests; } 2>&1 \
+	  && $(SWIFT) test --skip-build --filter PyramidProcessTests; } 2>&1 \
 	  | tee .build/test.log || { \
 	  echo "== failed tests and their issues (whole log: .build/test.log) =="; \
 	  grep -E '✘|recorded an issue|error:|Fatal error|fatal error' .build/test.log \

@@ -1,6 +1,20 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
+// The pixel code is optimized in debug builds too, its `assert`s kept: StrataBase (the resampler,
+// pixel buffers), StrataCodecs (pixel conversions, colour) and the tests' StrataTestSupport
+// (test images, PSNR). Unoptimized, their SIMD and per-pixel loops run one to two orders of
+// magnitude slower, and the tests that check renders against references spent most of their time
+// there (`make test`'s suite took about twice as long). The other targets, the tests' own
+// among them, stay unoptimized for the debugger. Only in this repository's own builds
+// (Scripts/swift.sh, which the Makefile and every script use, sets
+// SWIFTPM_STRATA_OPTIMIZED_DEBUG=1): a package that depends on Strata builds it with its own
+// settings, and no unsafe flag of ours (SwiftPM 6.2 accepts a versioned dependency's unsafe
+// flags from a 6.2 manifest, checked with a tagged clone; earlier versions refused them).
+let optimizedInDebug: [SwiftSetting] =
+    Context.environment["SWIFTPM_STRATA_OPTIMIZED_DEBUG"] == "1"
+    ? [.unsafeFlags(["-O", "-assert-config", "Debug"], .when(configuration: .debug))] : []
+
 let package = Package(
     name: "Strata",
     platforms: [.macOS(.v15)],
@@ -137,7 +151,8 @@ let package = Package(
                 "CStrataLinux", "CStrataSIMD", "CXXHash",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-            ]
+            ],
+            swiftSettings: optimizedInDebug
         ),
         // Codecs, colour and the renderer (decode, colour, resample).
         .target(
@@ -149,7 +164,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-            ]
+            ],
+            swiftSettings: optimizedInDebug
         ),
         // The tiers: memory, disk, image tables, and the sources of originals.
         .target(
@@ -264,7 +280,7 @@ let package = Package(
             dependencies: [
                 "Strata", "CLCMS2", "CTurboJPEG", "CZlib", "CHeif", .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Tests/StrataTestSupport"),
+            path: "Tests/StrataTestSupport", swiftSettings: optimizedInDebug),
         // Counts a thread's allocations in the test bundle (its own `malloc`, handing every call
         // to glibc's; under a sanitizer, its allocator's hook): WarmPathAllocationTests. In no
         // product.
@@ -350,8 +366,9 @@ let package = Package(
 let sanitizer = Context.environment["SANITIZER"] ?? ""
 precondition(["", "address", "thread"].contains(sanitizer), "SANITIZER must be address or thread, not \(sanitizer)")
 // Test code (not what it checks), unoptimized in an optimized sanitizer build: optimizing the
-// tests' expanded expectations took about a third of that build.
-let testCode: Set<String> = ["StrataTestSupport", "StrataFuzzing", "strata-test-helper", "strata-fuzz"]
+// tests' expanded expectations took about a third of that build. StrataTestSupport (no
+// expectations: test images, PSNR) is optimized there, as in the debug build.
+let testCode: Set<String> = ["StrataFuzzing", "strata-test-helper", "strata-fuzz"]
 if !sanitizer.isEmpty {
     for target in package.targets where target.type != .system && target.type != .binary {
         var swift: [SwiftSetting] = [.unsafeFlags(["-sanitize=\(sanitizer)"])]

@@ -3,8 +3,13 @@
 # enabled traits to its compiler in the order of a hashed set, and Swift seeds its hashing per
 # process, so each `swift build` saw new command lines for swift-configuration, Hummingbird and
 # swift-protobuf and compiled them again (with what links them: a minute of a release build that
-# had nothing to do). Deterministic hashing in SwiftPM's own process keeps the order. Only the
-# build tool gets it: the programs it builds and starts elsewhere do not inherit it.
+# had nothing to do). Deterministic hashing in SwiftPM's own process keeps the order.
+#
+# It also sets SWIFTPM_STRATA_OPTIMIZED_DEBUG=1 (unless set): the pixel targets optimized in
+# debug builds too (Package.swift, `optimizedInDebug`). A plain `swift build` compiles them
+# unoptimized, and switching between the two recompiles them. `swift test` hands both variables
+# on to the tests and the processes they start; neither begins with STRATA_ (`strata` refuses an
+# unknown STRATA_ variable as a configuration key).
 #
 #   Scripts/swift.sh build …   (any `swift` command line)
-SWIFT_DETERMINISTIC_HASHING=1 exec swift "$@"
+SWIFTPM_STRATA_OPTIMIZED_DEBUG=${SWIFTPM_STRATA_OPTIMIZED_DEBUG:-1} SWIFT_DETERMINISTIC_HASHING=1 exec swift "$@"

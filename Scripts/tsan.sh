@@ -31,4 +31,4 @@ export SANITIZER=thread
 [ "$build" -eq 0 ] || Scripts/swift.sh build --build-tests --scratch-path "$scratch" --explicit-target-dependency-import-check error
 [ "$build_only" -eq 0 ] || exit 0
 STRATA_STRESS_SECONDS="${STRATA_STRESS_SECONDS:-20}" timeout 1200 \
-    swift test --skip-build --scratch-path "$scratch" --filter "$suites"
+    Scripts/swift.sh test --skip-build --scratch-path "$scratch" --filter "$suites"
