@@ -96,6 +96,16 @@ struct HTTPEdgeCaseTests {
         return (Outcome(statuses: read.answers.map(\.status), closed: closed), read.answers)
     }
 
+    /// The width of case `index`'s cold request: one no other request asks for.
+    static func coldWidth(_ index: Int) -> Int { 40 + index }
+
+    /// `send` of `edge` for `target` to `port`, on a thread of its own.
+    static func sendOffThePool(_ edge: Case, _ target: String, to port: Int) async throws -> (Outcome, [RawResponse]) {
+        try await offThePool {
+            try Self.send(edge.bytes(target), to: port, answers: edge.answers, heads: edge.heads, halfClose: edge.halfClose)
+        }
+    }
+
     @Test func edgeCasesAgainstNginx() async throws {
         guard let nginx = try await ReferenceNginx.start() else {
             Issue.record("nginx is not installed (apt-get install nginx)")
@@ -108,19 +118,31 @@ struct HTTPEdgeCaseTests {
         #expect(try await server.get(warm).header("X-Strata-Tier") == "encoded")
         let original = Array(try Data(contentsOf: URL(fileURLWithPath: fixturesDirectory + "/jpeg/kite-800x500-gray.jpg")))
         var table: [String] = ["| case | nginx | strata, warm | strata, cold |", "|---|---|---|---|"]
-        for (index, edge) in Self.cases.enumerated() {
-            // A cold key per case: a width no other request asked for.
-            let width = 40 + index
-            let cold = "/images/jpeg/kite-800x500-gray.jpg?w=\(width)&format=jpeg&tolerance=0"
-            let (reference, referenceAnswers) = try await offThePool {
-                try Self.send(edge.bytes(warm), to: nginx.port, answers: edge.answers, heads: edge.heads, halfClose: edge.halfClose)
-            }
-            var row = "| \(edge.name) | \(reference) |"
-            for (target, isWarm) in [(warm, true), (cold, false)] {
-                let port = server.port
-                let (outcome, answers) = try await offThePool {
-                    try Self.send(edge.bytes(target), to: port, answers: edge.answers, heads: edge.heads, halfClose: edge.halfClose)
+        // Every case on its own connections at once (48 sockets: each case to nginx and to the
+        // service, warm and cold): a connection kept open costs a 2 s wait for its close, and
+        // one after another those waits were most of this test's time. A cold key per case
+        // (`coldWidth`).
+        typealias Sent = (Outcome, [RawResponse])
+        let (nginxPort, strataPort) = (nginx.port, server.port)
+        let sent = try await withThrowingTaskGroup(of: (Int, Sent, Sent, Sent).self) { group in
+            for (index, edge) in Self.cases.enumerated() {
+                group.addTask {
+                    let cold = "/images/jpeg/kite-800x500-gray.jpg?w=\(Self.coldWidth(index))&format=jpeg&tolerance=0"
+                    async let reference = Self.sendOffThePool(edge, warm, to: nginxPort)
+                    async let warmSent = Self.sendOffThePool(edge, warm, to: strataPort)
+                    async let coldSent = Self.sendOffThePool(edge, cold, to: strataPort)
+                    return (index, try await reference, try await warmSent, try await coldSent)
                 }
+            }
+            var byCase = [Int: (Sent, Sent, Sent)]()
+            for try await (index, reference, warmSent, coldSent) in group { byCase[index] = (reference, warmSent, coldSent) }
+            return byCase
+        }
+        for (index, edge) in Self.cases.enumerated() {
+            let width = Self.coldWidth(index)
+            let ((reference, referenceAnswers), warmSent, coldSent) = try #require(sent[index])
+            var row = "| \(edge.name) | \(reference) |"
+            for ((outcome, answers), isWarm) in [(warmSent, true), (coldSent, false)] {
                 row += " \(outcome) |"
                 let expected = edge.strataAccepts ?? reference.accepted
                 #expect(outcome.accepted == expected, "\(edge.name), \(isWarm ? "warm" : "cold"): \(outcome); nginx: \(reference)")

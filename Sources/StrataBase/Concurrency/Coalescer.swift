@@ -175,10 +175,10 @@ public final class Coalescer<
     @discardableResult
     public func setPriority(_ priority: Priority, for ticket: CoalescerTicket) -> Bool {
         let (waiting, changed) = state.withLock { s -> (Bool, CoalescedOperation<Priority>?) in
-            guard let waiter = ticket.waiter as? Waiter else {
-                ticket.pending = priority
-                return (false, nil)
-            }
+            // Kept for a later call given this ticket (a request that joined a flight whose
+            // answer did not serve it, and starts its own).
+            ticket.pending = priority
+            guard let waiter = ticket.waiter as? Waiter else { return (false, nil) }
             guard let id = waiter.operation, s.operations[id]?.waiters[ObjectIdentifier(waiter)] != nil else { return (false, nil) }
             waiter.priority = priority
             let highest = s.operations[id]!.waiters.values.lazy.map(\.priority).max()!
@@ -253,12 +253,13 @@ public final class Coalescer<
 /// A caller's handle on its own call of ``Coalescer/run(group:descriptor:priority:joining:ticket:work:)``,
 /// for changing that call's priority while it waits (``Coalescer/setPriority(_:for:)``): an
 /// urgent request that scrolled off screen becomes a prefetch, a prefetch the user now looks at
-/// becomes urgent, and the shared operation follows its highest waiter. One ticket per call.
+/// becomes urgent, and the shared operation follows its highest waiter. A ticket follows one
+/// call at a time; given to a later call, that call registers with the last priority set.
 /// Its fields are guarded by the coalescer's lock.
 public final class CoalescerTicket: @unchecked Sendable {
     /// The registered call's waiter (an object of the coalescer's own type).
     package var waiter: AnyObject?
-    /// A priority set before the call registered.
+    /// The last priority set: the one a call registers with.
     package var pending: Any?
 
     public init() {}

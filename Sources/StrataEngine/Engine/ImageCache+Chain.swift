@@ -14,21 +14,26 @@ package struct MemoryMiss: Error {}
 /// The first request of a flight (flights are grouped by ``CacheKey``): what it asked for.
 package struct FlightDescriptor: Sendable {
     package var box: PixelSize
-    package var tolerance: Double
     package var mode: ContentMode
     package var style: PixelStyle
     package var allowUpscale: Bool
 
-    /// Whether `request` may join: the same mode, style and upscaling, and a box within this
-    /// flight's tolerance of the flight's box (the flight's result is then within tolerance of
-    /// what it asked for) — below it, within the request's own upscale tolerance too, so a
-    /// request that takes nothing smaller than its box never joins a smaller render.
-    package func accepts(_ request: ImageRequest) -> Bool {
-        let lower = min(tolerance, request.upscaleTolerance ?? tolerance)
-        return request.mode == mode && request.style == style && request.allowUpscale == allowUpscale
-            && VariantMatcher.matches(
-                VariantDescriptor(size: box, mode: mode),
-                SizeQuery(box: request.box, mode: mode, tolerance: tolerance, upscaleTolerance: lower))
+    /// Whether a request may join: the same mode, style and upscaling, and a box whose render
+    /// answers it within `query` (the joiner's own tolerances), whatever the original's aspect.
+    /// For `fit`, the render of a box W₁×H₁ has the fill ratio s₁/s₂ in a box W₂×H₂ (sᵢ: the
+    /// scale that fits the original in box i), which lies between W₁/W₂ and H₁/H₂: both must be
+    /// within the tolerances. A box of one side (the other unbounded, the same in both) compares
+    /// that side alone; comparing the boxes as if they were variants let `w=42` and `w=55` share
+    /// one render. For `fill`, the render is the box itself.
+    package func accepts(_ request: ImageRequest, within query: SizeQuery) -> Bool {
+        guard request.mode == mode, request.style == style, request.allowUpscale == allowUpscale else { return false }
+        switch mode {
+        case .fit:
+            return query.accepts(Double(box.width) / Double(request.box.width))
+                && query.accepts(Double(box.height) / Double(request.box.height))
+        case .fill:
+            return VariantMatcher.matches(VariantDescriptor(size: box, mode: mode, style: style), query)
+        }
     }
 }
 
@@ -216,12 +221,20 @@ extension ImageCache {
     /// Joins or starts the flight for `request`. `lowerTiersAsked`: the request has asked every
     /// tier below memory just before (``lowerTierHit(_:lane:direct:)``), so a flight it starts
     /// goes to the render at once — one lookup per tier per request.
+    /// `mayJoin` false: a flight of its own (a joined flight's answer did not serve it).
     package func throughFlight(
-        _ request: ImageRequest, ticket: CoalescerTicket?, lowerTiersAsked: Bool = false
+        _ request: ImageRequest, ticket: CoalescerTicket?, lowerTiersAsked: Bool = false, mayJoin: Bool = true
     ) async throws(ImageCacheError) -> CachedImage {
-        let tolerance = request.exactSize ? 0 : (request.tolerance ?? defaultTolerance)
         let descriptor = FlightDescriptor(
-            box: request.box, tolerance: tolerance, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale)
+            box: request.box, mode: request.mode, style: request.style, allowUpscale: request.allowUpscale)
+        // What this request may be answered with by another's flight: within its tolerance, or
+        // for `exactSize` a variant at least as large, within its search tolerance, to resample.
+        let ownQuery = request.query(defaultTolerance: defaultTolerance)
+        var joinQuery = ownQuery
+        if request.exactSize {
+            joinQuery = request.searchQuery(defaultTolerance: defaultTolerance)
+            joinQuery.upscaleTolerance = 0
+        }
         let outcome: (value: CachedImage, joined: Bool)
         // The flight's span: the leader's work runs under it; a request that joins another's
         // flight has one too (`strata.flight.joined`), spanning its wait.
@@ -233,7 +246,7 @@ extension ImageCache {
         do {
             outcome = try await flights.run(
                 group: request.key, descriptor: descriptor, priority: request.priority,
-                joining: { $0.accepts(request) }, ticket: ticket,
+                joining: { mayJoin && $0.accepts(request, within: joinQuery) }, ticket: ticket,
                 work: { [self] operation async throws(ImageCacheError) -> CachedImage in
                     try await Spans.within(flightContext) { () async throws(ImageCacheError) -> CachedImage in
                         try await fetch(request, operation: operation, lowerTiersAsked: lowerTiersAsked)
@@ -255,6 +268,11 @@ extension ImageCache {
             // The flight answered its first request; an exact request resamples from it.
             if request.exactSize, Self.canResample(outcome.value.variant, to: request) {
                 return try await finish(outcome.value, for: request)
+            }
+            // A flight's answer is within its first request's tolerance (a hit of a lower tier
+            // may be anywhere in it): one outside this request's own starts a flight of its own.
+            if !outcome.value.variant.matches(ownQuery) {
+                return try await throughFlight(request, ticket: ticket, mayJoin: false)
             }
         }
         return outcome.value

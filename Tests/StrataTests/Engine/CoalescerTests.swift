@@ -202,6 +202,28 @@ import StrataTestSupport
 
     // MARK: - Priority
 
+    /// A ticket given to a later call: that call registers with the last priority set on the
+    /// ticket (the engine's request whose joined flight did not serve it starts a flight of its
+    /// own, at the priority the request was moved to meanwhile).
+    @Test func aTicketCarriesItsLastPriorityIntoALaterCall() async {
+        let coalescer = TestCoalescer()
+        let probe = Probe()
+        let ticket = CoalescerTicket()
+        let first = Task { () -> Int? in
+            try? await coalescer.run(
+                group: "g", descriptor: 0, priority: 1, joining: { _ in true }, ticket: ticket, work: probe.work(returning: 1)
+            ).value
+        }
+        #expect(await eventually { coalescer.waiterCount(group: "g") == 1 })
+        #expect(coalescer.setPriority(4, for: ticket))
+        probe.gate.open()
+        #expect(await first.value == 1)
+        let second = try? await coalescer.run(
+            group: "g", descriptor: 0, priority: 1, joining: { _ in false }, ticket: ticket, work: probe.work(returning: 2))
+        #expect(second?.value == 2)
+        #expect(probe.operations.map(\.priority) == [4, 4], "the first moved to 4; the second registered with it")
+    }
+
     @Test func thePriorityIsTheHighestOfTheRemainingWaiters() async {
         let coalescer = TestCoalescer()
         let gate = Gate(), ready = Gate()

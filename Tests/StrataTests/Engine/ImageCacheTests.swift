@@ -103,6 +103,36 @@ struct ImageCacheTests {
         #expect(cache.statistics.engine.coalesced == 99)
     }
 
+    /// Concurrent cold requests of one key whose boxes have one side (the service's `w=` alone:
+    /// the other side its largest dimension): each is answered within its own tolerance — only
+    /// widths that close share a render. Found with 16 concurrent `?w=40…55&tolerance=0`
+    /// requests, all answered with one of their renders (42 wide for a 55), when the flights
+    /// compared the boxes as if they were variants.
+    @Test(arguments: [nil, 0.0] as [Double?])
+    func concurrentRequestsOfOtherWidthsGetTheirOwnWithinTolerance(tolerance: Double?) async throws {
+        let source = CountingSource(gated: true)
+        let cache = try ImageCache(source: source)
+        let widths = tolerance == 0 ? Array(40...55) : [100, 110, 130, 170, 230, 300, 400]
+        let results = try await withThrowingTaskGroup(of: (Int, CachedImage).self) { group in
+            for width in widths {
+                group.addTask { (width, try await cache.image(for: request(Self.photo, width, 16384, tolerance: tolerance))) }
+            }
+            #expect(await eventually { cache.flights.waiterCount(group: CacheKey(Self.photo)) == widths.count })
+            source.gate!.open()
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for (width, served) in results {
+            let ratio = Double(served.image.size.width) / Double(width)
+            if tolerance == 0 {
+                #expect(served.image.size.width == width, "w=\(width) answered \(served.image.size)")
+            } else {
+                #expect(ratio >= 0.8 - 1e-9 && ratio <= 1.2 + 1e-9, "w=\(width) answered \(served.image.size)")
+            }
+        }
+        // Only widths within one another's tolerance joined (100 and 110; 110 and 130).
+        #expect(cache.statistics.engine.coalesced <= (tolerance == 0 ? 0 : 2))
+    }
+
     /// A request that missed memory and every tier below it while another flight of its key was
     /// rendering, and reaches the flights after that one ended, finds its variant in memory.
     @Test func aFlightStartedAfterAnotherEndedServesWhatItLeftInMemory() async throws {
