@@ -10,6 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../Examples/Embedding"
 configuration=debug
+# As an embedder builds it: without this repository's optimized pixel targets in debug builds,
+# which Scripts/swift.sh turns on for the project's own builds (Package.swift, optimizedInDebug).
+export SWIFTPM_STRATA_OPTIMIZED_DEBUG=0
 [ "${1:-}" = "-c" ] && configuration="${2:-debug}"
 
 echo "embedding: building Examples/Embedding ($configuration)…"
