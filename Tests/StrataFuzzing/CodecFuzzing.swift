@@ -20,7 +20,9 @@ extension Fuzzing {
             decoder.releaseScratch()
             renderer.decoder.releaseScratch()
         }
-        guard let header = try? decoder.readHeader(bytes) else {
+        let whole = try? decoder.readHeader(bytes)
+        headerFromPrefix(bytes, whole: whole, decoder: decoder)
+        guard let header = whole else {
             require(
                 (try? renderer.render(bytes, request: RenderRequest(box: PixelSize(width: 16, height: 16)))) == nil,
                 "rendered an input whose header does not read")
@@ -49,6 +51,16 @@ extension Fuzzing {
         if let image = try? renderer.render(bytes, request: RenderRequest(box: box, mode: mode)) {
             require(image.width <= box.width && image.height <= box.height, "rendered beyond the box")
         }
+    }
+
+    /// A header read from the first part of `bytes` (``ImageDecoder/readHeader(prefix:)``, as an
+    /// `info.json` reads a large original's first megabyte), cut where the input's length says:
+    /// when the prefix is taken to hold the whole header, it must be the whole input's.
+    package static func headerFromPrefix(_ bytes: UnsafeRawBufferPointer, whole: ImageHeader?, decoder: ImageDecoder) {
+        let cut = bytes.count * (1 + bytes.count % 7) / 8
+        let prefix = UnsafeRawBufferPointer(rebasing: bytes[..<cut])
+        guard let partial = try? decoder.readHeader(prefix: prefix) else { return }
+        require(partial == whole, "the header from the first \(cut) bytes is not the whole input's")
     }
 
     /// Every tile of a TIFF's own pyramid (when its images make one), each of its rect's size,

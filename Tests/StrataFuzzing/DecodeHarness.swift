@@ -59,6 +59,7 @@ package enum DecodeHarness {
     static func run(_ bytes: UnsafeRawBufferPointer) {
         let count = bytes.count
         let header = try? renderer.decoder.readHeader(bytes)
+        Fuzzing.headerFromPrefix(bytes, whole: header, decoder: renderer.decoder)
         let request = requests[count % requests.count]
         do {
             let image = try renderer.render(bytes, request: request)

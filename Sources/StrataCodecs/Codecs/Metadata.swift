@@ -77,10 +77,30 @@ package enum Metadata {
         return result
     }
 
-    /// The EXIF orientation in a WebP file's `EXIF` chunk (1 when absent or malformed).
+    /// Whether a WebP's header is read from its first bytes alone: a simple file (`VP8 `, `VP8L`)
+    /// has no metadata chunks, and an extended one (`VP8X`) whose flags announce neither `EXIF`
+    /// (bit 3), which usually follows the image data, nor `ICCP` (bit 5), which libwebp's demux
+    /// reads from a whole container only. `false` for anything else.
+    package static func webpHeaderNeedsNoTrailingChunk(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count >= 30, bytes[0] == 0x52, bytes[1] == 0x49, bytes[2] == 0x46, bytes[3] == 0x46,  // "RIFF"
+            bytes[8] == 0x57, bytes[9] == 0x45, bytes[10] == 0x42, bytes[11] == 0x50,  // "WEBP"
+            bytes[12] == 0x56, bytes[13] == 0x50, bytes[14] == 0x38  // "VP8"
+        else { return false }
+        switch bytes[15] {
+        case 0x20, 0x4C: return true  // "VP8 ", "VP8L"
+        case 0x58: return bytes[20] & (0x08 | 0x20) == 0  // "VP8X"
+        default: return false
+        }
+    }
+
+    /// The EXIF orientation in a WebP file's `EXIF` chunk (1 when absent or malformed), read
+    /// when the file's `VP8X` flags announce one (bit 3), as the container's specification
+    /// says: a simple file has no metadata chunks.
     package static func webpOrientation(_ bytes: UnsafeRawBufferPointer) -> Int {
         let n = bytes.count
-        guard n >= 12 else { return 1 }
+        guard n >= 21, bytes[12] == 0x56, bytes[13] == 0x50, bytes[14] == 0x38, bytes[15] == 0x58, bytes[20] & 0x08 != 0 else {
+            return 1
+        }
         var i = 12
         var chunks = 0
         while i + 8 <= n, chunks < 64 {

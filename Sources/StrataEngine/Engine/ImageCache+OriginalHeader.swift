@@ -7,13 +7,14 @@ extension ImageCache {
     /// pixels (an IIIF `info.json` needs the original's width and height).
     ///
     /// Cost: one source fetch (counted as a fetch, not a decode) and a header parse on the
-    /// engine's threads; no pixel memory. From a blocking source (a directory) a JPEG's header
-    /// is read from its first megabyte (`headerPrefixBytes`) when its first scan starts there
-    /// (every header segment is then in it): describing a gigapixel original reads a megabyte,
-    /// not the file; so is a PNG's when its first `IDAT` chunk starts there. A TIFF whose first
-    /// directory follows its pixels also has that directory and
-    /// what follows it read as a second part (`tiffHeaderPastPrefix`);
-    /// other formats (whose metadata may follow the pixels) are read whole. Not
+    /// engine's threads; no pixel memory. From a blocking source (a directory) the header is
+    /// read from the original's first megabyte (`headerPrefixBytes`) when that holds all of it
+    /// (``/StrataCodecs/ImageDecoder/readHeader(prefix:)``: a JPEG whose first scan starts there,
+    /// a PNG whose first `IDAT` does, a JPEG 2000 or JPEG XL whose header is there, a WebP
+    /// without `EXIF` or `ICCP` chunks): describing a gigapixel original reads a megabyte, not
+    /// the file. A TIFF whose first directory follows its pixels also has that directory and
+    /// what follows it read as a second part (`tiffHeaderPastPrefix`); anything else (metadata
+    /// that may follow the pixels: AVIF, HEIC, a WebP's `EXIF`) is read whole. Not
     /// cached here: callers memoize per key and version. From other sources the first megabyte is
     /// asked for the same way (``/StrataTiers/ImageSource/fetchPrefix(key:maxBytes:)``: a ranged
     /// GET from an HTTP origin or a bucket).
@@ -37,10 +38,10 @@ extension ImageCache {
             prefix = try await fetchOriginal(key, lane: FlightLane(.urgent), prefix: Self.headerPrefixBytes)
         }
         let data: SourceData
-        if prefix.bytes.count < Self.headerPrefixBytes
-            || prefix.bytes.withUnsafeBytes({ Metadata.jpegMarkers($0).reachesScan || Metadata.pngReachesImageData($0) })
-        {
-            data = prefix
+        if prefix.bytes.count < Self.headerPrefixBytes {
+            data = prefix  // the whole original
+        } else if let found = try await headerInPrefix(key, prefix: prefix, maxPixels: maxPixels) {
+            return found
         } else if let found = try await tiffHeaderPastPrefix(key, prefix: prefix, maxPixels: maxPixels) {
             return found
         } else if let files = blockingSource {
@@ -61,16 +62,38 @@ extension ImageCache {
         }
     }
 
+    /// The header from the prefix alone when it is known to hold all of it
+    /// (``/StrataCodecs/ImageDecoder/readHeader(prefix:)``), else `nil`.
+    private func headerInPrefix(
+        _ key: CacheKey, prefix: SourceData, maxPixels: Int?
+    ) async throws(ImageCacheError) -> (header: ImageHeader, version: SourceVersion)? {
+        let bytes = prefix.bytes
+        let header = try await onPool(key, lane: FlightLane(.urgent)) { [self] () -> Result<ImageHeader?, ImageDecodingError> in
+            bytes.withUnsafeBytes { raw in
+                withDecoder(maxPixels: maxPixels) { decoder in
+                    Result { () throws(ImageDecodingError) -> ImageHeader? in try decoder.readHeader(prefix: raw) }
+                }
+            }
+        }
+        switch header {
+        case .success(let header): return header.map { ($0, SourceVersion(token: prefix.version)) }
+        case .failure(let error): throw .decoding(key: key.string, error)
+        }
+    }
+
     /// The header of `bytes` under `maxPixels` (a decoder of its own), or under the engine's
     /// limits (a renderer's decoder) when `nil`; on the engine's threads.
     func readHeader(_ bytes: UnsafeRawBufferPointer, maxPixels: Int?) -> Result<ImageHeader, ImageDecodingError> {
-        if let maxPixels {
-            let decoder = ImageDecoder(limits: DecodingLimits(maxPixels: maxPixels))
-            return Result { () throws(ImageDecodingError) -> ImageHeader in try decoder.readHeader(bytes) }
+        withDecoder(maxPixels: maxPixels) { decoder in
+            Result { () throws(ImageDecodingError) -> ImageHeader in try decoder.readHeader(bytes) }
         }
-        return renderers.withRenderer(pool: pool) { renderer in
-            Result { () throws(ImageDecodingError) -> ImageHeader in try renderer.decoder.readHeader(bytes) }
-        }
+    }
+
+    /// `body` with a decoder of its own under `maxPixels`, or with a renderer's (the engine's
+    /// limits) when `nil`.
+    private func withDecoder<T>(maxPixels: Int?, _ body: (ImageDecoder) -> T) -> T {
+        if let maxPixels { return body(ImageDecoder(limits: DecodingLimits(maxPixels: maxPixels))) }
+        return renderers.withRenderer(pool: pool) { body($0.decoder) }
     }
 
     /// How much of an original ``originalHeader(for:maxPixels:)`` reads first from a blocking

@@ -62,14 +62,21 @@ struct MetadataTests {
         #expect(plain.withUnsafeBytes { Metadata.jpegMarkers($0).adobeTransform } == nil)
     }
 
-    @Test("WebP EXIF chunk orientation")
+    @Test("WebP EXIF chunk orientation, read when the VP8X flags announce the chunk")
     func webpExif() {
         let exif = Self.tiff(littleEndian: true, orientation: 6)
         var chunk: [UInt8] = Array("EXIF".utf8) + [UInt8(exif.count), 0, 0, 0] + exif
         if exif.count % 2 == 1 { chunk.append(0) }
-        let body: [UInt8] = Array("WEBP".utf8) + Array("VP8X".utf8) + [10, 0, 0, 0] + [UInt8](repeating: 0, count: 10) + chunk
-        let file: [UInt8] = Array("RIFF".utf8) + [UInt8(body.count), 0, 0, 0] + body
-        #expect(file.withUnsafeBytes { Metadata.webpOrientation($0) } == 6)
+        func file(flags: UInt8) -> [UInt8] {
+            let body: [UInt8] =
+                Array("WEBP".utf8) + Array("VP8X".utf8) + [10, 0, 0, 0] + [flags] + [UInt8](repeating: 0, count: 9) + chunk
+            return Array("RIFF".utf8) + [UInt8(body.count), 0, 0, 0] + body
+        }
+        #expect(file(flags: 0x08).withUnsafeBytes { Metadata.webpOrientation($0) } == 6)
+        // A chunk the flags do not announce is not read (the specification: set when the file
+        // has EXIF metadata), so a header read from a file's first bytes can rely on the flags.
+        #expect(file(flags: 0).withUnsafeBytes { Metadata.webpOrientation($0) } == 1)
         #expect(Fixtures.bytes("webp/cups-640x400-alpha.webp").withUnsafeBytes { Metadata.webpOrientation($0) } == 1)
+        #expect(Fixtures.bytes("webp/orientation-6-lossless.webp").withUnsafeBytes { Metadata.webpOrientation($0) } == 6)
     }
 }

@@ -74,7 +74,8 @@ import StrataTestSupport
             ("late.jpg", late, 1),  // a megabyte of segments before the scan: read whole
             ("big.png", png, 0),  // its first IDAT starts in the first megabyte
             ("late.png", Self.pngWithChunk(png, bytes: ImageCache.headerPrefixBytes), 1),  // a megabyte before IDAT: read whole
-            ("big.webp", webp, 1),  // not a JPEG, a PNG or a TIFF: read whole
+            ("big.webp", webp, 0),  // a simple WebP: no metadata chunks
+            ("exif.webp", Self.webpWithExif(webp, orientation: 6), 1),  // EXIF follows the image data: read whole
         ]
         for (key, bytes, whole) in cases {
             let source = CountingSource([key: bytes])
@@ -85,6 +86,71 @@ import StrataTestSupport
             #expect(version == SourceVersion(token: "v1"))
             let reads = source.reads.withLock { $0 }
             #expect(reads.prefix == 1 && reads.whole == whole, "\(key): \(reads)")
+        }
+    }
+
+    /// `webp` (a simple lossy file) as an extended one with an `EXIF` chunk after its image
+    /// data, holding `orientation`, as cwebp's `-metadata exif` and libwebp's mux place it.
+    static func webpWithExif(_ webp: [UInt8], orientation: UInt8) -> [UInt8] {
+        func le(_ value: Int, _ count: Int) -> [UInt8] { (0..<count).map { UInt8(value >> (8 * $0) & 0xFF) } }
+        let header = try! ImageDecoder().readHeader(webp)
+        // VP8X: flags (bit 3: EXIF), 3 reserved bytes, the canvas's width and height less one.
+        let vp8x = Array("VP8X".utf8) + le(10, 4) + [0x08, 0, 0, 0] + le(header.size.width - 1, 3) + le(header.size.height - 1, 3)
+        // A little-endian TIFF: one IFD with Orientation (0x0112, SHORT, 1).
+        let tiff: [UInt8] = [0x49, 0x49, 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, orientation, 0, 0, 0, 0, 0, 0, 0]
+        let exif = Array("EXIF".utf8) + le(tiff.count, 4) + tiff
+        let body = Array("WEBP".utf8) + vp8x + webp[12...] + exif
+        return Array("RIFF".utf8) + le(body.count, 4) + body
+    }
+
+    /// JPEG 2000 (a JP2 file with an ICC profile, a raw codestream) and JPEG XL originals over
+    /// the first megabyte have their header from it: describing an archive's large original
+    /// reads a megabyte, also past a directory's `maxFileBytes`. A JP2 whose boxes before the
+    /// codestream run past the prefix is read whole; the header is the whole file's each time.
+    @Test func jpeg2000AndJPEGXLHeadersComeFromTheirFirstMegabyte() async throws {
+        let photo = TilePyramidsTests.oddPhoto()
+        // Lossless, so larger than the prefix; seconds of encoding, on a thread of their own.
+        let (jp2, j2k, jxl) = try await offThePool("opj_compress, cjxl") { [photo] () throws -> ([UInt8], [UInt8], [UInt8]) in
+            let tools = FormatTools()
+            let tiff = TIFFWriter.tiff(photo, .rgb)
+            let jp2 = try JP2Boxes.withICC(
+                JP2DecodingTests.compress(tiff, ["-t", "512,512", "-n", "5"], tools: tools),
+                profile: ColourFixtures.profile(.swappedMatrix))
+            let j2k = try JP2DecodingTests.compress(tiff, [], suffix: "j2k", tools: tools)
+            return (jp2, j2k, try tools.cjxl(tools.png(photo), ["-d", "0"]))
+        }
+        // An XML box of a megabyte before the header box (ISO/IEC 15444-1 allows one after
+        // `ftyp`): the header lies past the prefix.
+        let ftypEnd = 12 + Int(jp2[12]) << 24 + Int(jp2[13]) << 16 + Int(jp2[14]) << 8 + Int(jp2[15])
+        let xmlLength = ImageCache.headerPrefixBytes + 100
+        let xml =
+            [UInt8(xmlLength >> 24), UInt8(xmlLength >> 16 & 0xFF), UInt8(xmlLength >> 8 & 0xFF), UInt8(xmlLength & 0xFF)]
+            + Array("xml ".utf8) + [UInt8](repeating: 0x20, count: xmlLength - 8)
+        let lateJP2 = Array(jp2[..<ftypEnd]) + xml + jp2[ftypEnd...]
+        let cases: [(String, [UInt8], whole: Int)] = [
+            ("archive.jp2", jp2, 0), ("archive.j2k", j2k, 0), ("photo.jxl", jxl, 0), ("late.jp2", lateJP2, 1),
+        ]
+        for (key, bytes, whole) in cases {
+            #expect(bytes.count > ImageCache.headerPrefixBytes, "\(key) must be larger than the prefix (\(bytes.count) bytes)")
+            let expected = try ImageDecoder().readHeader(bytes)
+            #expect(expected.size == photo.size, "\(key)")
+            let source = CountingSource([key: bytes])
+            let (header, version) = try await ImageCache(source: source).originalHeader(for: CacheKey(key))
+            #expect(header == expected, "\(key)")
+            #expect(version == SourceVersion(token: "v1"))
+            let reads = source.reads.withLock { $0 }
+            #expect(reads.prefix == 1 && reads.whole == whole, "\(key): \(reads)")
+        }
+        #expect(try ImageDecoder().readHeader(jp2).colour.profile?.bytes == ColourFixtures.profile(.swappedMatrix))
+        // Over a directory's file limit, whose whole read is refused.
+        let scratch = TempDirectory()
+        try Data(jp2).write(to: URL(fileURLWithPath: scratch.path + "/archive.jp2"))
+        let directory = try DirectorySource(root: scratch.path, maxFileBytes: ImageCache.headerPrefixBytes)
+        let fromDirectory = try await ImageCache(source: directory).originalHeader(for: "archive.jp2")
+        #expect(fromDirectory.header == (try ImageDecoder().readHeader(jp2)))
+        // Over a pixel limit: refused from the prefix, as a whole read would be.
+        await #expect(throws: ImageCacheError.self) {
+            _ = try await ImageCache(source: CountingSource(["archive.jp2": jp2])).originalHeader(for: "archive.jp2", maxPixels: 1000)
         }
     }
 
