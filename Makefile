@@ -15,8 +15,11 @@ release: deps
 
 # The service (`strata serve`) on its embedded default: Fixtures/ as the source, its disk cache in
 # ./.strata-cache/disk, listening on 127.0.0.1:8080; it prints URLs to try. Ctrl-C stops it.
-# Built without the OTLP span exporter (the OTLPExporter trait, the costliest dependency to
-# compile) to reach the first URL sooner: `make release` builds the whole `strata`.
+# Built without the OTLP span exporter and the remote sources (the OTLPExporter and RemoteSources
+# traits: swift-otel, AsyncHTTPClient with swift-nio-ssl and swift-nio-http2, the costliest
+# dependencies to compile) to reach the first URL sooner; there `tracing.enabled`,
+# `source.http.baseURL`, `source.s3.bucket` and `shared.s3.bucket` are refused naming the key.
+# `make release` builds the whole `strata`.
 run: deps
 	$(SWIFT) build -c release --product strata --disable-default-traits
 	./.build/release/strata serve

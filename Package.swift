@@ -33,15 +33,23 @@ let package = Package(
         .library(name: "StrataService", targets: ["StrataService"]),
         .executable(name: "strata", targets: ["strata"]),
     ],
-    // `strata serve`'s OTLP/HTTP span exporter (swift-otel, with swift-protobuf and the semantic
-    // conventions: the costliest dependency the service can do without, about a fifth of a
-    // release build, docs/Benchmarks.md "Build times"). On by default, so every ordinary
-    // build (`swift build`, `make release`, the container) has it; `make run` builds without it
-    // (`--disable-default-traits`) to reach its first URL sooner, and there `tracing.enabled`
-    // is refused naming the key. The sanitizer and soak builds of CI leave it out too.
+    // Two parts of the service that the first `make run` over Fixtures/ does not use and that
+    // cost most of a release build (docs/Benchmarks.md "Build times"): `strata serve`'s OTLP/HTTP
+    // span exporter (swift-otel, with swift-protobuf and the semantic conventions), and the
+    // remote sources — `source.http.*`, `source.s3.*` and the shared tier on S3 — through
+    // StrataHTTPOrigin and StrataS3 (AsyncHTTPClient, with swift-nio-ssl's BoringSSL and
+    // swift-nio-http2). Both on by default, so every ordinary build (`swift build`, `make
+    // release`, the container) has them; `make run` builds without them
+    // (`--disable-default-traits`) to reach its first URL sooner, and there `tracing.enabled`,
+    // `source.http.baseURL`, `source.s3.bucket` and `shared.s3.bucket` are refused naming the
+    // key and the build that has them. CI's sanitizer builds leave out the exporter only
+    // (`--traits RemoteSources`); its soak runs `make run`'s build.
     traits: [
         .trait(name: "OTLPExporter", description: "strata serve exports spans over OTLP/HTTP (swift-otel)"),
-        .default(enabledTraits: ["OTLPExporter"]),
+        .trait(
+            name: "RemoteSources",
+            description: "originals from an HTTP origin or an S3 bucket, and the shared tier on S3 (AsyncHTTPClient)"),
+        .default(enabledTraits: ["OTLPExporter", "RemoteSources"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -221,7 +229,9 @@ let package = Package(
         .target(
             name: "StrataConfiguration",
             dependencies: [
-                "Strata", "StrataHTTPOrigin", "StrataS3",
+                "Strata",
+                .target(name: "StrataHTTPOrigin", condition: .when(traits: ["RemoteSources"])),
+                .target(name: "StrataS3", condition: .when(traits: ["RemoteSources"])),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),

@@ -6,13 +6,14 @@
 # halves of 177 s and 195 s against about 930 s). `assert`s are kept (`-assert-config Debug`), as
 # in `make test`'s debug build, and so is its refusal of an import of a target that is not a
 # declared dependency (the layers). Built without the OTLP exporter trait (swift-otel is not
-# Strata's code; TracingTests then check the refusal).
+# Strata's code; TracingTests then check the refusal), with the remote sources
+# (`--traits RemoteSources`: the HTTP origin's and S3's tests run here too).
 #
 # The sanitizer's flags go on Strata's own targets only (`SANITIZER=address`, Package.swift):
-# the dependencies compile as in the release `strata` built with the same traits
-# (`swift build -c release --product strata --disable-default-traits`), so in a folder where that
-# was built, this build reuses them and compiles only Strata and the tests (CI builds the soak's
-# `strata` there first). The tests' own code is compiled unoptimized.
+# the dependencies compile as in a release `strata`, so in a folder where one was built, this
+# build reuses them and compiles only Strata, the tests and what the remote sources add (CI
+# builds the soak's `strata` there first: `make run`'s build, without either trait). The
+# tests' own code is compiled unoptimized.
 # LeakSanitizer is off: it reports a 144-byte leak inside XCTest's own harness.
 #
 # An AddressSanitizer report fails at once. A run that fails without one (under ASan the suite
@@ -32,7 +33,7 @@ if [ "${1:-}" = "--no-build" ]; then build=0; shift; fi
 scratch="${ASAN_SCRATCH:-.build-asan}"
 if [ "$build" -eq 1 ]; then
     ./Scripts/install-deps.sh
-    SANITIZER=address Scripts/swift.sh build -c release --build-tests --scratch-path "$scratch" --disable-default-traits \
+    SANITIZER=address Scripts/swift.sh build -c release --build-tests --scratch-path "$scratch" --traits RemoteSources \
         --explicit-target-dependency-import-check error
 fi
 [ "${1:-}" != "--build-only" ] || exit 0

@@ -1,8 +1,10 @@
 import CoreMetrics
 import Logging
 import Strata
+#if RemoteSources
 import StrataHTTPOrigin
 import StrataS3
+#endif
 
 /// An ``ImageCache`` built from a ``StrataConfiguration``, with what lives beside it: the one
 /// pool that the engine, the disk tier's write-behind, the image tables, a directory source and
@@ -13,8 +15,10 @@ public final class ConfiguredImageCache: Sendable {
     public let cache: ImageCache
     /// The tile pyramids of big originals (`iiif.pyramidPath`), `nil` when unset.
     public let pyramids: TilePyramids?
+    #if RemoteSources
     /// The fleet's shared tier, when `shared.s3.bucket` is set.
     public let sharedTier: S3SharedTier?
+    #endif
     public let configuration: StrataConfiguration
     package let monitor: MemoryPressureMonitor?
     package let shutdownSource: @Sendable () async -> Void
@@ -72,6 +76,7 @@ public final class ConfiguredImageCache: Sendable {
                 throw ConfigurationError(key: "source.directory", value: root, reason: "cannot open the directory: \(error)")
             }
             shutdownSource = {}
+        #if RemoteSources
         case .http(let settings):
             let origin: HTTPSource
             do {
@@ -90,6 +95,7 @@ public final class ConfiguredImageCache: Sendable {
             }
             source = bucket
             shutdownSource = { try? await bucket.shutdown() }
+        #endif
         }
         var options = ImageCache.Options()
         options.defaultTolerance = configuration.tolerance
@@ -105,7 +111,12 @@ public final class ConfiguredImageCache: Sendable {
         options.tracing = EngineTracing(isEnabled: configuration.tracing.enabled, includesKeys: configuration.tracing.includeKeys)
         options.logger = logger
         options.metricsFactory = metricsFactory
+        #if RemoteSources
         sharedTier = try configuration.shared.makeTier(logger: logger, metricsFactory: metricsFactory)
+        let sharedTier = self.sharedTier
+        #else
+        let sharedTier: (any RemoteCacheTier)? = nil
+        #endif
         cache = try ImageCache(
             memory: memory, disk: disk, tables: tables, shared: sharedTier, source: source, render: configuration.render,
             options: options, pool: shared)
@@ -128,7 +139,9 @@ public final class ConfiguredImageCache: Sendable {
         monitor?.stop()
         cache.disk?.flush()
         cache.disk?.close()
+        #if RemoteSources
         await sharedTier?.shutdown()
+        #endif
         await shutdownSource()
     }
 }

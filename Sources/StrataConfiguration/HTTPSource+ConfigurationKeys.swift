@@ -1,3 +1,4 @@
+#if RemoteSources
 import Foundation
 import Strata
 import StrataHTTPOrigin
@@ -36,3 +37,4 @@ extension HTTPSource.Configuration {
         return origin
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if RemoteSources
 import Strata
 import StrataS3
 
@@ -77,3 +78,4 @@ extension S3Source.Configuration {
         return source
     }
 }
+#endif

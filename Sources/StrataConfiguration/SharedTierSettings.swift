@@ -1,3 +1,4 @@
+#if RemoteSources
 import CoreMetrics
 import Logging
 import Strata
@@ -47,3 +48,18 @@ public struct SharedTierSettings: Sendable, Equatable {
         }
     }
 }
+#else
+import Strata
+
+/// The shared tier's settings in a build without the `RemoteSources` trait (`make run`): there
+/// is none, and `shared.s3.bucket` is refused naming the key (``RemoteSourcesLeftOut``).
+public struct SharedTierSettings: Sendable, Equatable {
+    /// Whether a shared tier is configured: never in this build.
+    public var isEnabled: Bool { false }
+
+    package static func read(from reader: inout KeyReader) throws(ConfigurationError) -> SharedTierSettings {
+        let _: Never? = try RemoteSourcesLeftOut.refuse("shared.s3.bucket", from: &reader)
+        return SharedTierSettings()
+    }
+}
+#endif

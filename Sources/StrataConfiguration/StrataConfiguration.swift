@@ -1,6 +1,8 @@
 import Strata
+#if RemoteSources
 import StrataHTTPOrigin
 import StrataS3
+#endif
 
 /// Everything an operator can set, read and checked in one go from ``ConfigurationLayers``
 /// (command line > environment > file > documented defaults), mapped onto the tiers' own
@@ -17,10 +19,12 @@ public struct StrataConfiguration: Sendable {
         case none
         /// ``DirectorySource`` over a directory.
         case directory(String)
+        #if RemoteSources
         /// An HTTP origin (``HTTPSource``).
         case http(HTTPSource.Configuration)
         /// An S3-compatible bucket (``S3Source``).
         case s3(S3Source.Configuration)
+        #endif
     }
 
     /// A value in force and where it came from.
@@ -137,12 +141,19 @@ public struct StrataConfiguration: Sendable {
         colourOutput = try reader.choice("color.output", ColourOutput.allCases.map { ($0.rawValue, $0) })
         let directory = try reader.path("source.directory")
         sourceMaxFileBytes = try reader.bytes("source.maxFileSize", min: 1)
+        #if RemoteSources
         let origin = try HTTPSource.Configuration.read(from: &reader)
         let bucket = try S3Source.Configuration.read(from: &reader)
+        #else
+        let origin: Never? = try RemoteSourcesLeftOut.refuse("source.http.baseURL", from: &reader)
+        let bucket: Never? = try RemoteSourcesLeftOut.refuse("source.s3.bucket", from: &reader)
+        #endif
         switch (directory, origin, bucket) {
         case (let directory?, nil, nil): source = .directory(directory)
+        #if RemoteSources
         case (nil, let http?, nil): source = .http(http)
         case (nil, nil, let s3?): source = .s3(s3)
+        #endif
         case (nil, nil, nil): source = .none
         default:
             let given = [

@@ -45,8 +45,10 @@ struct ConfigCommand: AsyncParsableCommand {
         switch configuration.source {
         case .none: print("# source: none (only cached images are served)")
         case .directory(let root): print("# source: directory \(root)")
+        #if RemoteSources
         case .http(let origin): print("# source: HTTP origin \(origin.baseURL)")
         case .s3(let bucket): print("# source: \(bucket.endpoint), prefix \(bucket.prefix.debugDescription)")
+        #endif
         }
     }
 }
