@@ -212,8 +212,8 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
 /// reads a body), beyond it the connection is closed.
 ///
 /// One per connection, right after NIO's HTTP/1 decoder: it sees every request part, and every
-/// response part the encoder gets (the warm path's step response included, one per warm
-/// answer). Cost: a call into the guard per part, no allocation.
+/// response part the encoder gets; the warm path tells it of each answer it writes below the
+/// encoder (``answeredBelowTheEncoder()``). Cost: a call into the guard per part, no allocation.
 package final class RequestPhases: ChannelDuplexHandler, RemovableChannelHandler {
     package typealias InboundIn = HTTPServerRequestPart
     package typealias InboundOut = HTTPServerRequestPart
@@ -256,6 +256,13 @@ package final class RequestPhases: ChannelDuplexHandler, RemovableChannelHandler
             guardian.requestEnd()
         }
         context.fireChannelRead(data)
+    }
+
+    /// A whole answer was written below the encoder (``WarmPathHandler``: HTTP/1.1 keep-alive
+    /// requests only, so never one that closes the connection): counted as if its end had passed.
+    package func answeredBelowTheEncoder() {
+        guardian.responseEnd()
+        responsesWritten &+= 1
     }
 
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -46,6 +46,12 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
     private let handOff: PreparedHandOff
     /// Requests passed on to Hummingbird whose response has not ended yet.
     private var passedOn = 0
+    /// Of the requests passed on whose answer has not started, oldest first: whether it is a
+    /// `HEAD` (or `CONNECT`), answered without a body. Room for a few is made once per
+    /// connection; a client pipelining more grows it.
+    private var bodiless = CircularBuffer<Bool>(initialCapacity: 4)
+    /// The answer being written is to a `HEAD` (or `CONNECT`) request.
+    private var answeringBodiless = false
     /// The rest of a request answered here (its body parts and end) is dropped.
     private var dropping = false
     private var date = HTTPDate()
@@ -56,6 +62,9 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// Where warm answers are written as bytes; `nil` (everything passed on) until
     /// ``WarmHTTP1Channel`` sets it, and again once the pipeline is torn down.
     package var output: ChannelHandlerContext?
+    /// The connection's request and response phases, told of each warm answer (whose end does
+    /// not pass through the encoder, where ``RequestPhases`` counts the others').
+    package var phases: RequestPhases?
 
     package init(
         endpoint: ImageEndpoint, iiif: IIIFEndpoint?, thumbor: ThumborEndpoint? = nil, metrics: ServiceMetrics,
@@ -82,13 +91,14 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
                     dropping = true
                     output.write(NIOAny(answer), promise: nil)
                     output.writeAndFlush(NIOAny(body), promise: nil)
-                    keepEncoderInStep(context: context)
+                    phases?.answeredBelowTheEncoder()
                     return
                 case .passOn(let entry):
                     if let entry { handOff.put(entry, for: head.uri) }
                 }
             }
             passedOn += 1
+            bodiless.append(head.method == .HEAD || head.method == .CONNECT)
             context.fireChannelRead(data)
         case .body:
             if !dropping { context.fireChannelRead(data) }
@@ -101,35 +111,43 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
         }
     }
 
+    /// Hummingbird's answers on their way to NIO's encoder. An answer to a `HEAD` (or `CONNECT`)
+    /// request goes without its body: its body parts are dropped here, and the encoder's bytes
+    /// for its end (a chunked body's last chunk) are dropped by ``WarmPathOutput``. NIO's paired
+    /// decoder would tell the encoder each request's method for this; the decoder here is
+    /// unpaired (``WarmHTTP1Channel``), so a warm answer, written below the encoder, leaves
+    /// nothing queued there and costs no encode of its own.
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { passedOn = max(0, passedOn - 1) }
-        context.write(data, promise: promise)
-    }
-
-    /// An empty response, dropped before the socket, for NIO's response encoder to count: a 304
-    /// without fields, which the encoder frames without touching them (a 200 with
-    /// `Content-Length: 0` cost a copy of its fields: one allocation more per warm answer).
-    private static let stepResponse = HTTPResponseHead(version: .http1_1, status: .notModified)
-
-    /// Keeps NIO's response encoder in step with the requests after a warm answer. The server
-    /// pipeline's decoder tells the encoder each request's method, and the encoder takes one
-    /// per response it encodes, to send responses to `HEAD` without a body; a warm answer is
-    /// written below the encoder, so without this its request's method would stay queued and
-    /// every later response would be framed for the request before it (a `HEAD`'s answer with
-    /// a body, the next `GET`'s without: a desynchronised connection). So an empty response
-    /// goes through the encoder, which takes the warm request's method (the only one queued:
-    /// no response is in progress when the warm path answers), and ``WarmPathOutput`` drops
-    /// the bytes it makes. Cost: one small encode per warm answer.
-    private func keepEncoderInStep(context: ChannelHandlerContext) {
-        guard let output = output?.handler as? WarmPathOutput else { return }
-        output.swallowing = true
-        context.write(wrapOutboundOut(.head(Self.stepResponse)), promise: nil)
-        context.write(wrapOutboundOut(.end(nil)), promise: nil)
-        output.swallowing = false
+        switch unwrapOutboundIn(data) {
+        case .head(let head):
+            // A 1xx other than 101 is followed by the final head, which answers the request.
+            if !(100..<200).contains(head.status.code) || head.status == .switchingProtocols {
+                answeringBodiless = bodiless.popFirst() ?? false
+            }
+            context.write(data, promise: promise)
+        case .body:
+            if answeringBodiless {
+                promise?.succeed()
+            } else {
+                context.write(data, promise: promise)
+            }
+        case .end:
+            passedOn = max(0, passedOn - 1)
+            let withoutBody = answeringBodiless
+            answeringBodiless = false
+            guard withoutBody, let output = output?.handler as? WarmPathOutput else {
+                context.write(data, promise: promise)
+                return
+            }
+            output.swallowing = true
+            context.write(data, promise: promise)
+            output.swallowing = false
+        }
     }
 
     package func handlerRemoved(context: ChannelHandlerContext) {
         output = nil
+        phases = nil
     }
 
     /// What the warm path does with a request.
@@ -254,7 +272,8 @@ package final class WarmPathHandler: ChannelDuplexHandler, RemovableChannelHandl
 /// A pass-through placed in front of NIO's HTTP/1 response encoder: its context is where
 /// ``WarmPathHandler`` writes a whole answer as bytes, so that the bytes go straight to the
 /// socket in order with everything written before them. While ``swallowing`` is set (only
-/// inside ``WarmPathHandler/keepEncoderInStep(context:)``), what the encoder writes is dropped.
+/// while ``WarmPathHandler`` passes on the end of an answer to a `HEAD`), what the encoder
+/// writes is dropped.
 package final class WarmPathOutput: ChannelOutboundHandler, RemovableChannelHandler {
     package init() {}
 
@@ -271,10 +290,12 @@ package final class WarmPathOutput: ChannelOutboundHandler, RemovableChannelHand
     }
 }
 
-/// Hummingbird's HTTP/1 child channel with the warm path added: after `HTTP1Channel` sets a
-/// connection's pipeline up (encoder, decoder, conversion to HTTP types, connection state,
-/// the async channel), ``WarmPathHandler`` goes between the decoder and the conversion, and
-/// ``WarmPathOutput`` in front of the encoder; the connection's Hummingbird task runs with its
+/// Hummingbird's HTTP/1 child channel with the warm path added: a connection's pipeline as
+/// `HTTP1Channel` sets it up (encoder, decoder, conversion to HTTP types, connection state,
+/// the async channel), but with a request decoder not paired with the encoder
+/// (``addCodec(to:limits:)``), ``ConnectionGuard`` first, ``WarmPathOutput`` in front of the
+/// encoder, and ``RequestPhases`` and ``WarmPathHandler`` between the decoder and the
+/// conversion; the connection's Hummingbird task runs with its
 /// ``PreparedHandOff`` as the task-local ``PreparedHandOff/current``.
 package struct WarmHTTP1Channel: ServerChildChannel {
     /// Hummingbird's connection and what the warm path hands over on it.
@@ -341,30 +362,51 @@ package struct WarmHTTP1Channel: ServerChildChannel {
             return channel.eventLoop.makeFailedFuture(error)
         }
         let maxBody = limits.maxDiscardedBody
-        return http1.setup(channel: channel, logger: logger).flatMapThrowing { http1 in
-            let handOff = PreparedHandOff()
-            let value = Value(http1: http1, handOff: handOff)
+        let configuration = http1.configuration
+        return channel.eventLoop.makeCompletedFuture {
+            // Hummingbird's HTTP/1 pipeline (`HTTP1Channel.setup`: NIO's encoder and decoder
+            // with its limits, no pipelining aid, error handling or header validation, the
+            // conversion to HTTP types, its extra handlers, the idle timeout), set up here
+            // because its request decoder must not be paired with the encoder (``addCodec``),
+            // with the request phases and the warm path between the decoder and the conversion.
             let pipeline = channel.pipeline.syncOperations
-            if let codec = try? pipeline.handler(type: HTTP1ToHTTPServerCodec.self) {
-                // Right after the decoder: the warm path goes between it and the codec.
-                try pipeline.addHandler(RequestPhases(guardian: guardian.value, maxBody: maxBody), position: .before(codec))
-            }
-            // Should a Hummingbird release set the pipeline up differently, the connection is
-            // served without the warm path (`strata_http_warm_total` stays 0), not refused.
-            guard let encoder = try? pipeline.handler(type: HTTPResponseEncoder.self),
-                let codec = try? pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            else {
-                logger.debug("no HTTP/1 encoder or HTTP-types codec in the pipeline: the warm path is off for this connection")
-                return value
-            }
-            let output = WarmPathOutput()
+            var decoderLimits = NIOHTTPDecoderLimitConfiguration()
+            decoderLimits.maxHeaderFieldSize = configuration.httpDecoder.maxHeaderFieldSize
+            decoderLimits.maxHeaderListSize = configuration.httpDecoder.maxHeaderListSize
+            decoderLimits.maxHeaderFieldCount = configuration.httpDecoder.maxHeaderFieldCount
+            let output = try Self.addCodec(to: pipeline, limits: decoderLimits)
+            let phases = RequestPhases(guardian: guardian.value, maxBody: maxBody)
+            let handOff = PreparedHandOff()
             let warm = WarmPathHandler(
                 endpoint: endpoint, iiif: iiif, thumbor: thumbor, metrics: metrics, targets: targets, handOff: handOff)
-            try pipeline.addHandler(output, position: .before(encoder))
-            try pipeline.addHandler(warm, position: .before(codec))
+            try pipeline.addHandler(phases)
+            try pipeline.addHandler(warm)
             warm.output = try pipeline.context(handler: output)
-            return value
+            warm.phases = phases
+            try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+            try pipeline.addHandlers(configuration.additionalChannelHandlers())
+            try pipeline.addHandler(
+                HTTPConnectionStateHandler(idleTimeout: configuration.idleTimeout.map { .nanoseconds($0.nanoseconds) }, logger: logger))
+            let http1 = try HTTP1Channel.Value(
+                wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+            return Value(http1: http1, handOff: handOff)
         }
+    }
+
+    /// Adds NIO's HTTP/1 response encoder, with ``WarmPathOutput`` in front of it, and a request
+    /// decoder with `limits` that is not paired with the encoder, and returns the output. NIO's
+    /// own server pipeline (`configureHTTPServerPipeline`) pairs them: the decoder hands the
+    /// encoder each request's method, so that an answer to `HEAD` goes without a body. A warm
+    /// answer, written below the encoder, would leave its method queued there and need an encode
+    /// of its own to take it; ``WarmPathHandler`` frames answers to `HEAD` instead.
+    package static func addCodec(
+        to pipeline: ChannelPipeline.SynchronousOperations, limits: NIOHTTPDecoderLimitConfiguration
+    ) throws -> WarmPathOutput {
+        let output = WarmPathOutput()
+        try pipeline.addHandler(output)
+        try pipeline.addHandler(HTTPResponseEncoder(configuration: .init()))
+        try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: limits)))
+        return output
     }
 
     package func handle(value: Value, logger: Logger) async {

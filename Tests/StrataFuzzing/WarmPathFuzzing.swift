@@ -165,20 +165,16 @@ extension ServiceFuzzing {
             done.wait()
         }
 
-        /// Sets `channel`'s pipeline up as a server connection's: NIO's HTTP/1 server pipeline as
-        /// Hummingbird configures it, ``WarmPathOutput`` in front of the response encoder, then
-        /// `inbound` (the harness's recorder of what the decoder produced) and
+        /// Sets `channel`'s pipeline up as a server connection's: NIO's HTTP/1 encoder and an
+        /// unpaired request decoder as `strata serve` adds them
+        /// (``WarmHTTP1Channel/addCodec(to:limits:)``, ``WarmPathOutput`` in front of the
+        /// encoder), then `inbound` (the harness's recorder of what the decoder produced) and
         /// ``WarmPathHandler``. The caller adds what stands for Hummingbird behind it.
         public func addHandlers(to channel: any Channel, between inbound: any ChannelHandler) throws {
             let pipeline = channel.pipeline.syncOperations
-            try pipeline.configureHTTPServerPipeline(
-                withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false,
-                withEncoderConfiguration: .init(), withDecoderLimitConfiguration: .init())
-            let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
-            let output = WarmPathOutput()
+            let output = try WarmHTTP1Channel.addCodec(to: pipeline, limits: .init())
             let warm = WarmPathHandler(
                 endpoint: endpoint, iiif: iiif, metrics: metrics, targets: memos.memo(for: channel.eventLoop), handOff: PreparedHandOff())
-            try pipeline.addHandler(output, position: .before(encoder))
             try pipeline.addHandler(inbound)
             try pipeline.addHandler(warm)
             warm.output = try pipeline.context(handler: output)
