@@ -41,9 +41,9 @@ struct S3SourceTests {
             defer { Task { try? await store.shutdown() } }
             let kite = Fixtures.bytes(Self.kite)
             try await store.put("photos/" + Self.kite, kite, contentType: "image/jpeg")
-            // moto's checker refuses any key that needs percent-encoding, from boto3 too (it
-            // re-quotes the decoded path its own way); encoded keys are covered by AWS's own PUT
-            // vector (`test$file.text`, SigV4Tests).
+            // moto's checker refuses keys that need percent-encoding (a space aside), from boto3
+            // too; such keys are checked against the AWS SDK's signer (S3ReferenceSigningTests)
+            // and AWS's own PUT vector (`test$file.text`, SigV4Tests).
             let odd = "photos/2026_06/a-b.c~d.jpg"
             try await store.put(odd, kite)
             #expect(try await store.get(odd)?.bytes == kite)

@@ -107,7 +107,7 @@ package final class MotoServer: Sendable {
         return url.path
     }
 
-    private static func run(_ path: String, _ arguments: [String], environment: [String: String]?) throws -> String {
+    static func run(_ path: String, _ arguments: [String], environment: [String: String]?) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
@@ -126,7 +126,7 @@ package final class MotoServer: Sendable {
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw StartError(description: "socket failed: errno \(errno)") }
         defer { close(fd) }
@@ -144,7 +144,7 @@ package final class MotoServer: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    private static func canConnect(port: Int) -> Bool {
+    static func canConnect(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
