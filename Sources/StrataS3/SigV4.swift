@@ -1,4 +1,5 @@
 import Crypto
+import Strata
 
 #if canImport(Glibc)
 import Glibc
@@ -96,8 +97,9 @@ public struct SigV4Date: Sendable, Hashable, CustomStringConvertible {
 /// ``sign(method:path:query:headers:payloadHash:date:addContentSHA256Header:)`` per request. Each step
 /// (canonical request, string to sign, signing key, signature) is exposed so that a `SignatureDoesNotMatch`
 /// can be traced to the line that differs. Cost per request: two SHA-256 hashes of a few hundred bytes and
-/// five HMAC-SHA256 (four for the signing key, one for the signature) plus the string building; hashing the
-/// body is the caller's (``sha256Hex(_:)``, or `UNSIGNED-PAYLOAD`).
+/// one HMAC-SHA256 plus the string building; the signing key (four more HMACs) is derived once per day and
+/// kept, shared by the signer's copies. Hashing the body is the caller's (``sha256Hex(_:)``, or
+/// `UNSIGNED-PAYLOAD`).
 public struct SigV4Signer: Sendable {
     /// The key pair (and session token) that signs.
     public var credentials: AWSCredentials
@@ -112,6 +114,9 @@ public struct SigV4Signer: Sendable {
     public static let unsignedPayload = "UNSIGNED-PAYLOAD"
     /// The SHA-256 of no bytes, the payload hash of a request without a body.
     public static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+    /// The last signing key derived, shared by this signer's copies.
+    private let keyMemo = SigningKeyMemo()
 
     /// A signer for `service` in `region`.
     public init(credentials: AWSCredentials, region: String, service: String = "s3") {
@@ -213,10 +218,16 @@ public struct SigV4Signer: Sendable {
             + Self.sha256Hex(canonicalRequest.utf8)
     }
 
-    /// Step 3, the signing key of this signer's secret, region and service on `date`'s day (32 bytes).
+    /// Step 3, the signing key of this signer's secret, region and service on `date`'s day (32 bytes): derived
+    /// once per day (and again when the secret, the region or the service changes), then kept.
     public func signingKey(date: SigV4Date) -> [UInt8] {
-        Self.signingKey(
+        let inputs = SigningKeyMemo.Inputs(
             secretAccessKey: credentials.secretAccessKey, dateStamp: date.dateStamp, region: region, service: service)
+        if let key = keyMemo.key(for: inputs) { return key }
+        let key = Self.signingKey(
+            secretAccessKey: inputs.secretAccessKey, dateStamp: inputs.dateStamp, region: inputs.region, service: inputs.service)
+        keyMemo.keep(key, for: inputs)
+        return key
     }
 
     /// The signing key: HMAC-SHA256 of `dateStamp` under `"AWS4" + secret`, then of `region`, `service` and
@@ -364,5 +375,28 @@ public struct SigV4Signer: Sendable {
             }
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// The last signing key a ``SigV4Signer`` derived and what it was derived from. A signer signs every
+/// request of a day with one key; deriving it takes four of the five HMACs of a signature.
+final class SigningKeyMemo: Sendable {
+    struct Inputs: Equatable {
+        var secretAccessKey: String
+        var dateStamp: String
+        var region: String
+        var service: String
+    }
+
+    private let last = Lock<(inputs: Inputs, key: [UInt8])?>(nil)
+
+    /// The key kept for exactly these inputs, if any.
+    func key(for inputs: Inputs) -> [UInt8]? {
+        last.withLock { last in last.flatMap { $0.inputs == inputs ? $0.key : nil } }
+    }
+
+    /// Keeps `key`, derived from `inputs`, in place of the last one.
+    func keep(_ key: [UInt8], for inputs: Inputs) {
+        last.withLock { $0 = (inputs, key) }
     }
 }

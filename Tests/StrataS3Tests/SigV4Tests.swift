@@ -181,6 +181,40 @@ struct SigV4Tests {
         #expect(signer.signingKey(date: SigV4Date(secondsSince1970: 1_329_307_200)) == key)
     }
 
+    @Test("The kept signing key is the derived one across days, secrets, regions and the signer's copies")
+    func keptSigningKey() {
+        let secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+        var signer = SigV4Signer(credentials: AWSCredentials(accessKeyID: "AKIDEXAMPLE", secretAccessKey: secret), region: "us-east-1")
+        func derived(_ signer: SigV4Signer, _ date: SigV4Date) -> [UInt8] {
+            SigV4Signer.signingKey(
+                secretAccessKey: signer.credentials.secretAccessKey, dateStamp: date.dateStamp, region: signer.region,
+                service: signer.service)
+        }
+        let lastSecond = SigV4Date(secondsSince1970: 1_329_350_399)  // 2012-02-15T23:59:59Z
+        let nextDay = SigV4Date(secondsSince1970: 1_329_350_400)
+        #expect(derived(signer, lastSecond) != derived(signer, nextDay))
+        for date in [lastSecond, lastSecond, nextDay, nextDay, lastSecond] {
+            #expect(signer.signingKey(date: date) == derived(signer, date), "\(date)")
+        }
+        // A copy shares what is kept; changing its secret or region must not get the other's key.
+        var copy = signer
+        copy.credentials = AWSCredentials(accessKeyID: "AKIDEXAMPLE", secretAccessKey: secret + "2")
+        #expect(copy.signingKey(date: nextDay) == derived(copy, nextDay) && copy.signingKey(date: nextDay) != derived(signer, nextDay))
+        #expect(signer.signingKey(date: nextDay) == derived(signer, nextDay))
+        signer.region = "eu-west-1"
+        #expect(signer.signingKey(date: nextDay) == derived(signer, nextDay))
+        #expect(copy.signingKey(date: nextDay) == derived(copy, nextDay))
+        // And a whole signature made with the kept key is the documented one (the GET Object example).
+        for _ in 0..<3 {
+            let added = Self.s3Signer.sign(
+                method: "GET", path: "/test.txt", query: [], headers: [Self.s3Host, ("Range", "bytes=0-9")],
+                payloadHash: SigV4Signer.emptyPayloadHash, date: Self.s3Date)
+            #expect(
+                Self.value("Authorization", in: added)?.hasSuffix(
+                    "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41") == true)
+        }
+    }
+
     // MARK: aws-sig-v4-test-suite
 
     static let suiteSigner = SigV4Signer(
