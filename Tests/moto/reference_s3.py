@@ -76,7 +76,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         for name, value in headers:
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
+        if status not in (204, 304):  # neither has a body, nor a length (RFC 9110)
+            self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if send_body and self.command != "HEAD":
             self.wfile.write(body)
