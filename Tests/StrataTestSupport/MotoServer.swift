@@ -33,15 +33,14 @@ package final class MotoServer: Sendable {
     /// and `buckets`.
     package static func start(buckets: [String], port requested: Int? = nil) throws -> MotoServer {
         let root = packageRoot()
-        let paths = try run(root + "/Scripts/moto.sh", [], environment: nil).split(separator: " ").map(String.init)
-        guard paths.count == 2 else { throw StartError(description: "Scripts/moto.sh printed \(paths)") }
+        let tools = try installedTools()
         let port = try requested ?? freePort()
         var environment = ProcessInfo.processInfo.environment
         environment["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
         environment["AWS_ACCESS_KEY_ID"] = nil
         environment["AWS_SECRET_ACCESS_KEY"] = nil
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: paths[0].trimmingCharacters(in: .whitespacesAndNewlines))
+        process.executableURL = URL(fileURLWithPath: tools.server)
         process.arguments = ["-H", "127.0.0.1", "-p", "\(port)"]
         process.environment = environment
         // STRATA_MOTO_LOG=FILE keeps the server's request log (for debugging a test).
@@ -53,18 +52,12 @@ package final class MotoServer: Sendable {
         process.standardError = log ?? FileHandle.nullDevice
         try process.run()
         let pid = process.processIdentifier
-        let deadline = ContinuousClock.now + .seconds(180)
-        while !canConnect(port: port) {
-            if ContinuousClock.now > deadline || !process.isRunning {
-                kill(pid, SIGKILL)
-                throw StartError(description: "moto_server did not listen on 127.0.0.1:\(port) within 180 s")
-            }
-            usleep(50_000)
+        guard waitUntilListening(port: port, process: process, seconds: 180) else {
+            throw StartError(description: "moto_server did not listen on 127.0.0.1:\(port) within 180 s")
         }
-        let python = paths[1].trimmingCharacters(in: .whitespacesAndNewlines)
         let output: String
         do {
-            output = try run(python, [root + "/Tests/moto/setup.py", "http://127.0.0.1:\(port)"] + buckets, environment: nil)
+            output = try run(tools.python, [root + "/Tests/moto/setup.py", "http://127.0.0.1:\(port)"] + buckets, environment: nil)
         } catch {
             kill(pid, SIGKILL)
             throw error
@@ -80,7 +73,10 @@ package final class MotoServer: Sendable {
     }
 
     /// Stops the server (SIGTERM, then SIGKILL after 5 s) and reaps it.
-    package func stop() {
+    package func stop() { Self.terminate(pid) }
+
+    /// Stops the process `pid` (SIGTERM, then SIGKILL after 5 s) and reaps it.
+    static func terminate(_ pid: pid_t) {
         kill(pid, SIGTERM)
         for _ in 0..<100 {
             var status: Int32 = 0
@@ -91,6 +87,29 @@ package final class MotoServer: Sendable {
         kill(pid, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
+    }
+
+    /// Installs moto's virtual environment if needed (`Scripts/moto.sh`): its `moto_server` and
+    /// its `python` (which has boto3 and botocore).
+    static func installedTools() throws -> (server: String, python: String) {
+        let paths = try run(packageRoot() + "/Scripts/moto.sh", [], environment: nil).split(separator: " ")
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        guard paths.count == 2 else { throw StartError(description: "Scripts/moto.sh printed \(paths)") }
+        return (paths[0], paths[1])
+    }
+
+    /// Waits up to `seconds` for `process` to accept connections on 127.0.0.1:`port`; kills it
+    /// (SIGKILL) and returns false when it exits first or does not.
+    static func waitUntilListening(port: Int, process: Process, seconds: Int) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while !canConnect(port: port) {
+            if ContinuousClock.now > deadline || !process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                return false
+            }
+            usleep(50_000)
+        }
+        return true
     }
 
     /// Stops the server abruptly, as a crash or a network cut would (SIGKILL).
@@ -107,7 +126,7 @@ package final class MotoServer: Sendable {
         return url.path
     }
 
-    static func run(_ path: String, _ arguments: [String], environment: [String: String]?) throws -> String {
+    private static func run(_ path: String, _ arguments: [String], environment: [String: String]?) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
@@ -144,7 +163,7 @@ package final class MotoServer: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    static func canConnect(port: Int) -> Bool {
+    private static func canConnect(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }

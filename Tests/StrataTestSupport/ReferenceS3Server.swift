@@ -36,9 +36,7 @@ package final class ReferenceS3Server: Sendable {
     /// `sessionToken` required when given and its clock `clockOffset` ahead of this machine's.
     package static func start(sessionToken: String? = nil, clockOffset: Duration = .zero) throws -> ReferenceS3Server {
         let root = MotoServer.packageRoot()
-        let paths = try MotoServer.run(root + "/Scripts/moto.sh", [], environment: nil).split(separator: " ").map(String.init)
-        guard paths.count == 2 else { throw MotoServer.StartError(description: "Scripts/moto.sh printed \(paths)") }
-        let python = paths[1].trimmingCharacters(in: .whitespacesAndNewlines)
+        let python = try MotoServer.installedTools().python
         let port = try MotoServer.freePort()
         let logPath = NSTemporaryDirectory() + "reference-s3-\(port)-\(UUID().uuidString).log"
         guard FileManager.default.createFile(atPath: logPath, contents: nil), let log = FileHandle(forWritingAtPath: logPath) else {
@@ -53,33 +51,16 @@ package final class ReferenceS3Server: Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = log
         try process.run()
-        let pid = process.processIdentifier
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !MotoServer.canConnect(port: port) {
-            if ContinuousClock.now > deadline || !process.isRunning {
-                kill(pid, SIGKILL)
-                let said = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-                throw MotoServer.StartError(description: "reference_s3.py did not listen on 127.0.0.1:\(port): \(said.suffix(2000))")
-            }
-            usleep(50_000)
+        guard MotoServer.waitUntilListening(port: port, process: process, seconds: 60) else {
+            let said = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            throw MotoServer.StartError(description: "reference_s3.py did not listen on 127.0.0.1:\(port): \(said.suffix(2000))")
         }
-        return ReferenceS3Server(port: port, pid: pid, logPath: logPath)
+        return ReferenceS3Server(port: port, pid: process.processIdentifier, logPath: logPath)
     }
 
     /// Stops the server (SIGTERM, then SIGKILL after 5 s), reaps it and removes its log.
     package func stop() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        var reaped = false
-        for _ in 0..<100 where !reaped {
-            let result = waitpid(pid, &status, WNOHANG)
-            reaped = result == pid || result < 0
-            if !reaped { usleep(50_000) }
-        }
-        if !reaped {
-            kill(pid, SIGKILL)
-            _ = waitpid(pid, &status, 0)
-        }
+        MotoServer.terminate(pid)
         try? FileManager.default.removeItem(atPath: logPath)
     }
 }
